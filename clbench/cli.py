@@ -1,0 +1,236 @@
+"""The ``clbench`` command.
+
+Plugins are loaded before the command line is parsed (their options join ``clbench run``), so
+``-p no:NAME`` and ``--debug`` are read from argv first, as pytest does with ``-p``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from clbench.errors import ClbenchError
+from clbench.registry import Registries, build_registry
+
+KINDS = ("methods", "models", "streams", "metrics", "profiles", "executors")
+
+
+def _early_args(argv: Sequence[str]) -> tuple[list[str], bool]:
+    disabled, debug = [], "--debug" in argv
+    for i, arg in enumerate(argv):
+        value = None
+        if arg == "-p" and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith("-p") and len(arg) > 2:
+            value = arg[2:]
+        if value and value.startswith("no:"):
+            disabled.append(value[3:])
+    return disabled, debug
+
+
+def _csv(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _seeds(value: str | None) -> list[int] | None:
+    items = _csv(value)
+    if items is None:
+        return None
+    try:
+        return [int(v) for v in items]
+    except ValueError:
+        raise ClbenchError(f"--seeds {value!r}: expected integers separated by commas, e.g. 0,1,2") from None
+
+
+def build_cli(regs: Registries) -> click.Group:
+    @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+    @click.option("-p", "plugins", multiple=True, metavar="no:NAME", help="Disable plugin NAME (repeatable).")
+    @click.option("--debug", is_flag=True, help="Show full tracebacks.")
+    @click.version_option(package_name="clbench")
+    def cli(plugins: tuple[str, ...], debug: bool) -> None:
+        """clbench: continual-learning benchmarks with plugins for methods, models, streams and metrics."""
+
+    def run_options(f: Any) -> Any:
+        for spec in reversed(regs.options.values()):
+            f = click.option(f"--{spec.name}", spec.name.replace("-", "_"), default=spec.default,
+                             type=None if spec.is_flag else spec.type, is_flag=spec.is_flag, help=spec.help)(f)
+        return f
+
+    @cli.command()
+    @click.option("--methods", default=None, help="Comma-separated methods, 'a+b' to compose, or 'all' (default: the profile's).")
+    @click.option("--stream", "streams", default=None, help="Comma-separated streams (default: the profile's).")
+    @click.option("--orders", default=None, help="Comma-separated order names (default: the profile's).")
+    @click.option("--seeds", default=None, help="Comma-separated seeds (default: the profile's).")
+    @click.option("--profile", default="quick", show_default=True, help="Named defaults; see `clbench list profiles`.")
+    @click.option("--set", "sets", multiple=True, metavar="SCOPE.KEY=VALUE",
+                  help="Override a setting, e.g. ewc.lambda=100 or train.epochs=2; a,b,c sweeps.")
+    @click.option("--model", default=None, help="Model plugin (default: the stream's for this profile).")
+    @click.option("--out", default="runs", show_default=True, type=click.Path(path_type=Path), help="Result directory.")
+    @click.option("--executor", default="local", show_default=True, help="Where cells run; see `clbench list executors`.")
+    @click.option("--fail-fast", is_flag=True, help="Stop at the first failed cell.")
+    @click.option("--leaderboard/--no-leaderboard", "show_board", default=True, help="Print the leaderboard at the end.")
+    @click.option("--progress/--no-progress", default=True, help="Progress bars.")
+    @click.option("--debug", is_flag=True, help="Show full tracebacks.")
+    @click.option("-p", "plugins", multiple=True, metavar="no:NAME", help="Disable plugin NAME (repeatable).")
+    @run_options
+    def run(methods: str | None, streams: str | None, orders: str | None, seeds: str | None, profile: str,
+            sets: tuple[str, ...], model: str | None, out: Path, executor: str, fail_fast: bool, show_board: bool,
+            progress: bool, debug: bool, plugins: tuple[str, ...], **options: Any) -> None:
+        """Train and evaluate a grid of cells (method × stream × order × seed)."""
+        from clbench.config import parse_sets
+        from clbench.executors import execute
+        from clbench.plan import RunRequest, make_plan
+
+        req = RunRequest(profile=profile, methods=methods, streams=_csv(streams), orders=_csv(orders),
+                         seeds=_seeds(seeds), sets=parse_sets(sets), model=model, out=out, options=options)
+        plan = make_plan(regs, req)
+        regs.executors.get(executor)
+        for line in plan.skipped:
+            click.echo(f"skipped: {line}", err=True)
+        click.echo(f"clbench: {len(plan.cells)} cells, profile {plan.profile!r}, results in {out}/", err=True)
+        results = execute(plan, regs, executor=executor, fail_fast=fail_fast, progress=progress, options=options)
+        bad = [r for r in results if r.status != "complete"]
+        for r in bad:
+            click.echo(f"{r.status}: {r.stream}/{r.method}/order-{r.order}/seed-{r.seed}: {r.error}", err=True)
+        if show_board:
+            from clbench.leaderboard import render
+
+            click.echo(render(results, regs.metrics.values(), f"profile `{plan.profile}` ({out})"))
+        if bad and fail_fast:
+            sys.exit(1)
+
+    @cli.command(name="list")
+    @click.argument("kind", required=False, type=click.Choice(KINDS))
+    def list_(kind: str | None) -> None:
+        """What is registered, with a description and the distribution it comes from."""
+        for k in [kind] if kind else KINDS:
+            reg = regs.kind(k)
+            click.echo(f"{k}:")
+            if not len(reg):
+                click.echo("  (none)")
+            for name in reg:
+                spec = reg.get(name)
+                desc = getattr(spec, "description", "")
+                click.echo(f"  {name:<22} {desc}  [{reg.origins[name]}]")
+
+    @cli.command()
+    @click.argument("runs", nargs=-1, type=click.Path(exists=True, path_type=Path))
+    @click.option("--out", default="leaderboards", show_default=True, type=click.Path(path_type=Path))
+    @click.option("--plots/--no-plots", default=True, help="Accuracy-over-time plot per stream.")
+    @click.option("--heatmaps", is_flag=True, help="Also an accuracy-matrix heatmap per cell.")
+    @click.option("--check", is_flag=True, help="Write nothing; exit 1 if the markdown on disk differs.")
+    def leaderboard(runs: tuple[Path, ...], out: Path, plots: bool, heatmaps: bool, check: bool) -> None:
+        """Markdown tables (and plots) from result directories (default: runs/)."""
+        from clbench.leaderboard import by_profile, render
+        from clbench.results import iter_results
+
+        results = []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for root in runs or (Path("runs"),):
+                results.extend(iter_results(root))
+        for w in caught:
+            click.echo(f"warning: {w.message}", err=True)
+        if not results:
+            raise ClbenchError(f"no result files under {', '.join(map(str, runs or ('runs',)))}")
+        stale = []
+        for profile, group in by_profile(results).items():
+            path = out / f"{profile}.md"
+            text = render(group, regs.metrics.values(), f"clbench leaderboard — profile `{profile}`", out.resolve())
+            if check:
+                if not path.exists() or path.read_text(encoding="utf-8") != text:
+                    stale.append(path)
+                continue
+            from clbench.results import atomic_write_text
+
+            atomic_write_text(path, text)
+            click.echo(f"wrote {path}")
+            if plots:
+                from clbench.plots import accuracy_over_time, heatmap
+
+                for stream in sorted({r.stream for r in group}):
+                    p = accuracy_over_time(group, stream, out / "plots" / f"{profile}-{stream}-accuracy.png")
+                    click.echo(f"wrote {p}")
+                if heatmaps:
+                    for r in group:
+                        if r.status == "complete":
+                            heatmap(r, out / "plots" / "heatmaps" / profile / r.stream / r.method /
+                                    f"order-{r.order}-seed-{r.seed}.png")
+        if stale:
+            for p in stale:
+                click.echo(f"stale: {p} differs from what the results give; run `clbench leaderboard`", err=True)
+            sys.exit(1)
+
+    @cli.command()
+    @click.argument("path", type=click.Path(exists=True, path_type=Path))
+    @click.option("--plot", type=click.Path(path_type=Path), default=None, help="Also write the heatmap PNG here.")
+    @click.option("--json", "as_json", is_flag=True, help="Print the raw result.json.")
+    def show(path: Path, plot: Path | None, as_json: bool) -> None:
+        """The accuracy matrix and metrics of one cell."""
+        from tabulate import tabulate
+
+        from clbench.results import RESULT_FILE, read_result
+
+        if path.is_dir():
+            path = path / RESULT_FILE
+        r = read_result(path)
+        if as_json:
+            click.echo(json.dumps(r.to_json(), indent=2, sort_keys=True))
+            return
+        click.echo(f"{r.method} · {r.stream} · order {r.order} · seed {r.seed} · {r.status}")
+        if r.error:
+            click.echo(f"error: {r.error}")
+        short = [t if len(t) <= 12 else t[:11] + "…" for t in r.tasks]
+        rows = [[f"after {short[i]}"] + ["" if v is None else f"{v:.1f}" for v in row]
+                for i, row in enumerate(r.accuracy_matrix)]
+        click.echo(tabulate(rows, headers=["a[i][j]"] + short, tablefmt="simple", disable_numparse=True))
+        if r.metrics:
+            click.echo()
+            click.echo(tabulate([[k, "n/a" if v is None else f"{v:.4g}"] for k, v in sorted(r.metrics.items())],
+                                headers=["metric", "value"], tablefmt="simple", disable_numparse=True))
+        total = r.timings.get("total_s")
+        if total is not None:
+            click.echo(f"\ntime: {total:.1f}s on {r.env.get('device', '?')}")
+        if plot:
+            from clbench.plots import heatmap
+
+            click.echo(f"wrote {heatmap(r, plot)}")
+
+    return cli
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    disabled, debug = _early_args(args)
+    try:
+        regs = build_registry(disabled=disabled)
+        cli = build_cli(regs)
+        cli.main(args=args, prog_name="clbench", standalone_mode=False)
+    except ClbenchError as exc:
+        if debug:
+            raise
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("aborted: finished cells and checkpoints are kept; rerun the same command to resume", err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        click.echo("interrupted: finished cells and checkpoints are kept; rerun the same command to resume", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""Settings: training config, ``--set`` overrides, and preset resolution.
+
+Every setting has one home, a dataclass: ``TrainConfig`` for the loop, a model's ``config_cls``,
+a method's ``config_cls``. Values reach it in this order, later wins:
+
+1. the dataclass defaults (with their sources in comments),
+2. presets for the profile, then ``profile/stream``, then ``profile/stream/order``,
+3. the profile's ``sets``,
+4. the user's ``--set scope.field=value``.
+
+Every key is validated against the dataclass: unknown fields and values of the wrong type fail
+before any training starts, naming the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from clbench.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The training loop's settings for one cell."""
+
+    epochs: int = 1
+    batch_size: int = 32
+    eval_batch_size: int = 256
+    lr: float = 0.01
+    optimizer: str = "sgd"  # sgd | adam | adamw | rmsprop
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    grad_clip: float = 0.0  # 0: off
+    eval_limit: int = 0  # evaluate on at most this many test examples per task (0: all)
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(f"train.optimizer={self.optimizer!r}: choose one of {sorted(OPTIMIZERS)}")
+        for name in ("epochs", "batch_size", "eval_batch_size"):
+            if getattr(self, name) < (0 if name == "epochs" else 1):
+                raise ConfigError(f"train.{name}={getattr(self, name)} is out of range")
+        if self.lr <= 0:
+            raise ConfigError(f"train.lr={self.lr} must be positive")
+
+
+OPTIMIZERS = {"sgd", "adam", "adamw", "rmsprop"}
+
+
+# --------------------------------------------------------------------------- parsing
+def parse_value(text: str) -> Any:
+    """``100`` → 100, ``1e-3`` → 0.001, ``true`` → True, ``[1,2]`` → [1, 2], anything else a string."""
+    low = text.strip().lower()
+    if low in ("true", "yes", "on"):
+        return True
+    if low in ("false", "no", "off"):
+        return False
+    if low in ("none", "null"):
+        return None
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, ValueError):
+        return text
+
+
+def parse_sets(items: Iterable[str]) -> dict[str, list[Any]]:
+    """``["ewc.lambda=100", "lps.beta=0.5,0.7"]`` → ``{"ewc.lambda": [100], "lps.beta": [0.5, 0.7]}``.
+
+    A comma outside brackets makes a sweep: one cell per value.
+    """
+    out: dict[str, list[Any]] = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r}: expected SCOPE.FIELD=VALUE, e.g. ewc.lambda=100")
+        key, _, value = item.partition("=")
+        key = key.strip()
+        if "." not in key:
+            raise ConfigError(f"--set {item!r}: the key needs a scope, e.g. ewc.lambda or train.epochs")
+        if value.strip().startswith("["):
+            out[key] = [parse_value(value)]
+        else:
+            out[key] = [parse_value(v) for v in value.split(",")]
+    return out
+
+
+# --------------------------------------------------------------------------- dataclass overrides
+def _field_name(cls: type, key: str) -> str:
+    names = {f.name for f in fields(cls)}
+    for candidate in (key, key + "_", key.replace("-", "_"), key.replace("-", "_") + "_"):
+        if candidate in names:
+            return candidate
+    from clbench.registry import did_you_mean
+
+    hint = did_you_mean(key, names)
+    extra = f" — did you mean {hint!r}?" if hint else ""
+    public = sorted(n.rstrip("_") for n in names)
+    raise ConfigError(f"unknown setting {key!r} for {cls.__name__}{extra} Settings: {', '.join(public)}")
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, where)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(f"{where}: {value!r} does not fit {tp}")
+    if origin is typing.Literal:
+        if value in typing.get_args(tp):
+            return value
+        raise ConfigError(f"{where}: {value!r} is not one of {list(typing.get_args(tp))}")
+    if origin in (tuple, list):
+        if isinstance(value, (str, int, float)):
+            value = [value]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        args = typing.get_args(tp)
+        item_tp = args[0] if args else Any
+        items = [_coerce(v, item_tp, where) for v in value]
+        return tuple(items) if origin is tuple else items
+    if origin in (dict, Mapping) or tp is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        return value
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{where}: expected true/false, got {value!r}")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise ConfigError(f"{where}: expected an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise ConfigError(f"{where}: expected a number, got {value!r}")
+    if tp is str:
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return str(value)
+        raise ConfigError(f"{where}: expected a string, got {value!r}")
+    return value
+
+
+def apply(cls: type, base: Any | None, values: Mapping[str, Any], scope: str) -> Any:
+    """Build ``cls`` from ``base`` (or defaults) with ``values`` applied, validating every key."""
+    if not dataclasses.is_dataclass(cls):
+        raise ConfigError(f"{scope}: config class {cls!r} is not a dataclass")
+    hints = typing.get_type_hints(cls)
+    changes = {}
+    for key, value in values.items():
+        name = _field_name(cls, key)
+        changes[name] = _coerce(value, hints[name], f"{scope}.{key}")
+    try:
+        if base is None:
+            return cls(**changes)
+        return dataclasses.replace(base, **changes)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{scope}: {exc}") from exc
+
+
+def to_dict(obj: Any) -> dict[str, Any]:
+    """A JSON-able dict of a config dataclass (keys without the trailing ``_`` of ``lambda_``)."""
+    out = {}
+    for f in fields(obj):
+        v = getattr(obj, f.name)
+        out[f.name.rstrip("_")] = list(v) if isinstance(v, tuple) else v
+    return out
+
+
+def preset_values(presets: Mapping[str, Mapping[str, Any]], profile: str, stream: str, order: str) -> dict[str, Any]:
+    """Merge presets from the least to the most specific key."""
+    out: dict[str, Any] = {}
+    for key in (profile, f"{profile}/{stream}", f"{profile}/{stream}/{order}"):
+        out.update(presets.get(key, {}))
+    return out
+
+
+def split_scoped(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{"train.lr": 1, "model.hidden": 2, "orders": [..]}`` → ``{"train": {"lr": 1}, "model": ..., "": ...}``."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in values.items():
+        scope, _, name = key.rpartition(".") if "." in key else ("", "", key)
+        out.setdefault(scope, {})[name] = value
+    return out

@@ -1,0 +1,150 @@
+"""Tasks, streams and batches.
+
+A stream is a list of tasks plus named orders over them. A task's splits are small in-memory
+datasets: ``x`` is a tensor (images, vectors) or a list (texts), ``y`` a tensor of label indices into
+the task's ``labels``. Batching indexes them directly; a ``torch.utils.data.DataLoader`` would add
+worker and collation overhead that dominates small CL streams (see benchmarks/bench_overhead.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from clbench.errors import DataError
+
+
+@dataclass
+class Split:
+    """One split of one task."""
+
+    x: Tensor | list[Any]
+    y: Tensor
+
+    def __post_init__(self) -> None:
+        if len(self.x) != len(self.y):
+            raise DataError(f"split has {len(self.x)} inputs but {len(self.y)} labels")
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def subset(self, index: Tensor) -> Split:
+        if isinstance(self.x, Tensor):
+            return Split(self.x[index], self.y[index])
+        idx = index.tolist()
+        return Split([self.x[i] for i in idx], self.y[index])
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """What a model needs to know about a task before seeing its data."""
+
+    name: str
+    labels: tuple[str, ...]
+    group: str = ""  # e.g. the CL-benchmark category (TC, SC, NLI ...) used in prompts
+    instruction: str = ""
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.labels)
+
+
+@dataclass
+class TaskData:
+    info: TaskInfo
+    train: Split
+    test: Split
+    val: Split | None = None
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+
+@dataclass
+class Batch:
+    """One mini-batch; all examples of a batch belong to the same task."""
+
+    x: Tensor | list[Any]
+    y: Tensor
+    task: str
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def to(self, device: torch.device) -> Batch:
+        x = self.x.to(device, non_blocking=True) if isinstance(self.x, Tensor) else self.x
+        return Batch(x, self.y.to(device, non_blocking=True), self.task)
+
+
+@dataclass
+class Stream:
+    """A task stream: the tasks, named orders over them, and a loader per task.
+
+    Subclasses (or instances built by a plugin) implement :meth:`load`. ``modality`` tells which
+    models fit ("vector", "image", "text"); ``input_shape`` is set for tensor inputs.
+    """
+
+    name: str
+    tasks: Sequence[TaskInfo]
+    orders: dict[str, list[str]]
+    modality: str = "vector"
+    input_shape: tuple[int, ...] = ()
+    multi_head: bool = False
+    provenance: str = ""
+    _cache: dict[str, TaskData] = field(default_factory=dict, repr=False)
+
+    def task(self, name: str) -> TaskInfo:
+        for t in self.tasks:
+            if t.name == name:
+                return t
+        raise DataError(f"stream {self.name!r} has no task {name!r}; tasks: {[t.name for t in self.tasks]}")
+
+    def order(self, name: str) -> list[str]:
+        from clbench.errors import UnknownNameError
+
+        if name not in self.orders:
+            raise UnknownNameError(f"order of stream {self.name!r}", name, sorted(self.orders))
+        return list(self.orders[name])
+
+    def data(self, task: str) -> TaskData:
+        if task not in self._cache:
+            data = self.load(self.task(task))
+            for split_name in ("train", "test"):
+                if len(getattr(data, split_name)) == 0:
+                    raise DataError(f"stream {self.name!r}, task {task!r}: the {split_name} split is empty")
+            self._cache[task] = data
+        return self._cache[task]
+
+    def load(self, info: TaskInfo) -> TaskData:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+def batches(split: Split, batch_size: int, task: str, generator: torch.Generator | None = None) -> Iterator[Batch]:
+    """Mini-batches of ``split``; shuffled when a generator is given (deterministic per generator)."""
+    n = len(split)
+    if generator is not None:
+        order = torch.randperm(n, generator=generator)
+        for start in range(0, n, batch_size):
+            sub = split.subset(order[start : start + batch_size])
+            yield Batch(sub.x, sub.y, task)
+    else:
+        for start in range(0, n, batch_size):
+            sl = slice(start, start + batch_size)
+            yield Batch(split.x[sl], split.y[sl], task)
+
+
+def stratified_split(y: Tensor, fraction: float, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Indices (keep, held_out) with ``fraction`` of each class held out; deterministic per generator."""
+    keep, held = [], []
+    for c in torch.unique(y).tolist():
+        idx = torch.nonzero(y == c).flatten()
+        idx = idx[torch.randperm(len(idx), generator=generator)]
+        k = int(round(len(idx) * fraction))
+        held.append(idx[:k])
+        keep.append(idx[k:])
+    return torch.sort(torch.cat(keep)).values, torch.sort(torch.cat(held)).values

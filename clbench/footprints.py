@@ -1,0 +1,164 @@
+"""What one task changed in the weights, per parameter.
+
+Three forms, so metrics never need more than the method actually stores:
+
+* :class:`LowRank` — ΔW = scale · B @ A with A (r × in) and B (out × r), the PEFT layout.
+* :class:`Masked` — ΔW is non-zero only where ``mask`` is true; ``values`` holds those entries in
+  row-major order. Masks are stored bit-packed on disk.
+* :class:`Dense` — the full ΔW.
+
+Footprints are saved to ``footprints.safetensors`` next to ``result.json`` so metrics can be recomputed
+without retraining.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from torch import Tensor
+
+
+@dataclass
+class LowRank:
+    A: Tensor  # r × in
+    B: Tensor  # out × r
+    scale: float = 1.0
+
+    kind = "lowrank"
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.B.shape[0], self.A.shape[1])
+
+    def rows(self, chunk: int) -> Iterator[Tensor]:
+        """ΔW in row chunks, never all of it at once."""
+        A = self.A.float()
+        B = self.B.float() * self.scale
+        for s in range(0, B.shape[0], chunk):
+            yield B[s : s + chunk] @ A
+
+    def dense(self) -> Tensor:
+        return (self.B.float() @ self.A.float()) * self.scale
+
+
+@dataclass
+class Masked:
+    mask: Tensor  # bool, shape of the parameter
+    values: Tensor  # 1-D, the entries of ΔW where mask is true (row-major)
+
+    kind = "masked"
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.mask.shape)
+
+    @classmethod
+    def from_delta(cls, delta: Tensor, mask: Tensor) -> Masked:
+        mask = mask.bool()
+        return cls(mask, delta[mask].float())
+
+    def rows(self, chunk: int) -> Iterator[Tensor]:
+        m = self.mask.reshape(self.mask.shape[0], -1)
+        offset = 0
+        for s in range(0, m.shape[0], chunk):
+            block = m[s : s + chunk]
+            out = torch.zeros(block.shape, dtype=torch.float32)
+            n = int(block.sum())
+            out[block] = self.values[offset : offset + n]
+            offset += n
+            yield out
+
+    def dense(self) -> Tensor:
+        out = torch.zeros(self.mask.shape, dtype=torch.float32)
+        out[self.mask] = self.values
+        return out
+
+
+@dataclass
+class Dense:
+    delta: Tensor
+
+    kind = "dense"
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.delta.shape)
+
+    def rows(self, chunk: int) -> Iterator[Tensor]:
+        d = self.delta.reshape(self.delta.shape[0], -1).float()
+        for s in range(0, d.shape[0], chunk):
+            yield d[s : s + chunk]
+
+    def dense(self) -> Tensor:
+        return self.delta.float()
+
+
+Footprint = LowRank | Masked | Dense
+TaskFootprint = dict[str, Footprint]  # parameter name -> footprint
+
+
+def kinds(footprints: list[TaskFootprint]) -> set[str]:
+    return {fp.kind for task in footprints for fp in task.values()}
+
+
+# --------------------------------------------------------------------------- storage
+_SEP = "|"
+
+
+def to_tensors(footprints: list[TaskFootprint]) -> dict[str, Tensor]:
+    out: dict[str, Tensor] = {}
+    for t, task in enumerate(footprints):
+        for name, fp in task.items():
+            key = f"{t}{_SEP}{name}{_SEP}{fp.kind}"
+            if isinstance(fp, LowRank):
+                out[key + f"{_SEP}A"] = fp.A.detach().float().contiguous().cpu()
+                out[key + f"{_SEP}B"] = fp.B.detach().float().contiguous().cpu()
+                out[key + f"{_SEP}scale"] = torch.tensor([fp.scale], dtype=torch.float64)
+            elif isinstance(fp, Masked):
+                packed = np.packbits(fp.mask.cpu().numpy().reshape(-1))
+                out[key + f"{_SEP}mask"] = torch.from_numpy(packed)
+                out[key + f"{_SEP}shape"] = torch.tensor(list(fp.mask.shape), dtype=torch.int64)
+                out[key + f"{_SEP}values"] = fp.values.detach().float().contiguous().cpu()
+            else:
+                out[key + f"{_SEP}delta"] = fp.delta.detach().float().contiguous().cpu()
+    if not out:  # safetensors cannot write an empty file meaningfully; keep the task count
+        out["__empty__"] = torch.zeros(1)
+    out["__tasks__"] = torch.tensor([len(footprints)])
+    return out
+
+
+def from_tensors(tensors: dict[str, Tensor]) -> list[TaskFootprint]:
+    n = int(tensors["__tasks__"][0])
+    result: list[TaskFootprint] = [{} for _ in range(n)]
+    groups: dict[tuple[int, str, str], dict[str, Tensor]] = {}
+    for key, value in tensors.items():
+        if key.startswith("__"):
+            continue
+        t, name, kind, part = key.split(_SEP)
+        groups.setdefault((int(t), name, kind), {})[part] = value
+    for (t, name, kind), parts in sorted(groups.items()):
+        if kind == "lowrank":
+            result[t][name] = LowRank(parts["A"], parts["B"], float(parts["scale"][0]))
+        elif kind == "masked":
+            shape = tuple(int(s) for s in parts["shape"])
+            size = int(np.prod(shape))
+            bits = np.unpackbits(parts["mask"].numpy())[:size].astype(bool)
+            result[t][name] = Masked(torch.from_numpy(bits.reshape(shape)), parts["values"])
+        else:
+            result[t][name] = Dense(parts["delta"])
+    return result
+
+
+def save(footprints: list[TaskFootprint], path: Path) -> None:
+    from clbench.results import atomic_write_with
+
+    atomic_write_with(path, lambda tmp: save_file(to_tensors(footprints), str(tmp)))
+
+
+def load(path: Path) -> list[TaskFootprint]:
+    return from_tensors(load_file(str(path)))

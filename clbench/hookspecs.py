@@ -1,0 +1,157 @@
+"""Every hook clbench calls, grouped by lifecycle.
+
+Two families:
+
+* **Registration hooks** run once when the plugin manager is built. Every plugin may answer; the
+  answers are collected into the typed registries of :mod:`clbench.registry`. They return lists of
+  specs (:mod:`clbench.specs`) and must not have side effects.
+* **Lifecycle hooks** are observers: called on every active plugin at fixed points of a run. They
+  return nothing and must not change what they are given. Loggers, progress displays, trackers and
+  plots live here. An observer that raises fails the cell it was observing, never the whole run.
+
+Per-batch work (loss terms, gradient masks) is *not* a hook: it belongs to the method object a
+:class:`~clbench.specs.MethodSpec` builds, so the training loop pays no dispatch cost per step.
+
+A test (tests/test_hookspecs.py) fails when a spec here has no docstring.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from clbench.plan import Cell, Plan
+    from clbench.results import CellResult
+    from clbench.specs import (
+        ExecutorSpec,
+        MethodSpec,
+        MetricSpec,
+        ModelSpec,
+        OptionSpec,
+        ProfileSpec,
+        StreamSpec,
+    )
+
+PROJECT = "clbench"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+# --------------------------------------------------------------------------- registration
+@hookspec
+def clbench_add_methods() -> list[MethodSpec]:
+    """Return the continual-learning methods this plugin provides.
+
+    Called once by :func:`clbench.registry.build_registry` at start-up, on every plugin.
+    Returns a list of :class:`~clbench.specs.MethodSpec` (may be empty). Registering a name that
+    another plugin already registered is an error naming both distributions.
+    """
+
+
+@hookspec
+def clbench_add_models() -> list[ModelSpec]:
+    """Return the model builders this plugin provides.
+
+    Called once at start-up. Returns a list of :class:`~clbench.specs.ModelSpec`.
+    """
+
+
+@hookspec
+def clbench_add_streams() -> list[StreamSpec]:
+    """Return the task streams this plugin provides.
+
+    Called once at start-up. Returns a list of :class:`~clbench.specs.StreamSpec`. Loading data
+    happens later, when a cell asks the stream for a task, never here.
+    """
+
+
+@hookspec
+def clbench_add_metrics() -> list[MetricSpec]:
+    """Return the metrics this plugin provides.
+
+    Called once at start-up. Returns a list of :class:`~clbench.specs.MetricSpec`. Metrics are
+    computed by the runner at the end of each cell and stored in ``result.json``.
+    """
+
+
+@hookspec
+def clbench_add_profiles() -> list[ProfileSpec]:
+    """Return named profiles (sets of defaults for ``clbench run``).
+
+    Called once at start-up. Returns a list of :class:`~clbench.specs.ProfileSpec`.
+    """
+
+
+@hookspec
+def clbench_add_executors() -> list[ExecutorSpec]:
+    """Return executors that run a plan's cells (local process, Ray cluster, ...).
+
+    Called once at start-up. Returns a list of :class:`~clbench.specs.ExecutorSpec`.
+    """
+
+
+@hookspec
+def clbench_add_options() -> list[OptionSpec]:
+    """Return extra options for ``clbench run``.
+
+    Called once when the CLI is built, before arguments are parsed. Each
+    :class:`~clbench.specs.OptionSpec` becomes ``--<name>``; the parsed value is available to
+    every plugin as ``cell.options[name]``.
+    """
+
+
+# --------------------------------------------------------------------------- lifecycle (observers)
+@hookspec
+def clbench_run_start(plan: Plan) -> None:
+    """Observe the start of ``clbench run``.
+
+    Called once by :func:`clbench.executors.execute` on the driver, after the grid is planned and before
+    any cell runs. ``plan.cells`` lists every cell, including those that will be skipped because a
+    complete result exists.
+    """
+
+
+@hookspec
+def clbench_cell_start(cell: Cell, resumed_from: int) -> None:
+    """Observe the start of one cell (method × stream × order × seed).
+
+    Called by the runner in the process that runs the cell. ``resumed_from`` is the number of tasks
+    already finished in a checkpoint (0 for a fresh cell).
+    """
+
+
+@hookspec
+def clbench_task_start(cell: Cell, task: str, index: int) -> None:
+    """Observe the start of training on task ``task``, the ``index``-th (0-based) of the cell's order.
+
+    Called by the runner before the method's ``before_task``.
+    """
+
+
+@hookspec
+def clbench_task_end(cell: Cell, task: str, index: int, accuracy_row: list[float]) -> None:
+    """Observe the end of task ``index``: training, the method's after-task step and evaluation done.
+
+    ``accuracy_row`` is row ``index`` of the accuracy matrix: the score on every task of the order
+    (in run order) after training this one. Called by the runner after the checkpoint is written.
+    """
+
+
+@hookspec
+def clbench_cell_end(cell: Cell, result: CellResult) -> None:
+    """Observe the end of a cell, complete, failed or diverged.
+
+    Called by the runner after ``result.json`` is written. ``result.status`` says how it ended.
+    """
+
+
+@hookspec
+def clbench_run_end(plan: Plan, results: list[Any]) -> None:
+    """Observe the end of ``clbench run``.
+
+    Called once on the driver after every cell has run or failed; ``results`` holds one
+    :class:`~clbench.results.CellResult` per cell of the plan (skipped cells included, read back
+    from disk).
+    """

@@ -1,0 +1,276 @@
+"""The method contract: the object a :class:`~clbench.specs.MethodSpec` builds for one cell.
+
+The runner owns the loop; a method only answers questions at fixed points:
+
+=====================  ==============================================================
+``setup``              once per cell, after the model is built (inject adapters, masks)
+``train_tasks``        which tasks' data to train on for this step (joint training: all seen)
+``phases``             the training phases of a task (default: one, from the cell's TrainConfig)
+``before_task``        before the first phase of a task
+``before_phase``       before each phase (a fresh optimizer is built after it)
+``parameters``         what the optimizer of a phase updates
+``loss_terms``         extra loss terms for one batch, by name (EWC penalty, O-LoRA orthogonality)
+``after_backward``     after ``backward()``, before the step: mask gradients here
+``after_step``         after the optimizer step: re-apply masks, projections
+``after_epoch``        after each epoch of a phase (ADMM dual updates)
+``after_task``         after the last phase (Fisher, pruning, merging, freezing)
+``footprint``          what this task changed, per parameter (LowRank / Masked / Dense)
+``evaluating``         a context for evaluating one task (select that task's mask / adapter)
+``report``             JSON-able numbers for the result file (capacity used, share ratio, ...)
+``state_dict``         everything needed to resume after a task (tensors, lists, numbers)
+=====================  ==============================================================
+
+Methods return values; they do not reach into the runner. Per-cell shared state (e.g. the LoRA
+adapters two composed methods act on) lives in ``ctx.stash``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import torch
+from torch import Tensor, nn
+
+from clbench.data import Batch, Stream, TaskData
+from clbench.footprints import Dense, TaskFootprint
+
+if TYPE_CHECKING:
+    from clbench.config import TrainConfig
+    from clbench.model import CLModel
+
+T = TypeVar("T")
+
+
+class StashKey(Generic[T]):
+    """A typed key into a :class:`Stash` (as in pytest)."""
+
+    __slots__ = ()
+
+
+class Stash:
+    """Typed per-cell storage shared by the parts of a composed method."""
+
+    def __init__(self) -> None:
+        self._data: dict[StashKey[Any], Any] = {}
+
+    def __setitem__(self, key: StashKey[T], value: T) -> None:
+        self._data[key] = value
+
+    def __getitem__(self, key: StashKey[T]) -> T:
+        return self._data[key]
+
+    def get(self, key: StashKey[T], default: T | None = None) -> T | None:
+        return self._data.get(key, default)
+
+    def setdefault(self, key: StashKey[T], default: T) -> T:
+        return self._data.setdefault(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+
+@dataclass
+class CellContext:
+    """What a method may know about its cell."""
+
+    stream: Stream
+    order: list[str]
+    train: TrainConfig
+    device: torch.device
+    seed: int
+    stash: Stash = field(default_factory=Stash)
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def data(self, task: str) -> TaskData:
+        return self.stream.data(task)
+
+    def generator(self, *salt: int) -> torch.Generator:
+        """A CPU generator seeded from the cell seed and ``salt`` (deterministic, resumable)."""
+        g = torch.Generator()
+        g.manual_seed(derive_seed(self.seed, *salt))
+        return g
+
+
+def derive_seed(seed: int, *salt: int) -> int:
+    h = seed & 0xFFFFFFFF
+    for s in salt:
+        h = (h * 1_000_003 + int(s) + 0x9E3779B9) & 0x7FFFFFFF
+    return h
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One training phase of a task: epochs over the data with its own optimizer."""
+
+    name: str
+    epochs: int
+    lr: float
+    optimizer: str = "sgd"
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+
+    @classmethod
+    def from_train(cls, train: TrainConfig, name: str = "train", **changes: Any) -> Phase:
+        base = cls(name, train.epochs, train.lr, train.optimizer, train.momentum, train.weight_decay)
+        return replace(base, **changes)
+
+
+class Method:
+    """Base class with neutral defaults: subclassing it and overriding nothing gives SeqFT."""
+
+    name = "method"
+
+    def __init__(self, config: Any, ctx: CellContext) -> None:
+        self.config = config
+        self.ctx = ctx
+        self.model: CLModel | None = None
+        self._before: dict[str, Tensor] = {}
+
+    # -- structure ----------------------------------------------------------------
+    def setup(self, model: CLModel) -> None:
+        self.model = model
+
+    def parameters(self, model: CLModel, phase: Phase) -> list[nn.Parameter]:
+        return [p for p in model.parameters() if p.requires_grad]
+
+    def train_tasks(self, index: int) -> list[str]:
+        return [self.ctx.order[index]]
+
+    def phases(self, task: str, index: int) -> list[Phase]:
+        return [Phase.from_train(self.ctx.train)]
+
+    # -- task lifecycle -----------------------------------------------------------
+    def before_task(self, task: str, index: int) -> None:
+        assert self.model is not None
+        self._before = {n: p.detach().clone() for n, p in self.footprint_parameters().items()}
+
+    def before_phase(self, phase: Phase, task: str, index: int) -> None:
+        pass
+
+    def loss_terms(self, batch: Batch, logits: Tensor) -> dict[str, Tensor]:
+        return {}
+
+    def after_backward(self) -> None:
+        pass
+
+    def after_step(self) -> None:
+        pass
+
+    def after_epoch(self, phase: Phase, epoch: int) -> None:
+        pass
+
+    def after_task(self, task: str, index: int) -> None:
+        pass
+
+    # -- reporting ----------------------------------------------------------------
+    def footprint_parameters(self) -> dict[str, nn.Parameter]:
+        """Shared weight matrices whose change is this task's footprint (heads excluded)."""
+        assert self.model is not None
+        heads = self.model.head_parameter_names()
+        return {n: p for n, p in self.model.named_parameters() if p.dim() >= 2 and n not in heads}
+
+    def footprint(self, task: str, index: int) -> TaskFootprint:
+        now = self.footprint_parameters()
+        return {n: Dense((now[n].detach() - before).cpu()) for n, before in self._before.items()}
+
+    @contextlib.contextmanager
+    def evaluating(self, task: str) -> Iterator[None]:
+        yield
+
+    def report(self) -> dict[str, Any]:
+        return {}
+
+    # -- resume -------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+
+class CompositeMethod(Method):
+    """``a+b``: every hook goes to every part in order; loss terms are merged with a ``part.`` prefix.
+
+    The first part owns the structure (its footprint, parameters, phases, data); later parts add
+    loss terms and gradient edits on the same model. Shared structure is found through ``ctx.stash``.
+    """
+
+    def __init__(self, parts: Sequence[tuple[str, Method]], ctx: CellContext) -> None:
+        super().__init__(None, ctx)
+        self.parts = list(parts)
+        self.primary = self.parts[0][1]
+
+    def setup(self, model: CLModel) -> None:
+        super().setup(model)
+        for _, m in self.parts:
+            m.setup(model)
+
+    def parameters(self, model: CLModel, phase: Phase) -> list[nn.Parameter]:
+        seen: dict[int, nn.Parameter] = {}
+        for _, m in self.parts:
+            for p in m.parameters(model, phase):
+                seen.setdefault(id(p), p)
+        return list(seen.values())
+
+    def train_tasks(self, index: int) -> list[str]:
+        return self.primary.train_tasks(index)
+
+    def phases(self, task: str, index: int) -> list[Phase]:
+        return self.primary.phases(task, index)
+
+    def before_task(self, task: str, index: int) -> None:
+        for _, m in self.parts:
+            m.before_task(task, index)
+
+    def before_phase(self, phase: Phase, task: str, index: int) -> None:
+        for _, m in self.parts:
+            m.before_phase(phase, task, index)
+
+    def loss_terms(self, batch: Batch, logits: Tensor) -> dict[str, Tensor]:
+        terms: dict[str, Tensor] = {}
+        for name, m in self.parts:
+            for k, v in m.loss_terms(batch, logits).items():
+                terms[f"{name}.{k}"] = v
+        return terms
+
+    def after_backward(self) -> None:
+        for _, m in self.parts:
+            m.after_backward()
+
+    def after_step(self) -> None:
+        for _, m in self.parts:
+            m.after_step()
+
+    def after_epoch(self, phase: Phase, epoch: int) -> None:
+        for _, m in self.parts:
+            m.after_epoch(phase, epoch)
+
+    def after_task(self, task: str, index: int) -> None:
+        for _, m in self.parts:
+            m.after_task(task, index)
+
+    def footprint(self, task: str, index: int) -> TaskFootprint:
+        return self.primary.footprint(task, index)
+
+    @contextlib.contextmanager
+    def evaluating(self, task: str) -> Iterator[None]:
+        with contextlib.ExitStack() as stack:
+            for _, m in self.parts:
+                stack.enter_context(m.evaluating(task))
+            yield
+
+    def report(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, m in self.parts:
+            out.update({f"{name}.{k}": v for k, v in m.report().items()})
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {name: m.state_dict() for name, m in self.parts}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for name, m in self.parts:
+            m.load_state_dict(state.get(name, {}))

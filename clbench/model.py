@@ -1,0 +1,100 @@
+"""The model contract: a network that scores a task's labels.
+
+Every model plugin returns a :class:`CLModel`: ``model(x, task)`` gives logits over the labels of
+``task`` (one column per entry of ``TaskInfo.labels``). How it gets them is the model's business: a
+per-task head, a shared head, label-word scoring by an encoder, or label log-likelihoods under a
+language model. Evaluation defaults to ``argmax`` of those logits; generative models may override
+:meth:`CLModel.predict` (generation + exact match).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from clbench.data import Stream, TaskInfo
+from clbench.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    """What a model builder may know about the stream: its tasks and input format."""
+
+    name: str
+    tasks: tuple[TaskInfo, ...]
+    modality: str
+    input_shape: tuple[int, ...]
+    multi_head: bool
+
+    @classmethod
+    def of(cls, stream: Stream, multi_head: bool | None = None) -> StreamInfo:
+        mh = stream.multi_head if multi_head is None else multi_head
+        return cls(stream.name, tuple(stream.tasks), stream.modality, tuple(stream.input_shape), mh)
+
+
+class CLModel(nn.Module):
+    """Base class of every model plugin's network."""
+
+    info: StreamInfo
+
+    def forward(self, x: Any, task: str) -> Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def task_loss(self, logits: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(logits, y)
+
+    @torch.no_grad()
+    def predict(self, x: Any, task: str) -> Tensor:
+        return self(x, task).argmax(dim=-1)
+
+    def head_parameter_names(self) -> set[str]:
+        """Names of parameters that belong to one task only (per-task heads)."""
+        return set()
+
+    def adaptable_layers(self) -> dict[str, nn.Module]:
+        """The shared Linear/Conv layers a method may adapt, prune or mask (heads excluded)."""
+        heads = {n.rsplit(".", 1)[0] for n in self.head_parameter_names()}
+        return {
+            name: m
+            for name, m in self.named_modules()
+            if isinstance(m, (nn.Linear, nn.Conv2d)) and name not in heads
+        }
+
+
+class HeadedModel(CLModel):
+    """A backbone followed by one shared head or one head per task (task-incremental)."""
+
+    def __init__(self, backbone: nn.Module, feature_dim: int, info: StreamInfo) -> None:
+        super().__init__()
+        self.info = info
+        self.backbone = backbone
+        if info.multi_head:
+            self.heads = nn.ModuleDict({self._key(t.name): nn.Linear(feature_dim, t.num_classes) for t in info.tasks})
+        else:
+            label_sets = {t.labels for t in info.tasks}
+            if len(label_sets) != 1:
+                raise ConfigError(
+                    f"stream {info.name!r} has tasks with different label sets; use a model with "
+                    "one head per task (model.multi_head=true)"
+                )
+            self.heads = nn.ModuleDict({"shared": nn.Linear(feature_dim, info.tasks[0].num_classes)})
+
+    @staticmethod
+    def _key(task: str) -> str:
+        return task.replace(".", "_")  # ModuleDict keys may not contain dots
+
+    def head(self, task: str) -> nn.Linear:
+        return self.heads[self._key(task)] if self.info.multi_head else self.heads["shared"]
+
+    def features(self, x: Tensor) -> Tensor:
+        return self.backbone(x)
+
+    def forward(self, x: Tensor, task: str) -> Tensor:
+        return self.head(task)(self.backbone(x))
+
+    def head_parameter_names(self) -> set[str]:
+        return {n for n, _ in self.named_parameters() if n.startswith("heads.")}

@@ -1,0 +1,251 @@
+"""Plugin discovery and the typed registries built from the registration hooks.
+
+Discovery goes through the ``clbench`` entry-point group only; built-in plugins are registered there
+by this project's own pyproject.toml, exactly as a third-party package would.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.metadata as md
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import pluggy
+
+from clbench import hookspecs
+from clbench.errors import PluginError, UnknownNameError
+from clbench.specs import (
+    ExecutorSpec,
+    MethodSpec,
+    MetricSpec,
+    ModelSpec,
+    OptionSpec,
+    ProfileSpec,
+    StreamSpec,
+)
+
+ENTRY_POINT_GROUP = "clbench"
+AUTOLOAD_ENV = "CLBENCH_DISABLE_PLUGIN_AUTOLOAD"
+CORE_PLUGINS = ("clbench.executors",)  # the local executor and the quick profile
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a spec came from: the plugin name and the distribution that installed it."""
+
+    plugin: str
+    dist: str
+    version: str
+
+    def __str__(self) -> str:
+        return f"{self.dist} {self.version}"
+
+
+@dataclass
+class Registry(Generic[T]):
+    """Name → spec, with a clear error and a "did you mean" for unknown names."""
+
+    kind: str
+    items: dict[str, T] = field(default_factory=dict)
+    origins: dict[str, Origin] = field(default_factory=dict)
+
+    def add(self, spec: T, origin: Origin) -> None:
+        name = getattr(spec, "name", None)
+        if not isinstance(name, str) or not name:
+            raise PluginError(f"plugin {origin.plugin!r} ({origin}) registered a {self.kind} without a name")
+        if name in self.items:
+            other = self.origins[name]
+            raise PluginError(
+                f"{self.kind} {name!r} is registered twice: by {other.plugin!r} ({other}) "
+                f"and by {origin.plugin!r} ({origin})"
+            )
+        self.items[name] = spec
+        self.origins[name] = origin
+
+    def get(self, name: str) -> T:
+        try:
+            return self.items[name]
+        except KeyError:
+            raise UnknownNameError(self.kind, name, sorted(self.items)) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self.items))
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def values(self) -> list[T]:
+        return [self.items[k] for k in sorted(self.items)]
+
+
+def did_you_mean(name: str, options: Iterable[str]) -> str | None:
+    match = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
+    return match[0] if match else None
+
+
+_HOOKS: dict[str, tuple[str, type]] = {
+    "methods": ("clbench_add_methods", MethodSpec),
+    "models": ("clbench_add_models", ModelSpec),
+    "streams": ("clbench_add_streams", StreamSpec),
+    "metrics": ("clbench_add_metrics", MetricSpec),
+    "profiles": ("clbench_add_profiles", ProfileSpec),
+    "executors": ("clbench_add_executors", ExecutorSpec),
+    "options": ("clbench_add_options", OptionSpec),
+}
+
+
+@dataclass
+class Registries:
+    """Everything registered, by kind, plus the plugin manager that produced it."""
+
+    pm: pluggy.PluginManager
+    methods: Registry[MethodSpec]
+    models: Registry[ModelSpec]
+    streams: Registry[StreamSpec]
+    metrics: Registry[MetricSpec]
+    profiles: Registry[ProfileSpec]
+    executors: Registry[ExecutorSpec]
+    options: Registry[OptionSpec]
+
+    def kind(self, kind: str) -> Registry[Any]:
+        if kind not in _HOOKS:
+            raise UnknownNameError("registry", kind, sorted(_HOOKS))
+        return getattr(self, kind)
+
+
+def new_plugin_manager() -> pluggy.PluginManager:
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    setattr(pm, _DISTS_ATTR, {})  # id(plugin) -> (distribution, version), for `clbench list` and errors
+    return pm
+
+
+_DISTS_ATTR = "_clbench_dists"
+
+
+def _dist_of(plugin: object, pm: pluggy.PluginManager) -> tuple[str, str]:
+    found = getattr(pm, _DISTS_ATTR, {}).get(id(plugin))
+    if found is not None:
+        return found
+    module = getattr(plugin, "__name__", "")
+    if module.startswith("clbench."):
+        return "clbench", _own_version()
+    return "(not installed)", "-"
+
+
+def _own_version() -> str:
+    try:
+        return md.version("clbench")
+    except md.PackageNotFoundError:
+        return "dev"
+
+
+def load_entry_points(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) -> None:
+    """Load every ``clbench`` entry point not disabled; a failure names the distribution."""
+    blocked = set(disabled)
+    for name in blocked:
+        pm.set_blocked(name)
+    seen: set[str] = set()
+    for ep in sorted(md.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        if ep.name in blocked or ep.name in seen or pm.has_plugin(ep.name):
+            continue
+        seen.add(ep.name)
+        dist = ep.dist.metadata["name"] if ep.dist is not None else "unknown distribution"
+        try:
+            plugin = ep.load()
+        except Exception as exc:  # a broken third-party package must not look like our bug
+            raise PluginError(
+                f"plugin {ep.name!r} from distribution {dist!r} failed to import ({ep.value}): "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        try:
+            pm.register(plugin, name=ep.name)
+        except pluggy.PluginValidationError as exc:
+            raise PluginError(f"plugin {ep.name!r} from distribution {dist!r} is malformed: {exc}") from exc
+        if ep.dist is not None:
+            getattr(pm, _DISTS_ATTR)[id(plugin)] = (ep.dist.metadata["name"], ep.dist.version)
+
+
+def _register_core(pm: pluggy.PluginManager, disabled: Iterable[str]) -> None:
+    import importlib
+
+    for modname in CORE_PLUGINS:
+        if modname in set(disabled) or pm.has_plugin(modname):
+            continue
+        pm.register(importlib.import_module(modname), name=modname)
+
+
+def build_plugin_manager(
+    disabled: Iterable[str] = (), extra_plugins: Iterable[object] = (), autoload: bool | None = None
+) -> pluggy.PluginManager:
+    """A plugin manager with the core plugins, the entry points (unless autoload is off) and extras.
+
+    ``autoload`` defaults to "on unless CLBENCH_DISABLE_PLUGIN_AUTOLOAD is set".
+    """
+    disabled = list(disabled)
+    pm = new_plugin_manager()
+    _register_core(pm, disabled)
+    if autoload is None:
+        autoload = not os.environ.get(AUTOLOAD_ENV)
+    if autoload:
+        load_entry_points(pm, disabled)
+    for plugin in extra_plugins:
+        try:
+            pm.register(plugin)
+        except pluggy.PluginValidationError as exc:
+            raise PluginError(f"plugin {plugin!r} is malformed: {exc}") from exc
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        name = pm.get_name(exc.plugin) or repr(exc.plugin)
+        dist, _ = _dist_of(exc.plugin, pm)
+        raise PluginError(f"plugin {name!r} from distribution {dist!r}: {exc}") from exc
+    return pm
+
+
+def collect(pm: pluggy.PluginManager) -> Registries:
+    """Call every registration hook on every plugin, one plugin at a time, so errors name it."""
+    regs = {kind: Registry(kind.rstrip("s")) for kind in _HOOKS}
+    for plugin in pm.get_plugins():
+        name = pm.get_name(plugin) or repr(plugin)
+        dist, version = _dist_of(plugin, pm)
+        origin = Origin(name, dist, version)
+        for kind, (hook, spec_type) in _HOOKS.items():
+            impl = getattr(plugin, hook, None)
+            if impl is None or not hasattr(impl, hookspecs.PROJECT + "_impl"):
+                continue
+            try:
+                specs = impl()
+            except Exception as exc:
+                raise PluginError(
+                    f"plugin {name!r} ({origin}) raised in {hook}: {type(exc).__name__}: {exc}"
+                ) from exc
+            if specs is None:
+                continue
+            if not isinstance(specs, (list, tuple)):
+                raise PluginError(
+                    f"plugin {name!r} ({origin}): {hook} must return a list of {spec_type.__name__}, "
+                    f"got {type(specs).__name__}"
+                )
+            for spec in specs:
+                if not isinstance(spec, spec_type):
+                    raise PluginError(
+                        f"plugin {name!r} ({origin}): {hook} returned {type(spec).__name__}, "
+                        f"expected {spec_type.__name__}"
+                    )
+                regs[kind].add(spec, origin)
+    return Registries(pm=pm, **regs)
+
+
+def build_registry(
+    disabled: Iterable[str] = (), extra_plugins: Iterable[object] = (), autoload: bool | None = None
+) -> Registries:
+    return collect(build_plugin_manager(disabled, extra_plugins, autoload))

@@ -1,0 +1,174 @@
+"""Result files: one directory per cell, ``result.json`` validated against a published JSON Schema.
+
+Layout: ``<out>/<stream>/<method>/order-<o>/seed-<s>/`` holding ``result.json``,
+``footprints.safetensors`` and, while the cell runs, ``checkpoint.pt``. Every write goes to a temp
+file in the same directory and is moved into place with ``os.replace``, so a reader (or a killed run)
+never sees half a file.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from clbench.errors import ResultFileError
+
+SCHEMA_VERSION = 1
+RESULT_FILE = "result.json"
+FOOTPRINT_FILE = "footprints.safetensors"
+CHECKPOINT_FILE = "checkpoint.pt"
+
+
+@functools.cache
+def schema() -> dict[str, Any]:
+    return json.loads(resources.files("clbench").joinpath("schema/result.schema.json").read_text())
+
+
+@dataclass
+class CellResult:
+    """The content of one ``result.json``."""
+
+    method: str
+    stream: str
+    order: str
+    seed: int
+    tasks: list[str]
+    accuracy_matrix: list[list[float | None]]
+    status: str = "complete"  # complete | failed | diverged
+    metrics: dict[str, float | None] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, Any] = field(default_factory=dict)
+    report: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    schema_version: int = SCHEMA_VERSION
+    path: Path | None = None  # where it was read from; not serialised
+
+    def to_json(self) -> dict[str, Any]:
+        data = {k: v for k, v in self.__dict__.items() if k != "path"}
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], path: Path | None = None) -> CellResult:
+        version = data.get("schema_version") if isinstance(data, dict) else None
+        if isinstance(version, int) and version > SCHEMA_VERSION:
+            raise ResultFileError(
+                f"{path or 'result'}: schema_version {version} is newer than this clbench supports "
+                f"({SCHEMA_VERSION}); upgrade clbench to read it"
+            )
+        validate(data, path)
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known, path=path)
+
+
+def validate(data: Any, path: Path | None = None) -> None:
+    try:
+        jsonschema.validate(data, schema())
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
+        raise ResultFileError(f"{path or 'result'}: not a clbench result ({where}: {exc.message})") from None
+
+
+# --------------------------------------------------------------------------- atomic I/O
+def atomic_write_with(path: Path, write: Callable[[Path], None]) -> None:
+    """Call ``write(tmp)`` on a temp file beside ``path`` then move it into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        write(tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_with(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def write_result(result: CellResult, directory: Path) -> Path:
+    data = result.to_json()
+    validate(data, directory / RESULT_FILE)
+    path = directory / RESULT_FILE
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    return path
+
+
+def read_result(path: Path) -> CellResult:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ResultFileError(f"{path}: cannot read ({exc})") from None
+    return CellResult.from_json(data, Path(path))
+
+
+def iter_results(root: Path, warn: bool = True) -> Iterator[CellResult]:
+    """Every readable result under ``root``, sorted by path; unreadable ones are named and skipped."""
+    for path in sorted(Path(root).rglob(RESULT_FILE)):
+        try:
+            yield read_result(path)
+        except ResultFileError as exc:
+            if warn:
+                warnings.warn(f"skipping {exc}", stacklevel=2)
+
+
+# --------------------------------------------------------------------------- environment
+def _git_revision() -> str | None:
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+@functools.cache
+def _static_env() -> dict[str, Any]:
+    import importlib.metadata as md
+
+    versions = {}
+    for dist in ("clbench", "torch", "numpy", "pluggy", "transformers", "peft", "scikit-learn"):
+        try:
+            versions[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            continue
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": versions,
+        "git_revision": _git_revision(),
+    }
+
+
+def environment(device: str, world_size: int, global_batch_size: int, plugins: dict[str, str]) -> dict[str, Any]:
+    import torch
+
+    env = dict(_static_env())
+    env.update(
+        device=device,
+        device_name=torch.cuda.get_device_name(0) if device.startswith("cuda") else platform.processor() or "cpu",
+        torch_threads=torch.get_num_threads(),
+        world_size=world_size,
+        global_batch_size=global_batch_size,
+        plugins=plugins,
+    )
+    return env

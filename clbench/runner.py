@@ -1,0 +1,323 @@
+"""Run one cell: train on each task of an order, record footprints, fill the accuracy matrix.
+
+Determinism and resume: every task re-seeds torch from ``(seed, task index)`` and every epoch's
+shuffle uses its own generator from ``(seed, task, phase, epoch)``, so a cell resumed from the
+checkpoint written after task k follows exactly the path of an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from clbench import config as cfg
+from clbench import footprints as fps
+from clbench.data import Batch, Stream, batches
+from clbench.errors import ClbenchError, Diverged
+from clbench.method import CellContext, CompositeMethod, Method, Phase, derive_seed
+from clbench.metrics import MetricInput, compute_metrics
+from clbench.model import CLModel, StreamInfo
+from clbench.plan import Cell
+from clbench.registry import Registries
+from clbench.results import (
+    CHECKPOINT_FILE,
+    FOOTPRINT_FILE,
+    RESULT_FILE,
+    CellResult,
+    atomic_write_with,
+    environment,
+    read_result,
+    write_result,
+)
+
+FINAL_STATUSES = ("complete", "diverged")  # deterministic outcomes: rerunning gives the same
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def make_optimizer(params: list[torch.nn.Parameter], phase: Phase) -> torch.optim.Optimizer:
+    if not params:
+        raise ClbenchError(f"phase {phase.name!r} has no trainable parameters")
+    if phase.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=phase.lr, momentum=phase.momentum, weight_decay=phase.weight_decay)
+    if phase.optimizer == "adam":
+        return torch.optim.Adam(params, lr=phase.lr, weight_decay=phase.weight_decay)
+    if phase.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=phase.lr, weight_decay=phase.weight_decay)
+    if phase.optimizer == "rmsprop":
+        return torch.optim.RMSprop(params, lr=phase.lr, momentum=phase.momentum, weight_decay=phase.weight_decay)
+    raise ClbenchError(f"unknown optimizer {phase.optimizer!r}")
+
+
+def build_method(regs: Registries, cell: Cell, ctx: CellContext) -> Method:
+    methods = []
+    for part in cell.parts:
+        spec = regs.methods.get(part)
+        config = cfg.apply(spec.config_cls, None, cell.method_config.get(part, {}), part)
+        methods.append((part, spec.factory(config, ctx)))
+    return methods[0][1] if len(methods) == 1 else CompositeMethod(methods, ctx)
+
+
+def build_stream(regs: Registries, cell: Cell) -> Stream:
+    spec = regs.streams.get(cell.stream)
+    return spec.factory(cfg.apply(spec.config_cls, None, cell.stream_config, "stream"))
+
+
+def build_model(regs: Registries, cell: Cell, stream: Stream) -> CLModel:
+    spec = regs.models.get(cell.model)
+    config = cfg.apply(spec.config_cls, None, cell.model_config, "model")
+    multi_head = getattr(config, "multi_head", None)
+    return spec.factory(config, StreamInfo.of(stream, multi_head))
+
+
+@torch.no_grad()
+def evaluate(model: CLModel, method: Method, stream: Stream, tasks: list[str], train: cfg.TrainConfig,
+             device: torch.device) -> list[float]:
+    """Score (percent correct) on every task of ``tasks`` with the model as it is now."""
+    was_training = model.training
+    model.eval()
+    row = []
+    for task in tasks:
+        split = stream.data(task).test
+        n = len(split) if not train.eval_limit else min(train.eval_limit, len(split))
+        correct = 0
+        with method.evaluating(task):
+            for start in range(0, n, train.eval_batch_size):
+                sl = slice(start, min(start + train.eval_batch_size, n))
+                batch = Batch(split.x[sl], split.y[sl], task).to(device)
+                correct += int((model.predict(batch.x, task) == batch.y).sum())
+        row.append(100.0 * correct / n)
+    model.train(was_training)
+    return row
+
+
+def _epoch_batches(ctx: CellContext, tasks: list[str], batch_size: int, *salt: int) -> Iterator[Batch]:
+    if len(tasks) == 1:
+        yield from batches(ctx.data(tasks[0]).train, batch_size, tasks[0], ctx.generator(*salt))
+        return
+    # Joint training: every batch holds one task; batches of all tasks interleaved at random.
+    pool = [b for i, t in enumerate(tasks) for b in batches(ctx.data(t).train, batch_size, t, ctx.generator(*salt, i))]
+    for i in torch.randperm(len(pool), generator=ctx.generator(*salt, -1)).tolist():
+        yield pool[i]
+
+
+def train_task(model: CLModel, method: Method, ctx: CellContext, index: int) -> dict[str, float]:
+    """All phases of task ``index``; returns per-phase timings and the last loss terms."""
+    task = ctx.order[index]
+    train_tasks = method.train_tasks(index)
+    stats: dict[str, float] = {}
+    model.train()
+    for p_i, phase in enumerate(method.phases(task, index)):
+        method.before_phase(phase, task, index)
+        opt = make_optimizer(method.parameters(model, phase), phase)
+        params = [p for group in opt.param_groups for p in group["params"]]
+        t0 = time.perf_counter()
+        steps = 0
+        for epoch in range(phase.epochs):
+            for batch in _epoch_batches(ctx, train_tasks, ctx.train.batch_size, index, p_i, epoch):
+                batch = batch.to(ctx.device)
+                opt.zero_grad(set_to_none=True)
+                logits = model(batch.x, batch.task)
+                loss = model.task_loss(logits, batch.y)
+                for value in method.loss_terms(batch, logits).values():
+                    loss = loss + value
+                if not math.isfinite(float(loss)):  # float() syncs once per step; cheap next to backward
+                    raise Diverged(f"loss became {float(loss)} on task {task!r} ({phase.name}, epoch {epoch + 1})")
+                loss.backward()
+                method.after_backward()
+                if ctx.train.grad_clip > 0:
+                    torch.nn.utils.clip_grad_norm_(params, ctx.train.grad_clip)
+                opt.step()
+                method.after_step()
+                steps += 1
+            method.after_epoch(phase, epoch)
+        stats[f"{phase.name}_s"] = time.perf_counter() - t0
+        stats[f"{phase.name}_steps"] = steps
+    return stats
+
+
+class Runner:
+    """Runs cells in this process. Built once per worker from the registries."""
+
+    def __init__(self, regs: Registries, fail_fast: bool = False, progress: bool = True) -> None:
+        self.regs = regs
+        self.fail_fast = fail_fast
+        self.progress = progress
+
+    @property
+    def hook(self) -> Any:
+        return self.regs.pm.hook
+
+    def existing(self, cell: Cell) -> CellResult | None:
+        path = cell.directory / RESULT_FILE
+        if not path.exists():
+            return None
+        result = read_result(path)
+        return result if result.status in FINAL_STATUSES else None
+
+    def run(self, cell: Cell) -> CellResult:
+        done = self.existing(cell)
+        if done is not None:
+            return done
+        directory = cell.directory
+        directory.mkdir(parents=True, exist_ok=True)
+        state = _CellState(cell)
+        try:
+            self._run(cell, state)
+        except KeyboardInterrupt:
+            raise  # the checkpoint of the last finished task stays for the next run
+        except Diverged as exc:
+            state.fail("diverged", str(exc))
+        except Exception as exc:
+            state.fail("failed", f"{type(exc).__name__}: {exc}")
+            (directory / "error.log").write_text(traceback.format_exc(), encoding="utf-8")
+            if self.fail_fast:
+                self._finish(cell, state)
+                raise
+        return self._finish(cell, state)
+
+    def _finish(self, cell: Cell, state: _CellState) -> CellResult:
+        result = state.result(self.regs)
+        write_result(result, cell.directory)
+        if result.status == "complete":
+            (cell.directory / CHECKPOINT_FILE).unlink(missing_ok=True)
+        self.hook.clbench_cell_end(cell=cell, result=result)
+        return result
+
+    def _run(self, cell: Cell, state: _CellState) -> None:
+        train = cfg.apply(cfg.TrainConfig, None, cell.train_config, "train")
+        device = resolve_device(train.device)
+        stream = build_stream(self.regs, cell)
+        order = stream.order(cell.order)
+        state.tasks = order
+        ctx = CellContext(stream=stream, order=order, train=train, device=device, seed=cell.seed,
+                          options=dict(cell.options))
+        torch.manual_seed(derive_seed(cell.seed, 0))
+        model = build_model(self.regs, cell, stream).to(device)
+        method = build_method(self.regs, cell, ctx)
+        method.setup(model)
+        state.env = environment(str(device), 1, train.batch_size, self._plugin_versions())
+
+        start = state.load_checkpoint(model, method)
+        self.hook.clbench_cell_start(cell=cell, resumed_from=start)
+        bar = tqdm(total=len(order), initial=start, desc=cell.key, leave=False, disable=not self.progress,
+                   unit="task")
+        with contextlib.closing(bar):
+            for index in range(start, len(order)):
+                task = order[index]
+                self.hook.clbench_task_start(cell=cell, task=task, index=index)
+                torch.manual_seed(derive_seed(cell.seed, index + 1))
+                t0 = time.perf_counter()
+                method.before_task(task, index)
+                stats = train_task(model, method, ctx, index)
+                method.after_task(task, index)
+                state.footprints.append(method.footprint(task, index))
+                t1 = time.perf_counter()
+                row = evaluate(model, method, stream, order, train, device)
+                stats.update(task=task, train_s=t1 - t0, eval_s=time.perf_counter() - t1)
+                if device.type == "cuda":
+                    stats["peak_memory_bytes"] = torch.cuda.max_memory_allocated(device)
+                state.rows.append(row)
+                state.task_timings.append(stats)
+                state.report = method.report()
+                state.save_checkpoint(model, method)
+                self.hook.clbench_task_end(cell=cell, task=task, index=index, accuracy_row=row)
+                bar.update(1)
+        state.status = "complete"
+
+    def _plugin_versions(self) -> dict[str, str]:
+        from clbench.registry import _dist_of
+
+        pm = self.regs.pm
+        out = {}
+        for plugin in pm.get_plugins():
+            dist, version = _dist_of(plugin, pm)
+            out[pm.get_name(plugin) or repr(plugin)] = f"{dist} {version}"
+        return dict(sorted(out.items()))
+
+
+class _CellState:
+    """What a cell has produced so far; checkpointed after every task."""
+
+    def __init__(self, cell: Cell) -> None:
+        self.cell = cell
+        self.tasks: list[str] = []
+        self.rows: list[list[float]] = []
+        self.footprints: list[fps.TaskFootprint] = []
+        self.task_timings: list[dict[str, Any]] = []
+        self.report: dict[str, Any] = {}
+        self.env: dict[str, Any] = {}
+        self.status = "failed"
+        self.error: str | None = "the cell did not start"
+        self.started = time.perf_counter()
+
+    @property
+    def path(self) -> Path:
+        return self.cell.directory / CHECKPOINT_FILE
+
+    def fail(self, status: str, error: str) -> None:
+        self.status, self.error = status, error
+
+    def save_checkpoint(self, model: CLModel, method: Method) -> None:
+        payload = {
+            "done": len(self.rows),
+            "rows": self.rows,
+            "timings": self.task_timings,
+            "report": self.report,
+            "model": model.state_dict(),
+            "method": method.state_dict(),
+            "footprints": fps.to_tensors(self.footprints),
+        }
+        atomic_write_with(self.path, lambda tmp: torch.save(payload, tmp))
+
+    def load_checkpoint(self, model: CLModel, method: Method) -> int:
+        if not self.path.exists():
+            return 0
+        payload = torch.load(self.path, map_location="cpu", weights_only=True)
+        method.load_state_dict(payload["method"])  # first: it may rebuild structure the weights need
+        model.load_state_dict(payload["model"])
+        self.rows = payload["rows"]
+        self.task_timings = payload["timings"]
+        self.report = payload["report"]
+        self.footprints = fps.from_tensors(payload["footprints"])
+        return int(payload["done"])
+
+    def result(self, regs: Registries) -> CellResult:
+        cell = self.cell
+        T = len(self.tasks)
+        matrix: list[list[float | None]] = [list(r) for r in self.rows] + [[None] * T for _ in range(T - len(self.rows))]
+        metrics: dict[str, float | None] = {}
+        if self.status == "complete":
+            inp = MetricInput(matrix=[list(map(float, r)) for r in self.rows], footprints=self.footprints,
+                              report=self.report, tasks=self.tasks)
+            metrics, errors = compute_metrics(regs.metrics.values(), inp)
+            if errors:
+                self.report = {**self.report, "metric_errors": errors}
+            fps.save(self.footprints, cell.directory / FOOTPRINT_FILE)
+        return CellResult(
+            method=cell.method,
+            stream=cell.stream,
+            order=cell.order,
+            seed=cell.seed,
+            tasks=self.tasks or ["(not loaded)"],
+            accuracy_matrix=matrix,
+            status=self.status,
+            metrics=metrics,
+            config=cell.resolved(),
+            env=self.env,
+            timings={"total_s": time.perf_counter() - self.started, "tasks": self.task_timings},
+            report=self.report,
+            error=None if self.status == "complete" else self.error,
+        )

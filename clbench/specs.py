@@ -1,0 +1,140 @@
+"""Typed specs that plugins return from the registration hooks.
+
+A spec is a frozen description of something a plugin offers: its name, a factory, the dataclass that
+holds its settings, and the tags the planner needs to decide what can run with what. Specs carry no
+state; the objects they build do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from clbench.data import Stream
+    from clbench.method import Method
+    from clbench.metrics import MetricInput
+    from clbench.model import CLModel, StreamInfo
+
+FootprintKind = Literal["dense", "lowrank", "masked", "none"]
+Direction = Literal["up", "down"]
+MetricNeeds = Literal["matrix", "footprint", "lowrank", "report"]
+
+
+@dataclass(frozen=True)
+class EmptyConfig:
+    """Settings dataclass for plugins that have none."""
+
+
+# A preset maps dotted keys to values; presets are looked up by "profile", "profile/stream" and
+# "profile/stream/order" (most specific wins), see clbench.config.
+Presets = Mapping[str, Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A continual-learning method.
+
+    ``factory(config, ctx)`` builds a fresh :class:`clbench.method.Method` for one cell.
+    ``requires`` lists capabilities the model must provide (e.g. ``{"lora"}``); the planner skips
+    methods whose requirements a stream's model cannot meet when running ``--methods all``.
+    ``composable`` methods only contribute loss terms on shared structure and may be joined with ``+``.
+    """
+
+    name: str
+    factory: Callable[..., Method]
+    config_cls: type = EmptyConfig
+    description: str = ""
+    footprint_kind: FootprintKind = "dense"
+    requires: frozenset[str] = frozenset()
+    composable: bool = False
+    presets: Presets = field(default_factory=dict)
+    tags: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A network builder. ``factory(config, info)`` returns a :class:`clbench.model.CLModel`."""
+
+    name: str
+    factory: Callable[[Any, StreamInfo], CLModel]
+    config_cls: type = EmptyConfig
+    description: str = ""
+    modalities: frozenset[str] = frozenset({"vector"})
+    provides: frozenset[str] = frozenset()
+    tags: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """A task stream. ``factory(config)`` returns a :class:`clbench.data.Stream`.
+
+    ``presets`` give, per profile, the orders to run and the model and training settings, e.g.
+    ``{"quick": {"orders": ["1", "2"], "model": "mlp", "train.epochs": 2}}``. A stream belongs to a
+    profile when it has a preset for it.
+    """
+
+    name: str
+    factory: Callable[[Any], Stream]
+    config_cls: type = EmptyConfig
+    description: str = ""
+    presets: Presets = field(default_factory=dict)
+    tags: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """A number computed from a cell's result.
+
+    ``fn(inp)`` returns a float, or ``None`` when the metric does not apply (printed "n/a", never 0).
+    ``needs`` says what it reads: the accuracy matrix, any footprint, low-rank footprints only, or the
+    method's report. ``aggregate`` is how the leaderboard combines cells (mean ± std over seeds).
+    """
+
+    name: str
+    fn: Callable[[MetricInput], float | None]
+    direction: Direction
+    needs: MetricNeeds = "matrix"
+    description: str = ""
+    aggregate: Literal["mean"] = "mean"
+    leaderboard: bool = True
+
+
+@dataclass(frozen=True)
+class ExecutorSpec:
+    """Where cells run. ``factory(options)`` returns an object with ``run(cells, fn) -> Iterator``."""
+
+    name: str
+    factory: Callable[[Mapping[str, Any]], Any]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class ProfileSpec:
+    """A named, versioned set of defaults for ``clbench run``.
+
+    The streams of a profile are those whose ``StreamSpec.presets`` name it (unless ``streams`` lists
+    them); its methods are ``methods`` (``"all"``: every registered method that fits the stream).
+    ``sets`` are ``--set``-style overrides applied before the user's own.
+    """
+
+    name: str
+    description: str = ""
+    version: str = "1"
+    seeds: tuple[int, ...] = (0,)
+    methods: str | tuple[str, ...] = "all"
+    streams: tuple[str, ...] | None = None
+    sets: Mapping[str, Any] = field(default_factory=dict)
+    requires_gpu: bool = False
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """An extra ``clbench run`` option a plugin adds: ``--<name>``; its value lands in ``RunConfig.options``."""
+
+    name: str
+    help: str
+    default: Any = None
+    type: Any = str
+    is_flag: bool = False

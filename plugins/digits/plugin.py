@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+from clbench import hookimpl
+from clbench.specs import StreamSpec
+
+from .streams import DigitsConfig, PermutedDigits, SplitDigits
+
+# Quick-profile settings: small enough that every method runs on all three orders in seconds.
+_QUICK = {"model": "mlp", "orders": ["1", "2", "3"], "train.epochs": 3, "train.batch_size": 32,
+          "train.lr": 0.05, "train.momentum": 0.9, "train.optimizer": "sgd"}
+
+
+@hookimpl
+def clbench_add_streams() -> list[StreamSpec]:
+    return [
+        StreamSpec("permuted-digits", PermutedDigits, DigitsConfig,
+                   "10 tasks of sklearn digits, each under a fixed pixel permutation (shared head)",
+                   presets={"quick": dict(_QUICK)}),
+        StreamSpec("split-digits", SplitDigits, DigitsConfig,
+                   "5 two-class tasks of sklearn digits (0/1 ... 8/9), one head per task",
+                   presets={"quick": dict(_QUICK)}),
+    ]

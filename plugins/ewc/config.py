@@ -1,0 +1,16 @@
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EWCConfig:
+    """Elastic Weight Consolidation (Kirkpatrick et al., PNAS 2017).
+
+    The penalty is (λ/2)·Σ F·(θ − θ*)² with F the diagonal empirical Fisher, accumulated over tasks
+    (F ← F + F_k) and θ* the weights after the previous task — the single-anchor form of
+    Schwarz et al. 2018 ("online EWC", with γ = 1), which keeps memory O(parameters).
+    """
+
+    lambda_: float = 100.0  # quick-profile value; the paper tunes λ per benchmark
+    fisher_samples: int = 256  # examples of the finished task used to estimate F (0: all)
+    fisher_batch_size: int = 32
+    decay: float = 1.0  # γ of online EWC: F ← γ·F + F_k

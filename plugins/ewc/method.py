@@ -1,0 +1,85 @@
+"""EWC with a diagonal Fisher; the Fisher code is reused by methods built on EWC (Expander-EWC)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from clbench.data import Batch, batches
+from clbench.method import Method
+from clbench.model import CLModel
+
+from .config import EWCConfig
+
+
+def diagonal_fisher(model: CLModel, data: Any, task: str, params: dict[str, nn.Parameter], samples: int,
+                    batch_size: int, device: torch.device, generator: torch.Generator) -> dict[str, Tensor]:
+    """Empirical diagonal Fisher: mean over examples of the squared gradient of the log-likelihood
+    of the true label. Batches of ``batch_size`` with per-batch mean gradients (the usual estimate)."""
+    fisher = {n: torch.zeros_like(p) for n, p in params.items()}
+    was_training = model.training
+    model.eval()
+    n_batches = 0
+    seen = 0
+    for batch in batches(data, batch_size, task, generator):
+        if samples and seen >= samples:
+            break
+        batch = batch.to(device)
+        model.zero_grad(set_to_none=True)
+        logits = model(batch.x, batch.task)
+        model.task_loss(logits, batch.y).backward()
+        for n, p in params.items():
+            if p.grad is not None:
+                fisher[n] += p.grad.detach() ** 2
+        n_batches += 1
+        seen += len(batch)
+    model.zero_grad(set_to_none=True)
+    model.train(was_training)
+    return {n: f / max(n_batches, 1) for n, f in fisher.items()}
+
+
+class EWC(Method):
+    name = "ewc"
+    config: EWCConfig
+
+    def setup(self, model: CLModel) -> None:
+        super().setup(model)
+        self.fisher: dict[str, Tensor] = {}
+        self.anchor: dict[str, Tensor] = {}
+
+    def penalized(self) -> dict[str, nn.Parameter]:
+        assert self.model is not None
+        heads = self.model.head_parameter_names()
+        return {n: p for n, p in self.model.named_parameters() if p.requires_grad and n not in heads}
+
+    def loss_terms(self, batch: Batch, logits: Tensor) -> dict[str, Tensor]:
+        if not self.fisher:
+            return {}
+        params = self.penalized()
+        total = sum((self.fisher[n] * (params[n] - self.anchor[n]) ** 2).sum() for n in self.fisher)
+        return {"ewc": 0.5 * self.config.lambda_ * total}
+
+    def after_task(self, task: str, index: int) -> None:
+        assert self.model is not None
+        params = self.penalized()
+        fk = diagonal_fisher(self.model, self.ctx.data(task).train, task, params, self.config.fisher_samples,
+                             self.config.fisher_batch_size, self.ctx.device, self.ctx.generator(index, 9999))
+        for n, f in fk.items():
+            self.fisher[n] = self.config.decay * self.fisher[n] + f if n in self.fisher else f
+        self.anchor = {n: p.detach().clone() for n, p in params.items()}
+
+    def report(self) -> dict[str, Any]:
+        if not self.fisher:
+            return {}
+        return {"fisher_mean": float(sum(f.sum() for f in self.fisher.values()) /
+                                     sum(f.numel() for f in self.fisher.values()))}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"fisher": dict(self.fisher), "anchor": dict(self.anchor)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        dev = self.ctx.device
+        self.fisher = {n: t.to(dev) for n, t in state.get("fisher", {}).items()}
+        self.anchor = {n: t.to(dev) for n, t in state.get("anchor", {}).items()}

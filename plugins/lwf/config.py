@@ -1,0 +1,13 @@
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LwFConfig:
+    """Learning without Forgetting (Li & Hoiem, ECCV 2016 / TPAMI 2017).
+
+    Defaults from the paper: temperature T = 2 and loss balance λ_o = 1 for the distillation term
+    on the outputs of the previous model on the new task's inputs.
+    """
+
+    lambda_: float = 1.0
+    temperature: float = 2.0

@@ -1,0 +1,55 @@
+"""The standard CL metrics: AA, F.Ra, BWT from the accuracy matrix; ACR, GSR, OO, AWOM from footprints."""
+
+from __future__ import annotations
+
+from clbench import hookimpl
+from clbench import metrics as m
+from clbench.metrics import MetricInput
+from clbench.specs import MetricSpec
+
+
+def _aa(inp: MetricInput) -> float | None:
+    return m.average_accuracy(inp.matrix)
+
+
+def _fra(inp: MetricInput) -> float | None:
+    return m.forgetting_rate(inp.matrix)
+
+
+def _bwt(inp: MetricInput) -> float | None:
+    return m.backward_transfer(inp.matrix)
+
+
+def _unseen(inp: MetricInput) -> float | None:
+    return m.unseen_task_score(inp.matrix)
+
+
+def _acr(inp: MetricInput) -> float | None:
+    return m.collision_rate(inp.footprints, inp.tolerance) if inp.footprints else None
+
+
+def _gsr(inp: MetricInput) -> float | None:
+    return m.generalized_sparsity_rate(inp.footprints) if inp.footprints else None
+
+
+def _oo(inp: MetricInput) -> float | None:
+    return m.orthogonal_overlap(inp.footprints)
+
+
+def _awom(inp: MetricInput) -> float | None:
+    return m.adapter_weight_overlap(inp.footprints)
+
+
+@hookimpl
+def clbench_add_metrics() -> list[MetricSpec]:
+    return [
+        MetricSpec("AA", _aa, "up", "matrix", "average accuracy over all tasks after the last one"),
+        MetricSpec("F.Ra", _fra, "down", "matrix", "forgetting rate (Chaudhry et al.): best earlier score minus final"),
+        MetricSpec("BWT", _bwt, "up", "matrix", "backward transfer: final minus just-trained score"),
+        MetricSpec("unseen", _unseen, "up", "matrix", "score on the last task before training it, a[T-1][T]",
+                   leaderboard=False),
+        MetricSpec("ACR", _acr, "down", "footprint", "average collision rate of task updates (relative τ=1e-3)"),
+        MetricSpec("GSR", _gsr, "down", "footprint", "generalised sparsity rate of task updates (N-LoRA eq. 9)"),
+        MetricSpec("OO", _oo, "down", "lowrank", "orthogonal overlap Σ‖A_i A_Tᵀ‖_F² of LoRA down-projections"),
+        MetricSpec("AWOM", _awom, "down", "footprint", "adapter weight overlap Σ‖ΔW_Tᵀ ΔW_i‖₂"),
+    ]

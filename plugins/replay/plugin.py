@@ -1,0 +1,13 @@
+from __future__ import annotations
+
+from clbench import hookimpl
+from clbench.specs import MethodSpec
+
+from .config import ReplayConfig
+from .method import Replay
+
+
+@hookimpl
+def clbench_add_methods() -> list[MethodSpec]:
+    return [MethodSpec("replay", Replay, ReplayConfig, "experience replay from a reservoir buffer of past examples",
+                       footprint_kind="dense", composable=True)]

@@ -1,0 +1,7 @@
+"""SeqFT: train every parameter on each task in turn, nothing else. The base Method already is it."""
+
+from clbench.method import Method
+
+
+class SeqFT(Method):
+    name = "seqft"
