@@ -1,0 +1,1 @@
+"""Placeholder: the `capability_chain` plugin registers nothing yet."""

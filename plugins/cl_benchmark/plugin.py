@@ -1,0 +1,1 @@
+"""Placeholder: the `cl_benchmark` plugin registers nothing yet."""

@@ -1,0 +1,1 @@
+"""Placeholder: the `expander_ewc` plugin registers nothing yet."""

@@ -1,0 +1,1 @@
+"""Placeholder: the `glue` plugin registers nothing yet."""

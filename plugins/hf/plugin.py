@@ -1,0 +1,1 @@
+"""Placeholder: the `hf` plugin registers nothing yet."""

@@ -1,0 +1,1 @@
+"""Placeholder: the `inclora` plugin registers nothing yet."""

@@ -1,0 +1,1 @@
+"""Placeholder: the `lora` plugin registers nothing yet."""

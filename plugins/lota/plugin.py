@@ -1,0 +1,1 @@
+"""Placeholder: the `lota` plugin registers nothing yet."""

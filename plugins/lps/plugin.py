@@ -1,0 +1,1 @@
+"""Placeholder: the `lps` plugin registers nothing yet."""

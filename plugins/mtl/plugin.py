@@ -1,0 +1,1 @@
+"""Placeholder: the `mtl` plugin registers nothing yet."""

@@ -1,0 +1,1 @@
+"""Placeholder: the `nlora` plugin registers nothing yet."""

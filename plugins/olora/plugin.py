@@ -1,0 +1,1 @@
+"""Placeholder: the `olora` plugin registers nothing yet."""

@@ -1,0 +1,1 @@
+"""Placeholder: the `packnet` plugin registers nothing yet."""

@@ -1,0 +1,1 @@
+"""Placeholder: the `pertask` plugin registers nothing yet."""

@@ -1,0 +1,1 @@
+"""Placeholder: the `seqlora` plugin registers nothing yet."""

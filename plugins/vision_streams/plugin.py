@@ -1,0 +1,1 @@
+"""Placeholder: the `vision_streams` plugin registers nothing yet."""
