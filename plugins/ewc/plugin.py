@@ -11,4 +11,4 @@ from .method import EWC
 def clbench_add_methods() -> list[MethodSpec]:
     return [MethodSpec("ewc", EWC, EWCConfig, "elastic weight consolidation, diagonal Fisher (Kirkpatrick 2017)",
                        footprint_kind="dense", composable=True,
-                       presets={"quick/permuted-digits": {"lambda": 500.0}, "quick/split-digits": {"lambda": 500.0}})]
+                       presets={"quick/permuted-digits": {"lambda": 10.0}, "quick/split-digits": {"lambda": 1000.0}})]
