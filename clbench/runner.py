@@ -133,7 +133,7 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int) -> 
                 loss = model.task_loss(logits, batch.y)
                 for value in method.loss_terms(batch, logits).values():
                     loss = loss + value
-                if not math.isfinite(float(loss)):  # float() syncs once per step; cheap next to backward
+                if not math.isfinite(float(loss.detach())):  # one sync per step; cheap next to backward
                     raise Diverged(f"loss became {float(loss)} on task {task!r} ({phase.name}, epoch {epoch + 1})")
                 loss.backward()
                 method.after_backward()
