@@ -134,7 +134,7 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int) -> 
                 for value in method.loss_terms(batch, logits).values():
                     loss = loss + value
                 if not math.isfinite(float(loss.detach())):  # one sync per step; cheap next to backward
-                    raise Diverged(f"loss became {float(loss)} on task {task!r} ({phase.name}, epoch {epoch + 1})")
+                    raise Diverged(f"loss became {float(loss.detach())} on task {task!r} ({phase.name}, epoch {epoch + 1})")
                 loss.backward()
                 method.after_backward()
                 if ctx.train.grad_clip > 0:
@@ -190,7 +190,7 @@ class Runner:
 
     def _finish(self, cell: Cell, state: _CellState) -> CellResult:
         result = state.result(self.regs)
-        write_result(result, cell.directory)
+        result.path = write_result(result, cell.directory)
         if result.status == "complete":
             (cell.directory / CHECKPOINT_FILE).unlink(missing_ok=True)
         self.hook.clbench_cell_end(cell=cell, result=result)

@@ -1,0 +1,106 @@
+"""The runner: determinism, failures recorded per cell, divergence, resume on real data."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from clbench import testing
+from clbench.hookspecs import hookimpl
+from clbench.method import Method
+from clbench.results import RESULT_FILE, read_result
+from clbench.specs import MethodSpec
+
+
+class Exploding(Method):
+    """Makes the loss NaN on the second task."""
+
+    def loss_terms(self, batch, logits):
+        if batch.task == self.ctx.order[1]:
+            return {"boom": logits.sum() * float("nan")}
+        return {}
+
+
+class Raising(Method):
+    def after_task(self, task, index):
+        raise RuntimeError("plugin bug in after_task")
+
+
+class BadPlugin:
+    @hookimpl
+    def clbench_add_methods(self):
+        return [MethodSpec("exploding", Exploding), MethodSpec("raising", Raising)]
+
+
+def test_same_command_gives_same_numbers(tmp_path):
+    regs = testing.registry()
+    a = testing.run(regs, tmp_path / "a", "ewc,replay")
+    b = testing.run(regs, tmp_path / "b", "ewc,replay")
+    assert [r.accuracy_matrix for r in a] == [r.accuracy_matrix for r in b]
+    assert [r.metrics for r in a] == [r.metrics for r in b]
+
+
+def test_nan_loss_is_diverged_and_grid_goes_on(tmp_path):
+    regs = testing.registry(BadPlugin())
+    results = testing.run(regs, tmp_path, "exploding,raising,seqft")
+    status = {r.method: r for r in results}
+    assert status["exploding"].status == "diverged"
+    assert "loss became nan" in status["exploding"].error
+    assert status["exploding"].accuracy_matrix[0][0] is not None  # task 1 finished and is kept
+    assert status["exploding"].accuracy_matrix[1] == [None, None]
+    assert status["raising"].status == "failed"
+    assert "RuntimeError: plugin bug in after_task" in status["raising"].error
+    assert status["seqft"].status == "complete"
+    # the failure is on disk, with its traceback beside it
+    on_disk = read_result(next((tmp_path / "tiny-vector" / "raising").rglob(RESULT_FILE)))
+    assert on_disk.status == "failed"
+    assert "Traceback" in next((tmp_path / "tiny-vector" / "raising").rglob("error.log")).read_text()
+
+
+def test_fail_fast_stops_the_grid(tmp_path):
+    regs = testing.registry(BadPlugin())
+    with pytest.raises(RuntimeError, match="plugin bug"):
+        testing.run(regs, tmp_path, "raising,seqft", fail_fast=True)
+    assert not (tmp_path / "tiny-vector" / "seqft").exists()
+
+
+def test_failed_cell_is_retried_and_complete_cell_never_rerun(tmp_path):
+    regs = testing.registry()
+    [first] = testing.run(regs, tmp_path, "seqft")
+    path = first.path
+    data = json.loads(path.read_text())
+    data["accuracy_matrix"][0][0] = 12.5  # a marker: a rerun would overwrite it
+    path.write_text(json.dumps(data))
+    [again] = testing.run(regs, tmp_path, "seqft")
+    assert again.accuracy_matrix[0][0] == 12.5
+
+
+def test_resume_on_real_digits_equals_uninterrupted(tmp_path):
+    regs = testing.registry()
+    sets = {"train.epochs": [1]}
+    kw = dict(stream="permuted-digits", profile="quick", sets=sets, orders=["3"])
+    [reference] = testing.run(regs, tmp_path / "ref", "ewc", **kw)
+    for kill_after in (0, 4):
+        out = tmp_path / f"killed{kill_after}"
+        killer = testing.KillAfterTask(kill_after)
+        regs.pm.register(killer)
+        with pytest.raises(KeyboardInterrupt):
+            testing.run(regs, out, "ewc", **kw)
+        regs.pm.unregister(killer)
+        [resumed] = testing.run(regs, out, "ewc", **kw)
+        assert resumed.accuracy_matrix == reference.accuracy_matrix
+        assert resumed.metrics == reference.metrics
+
+
+def test_digits_streams_are_real_and_fixed():
+    regs = testing.registry()
+    stream = regs.streams.get("permuted-digits").factory(regs.streams.get("permuted-digits").config_cls())
+    d0, d3 = stream.data("p0"), stream.data("p3")
+    assert len(d0.train) + len(d0.val) + len(d0.test) == 1797  # every sklearn digit, once
+    assert torch.equal(d0.train.y, d3.train.y)
+    perm = stream.permutation("p3")
+    assert torch.equal(d3.train.x.reshape(len(d3.train), -1), d0.train.x.reshape(len(d0.train), -1)[:, perm])
+    split = regs.streams.get("split-digits").factory(regs.streams.get("split-digits").config_cls())
+    assert set(split.data("4-5").test.y.tolist()) == {0, 1}
