@@ -1,1 +1,15 @@
-"""Placeholder: the `inclora` plugin registers nothing yet."""
+from __future__ import annotations
+
+from clbench_plugins.lora.presets import BASELINE
+
+from clbench import hookimpl
+from clbench.specs import MethodSpec
+
+from .config import IncLoRAConfig
+from .method import IncLoRA
+
+
+@hookimpl
+def clbench_add_methods() -> list[MethodSpec]:
+    return [MethodSpec("inclora", IncLoRA, IncLoRAConfig, "a new LoRA per task, earlier ones frozen and merged",
+                       footprint_kind="lowrank", requires=frozenset({"lora"}), presets=BASELINE)]

@@ -1,1 +1,15 @@
-"""Placeholder: the `nlora` plugin registers nothing yet."""
+from __future__ import annotations
+
+from clbench_plugins.lora.presets import NLORA
+
+from clbench import hookimpl
+from clbench.specs import MethodSpec
+
+from .config import NLoRAConfig
+from .method import NLoRA
+
+
+@hookimpl
+def clbench_add_methods() -> list[MethodSpec]:
+    return [MethodSpec("nlora", NLoRA, NLoRAConfig, "N-LoRA: new LoRA per task + l1 sparsity of the update",
+                       footprint_kind="lowrank", requires=frozenset({"lora"}), composable=True, presets=NLORA)]

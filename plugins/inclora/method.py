@@ -1,0 +1,12 @@
+"""IncLoRA: a fresh adapter per task; the finished one is merged into the frozen base weights."""
+
+from __future__ import annotations
+
+from clbench_plugins.lora.method import LoRAMethod
+
+from .config import IncLoRAConfig
+
+
+class IncLoRA(LoRAMethod):
+    name = "inclora"
+    config: IncLoRAConfig

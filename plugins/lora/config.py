@@ -1,0 +1,30 @@
+from dataclasses import dataclass, field
+
+from clbench.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class LoRAConfig:
+    """The adapter every LoRA-family method trains (shared by seqlora, inclora, olora, nlora, mtl, pertask).
+
+    Defaults are the released O-LoRA / N-LoRA code (identical in both repositories).
+    """
+
+    rank: int = 8  # cmnfriend/O-LoRA src/run_uie_lora.py `lora_dim` default 8; no script overrides it
+    alpha: float = 32.0  # same file, LoraConfig(lora_alpha=32): scaling alpha/rank = 4
+    dropout: float = 0.1  # same file, LoraConfig(lora_dropout=0.1)
+    lr_per_task: dict[str, float] = field(default_factory=dict)  # scripts_llama/*.sh: lr per task name
+    epochs_per_task: dict[str, int] = field(default_factory=dict)  # scripts_llama/*.sh, long.sh (MNLI 2)
+
+    def __post_init__(self) -> None:
+        if self.rank < 1:
+            raise ConfigError(f"rank={self.rank}: the LoRA rank must be at least 1")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"dropout={self.dropout}: must be in [0, 1)")
+        if any(v <= 0 for v in self.lr_per_task.values()) or any(v < 0 for v in self.epochs_per_task.values()):
+            raise ConfigError(f"lr_per_task={self.lr_per_task} / epochs_per_task={self.epochs_per_task}: "
+                              "learning rates must be > 0 and epochs ≥ 0")
+
+    @property
+    def scale(self) -> float:
+        return self.alpha / self.rank

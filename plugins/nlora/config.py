@@ -1,0 +1,28 @@
+from dataclasses import dataclass, field
+from typing import Literal
+
+from clbench_plugins.lora.config import LoRAConfig
+
+from clbench.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class NLoRAConfig(LoRAConfig):
+    """N-LoRA (Is Parameter Collision Hindering Continual Learning in LLMs?, COLING 2025).
+
+    A new LoRA per task, earlier ones frozen (merged), plus λ·l1. ``penalty=code`` is what
+    PKU-YuanGroup/N-LoRA src/uie_trainer_lora.py (training_step, l. 90–104) does and what the tables
+    came from: Σ_layers ‖A_w·B_w‖₁ of the PEFT weights A_w (r×in) and B_w (out×r), an r×r product that
+    only exists for square targets (N-LoRA issue #2). ``penalty=paper`` is eq. 3: Σ_layers ‖ΔW‖₁ with
+    ΔW = B_w·A_w (out×in) — about out·in/r² times more entries, so it takes its own λ (``lambda_paper``).
+    """
+
+    lambda_: float = 0.4  # scripts/order_{1,2,3}.sh (T5-large): lamda_1 0.4
+    penalty: Literal["code", "paper"] = "code"  # the published numbers come from the code (issue 4)
+    lambda_paper: float = 1e-3  # λ for penalty=paper; not in the paper or code: from the quick sweep in docs/lora-family.md
+    lambda_per_task: dict[str, float] = field(default_factory=dict)  # scripts/order_4.sh: λ1 per task name
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if min([self.lambda_, self.lambda_paper, *self.lambda_per_task.values()]) < 0:
+            raise ConfigError("nlora.lambda / nlora.lambda_paper (and per-task values) must be ≥ 0")
