@@ -1,0 +1,131 @@
+"""The command line: user mistakes end in one clear line and exit 2; results, show, leaderboard."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from clbench.cli import main
+
+GRID = ["run", "--methods", "seqft,ewc", "--stream", "split-digits", "--orders", "1,2", "--seeds", "0,1",
+        "--set", "train.epochs=1", "--no-progress"]
+
+
+def clbench(capsys, *args):
+    with pytest.raises(SystemExit) as exit_:
+        main(list(args))
+        raise SystemExit(0)
+    out = capsys.readouterr()
+    return exit_.value.code or 0, out.out, out.err
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["run", "--methods", "ewcc"], "unknown method 'ewcc' — did you mean 'ewc'?"),
+        (["run", "--stream", "permuted-digit"], "did you mean 'permuted-digits'"),
+        (["run", "--profile", "quik"], "unknown profile 'quik'"),
+        (["run", "--orders", "9", "--stream", "split-digits"], "unknown order of stream 'split-digits' '9'"),
+        (["run", "--set", "ewc.lambd=3", "--methods", "ewc"], "unknown setting 'lambd' for EWCConfig — did you mean 'lambda_'"),
+        (["run", "--set", "ewc.lambda=abc", "--methods", "ewc"], "ewc.lambda: expected a number, got 'abc'"),
+        (["run", "--set", "ewcc.lambda=3"], "unknown scope 'ewcc'"),
+        (["run", "--set", "train.epochs"], "expected SCOPE.FIELD=VALUE"),
+        (["run", "--set", "train.optimizer=lbfgs"], "train.optimizer='lbfgs'"),
+        (["run", "--seeds", "a"], "--seeds 'a'"),
+        (["run", "--executor", "slurm", "--methods", "seqft"], "unknown executor 'slurm'"),
+        (["run", "--methods", "seqft+joint"], "cannot be composed"),
+        (["list", "methodz"], "Invalid value"),
+    ],
+)
+def test_user_mistakes_are_one_clear_line(capsys, tmp_path, monkeypatch, args, needle):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = clbench(capsys, *args)
+    assert code == 2
+    assert needle in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "runs").exists()  # validation happens before any training
+
+
+def test_debug_shows_the_traceback(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(Exception, match="unknown method"):
+        main(["run", "--methods", "ewcc", "--debug"])
+
+
+def test_list_names_distributions(capsys):
+    code, out, _ = clbench(capsys, "list")
+    assert code == 0
+    for needle in ("methods:", "ewc", "permuted-digits", "AA", "quick", "local", "[clbench 0.1.0]"):
+        assert needle in out
+
+
+def test_grid_show_and_deterministic_leaderboard(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = clbench(capsys, *GRID, "--out", "runs")
+    assert code == 0, err
+    cells = sorted(p.relative_to(tmp_path / "runs").as_posix() for p in (tmp_path / "runs").rglob("result.json"))
+    assert cells == [f"split-digits/{m}/order-{o}/seed-{s}/result.json"
+                     for m in ("ewc", "seqft") for o in (1, 2) for s in (0, 1)]
+    assert "#### AA" in out and "| ewc" in out
+
+    result = json.loads((tmp_path / "runs/split-digits/ewc/order-1/seed-0/result.json").read_text())
+    assert result["config"]["methods"]["ewc"]["lambda"] == 1000.0  # quick preset reached the cell
+    assert result["config"]["train"]["epochs"] == 1  # --set won over the preset
+    assert result["env"]["world_size"] == 1 and result["env"]["global_batch_size"] == 32
+
+    code, out, _ = clbench(capsys, "show", "runs/split-digits/ewc/order-1/seed-0")
+    assert code == 0 and "after 0-1" in out and "F.Ra" in out
+
+    code, _, err = clbench(capsys, "leaderboard", "runs", "--out", "lb", "--no-plots")
+    assert code == 0, err
+    first = (tmp_path / "lb" / "quick.md").read_bytes()
+    (tmp_path / "lb" / "quick.md").unlink()
+    clbench(capsys, "leaderboard", "runs", "--out", "lb", "--no-plots")
+    assert (tmp_path / "lb" / "quick.md").read_bytes() == first
+    code, _, _ = clbench(capsys, "leaderboard", "runs", "--out", "lb", "--check")
+    assert code == 0
+    (tmp_path / "lb" / "quick.md").write_text("stale")
+    code, _, err = clbench(capsys, "leaderboard", "runs", "--out", "lb", "--check")
+    assert code == 1 and "stale" in err
+
+    text = first.decode()
+    # mean ± std over the two seeds, with a link to the order's directory
+    ewc = json.loads((tmp_path / "runs/split-digits/ewc/order-1/seed-0/result.json").read_text())["metrics"]["AA"]
+    ewc1 = json.loads((tmp_path / "runs/split-digits/ewc/order-1/seed-1/result.json").read_text())["metrics"]["AA"]
+    assert f"{(ewc + ewc1) / 2:.2f} ± {abs(ewc - ewc1) / 2 ** 0.5:.2f}" in text
+    assert "](../runs/split-digits/ewc/order-1)" in text
+
+
+def test_corrupt_and_foreign_results_are_skipped_with_a_warning(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    clbench(capsys, "run", "--methods", "seqft", "--stream", "split-digits", "--orders", "1",
+            "--set", "train.epochs=1", "--no-progress", "--no-leaderboard")
+    bad = tmp_path / "runs" / "junk" / "result.json"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("{not json")
+    foreign = tmp_path / "runs" / "foreign" / "result.json"
+    foreign.parent.mkdir(parents=True)
+    foreign.write_text(json.dumps({"hello": 1}))
+    future = tmp_path / "runs" / "future" / "result.json"
+    future.parent.mkdir(parents=True)
+    future.write_text(json.dumps({"schema_version": 99}))
+    code, out, err = clbench(capsys, "leaderboard", "runs", "--no-plots")
+    assert code == 0
+    assert "junk/result.json: cannot read" in err
+    assert "foreign/result.json: not a clbench result" in err
+    assert "schema_version 99 is newer" in err
+    assert "seqft" in (tmp_path / "leaderboards" / "quick.md").read_text()
+
+
+def test_plots_are_written(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    clbench(capsys, "run", "--methods", "seqft", "--stream", "split-digits", "--orders", "1",
+            "--set", "train.epochs=1", "--no-progress", "--no-leaderboard")
+    code, _, err = clbench(capsys, "leaderboard", "runs", "--heatmaps")
+    assert code == 0, err
+    png = tmp_path / "leaderboards" / "plots" / "quick-split-digits-accuracy.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert list((tmp_path / "leaderboards" / "plots" / "heatmaps").rglob("*.png"))
+    code, out, _ = clbench(capsys, "show", "runs/split-digits/seqft/order-1/seed-0/result.json", "--plot", "h.png")
+    assert code == 0 and (tmp_path / "h.png").exists()
