@@ -14,8 +14,6 @@ import functools
 from dataclasses import dataclass
 
 import torch
-from sklearn.datasets import load_digits
-
 from clbench.data import Split, Stream, TaskData, TaskInfo, stratified_split
 from clbench.errors import ConfigError
 
@@ -39,6 +37,8 @@ class DigitsConfig:
 
 @functools.cache
 def _splits(test_fraction: float, val_fraction: float) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    from sklearn.datasets import load_digits  # imported here: sklearn costs ~2 s at start-up
+
     digits = load_digits()
     x = torch.tensor(digits.images, dtype=torch.float32).unsqueeze(1) / 16.0  # N × 1 × 8 × 8 in [0, 1]
     y = torch.tensor(digits.target, dtype=torch.long)
