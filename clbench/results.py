@@ -74,9 +74,15 @@ class CellResult:
         return cls(**known, path=path)
 
 
+@functools.cache
+def _validator() -> jsonschema.protocols.Validator:
+    cls = jsonschema.validators.validator_for(schema())
+    return cls(schema())
+
+
 def validate(data: Any, path: Path | None = None) -> None:
     try:
-        jsonschema.validate(data, schema())
+        _validator().validate(data)
     except jsonschema.ValidationError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
         raise ResultFileError(f"{path or 'result'}: not a clbench result ({where}: {exc.message})") from None
