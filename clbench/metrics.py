@@ -28,6 +28,17 @@ class MetricInput:
     report: dict[str, Any] = field(default_factory=dict)
     tasks: list[str] = field(default_factory=list)
     tolerance: float = DEFAULT_TOLERANCE
+    samples: int = 0  # GSR/ACR: 0 exact; N > 0 the sampled estimator at N positions per layer (see scan)
+    cache: dict[str, Any] = field(default_factory=dict)  # shared by the metrics of one cell (one scan)
+
+    def footprint_scan(self) -> FootprintScan | None:
+        """The one streaming pass GSR and ACR share (computed on first use)."""
+        if not self.footprints:
+            return None
+        key = f"scan:{self.tolerance}:{self.samples}"
+        if key not in self.cache:
+            self.cache[key] = scan(self.footprints, self.tolerance, self.samples)
+        return self.cache[key]
 
 
 def compute_metrics(specs: Iterable[MetricSpec], inp: MetricInput) -> tuple[dict[str, float | None], dict[str, str]]:
@@ -90,43 +101,130 @@ def _shape_of(footprints: Sequence[TaskFootprint], name: str) -> tuple[int, ...]
     return next(tuple(t[name].shape) for t in footprints if name in t)
 
 
+def _lowrank_abs_max(fp: LowRank) -> float:
+    """max|ΔW| of ΔW = s·B·A, exactly, without visiting most rows: rows of B in decreasing norm, and a
+    row a can only hold the maximum if ‖s·B_a‖·max_b‖A_b‖ exceeds the best so far (Cauchy–Schwarz)."""
+    A = fp.A.float()
+    B = fp.B.float() * fp.scale
+    row_norms = B.norm(dim=1)
+    col_max = float(A.norm(dim=0).max()) if A.numel() else 0.0
+    order = row_norms.argsort(descending=True)
+    step = max(1, min(64, _rows_per_chunk(fp.shape)))
+    best = 0.0
+    for s in range(0, order.numel(), step):
+        idx = order[s : s + step]
+        if float(row_norms[idx[0]]) * col_max <= best:
+            break
+        best = max(best, float((B[idx] @ A).abs().max()))
+    return best
+
+
 def abs_max(fp: Any) -> float:
     if isinstance(fp, LowRank):
-        chunk = _rows_per_chunk(fp.shape)
-        return max((float(r.abs().max()) for r in fp.rows(chunk)), default=0.0)
+        return _lowrank_abs_max(fp)
     return max((float(r.abs().max()) for r in fp.rows(_rows_per_chunk(fp.shape)) if r.numel()), default=0.0)
 
 
-def collision_rate(footprints: Sequence[TaskFootprint], tolerance: float = DEFAULT_TOLERANCE) -> float | None:
+def _frobenius_sq(fp: LowRank) -> float:
+    """‖s·B·A‖_F² = s²·tr((AAᵀ)(BᵀB)), an r×r computation."""
+    A, B = fp.A.double(), fp.B.double()
+    return float(fp.scale**2 * ((A @ A.T) * (B.T @ B)).sum())
+
+
+@dataclass
+class FootprintScan:
+    """What GSR and ACR need, gathered in one pass over every ΔW (or one sample of positions)."""
+
+    sparsity: list[float]  # S*(ΔW) per (task, layer) with ΔW ≠ 0
+    pairs: float  # Σ over positions of the number of task pairs both non-zero there
+    positions: int  # positions pooled over layers
+    tasks: int
+    samples: int = 0  # 0: exact; otherwise positions sampled per layer
+
+    def collision_rate(self) -> float | None:
+        if self.tasks < 2 or not self.positions:
+            return None
+        return self.pairs / (self.positions * self.tasks * (self.tasks - 1) / 2)
+
+    def sparsity_rate(self) -> float | None:
+        return sum(self.sparsity) / len(self.sparsity) if self.sparsity else None
+
+
+def scan(footprints: Sequence[TaskFootprint], tolerance: float = DEFAULT_TOLERANCE, samples: int = 0,
+         seed: int = 0) -> FootprintScan:
+    """One streaming pass: per layer, ‖ΔW_t‖₁ and ‖ΔW_t‖₂ of every task and the per-position count c of
+    tasks non-zero there (|x| > τ·max|ΔW_t|); Σ_{i<j}[nz_i ∧ nz_j] = c(c−1)/2, so the pass is linear in T.
+
+    ``samples > 0`` is the *sampled estimator*, for low-rank footprints only: at ``samples`` positions
+    per layer drawn uniformly (the same for every task) ΔW is evaluated exactly (r multiply-adds each);
+    ‖ΔW‖₁ and the collision fraction are then unbiased estimates, ‖ΔW‖₂ and the threshold stay exact.
+    """
+    out = FootprintScan([], 0.0, 0, len(footprints), samples)
+    g = torch.Generator().manual_seed(seed)
+    for name in _layer_names(footprints):
+        present = [t[name] for t in footprints if name in t]
+        shape = _shape_of(footprints, name)
+        thresholds = [tolerance * abs_max(fp) for fp in present]
+        if samples:
+            l1, l2sq, pairs = _scan_sampled(present, shape, thresholds, samples, g)
+        else:
+            l1, l2sq, pairs = _scan_exact(present, shape, thresholds)
+        size = math.prod(shape)
+        out.sparsity += [a / math.sqrt(b) / math.sqrt(size) for a, b in zip(l1, l2sq, strict=True) if b > 0]
+        out.pairs += pairs
+        out.positions += size
+    return out
+
+
+def _scan_exact(present: list[Any], shape: tuple[int, ...], thresholds: list[float]
+                ) -> tuple[list[float], list[float], float]:
+    chunk = _rows_per_chunk(shape)
+    l1 = [0.0] * len(present)
+    l2sq = [_frobenius_sq(fp) if isinstance(fp, LowRank) else 0.0 for fp in present]
+    iters = [fp.rows(chunk) for fp in present]
+    pairs = 0.0
+    for _ in range(0, shape[0], chunk):
+        count: torch.Tensor | None = None
+        for k, (it, thr) in enumerate(zip(iters, thresholds, strict=True)):
+            r = next(it)
+            if not isinstance(present[k], LowRank):
+                l2sq[k] += float((r.double() ** 2).sum())
+            a = r.abs_() if isinstance(present[k], LowRank) else r.abs()
+            l1[k] += float(a.sum(dtype=torch.float64))
+            nz = a > thr if thr > 0 else torch.zeros(a.shape, dtype=torch.bool)
+            count = nz.to(torch.int16) if count is None else count.add_(nz)
+        assert count is not None
+        pairs += float((count.int() * (count.int() - 1)).sum(dtype=torch.float64)) / 2
+    return l1, l2sq, pairs
+
+
+def _scan_sampled(present: list[Any], shape: tuple[int, ...], thresholds: list[float], samples: int,
+                  g: torch.Generator) -> tuple[list[float], list[float], float]:
+    if not all(isinstance(fp, LowRank) for fp in present):
+        raise ValueError("the sampled estimator needs low-rank footprints; use samples=0 (exact)")
+    rows = torch.randint(0, shape[0], (samples,), generator=g)
+    cols = torch.randint(0, shape[1], (samples,), generator=g)
+    size = math.prod(shape)
+    l1, l2sq, count = [], [], torch.zeros(samples, dtype=torch.int32)
+    for fp, thr in zip(present, thresholds, strict=True):
+        values = (fp.B.float()[rows] * fp.A.float()[:, cols].T).sum(dim=1).abs() * fp.scale
+        l1.append(float(values.sum(dtype=torch.float64)) * size / samples)
+        l2sq.append(_frobenius_sq(fp))
+        if thr > 0:
+            count += values > thr
+    pairs = float((count * (count - 1)).sum(dtype=torch.float64)) / 2 * size / samples
+    return l1, l2sq, pairs
+
+
+def collision_rate(footprints: Sequence[TaskFootprint], tolerance: float = DEFAULT_TOLERANCE,
+                   samples: int = 0) -> float | None:
     """ACR = (2/(T(T−1))) Σ_{i<j} CR_ij, CR_ij = fraction of positions where ΔW_i and ΔW_j are both non-zero.
 
-    Positions are pooled over all layers. Computed in one pass per chunk with the identity
-    Σ_{i<j} [nz_i ∧ nz_j] = c(c−1)/2 where c counts the tasks non-zero at a position, so the cost is
-    linear, not quadratic, in the number of tasks.
+    Positions are pooled over all layers; see :func:`scan` for how it streams and what ``samples`` does.
     """
-    T = len(footprints)
-    if T < 2:
+    if len(footprints) < 2 or not _layer_names(footprints):
         return None
-    names = _layer_names(footprints)
-    if not names:
-        return None
-    pairs_total, positions = 0.0, 0
-    for name in names:
-        shape = _shape_of(footprints, name)
-        chunk = _rows_per_chunk(shape)
-        present = [t[name] for t in footprints if name in t]
-        thresholds = [tolerance * abs_max(fp) for fp in present]
-        iters = [fp.rows(chunk) for fp in present]
-        for _ in range(0, shape[0], chunk):
-            count = None
-            for it, thr in zip(iters, thresholds, strict=True):
-                r = next(it)
-                nz = (r.abs() > thr).to(torch.int32) if thr > 0 else torch.zeros(r.shape, dtype=torch.int32)
-                count = nz if count is None else count + nz
-            assert count is not None
-            pairs_total += float((count * (count - 1)).sum()) / 2
-        positions += math.prod(shape)
-    return pairs_total / (positions * T * (T - 1) / 2)
+    return scan(footprints, tolerance, samples).collision_rate()
 
 
 def sparsity_ratio(fp: Any) -> float | None:
@@ -142,19 +240,18 @@ def sparsity_ratio(fp: Any) -> float | None:
     return l1 / math.sqrt(l2sq) / math.sqrt(math.prod(fp.shape))
 
 
-def generalized_sparsity_rate(footprints: Sequence[TaskFootprint]) -> float | None:
+def generalized_sparsity_rate(footprints: Sequence[TaskFootprint], samples: int = 0) -> float | None:
     """GSR: mean of S*(ΔW) over tasks and layers (layers a task left unchanged are skipped)."""
-    values = [v for task in footprints for fp in task.values() if (v := sparsity_ratio(fp)) is not None]
-    return sum(values) / len(values) if values else None
+    return scan(footprints, samples=samples).sparsity_rate()
 
 
-def _lowrank_only(footprints: Sequence[TaskFootprint] | None) -> bool:
+def lowrank_only(footprints: Sequence[TaskFootprint] | None) -> bool:
     return bool(footprints) and all(isinstance(fp, LowRank) for t in footprints for fp in t.values())
 
 
 def orthogonal_overlap(footprints: Sequence[TaskFootprint] | None) -> float | None:
     """OO = Σ_{i<T} ‖A_i A_Tᵀ‖_F² summed over layers (A in PEFT layout, r × in)."""
-    if not _lowrank_only(footprints) or len(footprints) < 2:  # type: ignore[arg-type]
+    if not lowrank_only(footprints) or len(footprints) < 2:  # type: ignore[arg-type]
         return None
     assert footprints is not None
     last = footprints[-1]
@@ -167,11 +264,25 @@ def orthogonal_overlap(footprints: Sequence[TaskFootprint] | None) -> float | No
     return total
 
 
-def _spectral_lowrank(a: LowRank, b: LowRank) -> float:
+def last_adapter_norm(footprints: Sequence[TaskFootprint] | None) -> float | None:
+    """‖A_T‖_F over all layers (√Σ_layers ‖A_T‖_F²), printed beside OO: an orthogonality penalty can be
+    met by shrinking the new adapter towards zero (cmnfriend/O-LoRA issue #39), which this shows."""
+    if not lowrank_only(footprints):
+        return None
+    assert footprints is not None
+    return math.sqrt(sum(float((fp.A.double() ** 2).sum()) for fp in footprints[-1].values()))
+
+
+def _r_factor(fp: LowRank) -> torch.Tensor:
+    return torch.linalg.qr(fp.A.double().T, mode="reduced").R
+
+
+def _spectral_lowrank(a: LowRank, b: LowRank, ra: torch.Tensor | None = None, rb: torch.Tensor | None = None
+                      ) -> float:
     """‖ΔW_aᵀ ΔW_b‖₂ for ΔW = s·B·A without forming ΔW: with A_aᵀ = Q_a R_a and A_bᵀ = Q_b R_b,
     ΔW_aᵀΔW_b = Q_a (s_a s_b R_a B_aᵀ B_b R_bᵀ) Q_bᵀ, whose spectral norm is that of the r×r core."""
-    Ra = torch.linalg.qr(a.A.double().T, mode="reduced").R
-    Rb = torch.linalg.qr(b.A.double().T, mode="reduced").R
+    Ra = _r_factor(a) if ra is None else ra
+    Rb = _r_factor(b) if rb is None else rb
     core = (a.scale * b.scale) * (Ra @ (a.B.double().T @ b.B.double()) @ Rb.T)
     return float(torch.linalg.matrix_norm(core, ord=2))
 
@@ -183,14 +294,36 @@ def adapter_weight_overlap(footprints: Sequence[TaskFootprint] | None) -> float 
     last = footprints[-1]
     total = 0.0
     for name, fp in last.items():
+        r_last = _r_factor(fp) if isinstance(fp, LowRank) else None
         for prev in footprints[:-1]:
             if name not in prev:
                 continue
             other = prev[name]
             if isinstance(fp, LowRank) and isinstance(other, LowRank):
-                total += _spectral_lowrank(fp, other)
+                total += _spectral_lowrank(fp, other, r_last)
             else:
                 wt = fp.dense().double().reshape(fp.shape[0], -1)
                 wi = other.dense().double().reshape(other.shape[0], -1)
                 total += float(torch.linalg.matrix_norm(wt.T @ wi, ord=2))
     return total
+
+
+def nuclear_norm(fp: Any) -> float:
+    """‖ΔW‖_* (N-LoRA Figure 3). Low-rank: with Bᵀ = Q_B R_B and Aᵀ = Q_A R_A, ΔW = Q_B (s·R_B R_Aᵀ) Q_Aᵀ,
+    so the singular values are those of the r×r core; otherwise from the dense ΔW."""
+    if isinstance(fp, LowRank):
+        rb = torch.linalg.qr(fp.B.double(), mode="reduced").R
+        core = fp.scale * (rb @ _r_factor(fp).T)
+        return float(torch.linalg.svdvals(core).sum())
+    return float(torch.linalg.svdvals(fp.dense().double().reshape(fp.shape[0], -1)).sum())
+
+
+def nuclear_norms(footprints: Sequence[TaskFootprint]) -> list[dict[str, float]]:
+    """‖ΔW_t‖_* per task and layer (the per-layer plot of N-LoRA's Figure 3)."""
+    return [{name: nuclear_norm(fp) for name, fp in sorted(task.items())} for task in footprints]
+
+
+def mean_nuclear_norm(footprints: Sequence[TaskFootprint] | None) -> float | None:
+    """Mean of ‖ΔW_t‖_* over tasks and layers (Figure 3's dashed line, averaged over tasks too)."""
+    values = [v for task in nuclear_norms(footprints or []) for v in task.values()]
+    return sum(values) / len(values) if values else None

@@ -25,11 +25,13 @@ def _unseen(inp: MetricInput) -> float | None:
 
 
 def _acr(inp: MetricInput) -> float | None:
-    return m.collision_rate(inp.footprints, inp.tolerance) if inp.footprints else None
+    scan = inp.footprint_scan()
+    return scan.collision_rate() if scan else None
 
 
 def _gsr(inp: MetricInput) -> float | None:
-    return m.generalized_sparsity_rate(inp.footprints) if inp.footprints else None
+    scan = inp.footprint_scan()
+    return scan.sparsity_rate() if scan else None
 
 
 def _oo(inp: MetricInput) -> float | None:
@@ -38,6 +40,15 @@ def _oo(inp: MetricInput) -> float | None:
 
 def _awom(inp: MetricInput) -> float | None:
     return m.adapter_weight_overlap(inp.footprints)
+
+
+def _a_norm(inp: MetricInput) -> float | None:
+    return m.last_adapter_norm(inp.footprints)
+
+
+def _nuclear(inp: MetricInput) -> float | None:
+    # low-rank only: an r×r SVD per layer; a dense ΔW of a large model would need a full SVD each
+    return m.mean_nuclear_norm(inp.footprints) if m.lowrank_only(inp.footprints) else None
 
 
 @hookimpl
@@ -51,5 +62,9 @@ def clbench_add_metrics() -> list[MetricSpec]:
         MetricSpec("ACR", _acr, "down", "footprint", "average collision rate of task updates (relative τ=1e-3)"),
         MetricSpec("GSR", _gsr, "down", "footprint", "generalised sparsity rate of task updates (N-LoRA eq. 9)"),
         MetricSpec("OO", _oo, "down", "lowrank", "orthogonal overlap Σ‖A_i A_Tᵀ‖_F² of LoRA down-projections"),
+        MetricSpec("A_T.norm", _a_norm, "up", "lowrank",
+                   "‖A_T‖_F of the last task's LoRA down-projections, beside OO (a penalty can shrink A_T to 0)"),
         MetricSpec("AWOM", _awom, "down", "footprint", "adapter weight overlap Σ‖ΔW_Tᵀ ΔW_i‖₂"),
+        MetricSpec("NucNorm", _nuclear, "down", "lowrank",
+                   "mean nuclear norm ‖ΔW_t‖_* over tasks and layers (N-LoRA Fig. 3: subspace dimension used)"),
     ]
