@@ -8,10 +8,13 @@ plugin), never to clbench.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
 from tqdm.auto import tqdm
 
+from clbench.errors import ClbenchError
 from clbench.hookspecs import hookimpl
 from clbench.plan import Cell, Plan
 from clbench.registry import Registries
@@ -48,9 +51,32 @@ def clbench_add_profiles() -> list[ProfileSpec]:
     ]
 
 
+LOCK_FILE = ".clbench.lock"
+
+
+def output_lock(out: Path) -> FileLock:
+    """One ``clbench run`` per output directory at a time: a second one refuses instead of racing."""
+    out.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(out / LOCK_FILE), timeout=0)
+
+
 def execute(plan: Plan, regs: Registries, executor: str = "local", fail_fast: bool = False,
             progress: bool = True, options: Mapping[str, Any] | None = None) -> list[CellResult]:
     """Run every cell of ``plan`` (complete ones are read back, not rerun) and return all results."""
+    try:
+        with output_lock(plan.out):
+            return _execute(plan, regs, executor, fail_fast, progress, options)
+    except Timeout:
+        raise ClbenchError(
+            f"another clbench run is writing to {plan.out}/ (lock {plan.out / LOCK_FILE}); wait for it to "
+            "finish or use another --out"
+        ) from None
+    except OSError as exc:  # read-only directory, full disk: finished cells stay, no partial file
+        raise ClbenchError(f"cannot write results to {plan.out}/: {exc.strerror or exc}") from None
+
+
+def _execute(plan: Plan, regs: Registries, executor: str, fail_fast: bool, progress: bool,
+             options: Mapping[str, Any] | None) -> list[CellResult]:
     runner = Runner(regs, fail_fast=fail_fast, progress=progress)
     regs.pm.hook.clbench_run_start(plan=plan)
     results: dict[str, CellResult] = {}
@@ -62,7 +88,8 @@ def execute(plan: Plan, regs: Registries, executor: str = "local", fail_fast: bo
         else:
             todo.append(cell)
     spec = regs.executors.get(executor)
-    engine = spec.factory(dict(options or {}))
+    engine = spec.factory({**(options or {}), "disabled": regs.disabled, "fail_fast": fail_fast,
+                           "requires_gpu": regs.profiles.get(plan.profile).requires_gpu})
     bar = tqdm(total=len(plan.cells), initial=len(results), desc="grid", unit="cell", disable=not progress)
     try:
         for result in engine.run(todo, runner.run):

@@ -114,6 +114,7 @@ class Registries:
     profiles: Registry[ProfileSpec]
     executors: Registry[ExecutorSpec]
     options: Registry[OptionSpec]
+    disabled: tuple[str, ...] = ()  # -p no:NAME, so remote workers can rebuild the same registries
 
     def kind(self, kind: str) -> Registry[Any]:
         if kind not in _HOOKS:
@@ -211,7 +212,7 @@ def build_plugin_manager(
     return pm
 
 
-def collect(pm: pluggy.PluginManager) -> Registries:
+def collect(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) -> Registries:
     """Call every registration hook on every plugin, one plugin at a time, so errors name it."""
     regs = {kind: Registry(kind.rstrip("s")) for kind in _HOOKS}
     for plugin in pm.get_plugins():
@@ -242,10 +243,11 @@ def collect(pm: pluggy.PluginManager) -> Registries:
                         f"expected {spec_type.__name__}"
                     )
                 regs[kind].add(spec, origin)
-    return Registries(pm=pm, **regs)
+    return Registries(pm=pm, disabled=tuple(disabled), **regs)
 
 
 def build_registry(
     disabled: Iterable[str] = (), extra_plugins: Iterable[object] = (), autoload: bool | None = None
 ) -> Registries:
-    return collect(build_plugin_manager(disabled, extra_plugins, autoload))
+    disabled = tuple(disabled)
+    return collect(build_plugin_manager(disabled, extra_plugins, autoload), disabled)

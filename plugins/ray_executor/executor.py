@@ -1,0 +1,53 @@
+"""Run cells as Ray tasks: one cell per task, with the CPUs/GPUs it asks for.
+
+Scheduling, placement and retries are Ray's; clbench only ships each cell (plain data) to a worker,
+which rebuilds the same registries (same ``-p no:`` list) and runs it with the ordinary runner.
+Results land in the shared result directory, so resume rules are the local ones: a cell complete on
+any worker is never rerun.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from clbench.errors import ClbenchError
+from clbench.plan import Cell
+from clbench.results import CellResult
+
+
+def _run_remote(cell: Cell, disabled: tuple[str, ...], fail_fast: bool) -> CellResult:
+    from clbench.registry import build_registry
+    from clbench.runner import Runner
+
+    return Runner(build_registry(disabled=disabled), fail_fast=fail_fast, progress=False).run(cell)
+
+
+class RayExecutor:
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise ClbenchError("--executor ray needs Ray: pip install 'clbench[ray]'") from None
+        self.address = options.get("address")
+        self.disabled = tuple(options.get("disabled", ()))
+        self.fail_fast = bool(options.get("fail_fast", False))
+        self.cpus = float(options.get("cell_cpus") or 1)
+        gpus = options.get("cell_gpus")
+        self.gpus = float(gpus if gpus is not None else (1 if options.get("requires_gpu") else 0))
+
+    def run(self, cells: Iterable[Cell], run_cell: Callable[[Cell], CellResult]) -> Iterator[CellResult]:
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(address=self.address, ignore_reinit_error=True, log_to_driver=False)
+        task = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_retries=0)(_run_remote)
+        pending = [task.remote(cell, self.disabled, self.fail_fast) for cell in cells]
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                yield ray.get(done[0])
+        except BaseException:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            raise
