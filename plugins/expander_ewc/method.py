@@ -1,0 +1,188 @@
+"""Masked sparse training with a damped-Fisher EWC penalty (Algorithm 1), and Expander-EWC on top of it.
+
+:class:`MaskedTraining` holds everything that does not depend on where a mask comes from: only the
+coordinates of the current task's mask move (gradients masked after ``backward``, values outside the
+mask restored after the step when weight decay could move them), the penalty
+(λ/2)·(θ − θ_ref)ᵀ(F + γI)(θ − θ_ref), the diagonal Fisher on the active coordinates after each task
+(F ← F + F_k, θ_ref ← θ), ``Masked`` footprints and per-task mask statistics. Subclasses only decide
+the masks: :class:`ExpanderEWC` draws expander (or uniform) masks before the task; LoTA/LoTTO
+(``clbench_plugins.lota``) calibrate them from a short dense phase.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from clbench_plugins.ewc.method import diagonal_fisher
+from torch import Tensor, nn
+
+from clbench.data import Batch
+from clbench.footprints import Masked, TaskFootprint
+from clbench.method import Method, Phase, derive_seed
+from clbench.model import CLModel
+
+from .config import ExpanderEWCConfig, MaskedTrainingConfig
+from .masks import jaccard_packed, make_mask, pack
+
+
+class MaskedTraining(Method):
+    """Trains the masked coordinates of the shared weight matrices; the mask source is the subclass's."""
+
+    config: MaskedTrainingConfig
+
+    def setup(self, model: CLModel) -> None:
+        super().setup(model)
+        self.masks: dict[str, Tensor] = {}  # current task's masks (bool, on the parameter's device)
+        self.history: list[dict[str, np.ndarray]] = []  # earlier tasks' masks, bit-packed
+        self.stats: list[dict[str, Any]] = []  # per task: mask statistics
+        self.fisher: dict[str, Tensor] = {}
+        params = self.penalized()
+        self.anchor = {n: p.detach().clone() for n, p in params.items()}  # θ_ref ← θ⁽⁰⁾ (Alg. 1 line 1)
+        self._phase: Phase | None = None
+        self._pending_stats: dict[str, dict[str, Any]] = {}
+        self._weights: dict[str, Tensor] = {}
+
+    # -- which parameters ---------------------------------------------------------
+    def masked_parameters(self) -> dict[str, nn.Parameter]:
+        return self.footprint_parameters()
+
+    def vector_parameters(self) -> dict[str, nn.Parameter]:
+        assert self.model is not None
+        heads = self.model.head_parameter_names()
+        masked = self.masked_parameters()
+        return {n: p for n, p in self.model.named_parameters()
+                if p.requires_grad and n not in heads and n not in masked}
+
+    def head_parameters(self) -> dict[str, nn.Parameter]:
+        assert self.model is not None
+        heads = self.model.head_parameter_names()
+        return {n: p for n, p in self.model.named_parameters() if p.requires_grad and n in heads}
+
+    def penalized(self) -> dict[str, nn.Parameter]:
+        """Everything that can move: the penalty of Alg. 1 runs "over all parameters", and parameters
+        that never move contribute zero. A shared head is penalised like any other shared weight."""
+        out = dict(self.masked_parameters())
+        if self.config.train_vectors:
+            out.update(self.vector_parameters())
+        if self.config.train_heads:
+            out.update(self.head_parameters())
+        return out
+
+    def parameters(self, model: CLModel, phase: Phase) -> list[nn.Parameter]:
+        return list(self.penalized().values())
+
+    def train_phase(self, name: str = "train") -> Phase:
+        c = self.config
+        train = self.ctx.train
+        optimizer = train.optimizer if c.optimizer == "train" else c.optimizer
+        momentum = 0.0 if optimizer == "rmsprop" and c.optimizer != "train" else train.momentum
+        return Phase.from_train(train, name, optimizer=optimizer, lr=c.lr or train.lr, momentum=momentum)
+
+    def phases(self, task: str, index: int) -> list[Phase]:
+        return [self.train_phase()]
+
+    # -- masks ----------------------------------------------------------------------
+    def set_masks(self, masks: dict[str, np.ndarray], stats: dict[str, dict[str, Any]]) -> None:
+        params = self.masked_parameters()
+        self.masks = {n: torch.from_numpy(m).to(params[n].device).reshape(params[n].shape) for n, m in masks.items()}
+        self._pending_stats = stats
+
+    def earlier(self, name: str) -> list[np.ndarray]:
+        return [h[name] for h in self.history if name in h]
+
+    def jaccards(self, name: str, mask: np.ndarray) -> list[float]:
+        packed = pack(mask)
+        return [jaccard_packed(packed, e) for e in self.earlier(name)]
+
+    # -- training hooks -----------------------------------------------------------------
+    def before_task(self, task: str, index: int) -> None:
+        super().before_task(task, index)
+        c = self.config
+        # (λ/2)(F + γ) once per task rather than per step
+        self._weights = {n: 0.5 * c.lambda_ * (self.fisher[n] + c.gamma if n in self.fisher else
+                                               torch.full_like(a, c.gamma)) for n, a in self.anchor.items()}
+
+    def before_phase(self, phase: Phase, task: str, index: int) -> None:
+        self._phase = phase
+
+    def after_backward(self) -> None:
+        for n, p in self.masked_parameters().items():
+            if p.grad is not None and n in self.masks:
+                p.grad.mul_(self.masks[n])
+
+    def after_step(self) -> None:
+        # Plain gradient masking keeps unmasked coordinates fixed unless weight decay moves them.
+        if self._phase is None or self._phase.weight_decay == 0 or not self.masks:
+            return
+        with torch.no_grad():
+            for n, p in self.masked_parameters().items():
+                if n in self.masks:
+                    p.copy_(torch.where(self.masks[n], p, self._before[n]))
+
+    def loss_terms(self, batch: Batch, logits: Tensor) -> dict[str, Tensor]:
+        if self.config.lambda_ == 0:
+            return {}
+        params = self.penalized()
+        terms = [(w * (params[n] - self.anchor[n]).square()).sum() for n, w in self._weights.items()]
+        return {"ewc": torch.stack(terms).sum()}
+
+    def after_task(self, task: str, index: int) -> None:
+        assert self.model is not None
+        params = self.penalized()
+        if self.config.lambda_ > 0:  # λ = 0 never reads F: skip the Fisher pass
+            fk = diagonal_fisher(self.model, self.ctx.data(task).train, task, params, self.config.fisher_samples,
+                                 self.config.fisher_batch_size, self.ctx.device, self.ctx.generator(index, 9999))
+            for n, f in fk.items():
+                if n in self.masks:
+                    f = f * self.masks[n]  # F_k restricted to the active coordinates m_k (Alg. 1 line 13)
+                self.fisher[n] = self.fisher[n] + f if n in self.fisher else f
+        self.anchor = {n: p.detach().clone() for n, p in params.items()}
+        self.history.append({n: pack(m.cpu().numpy()) for n, m in self.masks.items()})
+        self.stats.append({"task": task, "layers": self._pending_stats})
+
+    def footprint(self, task: str, index: int) -> TaskFootprint:
+        now = self.footprint_parameters()
+        return {n: Masked.from_delta((now[n].detach() - before).cpu(), self.masks[n].cpu())
+                for n, before in self._before.items() if n in self.masks}
+
+    # -- reporting and resume ---------------------------------------------------------------
+    def report(self) -> dict[str, Any]:
+        per_task = []
+        for entry in self.stats:
+            layers = entry["layers"]
+            sig = [s["sigma2"] for s in layers.values() if s.get("sigma2") is not None]
+            jac = [j for s in layers.values() for j in s.get("jaccard", [])]
+            per_task.append({"task": entry["task"], "sigma2_max": max(sig) if sig else None,
+                             "spectral_gap_min": 1 - max(sig) if sig else None,
+                             "jaccard_max": max(jac) if jac else None, "layers": layers})
+        return {"masks": per_task}
+
+    def state_dict(self) -> dict[str, Any]:
+        history = [{n: torch.from_numpy(m.copy()) for n, m in h.items()} for h in self.history]
+        return {"fisher": dict(self.fisher), "anchor": dict(self.anchor), "history": history, "stats": self.stats}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        dev = self.ctx.device
+        self.fisher = {n: t.to(dev) for n, t in state.get("fisher", {}).items()}
+        self.anchor = {n: t.to(dev) for n, t in state.get("anchor", self.anchor).items()}
+        self.history = [{n: t.numpy() for n, t in h.items()} for h in state.get("history", [])]
+        self.stats = list(state.get("stats", []))
+
+
+class ExpanderEWC(MaskedTraining):
+    """Expander-EWC: per task and matrix, a fresh expander mask (Alg. 1 lines 3-9), then masked EWC."""
+
+    name = "expander-ewc"
+    config: ExpanderEWCConfig
+
+    def before_task(self, task: str, index: int) -> None:
+        super().before_task(task, index)
+        spec = self.config.mask_spec()
+        masks, stats = {}, {}
+        for i, (n, p) in enumerate(self.masked_parameters().items()):
+            rng = np.random.default_rng(derive_seed(self.ctx.seed, index, i, 0x5EED))
+            mask, st = make_mask(tuple(p.shape), spec, rng, self.earlier(n))
+            masks[n], stats[n] = mask, st.as_dict()
+        self.set_masks(masks, stats)
