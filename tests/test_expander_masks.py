@@ -1,0 +1,121 @@
+"""Expander masks: exact density, balanced degrees, σ₂ against networkx and numpy, overlap control."""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from clbench_plugins.expander_ewc import masks as M
+from clbench_plugins.expander_ewc.masks import MaskError, MaskSpec, make_mask
+
+from clbench.errors import ConfigError
+
+
+def _degrees(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return mask.sum(axis=1), mask.sum(axis=0)
+
+
+def _sigma2_networkx(mask: np.ndarray) -> float:
+    """σ₂ of D_L^{-1/2} A D_R^{-1/2} from networkx's normalised Laplacian of the bipartite graph:
+    its eigenvalues are 1 ∓ σ_i, so σ₂ = 1 − (second smallest eigenvalue)."""
+    g = nx.bipartite.from_biadjacency_matrix(sp.csr_matrix(mask.astype(float)))
+    g.remove_nodes_from([v for v in list(g.nodes) if g.degree(v) == 0])
+    eig = np.sort(nx.normalized_laplacian_spectrum(g))
+    return float(1.0 - eig[1])
+
+
+@pytest.mark.parametrize("shape,density", [((64, 224), 0.1), ((224, 64), 0.1), ((100, 37), 0.23),
+                                           ((300, 300), 0.01), ((48, 48), 0.5)])
+def test_random_mask_exact_density_and_balanced_degrees(shape, density):
+    mask, stats = make_mask(shape, MaskSpec(density), np.random.default_rng(1))
+    rows, cols = shape
+    nnz = round(density * rows * cols)
+    assert mask.sum() == nnz == stats.nnz
+    dl, dr = _degrees(mask)
+    assert dl.min() >= math.floor(nnz / rows) and dl.max() <= math.ceil(nnz / rows)
+    assert dr.min() >= math.floor(nnz / cols) and dr.max() <= math.ceil(nnz / cols)
+    assert stats.sigma2 is not None and stats.sigma2 <= 1.1 * stats.bound
+
+
+def test_sigma2_matches_networkx_and_numpy():
+    rng = np.random.default_rng(3)
+    a = M.random_biregular(60, 150, 900, rng)  # degrees 15 and 6
+    mask = M.to_dense(a)
+    ours = M.second_singular_value(a)
+    assert ours == pytest.approx(_sigma2_networkx(mask), abs=1e-4)
+    n = mask / np.sqrt(np.outer(mask.sum(1), mask.sum(0)))
+    assert ours == pytest.approx(np.linalg.svd(n, compute_uv=False)[1], abs=1e-4)
+
+
+def test_sigma2_of_networkx_regular_graph_is_its_second_eigenvalue():
+    # REFERENCE_CODE §4 recipe: the adjacency of nx.random_regular_graph is the biadjacency of its double cover.
+    g = nx.random_regular_graph(8, 200, seed=5)
+    adj = nx.to_numpy_array(g, nodelist=range(200))
+    lam = np.sort(np.abs(np.linalg.eigvalsh(adj)))[::-1]
+    assert M.second_singular_value(sp.csr_matrix(adj)) == pytest.approx(lam[1] / 8, abs=1e-4)
+
+
+def test_structured_graph_fails_the_spectral_check(monkeypatch):
+    # Havel–Hakimi gives exact degrees but a banded, badly expanding graph (REFERENCE_CODE §4).
+    g = nx.bipartite.havel_hakimi_graph([4] * 80, [4] * 80)
+    band = sp.csr_matrix(nx.bipartite.biadjacency_matrix(g, row_order=range(80), column_order=range(80, 160)),
+                         dtype=np.float32)
+    assert M.second_singular_value(band) > 1.1 * M.ramanujan_bound(4, 4)  # here: disconnected, σ₂ = 1
+    monkeypatch.setattr(M, "sample", lambda rows, cols, spec, rng: (band, band, "ramanujan"))
+    with pytest.raises(MaskError, match="σ₂"):
+        make_mask((80, 80), MaskSpec(0.05, max_tries=3), np.random.default_rng(0))
+
+
+def test_jaccard_budget_and_clear_error():
+    rng = np.random.default_rng(0)
+    first, _ = make_mask((50, 80), MaskSpec(0.3), rng)
+    packed = M.pack(first)
+    second, stats = make_mask((50, 80), MaskSpec(0.3, overlap=0.3), rng, [packed])
+    inter = np.logical_and(first, second).sum()
+    union = np.logical_or(first, second).sum()
+    assert stats.jaccard == (pytest.approx(inter / union),)
+    assert stats.jaccard[0] <= 0.3
+    with pytest.raises(MaskError, match="overlap"):  # two 30 % masks cannot be disjoint by chance
+        make_mask((50, 80), MaskSpec(0.3, overlap=0.0, max_tries=4), rng, [packed])
+
+
+def test_uniform_mask_is_exact_but_irregular():
+    mask, stats = make_mask((128, 128), MaskSpec(0.05, construction="uniform"), np.random.default_rng(0))
+    assert mask.sum() == round(0.05 * 128 * 128)
+    dl, _ = _degrees(mask)
+    assert dl.max() - dl.min() > 2  # binomial degrees, unlike the expander's ±1
+    assert stats.sigma2 == pytest.approx(_sigma2_networkx(mask), abs=1e-4)
+
+
+def test_mgg_base_is_networkx_graph_collapsed_and_blow_up_keeps_its_spectrum():
+    base = M.mgg_base(5)
+    g = nx.Graph(nx.margulis_gabber_galil_graph(5))
+    ref = nx.to_numpy_array(g, nodelist=sorted(g.nodes())) > 0
+    assert (base == ref).all()
+    s_base = M.second_singular_value(sp.csr_matrix(base, dtype=np.float32))
+    assert s_base <= M.MGG_BOUND
+    lifted = M.blow_up(base, 25 * 3, 25 * 2)  # equal blocks: Kronecker product with a 3×2 ones matrix
+    assert (M.to_dense(lifted) == np.kron(base, np.ones((3, 2), dtype=bool))).all()
+    assert M.second_singular_value(lifted) == pytest.approx(s_base, abs=1e-4)
+
+
+def test_algebraic_and_block_constructions_pass_their_checks():
+    mask, stats = make_mask((162, 81), MaskSpec(0.1, construction="algebraic"), np.random.default_rng(0))
+    assert stats.bound == pytest.approx(M.MGG_BOUND) and stats.sigma2 <= 1.1 * M.MGG_BOUND
+    assert 0.05 < stats.density < 0.15
+    mask, stats = make_mask((160, 320), MaskSpec(0.1, block_degree=4), np.random.default_rng(0))
+    assert mask.mean() == pytest.approx(0.1, abs=0.01)  # 40 column blocks of 8, 4 of them per block row
+    assert stats.sigma2 <= 1.1 * stats.bound
+
+
+def test_same_seed_same_mask_and_settings_are_validated():
+    a, _ = make_mask((40, 60), MaskSpec(0.2), np.random.default_rng(7))
+    b, _ = make_mask((40, 60), MaskSpec(0.2), np.random.default_rng(7))
+    assert (a == b).all()
+    with pytest.raises(ConfigError, match="construction"):
+        MaskSpec(0.1, construction="lps")
+    with pytest.raises(ConfigError, match="density"):
+        MaskSpec(0.0)
