@@ -1,0 +1,96 @@
+"""Expander-EWC: only the task's mask moves, the damped-Fisher penalty, Fisher on m_k, report, ablations."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from clbench_plugins.expander_ewc.config import ExpanderEWCConfig, ExpanderOnlyConfig, RandomMaskEWCConfig
+from clbench_plugins.expander_ewc.method import ExpanderEWC
+from clbench_plugins.mlp.model import MLPConfig, build
+
+from clbench import footprints, testing
+from clbench.config import TrainConfig
+from clbench.method import CellContext
+from clbench.model import StreamInfo
+from clbench.results import FOOTPRINT_FILE
+from clbench.runner import train_task
+
+
+def _cell(config: ExpanderEWCConfig) -> tuple[ExpanderEWC, torch.nn.Module, CellContext]:
+    stream = testing.TinyVectorStream(tasks=2, n=64)
+    ctx = CellContext(stream=stream, order=["t0", "t1"], train=TrainConfig(epochs=1, batch_size=16, lr=0.01),
+                      device=torch.device("cpu"), seed=0)
+    torch.manual_seed(0)
+    model = build(MLPConfig(hidden=(32, 32)), StreamInfo.of(stream))
+    method = ExpanderEWC(config, ctx)
+    method.setup(model)
+    return method, model, ctx
+
+
+def _run_task(method: ExpanderEWC, model: torch.nn.Module, ctx: CellContext, index: int) -> None:
+    method.before_task(ctx.order[index], index)
+    train_task(model, method, ctx, index)
+    method.after_task(ctx.order[index], index)
+
+
+def test_only_masked_coordinates_move_and_fisher_lives_on_the_mask():
+    method, model, ctx = _cell(ExpanderEWCConfig(density=0.25, lambda_=1.0, fisher_samples=16))
+    before = {n: p.detach().clone() for n, p in method.masked_parameters().items()}
+    vectors = {n: p.detach().clone() for n, p in method.vector_parameters().items()}
+    _run_task(method, model, ctx, 0)
+    for n, p in method.masked_parameters().items():
+        moved = (p.detach() != before[n])
+        mask = method.masks[n]
+        assert moved.any() and not (moved & ~mask).any(), n
+        assert (method.fisher[n][~mask] == 0).all() and (method.fisher[n][mask] > 0).any()
+        assert torch.equal(method.anchor[n], p.detach())  # θ_ref ← θ
+    for n, p in method.vector_parameters().items():  # biases are frozen by default
+        assert torch.equal(p.detach(), vectors[n])
+
+
+def test_penalty_is_damped_fisher_quadratic():
+    cfg = ExpanderEWCConfig(density=0.25, lambda_=3.0, gamma=0.5, fisher_samples=16)
+    method, model, ctx = _cell(cfg)
+    _run_task(method, model, ctx, 0)
+    method.before_task("t1", 1)
+    with torch.no_grad():
+        for p in method.penalized().values():
+            p.add_(0.01 * torch.randn_like(p))
+    expected = sum(((method.fisher.get(n, torch.zeros_like(p)) + 0.5) * (p - method.anchor[n]) ** 2).sum()
+                   for n, p in method.penalized().items()) * 3.0 / 2
+    got = method.loss_terms(None, None)["ewc"].detach()  # type: ignore[arg-type]
+    assert float(got) == pytest.approx(float(expected), rel=1e-5)
+
+
+def test_report_gives_jaccard_and_spectral_gap_per_task():
+    method, model, ctx = _cell(ExpanderEWCConfig(density=0.25, fisher_samples=8))
+    _run_task(method, model, ctx, 0)
+    _run_task(method, model, ctx, 1)
+    report = method.report()["masks"]
+    assert [r["task"] for r in report] == ["t0", "t1"]
+    name = "backbone.3.weight"
+    m0 = torch.from_numpy(__import__("numpy").unpackbits(method.history[0][name])[:32 * 32].astype(bool))
+    m1 = method.masks[name].reshape(-1)
+    jac = float((m0 & m1).sum() / (m0 | m1).sum())
+    assert report[1]["layers"][name]["jaccard"] == [pytest.approx(jac)]
+    assert report[0]["layers"][name]["jaccard"] == []
+    s = report[1]["layers"][name]
+    assert s["spectral_gap"] == pytest.approx(1 - s["sigma2"]) and s["sigma2"] <= 1.1 * s["bound"]
+
+
+def test_ablations_are_settings_of_one_method(tmp_path):
+    assert RandomMaskEWCConfig().construction == "uniform" and RandomMaskEWCConfig().lambda_ > 0
+    assert ExpanderOnlyConfig().lambda_ == 0 and ExpanderOnlyConfig().construction == "random"
+    method, model, ctx = _cell(ExpanderOnlyConfig(density=0.25))
+    _run_task(method, model, ctx, 0)
+    assert method.loss_terms(None, None) == {} and method.fisher == {}  # type: ignore[arg-type]
+    regs = testing.registry()
+    [res] = testing.run(regs, tmp_path / "a", "random-mask-ewc", sets={"random-mask-ewc.density": [0.5]})
+    assert res.status == "failed" and "overlap" in res.error  # two 50 % masks overlap by ≈1/3 > δ = 0.2
+    sets = {"random-mask-ewc.density": [0.5], "random-mask-ewc.overlap": [0.6]}
+    [res] = testing.run(regs, tmp_path / "b", "random-mask-ewc", sets=sets)
+    assert res.status == "complete", res.error
+    saved = footprints.load(next(tmp_path.rglob(FOOTPRINT_FILE)))
+    for task in saved:
+        for fp in task.values():
+            assert fp.kind == "masked" and int(fp.mask.sum()) == round(0.5 * fp.mask.numel())
