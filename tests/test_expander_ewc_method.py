@@ -59,7 +59,7 @@ def test_penalty_is_damped_fisher_quadratic():
     expected = sum(((method.fisher.get(n, torch.zeros_like(p)) + 0.5) * (p - method.anchor[n]) ** 2).sum()
                    for n, p in method.penalized().items()) * 3.0 / 2
     got = method.loss_terms(None, None)["ewc"].detach()  # type: ignore[arg-type]
-    assert float(got) == pytest.approx(float(expected), rel=1e-5)
+    assert float(got) == pytest.approx(float(expected.detach()), rel=1e-5)
 
 
 def test_report_gives_jaccard_and_spectral_gap_per_task():
