@@ -371,3 +371,15 @@ def make_mask(shape: Sequence[int], spec: MaskSpec, rng: np.random.Generator,
     raise MaskError(f"no {spec.construction} mask for a {rows}×{cols} matrix at density {spec.density} "
                     f"after max_tries={spec.max_tries} samples: {last}. Raise overlap (δ), epsilon or max_tries, "
                     "or lower the density")
+
+
+def describe(mask: np.ndarray, earlier: Sequence[np.ndarray] = (), spectral: bool = True) -> MaskStats:
+    """The statistics of any mask (e.g. a LoTA mask calibrated from data), checked against nothing."""
+    rows = int(mask.shape[0])
+    a = sp.csr_matrix(mask.reshape(rows, -1), dtype=np.float32)
+    dl, dr = degrees(a)
+    packed = pack(mask)
+    jac = tuple(jaccard_packed(packed, e) for e in earlier)
+    sigma2 = second_singular_value(a) if spectral and min(a.shape) > 1 and a.nnz else None
+    return MaskStats(int(a.nnz), a.nnz / mask.size, (int(dl.min()), int(dl.max())), (int(dr.min()), int(dr.max())),
+                     sigma2, ramanujan_bound(float(dl.mean()), float(dr.mean())), jac, 1)

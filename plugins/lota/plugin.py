@@ -1,1 +1,25 @@
-"""Placeholder: the `lota` plugin registers nothing yet."""
+"""Registers LoTA and LoTTO. The paper's other baselines are existing methods under other names:
+``fft`` = ``seqft`` (full fine-tuning in sequence) and ``lora`` = ``seqlora`` (plugins/seqlora)."""
+
+from __future__ import annotations
+
+from clbench import hookimpl
+from clbench.specs import MethodSpec
+
+from .config import LoTAConfig, LoTTOConfig
+from .method import LoTA
+
+# Quick profile: RMSProp step and length as expander-ewc's quick preset; 5 % masks for LoTTO so that
+# 10 disjoint masks fit in permuted-digits' matrices with room to choose.
+_QUICK = {"lr": 1e-3, "train.epochs": 1, "calibration_epochs": 1}
+_QUICK_LOTTO = {"quick/permuted-digits": {**_QUICK, "density": 0.05}, "quick/split-digits": dict(_QUICK)}
+
+
+@hookimpl
+def clbench_add_methods() -> list[MethodSpec]:
+    return [
+        MethodSpec("lota", LoTA, LoTAConfig, "lottery ticket adaptation: mask from a dense run's task vector",
+                   footprint_kind="masked", presets={"quick": dict(_QUICK)}),
+        MethodSpec("lotto", LoTA, LoTTOConfig, "LoTA with masks disjoint from earlier tasks'",
+                   footprint_kind="masked", presets=_QUICK_LOTTO),
+    ]
