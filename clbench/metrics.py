@@ -102,20 +102,26 @@ def _shape_of(footprints: Sequence[TaskFootprint], name: str) -> tuple[int, ...]
 
 
 def _lowrank_abs_max(fp: LowRank) -> float:
-    """max|ΔW| of ΔW = s·B·A, exactly, without visiting most rows: rows of B in decreasing norm, and a
-    row a can only hold the maximum if ‖s·B_a‖·max_b‖A_b‖ exceeds the best so far (Cauchy–Schwarz)."""
+    """max|ΔW| of ΔW = s·B·A, exactly, visiting few entries: |ΔW_ab| ≤ ‖s·B_a‖·‖A_b‖ (Cauchy–Schwarz), so
+    rows are taken in decreasing norm and, for each block of rows, only the columns whose bound can
+    still beat the best value so far; the search stops when no row can."""
     A = fp.A.float()
     B = fp.B.float() * fp.scale
-    row_norms = B.norm(dim=1)
-    col_max = float(A.norm(dim=0).max()) if A.numel() else 0.0
-    order = row_norms.argsort(descending=True)
-    step = max(1, min(64, _rows_per_chunk(fp.shape)))
+    if not A.numel() or not B.numel():
+        return 0.0
+    row_norms, row_order = B.norm(dim=1).sort(descending=True)
+    col_norms, col_order = A.norm(dim=0).sort(descending=True)
+    A_sorted = A[:, col_order]
+    step = 16
     best = 0.0
-    for s in range(0, order.numel(), step):
-        idx = order[s : s + step]
-        if float(row_norms[idx[0]]) * col_max <= best:
+    for s in range(0, row_order.numel(), step):
+        top = float(row_norms[s])
+        if top * float(col_norms[0]) <= best:
             break
-        best = max(best, float((B[idx] @ A).abs().max()))
+        # columns b with top·‖A_b‖ > best: a prefix of the sorted columns
+        k = int((col_norms * top > best).sum()) if best > 0 else col_norms.numel()
+        block = B[row_order[s : s + step]] @ A_sorted[:, :k]
+        best = max(best, float(block.abs().max()))
     return best
 
 
