@@ -1,6 +1,6 @@
 """Forward time at task 10 vs task 1 under olora / nlora (merged earlier adapters), in one run.
 
-The model is a MiniLM-sized stand-in (6 blocks, hidden 384, q/v/o and MLP Linears, 32 × 128 tokens)
+The model is a MiniLM-sized stand-in (6 blocks, hidden 384, q/v/o and MLP Linears, 8 × 64 tokens)
 with ``lora_targets`` = the q/v layers; the methods run their real task lifecycle (before_task /
 after_task, which merges) with random adapter values — training is not what is timed. The baseline
 "unmerged" keeps every finished adapter in the forward, as the released O-LoRA/N-LoRA code does
@@ -93,7 +93,7 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=30)
     args = ap.parse_args()
-    x = torch.randn(32, 128, 384)
+    x = torch.randn(8, 64, 384)
     for name, cls, cfg in (("olora", OLoRA, OLoRAConfig()), ("nlora", NLoRA, NLoRAConfig())):
         first, last, unmerged = run(cls, cfg, args.tasks, args.repeats, x)
         print(f"{name}: forward task 1 {first * 1e3:.1f} ms, task {args.tasks} {last * 1e3:.1f} ms → "
