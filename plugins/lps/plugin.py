@@ -1,1 +1,43 @@
-"""Placeholder: the `lps` plugin registers nothing yet."""
+"""Registers LPS and the two report metrics of the partition methods (capacity used, share ratio)."""
+
+from __future__ import annotations
+
+from clbench import hookimpl
+from clbench.metrics import MetricInput
+from clbench.specs import MethodSpec, MetricSpec
+
+from .config import LPSConfig
+from .method import LPS
+
+# Quick profile (digits MLP 64-256-256, one head per task as in the paper); warm-up/ADMM/final epochs
+# in the paper's 1:3:1 ratio (Table I), shortened; α such that every task, the last included, gets a share.
+_QUICK = {"model.multi_head": True, "warmup_epochs": 3, "admm_epochs": 3, "retrain_epochs": 2}
+QUICK_PRESETS = {
+    "quick/permuted-digits": {**_QUICK, "alpha": [0.1]},
+    "quick/split-digits": {**_QUICK, "alpha": [0.2]},
+}
+
+
+def _report_value(key: str):
+    def fn(inp: MetricInput) -> float | None:
+        value = inp.report.get(key)
+        return None if value is None else float(value)
+
+    return fn
+
+
+@hookimpl
+def clbench_add_methods() -> list[MethodSpec]:
+    return [MethodSpec("lps", LPS, LPSConfig,
+                       "Learn-Prune-Share: ADMM pruning into disjoint partitions + a learned binary sharing mask",
+                       footprint_kind="masked", requires=frozenset({"multi-head"}), presets=QUICK_PRESETS)]
+
+
+@hookimpl
+def clbench_add_metrics() -> list[MetricSpec]:
+    return [
+        MetricSpec("Capacity", _report_value("capacity_used"), "down", needs="report",
+                   description="share of the pruned layers' weights owned by some task after the last task"),
+        MetricSpec("Share", _report_value("share_ratio"), "up", needs="report",
+                   description="share of earlier tasks' weights a task reuses, mean over tasks 2..T (LPS β)"),
+    ]

@@ -1,1 +1,23 @@
-"""Placeholder: the `packnet` plugin registers nothing yet."""
+"""Registers PackNet (magnitude pruning into disjoint per-task partitions)."""
+
+from __future__ import annotations
+
+from clbench import hookimpl
+from clbench.specs import MethodSpec
+
+from .config import PackNetConfig
+from .method import PackNet
+
+# Quick profile (digits MLP 64-256-256): one head per task (the paper's multi-head setting, LPS §III);
+# α such that every task of the stream, the last included, gets the same share.
+QUICK_PRESETS = {
+    "quick/permuted-digits": {"model.multi_head": True, "alpha": [0.1]},
+    "quick/split-digits": {"model.multi_head": True, "alpha": [0.2]},
+}
+
+
+@hookimpl
+def clbench_add_methods() -> list[MethodSpec]:
+    return [MethodSpec("packnet", PackNet, PackNetConfig,
+                       "PackNet: prune to a per-task share, retrain, freeze; task-aware masked inference",
+                       footprint_kind="masked", requires=frozenset({"multi-head"}), presets=QUICK_PRESETS)]

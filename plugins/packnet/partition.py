@@ -1,0 +1,247 @@
+"""Disjoint weight partitions across tasks: the machinery PackNet and LPS share.
+
+Every pruned layer (each shared Linear/Conv weight, heads excluded) carries an *owner map*: 0 for a
+free entry, ``k`` for an entry kept by the k-th task of the run. Supports are disjoint by
+construction, so the ACR of two tasks' footprints is exactly 0. The owner map is stored as one byte
+per weight (``uint8``, ≤ 255 tasks); per-task boolean masks (LPS share masks) are bit-packed.
+
+Projections follow LPS §IV-C on the GEMM view of a layer (out × rest): ``irregular`` keeps the
+largest |w| entries, ``column`` the columns of largest L2 norm, ``filter`` the rows (output
+channels; conv layers only). Only free entries (or fully free columns/rows) are eligible.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from clbench.errors import ConfigError
+from clbench.footprints import Masked, TaskFootprint
+from clbench.method import Method, Phase
+from clbench.model import CLModel
+
+PROJECTIONS = ("irregular", "column", "filter")
+
+
+# --------------------------------------------------------------------------- projections
+def topk_positions(scores: Tensor, eligible: Tensor, k: int) -> Tensor:
+    """Boolean mask of the ``k`` largest ``scores`` among ``eligible`` positions (ties: lowest index)."""
+    out = torch.zeros(scores.numel(), dtype=torch.bool, device=scores.device)
+    if k > 0:
+        flat = scores.detach().flatten().float().masked_fill(~eligible.flatten(), -math.inf)
+        out[flat.topk(k, sorted=False).indices] = True
+    return out.reshape(scores.shape)
+
+
+def units(shape: Sequence[int], kind: str) -> int:
+    """How many prunable units a layer has: entries, GEMM columns or GEMM rows."""
+    rest = math.prod(shape[1:])
+    return {"irregular": shape[0] * rest, "column": rest, "filter": shape[0]}[kind]
+
+
+def keep_mask(weight: Tensor, eligible: Tensor, count: int, kind: str) -> Tensor:
+    """The support of the projection of ``weight`` onto "at most ``count`` units among ``eligible``"."""
+    if kind == "irregular":
+        return topk_positions(weight.abs(), eligible, count)
+    mat = weight.detach().reshape(weight.shape[0], -1).float()
+    elig = eligible.reshape(mat.shape)
+    dim = 0 if kind == "column" else 1  # column: norm over rows; filter: norm over each row
+    norms = (mat * elig).norm(dim=dim)
+    chosen = topk_positions(norms, elig.all(dim=dim), count)
+    grid = chosen.unsqueeze(0) if kind == "column" else chosen.unsqueeze(1)
+    return (grid.expand_as(mat) & elig).reshape(weight.shape)
+
+
+def share_projection(scores: Tensor, old: Tensor, beta: float) -> Tensor:
+    """LPS eq. (8): a {0,1} mask with exactly round(β·|old|) ones, on the largest scores among old entries."""
+    return topk_positions(scores, old, int(round(beta * int(old.sum()))))
+
+
+def pack(mask: Tensor) -> Tensor:
+    return torch.from_numpy(np.packbits(mask.detach().cpu().numpy().reshape(-1)))
+
+
+def unpack(bits: Tensor, shape: Sequence[int]) -> Tensor:
+    size = math.prod(shape)
+    return torch.from_numpy(np.unpackbits(bits.numpy())[:size].astype(bool).reshape(tuple(shape)))
+
+
+def per_layer(values: Sequence[Any], layers: Sequence[str], setting: str) -> dict[str, Any]:
+    """One value for every layer, or one per layer in order."""
+    if len(values) == 1:
+        return {n: values[0] for n in layers}
+    if len(values) != len(layers):
+        raise ConfigError(f"{setting}: give one value or one per pruned layer ({len(layers)}: {list(layers)}), "
+                          f"got {len(values)}")
+    return dict(zip(layers, values, strict=True))
+
+
+# --------------------------------------------------------------------------- the shared method
+class PartitionMethod(Method):
+    """Task-owned disjoint weights, per-task heads, biases fixed after the first task.
+
+    Subclasses define ``phases`` and decide which entries a task keeps (``self.kept``) before
+    ``after_task``; this class handles gradient masks, the owner map, task-aware evaluation,
+    footprints, report and resume.
+    """
+
+    name = "partition"
+    setting = "partition"  # the settings scope named in errors
+
+    def setup(self, model: CLModel) -> None:
+        super().setup(model)
+        if not model.info.multi_head or not hasattr(model, "head"):
+            raise ConfigError(f"{self.setting} needs one output head per task: set model.multi_head=true")
+        self.layers: dict[str, nn.Parameter] = {f"{n}.weight": m.weight for n, m in model.adaptable_layers().items()}
+        if not self.layers:
+            raise ConfigError(f"{self.setting}: the model has no Linear/Conv2d layer to partition")
+        names = list(self.layers)
+        self.kind: dict[str, str] = per_layer(self.config.projection, names, f"{self.setting}.projection")
+        self.alpha: dict[str, float] = per_layer(self.config.alpha, names, f"{self.setting}.alpha")
+        self._validate(model)
+        dev = self.ctx.device
+        self.owner = {n: torch.zeros(p.shape, dtype=torch.uint8, device=dev) for n, p in self.layers.items()}
+        self.kept: dict[str, Tensor] = {}
+        self.trainable: dict[str, Tensor] = {}
+        self.index = -1
+        self.task = ""
+
+    def _validate(self, model: CLModel) -> None:
+        modules = dict(model.adaptable_layers())
+        T = len(self.ctx.order)
+        if self.ctx.train.weight_decay > 0:
+            raise ConfigError(f"train.weight_decay={self.ctx.train.weight_decay}: {self.setting} needs 0, decay "
+                              "would move the frozen weights of earlier tasks")
+        if len(self.ctx.order) > 255:
+            raise ConfigError(f"{self.setting}: at most 255 tasks (the owner map is one byte per weight)")
+        for n, p in self.layers.items():
+            kind = self.kind[n]
+            if kind not in PROJECTIONS:
+                raise ConfigError(f"{self.setting}.projection={kind!r} for {n}: choose one of {list(PROJECTIONS)}")
+            if kind == "filter" and not isinstance(modules[n.rsplit(".", 1)[0]], nn.Conv2d):
+                raise ConfigError(f"{self.setting}.projection='filter' does not fit {n}: filter pruning needs a "
+                                  "Conv2d layer (use 'irregular' or 'column' on Linear layers)")
+            for name, value in (("alpha", self.alpha[n]), ("alpha_first", self.config.alpha_first or self.alpha[n])):
+                if not 0.0 < value <= 1.0:
+                    raise ConfigError(f"{self.setting}.{name}={value} for {n} must lie in (0, 1]")
+            need = sum(self.count(n, i) for i in range(T))
+            if need > units(p.shape, kind):
+                raise ConfigError(
+                    f"{self.setting}.alpha: capacity overrun on {n}: {T} tasks need {need} of its "
+                    f"{units(p.shape, kind)} {kind} units (α_first={self.config.alpha_first or self.alpha[n]}, "
+                    f"α={self.alpha[n]}); lower α or run fewer tasks")
+
+    def count(self, name: str, index: int) -> int:
+        """Units task ``index`` keeps in layer ``name`` (α of the layer's units; task 1 may differ)."""
+        frac = self.config.alpha_first if index == 0 and self.config.alpha_first > 0 else self.alpha[name]
+        return max(1, math.floor(frac * units(self.layers[name].shape, self.kind[name]) + 1e-9))
+
+    # -- what trains ----------------------------------------------------------------
+    def base_phase(self, name: str, epochs: int) -> Phase:
+        return Phase.from_train(self.ctx.train, name, epochs=epochs)
+
+    def parameters(self, model: CLModel, phase: Phase) -> list[nn.Parameter]:
+        head = list(model.head(self.task).parameters())  # type: ignore[operator]
+        weights = list(self.layers.values())
+        if self.index > 0:  # biases and normalisation: learned on the first task only (LPS §V-A)
+            return weights + head
+        skip = {id(p) for p in weights + head} | {id(p) for n, p in model.named_parameters()
+                                                   if n in model.head_parameter_names()}
+        return weights + head + [p for p in model.parameters() if id(p) not in skip]
+
+    def free(self, name: str) -> Tensor:
+        return self.owner[name] == 0
+
+    def old(self, name: str) -> Tensor:
+        return self.owner[name] > 0
+
+    def before_task(self, task: str, index: int) -> None:
+        self.task, self.index = task, index
+        self.kept = {}
+        self._reinit_free(index)
+        self.set_trainable({n: self.free(n) for n in self.layers})
+
+    def _reinit_free(self, index: int) -> None:
+        """Free entries start from a fresh default init (LPS code §3.6 step 0), old ones keep their values."""
+        g = self.ctx.generator(index, 7777)
+        with torch.no_grad():
+            for n, p in self.layers.items():
+                bound = 1.0 / math.sqrt(math.prod(p.shape[1:]))
+                fresh = torch.empty(p.shape).uniform_(-bound, bound, generator=g).to(p.device)
+                p.copy_(torch.where(self.free(n), fresh, p))
+
+    def set_trainable(self, masks: dict[str, Tensor]) -> None:
+        self.trainable = {n: m.to(self.layers[n].dtype) for n, m in masks.items()}
+
+    def after_backward(self) -> None:
+        for n, p in self.layers.items():
+            if p.grad is not None:
+                p.grad.mul_(self.trainable[n])
+
+    def after_task(self, task: str, index: int) -> None:
+        with torch.no_grad():
+            for n, p in self.layers.items():
+                released = self.free(n) & ~self.kept[n]
+                p.masked_fill_(released, 0.0)
+                self.owner[n][self.kept[n]] = index + 1
+
+    # -- evaluation ------------------------------------------------------------------
+    def eval_mask(self, name: str, index: int) -> Tensor:
+        """Entries task ``index`` computes with (PackNet: every entry of tasks ≤ index)."""
+        own = self.owner[name]
+        return (own > 0) & (own <= index + 1)
+
+    @contextlib.contextmanager
+    def evaluating(self, task: str) -> Iterator[None]:
+        """Build task j's masked weights once on entering, restore them on exit (not per forward)."""
+        j = self.ctx.order.index(task)
+        if j > self.index or not self.kept:  # a task not trained yet: the network as it is
+            yield
+            return
+        saved = {n: p.detach().clone() for n, p in self.layers.items()}
+        with torch.no_grad():
+            for n, p in self.layers.items():
+                p.mul_(self.eval_mask(n, j))
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for n, p in self.layers.items():
+                    p.copy_(saved[n])
+
+    # -- reporting -------------------------------------------------------------------
+    def footprint(self, task: str, index: int) -> TaskFootprint:
+        """W^t of LPS eq. (2): the task's own entries (its values; everything else is zero)."""
+        return {n: Masked.from_delta(p.detach().cpu(), (self.owner[n] == index + 1).cpu())
+                for n, p in self.layers.items()}
+
+    def capacity_used(self) -> float:
+        owned = sum(int(o.gt(0).sum()) for o in self.owner.values())
+        return owned / sum(o.numel() for o in self.owner.values())
+
+    def report(self) -> dict[str, Any]:
+        per_task = [sum(int((o == t + 1).sum()) for o in self.owner.values()) for t in range(self.index + 1)]
+        total = sum(o.numel() for o in self.owner.values())
+        return {"capacity_used": self.capacity_used(), "capacity_per_task": [c / total for c in per_task],
+                "mask_bytes_per_task": self.mask_bytes_per_task()}
+
+    def mask_bytes_per_task(self) -> float:
+        """Bytes of mask storage per task: the shared owner map (1 B/weight) amortised over the tasks."""
+        return sum(o.numel() for o in self.owner.values()) / max(self.index + 1, 1)
+
+    # -- resume -----------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "owner": {n: o.cpu() for n, o in self.owner.items()}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.index = int(state.get("index", -1))
+        self.task = self.ctx.order[self.index] if self.index >= 0 else ""
+        for n, o in state.get("owner", {}).items():
+            self.owner[n] = o.to(self.ctx.device)
+        self.kept = {n: o == self.index + 1 for n, o in self.owner.items()} if self.index >= 0 else {}
