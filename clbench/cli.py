@@ -204,6 +204,18 @@ def build_cli(regs: Registries) -> click.Group:
 
             click.echo(f"wrote {heatmap(r, plot)}")
 
+    @cli.command()
+    @click.option("--out", default="runs", show_default=True, type=click.Path(path_type=Path))
+    def doctor(out: Path) -> None:
+        """Check this environment: packages, device, plugins, quick-profile data, output directory."""
+        from clbench.doctor import checks
+
+        failed = False
+        for status, what, detail in checks(regs, out):
+            failed |= status == "FAIL"
+            click.echo(f"[{status:>4}] {what}: {detail}")
+        sys.exit(1 if failed else 0)
+
     return cli
 
 

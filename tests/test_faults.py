@@ -1,0 +1,88 @@
+"""Faults: SIGKILL at random points, two runs on one directory, an output directory we cannot write."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from clbench.cli import main
+
+GRID = ["run", "--methods", "seqft,ewc", "--stream", "split-digits", "--orders", "1,3",
+        "--set", "train.epochs=1", "--no-progress", "--no-leaderboard"]
+
+
+def _cmd(out: Path) -> list[str]:
+    return [sys.executable, "-m", "clbench.cli", *GRID, "--out", str(out)]
+
+
+def _matrices(out: Path) -> dict[str, list]:
+    return {str(p.relative_to(out)): json.loads(p.read_text())["accuracy_matrix"] for p in sorted(out.rglob("result.json"))}
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_points_then_rerun_gives_identical_results(tmp_path):
+    reference = tmp_path / "reference"
+    subprocess.run(_cmd(reference), check=True, capture_output=True, timeout=300)
+    expected = _matrices(reference)
+    assert len(expected) == 4
+    rng = random.Random(7)
+    survived = 0
+    for trial in range(10):
+        out = tmp_path / f"trial{trial}"
+        proc = subprocess.Popen(_cmd(out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(2.5, 7.0))  # start-up is ~2.5 s; the grid takes a few seconds more
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        for p in out.rglob("*.tmp"):  # a kill mid-write leaves at most a temp file, never a torn result
+            assert p.name.startswith(".")
+        for p in out.rglob("result.json"):
+            json.loads(p.read_text())
+        subprocess.run(_cmd(out), check=True, capture_output=True, timeout=300)
+        assert _matrices(out) == expected, f"trial {trial} differs"
+        survived += 1
+    assert survived == 10
+
+
+def test_second_run_on_the_same_directory_refuses(tmp_path, capsys):
+    from filelock import FileLock
+
+    out = tmp_path / "runs"
+    out.mkdir()
+    with FileLock(str(out / ".clbench.lock")):
+        with pytest.raises(SystemExit) as exit_:
+            main([*GRID, "--out", str(out)])
+    assert exit_.value.code == 2
+    assert "another clbench run is writing to" in capsys.readouterr().err
+    assert not list(out.rglob("result.json"))
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
+def test_read_only_output_directory_is_a_clear_error(tmp_path, capsys):
+    out = tmp_path / "ro"
+    out.mkdir()
+    out.chmod(0o500)
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            main([*GRID, "--out", str(out)])
+    finally:
+        out.chmod(0o700)
+    assert exit_.value.code == 2
+    assert "cannot write" in capsys.readouterr().err
+
+
+def test_unwritable_output_path_is_a_clear_error(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(SystemExit) as exit_:
+        main([*GRID, "--out", str(blocker / "runs")])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "cannot write results to" in err and "Traceback" not in err
