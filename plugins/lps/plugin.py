@@ -15,6 +15,8 @@ _QUICK = {"model.multi_head": True, "warmup_epochs": 3, "admm_epochs": 3, "retra
 QUICK_PRESETS = {
     "quick/permuted-digits": {**_QUICK, "alpha": [0.1]},
     "quick/split-digits": {**_QUICK, "alpha": [0.2]},
+    # clbench.testing's tiny profile checks plumbing only (conformance, resume): a few epochs per phase
+    "test": {"warmup_epochs": 1, "admm_epochs": 3, "retrain_epochs": 1},
 }
 
 

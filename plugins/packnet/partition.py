@@ -33,6 +33,7 @@ PROJECTIONS = ("irregular", "column", "filter")
 def topk_positions(scores: Tensor, eligible: Tensor, k: int) -> Tensor:
     """Boolean mask of the ``k`` largest ``scores`` among ``eligible`` positions (ties: lowest index)."""
     out = torch.zeros(scores.numel(), dtype=torch.bool, device=scores.device)
+    k = min(k, int(eligible.sum()))  # never pick an ineligible position
     if k > 0:
         flat = scores.detach().flatten().float().masked_fill(~eligible.flatten(), -math.inf)
         out[flat.topk(k, sorted=False).indices] = True

@@ -1,0 +1,142 @@
+"""LPS: the share-mask gradient against autograd, the ADMM Z/U and Y/K updates, the final projection
+(exactly β of the old entries), task-aware evaluation with the share mask, resume, and bad settings."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from clbench_plugins.lps.config import LPSConfig
+from clbench_plugins.lps.method import LPS
+from clbench_plugins.packnet.partition import keep_mask
+from test_packnet_method import make_cell, run_task  # tests/ is on sys.path (rootdir conftest)
+
+from clbench import testing
+from clbench.data import Batch
+from clbench.errors import ConfigError
+from clbench.method import Phase
+
+CFG = LPSConfig(alpha=(0.3,), beta=(0.6,), warmup_epochs=1, admm_epochs=2, rho_stages=2, retrain_epochs=1,
+                rho=0.5)
+
+
+def _second_task_in_admm(cfg: LPSConfig = CFG):
+    method, model, ctx = make_cell(LPS, cfg)
+    run_task(method, model, ctx, 0)
+    method.before_task("t1", 1)
+    phase = Phase("admm1", 1, 0.01)
+    method.before_phase(phase, "t1", 1)
+    return method, model, ctx, phase
+
+
+def test_phases_follow_the_paper_warmup_rho_stages_retrain():
+    method, _, _ = make_cell(LPS, LPSConfig(alpha=(0.3,), warmup_epochs=30, admm_epochs=90, retrain_epochs=30))
+    phases = method.phases("t0", 0)
+    assert [(p.name, p.epochs) for p in phases] == [("warmup", 30), ("admm1", 30), ("admm2", 30), ("admm3", 30),
+                                                     ("retrain", 30)]
+    method.before_task("t0", 0)
+    for stage, rho in ((1, 1e-3), (3, 1e-1)):
+        method.before_phase(Phase(f"admm{stage}", 1, 0.01), "t0", 0)
+        assert method.rho == pytest.approx(rho)  # ρ = 1e-3, ×10 per stage (§V-A)
+
+
+def test_share_mask_gradient_matches_autograd_of_eq4():
+    method, model, ctx, phase = _second_task_in_admm()
+    x, y = ctx.data("t1").train.x[:16], ctx.data("t1").train.y[:16]
+    with torch.no_grad():  # move M off 1 so the test is not degenerate
+        for m in method.M.values():
+            m.uniform_(0.2, 1.0)
+    method.after_step()  # the layer's old entries follow M ⊙ W̄
+    # oracle: functional network with weights W_free + M ⊙ W̄ (eq. 4), loss incl. both ADMM penalties
+    Ms = {n: m.detach().clone().requires_grad_() for n, m in method.M.items()}
+    free_w = {n: (p.detach() * method.free(n)) for n, p in method.layers.items()}
+    weights = {n: free_w[n] + Ms[n] * method.w_old[n] for n in method.layers}
+    logits = torch.func.functional_call(model, weights, (x, "t1"))
+    loss = F.cross_entropy(logits, y)
+    loss = loss + 0.5 * method.rho * sum((((Ms[n] - method.Y[n] + method.K[n]) * method.old(n)) ** 2).sum()
+                                         for n in Ms)
+    loss.backward()
+    # the method's path
+    model.zero_grad()
+    for m in method.M.values():
+        m.grad = None
+    out = model(x, "t1")
+    total = F.cross_entropy(out, y) + sum(method.loss_terms(Batch(x, y, "t1"), out).values())
+    total.backward()
+    method.after_backward()
+    for n, m in method.M.items():
+        assert torch.allclose(m.grad, Ms[n].grad, atol=1e-6), n
+        g = method.layers[n].grad
+        assert (g[~method.free(n)] == 0).all() and (g[method.free(n)] != 0).any()
+
+
+def test_admm_updates_z_u_y_k():
+    method, model, ctx, phase = _second_task_in_admm()
+    with torch.no_grad():
+        for n, p in method.layers.items():
+            p.add_(0.01 * torch.randn_like(p) * method.free(n))
+            method.M[n].uniform_(0.0, 1.0)
+            method.U[n] = 0.01 * torch.randn_like(p) * method.free(n)
+    U0 = {n: u.clone() for n, u in method.U.items()}
+    K0 = {n: k.clone() for n, k in method.K.items()}
+    method.after_epoch(phase, 0)
+    for n, p in method.layers.items():
+        w = p.detach() * method.free(n)
+        v = w + U0[n]
+        z = v * keep_mask(v, method.free(n), method.count(n, 1), "irregular")
+        assert torch.equal(method.Z[n], z)
+        assert torch.allclose(method.U[n], U0[n] + w - z, atol=1e-6)
+        old = method.old(n)
+        assert int(method.Y[n].sum()) == round(0.6 * int(old.sum())) and not method.Y[n][~old].any()
+        scores = (method.M[n].detach() + K0[n])[old]
+        assert scores[method.Y[n][old].bool()].min() >= scores[~method.Y[n][old].bool()].max()
+        assert torch.allclose(method.K[n], K0[n] + method.M[n].detach() - method.Y[n], atol=1e-6)
+
+
+def test_final_projection_share_mask_and_task_aware_weights():
+    method, model, ctx = make_cell(LPS, CFG)
+    for i in range(2):
+        run_task(method, model, ctx, i)
+    full = {n: p.detach().clone() for n, p in method.layers.items()}
+    for n in method.layers:
+        old_at_1 = method.owner[n] == 1
+        share = method.shares[1][n]
+        assert int(share.sum()) == round(0.6 * int(old_at_1.sum())) and not (share & ~old_at_1).any()
+    with method.evaluating("t1"):
+        for n, p in method.layers.items():
+            assert torch.equal(p.detach(), full[n] * ((method.owner[n] == 2) | method.shares[1][n]))
+    with method.evaluating("t0"):
+        for n, p in method.layers.items():
+            assert torch.equal(p.detach(), full[n] * (method.owner[n] == 1))
+    for n, p in method.layers.items():
+        assert torch.equal(p.detach(), full[n])
+    report = method.report()
+    assert report["share_ratio"] == pytest.approx(0.6, abs=0.01)
+    state = method.state_dict()
+    bits = next(iter(state["shares"]["1"].values()))
+    assert bits.dtype == torch.uint8  # bit-packed, not float masks
+    fresh, _, _ = make_cell(LPS, CFG)
+    fresh.load_state_dict(state)
+    assert all(torch.equal(fresh.shares[1][n], method.shares[1][n]) for n in method.layers)
+
+
+def test_runs_resumes_acr_zero_and_reports_share(tmp_path):
+    regs = testing.registry()
+    result = testing.check_method(regs, "lps", tmp_path)  # kills after task 1, resumes, compares matrices
+    assert result.metrics["ACR"] == 0.0 and result.metrics["F.Ra"] == 0.0
+    assert result.metrics["Share"] == pytest.approx(0.9, abs=0.02)
+    assert result.report["capacity_used"] == pytest.approx(0.2, abs=0.02)
+
+
+@pytest.mark.parametrize(("changes", "needle"), [
+    ({"beta": (0.0,)}, "lps.beta=0.0"),
+    ({"beta": (1.2,)}, "lps.beta=1.2"),
+    ({"alpha": (2.0,)}, "lps.alpha=2.0"),
+    ({"alpha": (0.7,)}, "capacity overrun"),
+    ({"projection": ("filter",)}, "filter"),
+    ({"admm_epochs": 2, "rho_stages": 3}, "lps.rho_stages"),
+])
+def test_bad_settings_fail_in_setup(changes, needle):
+    cfg = LPSConfig(**{**CFG.__dict__, **changes})
+    with pytest.raises(ConfigError, match=needle):
+        make_cell(LPS, cfg)
