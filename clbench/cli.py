@@ -74,6 +74,9 @@ def build_cli(regs: Registries) -> click.Group:
                   help="Override a setting, e.g. ewc.lambda=100 or train.epochs=2; a,b,c sweeps.")
     @click.option("--model", default=None, help="Model plugin (default: the stream's for this profile).")
     @click.option("--out", default="runs", show_default=True, type=click.Path(path_type=Path), help="Result directory.")
+    @click.option("--data-dir", default=None, type=click.Path(path_type=Path),
+                  help="Local data directory for streams that read one (e.g. a CL_Benchmark copy).")
+    @click.option("--model-path", default=None, help="Local path (or hub name) of the model's weights.")
     @click.option("--executor", default="local", show_default=True, help="Where cells run; see `clbench list executors`.")
     @click.option("--fail-fast", is_flag=True, help="Stop at the first failed cell.")
     @click.option("--leaderboard/--no-leaderboard", "show_board", default=True, help="Print the leaderboard at the end.")
@@ -82,7 +85,8 @@ def build_cli(regs: Registries) -> click.Group:
     @click.option("-p", "plugins", multiple=True, metavar="no:NAME", help="Disable plugin NAME (repeatable).")
     @run_options
     def run(methods: str | None, streams: str | None, orders: str | None, seeds: str | None, profile: str,
-            sets: tuple[str, ...], model: str | None, out: Path, executor: str, fail_fast: bool, show_board: bool,
+            sets: tuple[str, ...], model: str | None, out: Path, data_dir: Path | None, model_path: str | None,
+            executor: str, fail_fast: bool, show_board: bool,
             progress: bool, debug: bool, plugins: tuple[str, ...], **options: Any) -> None:
         """Train and evaluate a grid of cells (method × stream × order × seed)."""
         from clbench.config import parse_sets
@@ -90,7 +94,8 @@ def build_cli(regs: Registries) -> click.Group:
         from clbench.plan import RunRequest, make_plan
 
         req = RunRequest(profile=profile, methods=methods, streams=_csv(streams), orders=_csv(orders),
-                         seeds=_seeds(seeds), sets=parse_sets(sets), model=model, out=out, options=options)
+                         seeds=_seeds(seeds), sets=parse_sets(sets), model=model, out=out, options=options,
+                         data_dir=str(data_dir) if data_dir else None, model_path=model_path)
         plan = make_plan(regs, req)
         regs.executors.get(executor)
         for line in plan.skipped:

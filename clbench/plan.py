@@ -80,6 +80,16 @@ class RunRequest:
     model: str | None = None
     out: Path = Path("runs")
     options: Mapping[str, Any] = field(default_factory=dict)
+    data_dir: str | None = None  # --data-dir: sets `data_dir` of every stream config that has one
+    model_path: str | None = None  # --model-path: sets `name_or_path` of the model config
+
+
+def _with_path(cls: type, values: dict[str, Any], key: str, value: str | None) -> dict[str, Any]:
+    import dataclasses
+
+    if value is not None and dataclasses.is_dataclass(cls) and key in {f.name for f in dataclasses.fields(cls)}:
+        values = {key: value, **values}  # an explicit --set wins over the flag
+    return values
 
 
 def _fits(method: MethodSpec, model: ModelSpec, modality: str) -> str | None:
@@ -142,6 +152,7 @@ def make_plan(regs: Registries, req: RunRequest) -> Plan:
     skipped: list[str] = []
     for sspec in streams:
         stream_cfg_values = dict(cfg.split_scoped({**profile.sets, **single}).get("stream", {}))
+        stream_cfg_values = _with_path(sspec.config_cls, stream_cfg_values, "data_dir", req.data_dir)
         stream_cfg = cfg.apply(sspec.config_cls, None, stream_cfg_values, "stream")
         stream = sspec.factory(stream_cfg)
         base_preset = cfg.preset_values(sspec.presets, profile.name, sspec.name, "")
@@ -214,8 +225,11 @@ def _make_cell(
         return values
 
     train = cfg.apply(cfg.TrainConfig, None, layered("train"), "train")
-    model_cfg = cfg.apply(mspec.config_cls, None, layered("model"), "model")
-    stream_cfg = cfg.apply(sspec.config_cls, None, {**_select(prof, "stream"), **_select(user, "stream")}, "stream")
+    model_values = _with_path(mspec.config_cls, layered("model"), "name_or_path", req.model_path)
+    model_cfg = cfg.apply(mspec.config_cls, None, model_values, "model")
+    stream_values = _with_path(sspec.config_cls, {**_select(prof, "stream"), **_select(user, "stream")},
+                               "data_dir", req.data_dir)
+    stream_cfg = cfg.apply(sspec.config_cls, None, stream_values, "stream")
     method_cfgs = {}
     for m, mp in zip(mspecs, method_presets, strict=True):
         values = {k: v for k, v in mp.get("", {}).items() if k != "model"}
