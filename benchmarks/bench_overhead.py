@@ -80,7 +80,7 @@ def main() -> None:
             t0 = time.perf_counter()
             b = clbench_loop(args.epochs, Path(tmp) / f"r{rep}")
             ours.append(time.perf_counter() - t0)
-    same = max(abs(x - y) for ra, rb in zip(a, b) for x, y in zip(ra, rb))
+    same = max(abs(x - y) for ra, rb in zip(a, b, strict=True) for x, y in zip(ra, rb, strict=True))
     ratio = statistics.median(ours) / statistics.median(bare)
     print(f"bare loop   median {statistics.median(bare):.3f}s  {[round(t, 3) for t in bare]}")
     print(f"clbench     median {statistics.median(ours):.3f}s  {[round(t, 3) for t in ours]}")

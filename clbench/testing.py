@@ -30,7 +30,7 @@ from clbench.hookspecs import hookimpl
 from clbench.model import CLModel, StreamInfo
 from clbench.plan import RunRequest, make_plan
 from clbench.registry import Registries, build_registry
-from clbench.results import CHECKPOINT_FILE, RESULT_FILE, CellResult, read_result
+from clbench.results import CHECKPOINT_FILE, RESULT_FILE, CellResult
 from clbench.specs import EmptyConfig, ModelSpec, ProfileSpec, StreamSpec
 
 TEST_PROFILE = "test"
@@ -74,7 +74,7 @@ class TinyTextStream(Stream):
         def split(n: int) -> Split:
             y = torch.randint(0, 2, (n,), generator=g)
             fillers = torch.randint(0, len(_WORDS), (n, 3), generator=g).tolist()
-            texts = [" ".join([_WORDS[f] for f in fill] + [info.labels[int(c)]]) for fill, c in zip(fillers, y)]
+            texts = [" ".join([_WORDS[f] for f in fill] + [info.labels[int(c)]]) for fill, c in zip(fillers, y, strict=True)]
             return Split(texts, y)
 
         return TaskData(info, split(self.n), split(self.n // 2), split(self.n // 4))

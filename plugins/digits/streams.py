@@ -14,6 +14,7 @@ import functools
 from dataclasses import dataclass
 
 import torch
+
 from clbench.data import Split, Stream, TaskData, TaskInfo, stratified_split
 from clbench.errors import ConfigError
 
