@@ -17,6 +17,11 @@ QUICK_PRESETS = {
     "quick/split-digits": {**_QUICK, "alpha": [0.2]},
     # clbench.testing's tiny profile checks plumbing only (conformance, resume): a few epochs per phase
     "test": {"warmup_epochs": 1, "admm_epochs": 3, "retrain_epochs": 1},
+    # paper-lps: Table I values per stream (α, β, warm-up/ADMM/final epochs); optimiser in the stream preset
+    "paper-lps/permuted-mnist": {"alpha": [0.1], "beta": [0.9], "warmup_epochs": 30, "admm_epochs": 90,
+                                 "retrain_epochs": 30},  # Table I, permuted MNIST: 10%, 90%, 30/90/30
+    "paper-lps/split-cifar10-100": {"alpha": [0.1], "alpha_first": 0.5, "beta": [0.92], "warmup_epochs": 200,
+                                    "admm_epochs": 600, "retrain_epochs": 200},  # Table I, split CIFAR: 50%/10%, 92%, 200/600/200
 }
 
 

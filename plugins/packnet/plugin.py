@@ -13,6 +13,10 @@ from .method import PackNet
 QUICK_PRESETS = {
     "quick/permuted-digits": {"model.multi_head": True, "alpha": [0.1]},
     "quick/split-digits": {"model.multi_head": True, "alpha": [0.2]},
+    # paper-lps: the same per-task share as LPS (Table I α); train/retrain epochs = LPS warm-up/final (the
+    # paper gives none for PackNet; it runs the authors' code with "the recommended hyperparameters")
+    "paper-lps/permuted-mnist": {"alpha": [0.1], "train_epochs": 30, "retrain_epochs": 30},
+    "paper-lps/split-cifar10-100": {"alpha": [0.1], "alpha_first": 0.5, "train_epochs": 200, "retrain_epochs": 200},
 }
 
 

@@ -1,1 +1,46 @@
-"""Placeholder: the `vision_streams` plugin registers nothing yet."""
+"""Registers permuted-mnist, split-cifar10-100, the CifarNet model and the ``paper-lps`` profile."""
+
+from __future__ import annotations
+
+from clbench import hookimpl
+from clbench.specs import ModelSpec, ProfileSpec, StreamSpec
+
+from .model import CifarNetConfig
+from .model import build as build_cifarnet
+from .streams import PermutedMNIST, PermutedMNISTConfig, SplitCIFAR10_100, SplitCIFARConfig
+
+# LPS §V-A: "For all experiments, we use a batch size of 128 and Adam as an optimizer with default values
+# and initialize the learning rate to 0.001." Epochs per phase live in the methods' paper-lps presets.
+_PAPER_TRAIN = {"train.batch_size": 128, "train.optimizer": "adam", "train.lr": 1e-3, "orders": ["1"]}
+
+
+@hookimpl
+def clbench_add_streams() -> list[StreamSpec]:
+    return [
+        StreamSpec("permuted-mnist", PermutedMNIST, PermutedMNISTConfig,
+                   "10 tasks of MNIST under fixed pixel permutations (LPS Table I); --data-dir or the hub",
+                   presets={"paper-lps": {**_PAPER_TRAIN, "model": "mlp",
+                                          "model.hidden": [2000, 2000],  # §V-A: two hidden layers of 2000, ReLU
+                                          "model.multi_head": True}},  # §III, Fig. 1: one head per task
+                   tags=frozenset({"image"})),
+        StreamSpec("split-cifar10-100", SplitCIFAR10_100, SplitCIFARConfig,
+                   "CIFAR-10, then 5 tasks of 10 CIFAR-100 classes (LPS Table I); --data-dir or the hub",
+                   presets={"paper-lps": {**_PAPER_TRAIN, "model": "cifarnet",  # §V-A: Keras' CIFAR-10 network
+                                          "model.multi_head": True}},
+                   tags=frozenset({"image"})),
+    ]
+
+
+@hookimpl
+def clbench_add_models() -> list[ModelSpec]:
+    return [ModelSpec("cifarnet", build_cifarnet, CifarNetConfig,
+                      "Keras' CIFAR-10 CNN (4 convs, fc 512) as in the LPS code; one head per task",
+                      modalities=frozenset({"image"}), provides=frozenset({"multi-head"}))]
+
+
+@hookimpl
+def clbench_add_profiles() -> list[ProfileSpec]:
+    return [ProfileSpec("paper-lps", "LPS/PackNet Table II: permuted MNIST (2×2000 MLP) and split CIFAR-10/100 "
+                        "(CifarNet); Adam 1e-3, batch 128; GPU or a long CPU run",
+                        version="1", seeds=(0,), methods=("lps", "packnet", "ewc", "seqft"),
+                        streams=("permuted-mnist", "split-cifar10-100"))]

@@ -1,0 +1,153 @@
+"""The LPS paper's two benchmark streams (Wang et al., §V-A, Table I).
+
+* ``permuted-mnist``: 10 tasks, each all of MNIST under a fixed pixel permutation (task ``p0`` is the
+  identity); 10 classes per task, one head per task in the paper's multi-head setting.
+* ``split-cifar10-100``: 6 tasks: all of CIFAR-10, then 5 tasks of 10 consecutive CIFAR-100 classes
+  (0–9, …, 40–49), as "Following [6]" (Zenke et al.).
+
+Data come from ``data_dir`` (``--data-dir``; formats in :mod:`.loaders`) or, when it is empty, from the
+hub by name through ``datasets``. A validation split (``val_fraction`` of train, stratified, fixed
+seed) is carved for any selection; the test split is never used for one.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from clbench.data import Split, Stream, TaskData, TaskInfo, stratified_split
+from clbench.errors import ConfigError
+
+from . import loaders
+
+SPLIT_SEED = 4321
+DIGITS = tuple(str(d) for d in range(10))
+
+
+@dataclass(frozen=True)
+class PermutedMNISTConfig:
+    data_dir: str = ""  # a folder holding the four MNIST idx files; "": the hub (hub_name)
+    hub_name: str = "ylecun/mnist"
+    tasks: int = 10  # LPS Table I: 10 tasks
+    val_fraction: float = 0.1  # held out of train for selection; §V-A tunes "using a validation set"
+    train_limit: int = 0  # >0: the first N training examples per task (CPU runs); 0: all 60,000 − val
+
+    def __post_init__(self) -> None:
+        _check_common(self.val_fraction, self.train_limit)
+        if not 1 <= self.tasks <= 100:
+            raise ConfigError(f"stream.tasks={self.tasks} must lie in [1, 100]")
+
+
+@dataclass(frozen=True)
+class SplitCIFARConfig:
+    data_dir: str = ""  # a folder with cifar10/ and cifar100/ (numpy or parquet layout); "": the hub
+    cifar10_hub: str = "uoft-cs/cifar10"
+    cifar100_hub: str = "uoft-cs/cifar100"
+    cifar100_tasks: int = 5  # LPS Table I: 6 tasks = CIFAR-10 + 5 × 10 CIFAR-100 classes
+    val_fraction: float = 0.1
+    train_limit: int = 0
+
+    def __post_init__(self) -> None:
+        _check_common(self.val_fraction, self.train_limit)
+        if not 1 <= self.cifar100_tasks <= 10:
+            raise ConfigError(f"stream.cifar100_tasks={self.cifar100_tasks} must lie in [1, 10]")
+
+
+def _check_common(val_fraction: float, train_limit: int) -> None:
+    if not 0.0 < val_fraction < 1.0:
+        raise ConfigError(f"stream.val_fraction={val_fraction} must lie in (0, 1)")
+    if train_limit < 0:
+        raise ConfigError(f"stream.train_limit={train_limit} must be ≥ 0")
+
+
+def _scaled(x: Tensor) -> Tensor:
+    return x.float().div_(255.0)
+
+
+def _task_data(info: TaskInfo, train: tuple[Tensor, Tensor], test: tuple[Tensor, Tensor], val_fraction: float,
+               limit: int) -> TaskData:
+    x, y = train
+    fit, val = stratified_split(y, val_fraction, torch.Generator().manual_seed(SPLIT_SEED))
+    if limit:
+        fit = fit[:limit]
+    return TaskData(info, Split(_scaled(x[fit]), y[fit]), Split(_scaled(test[0]), test[1]),
+                    Split(_scaled(x[val]), y[val]))
+
+
+@functools.cache
+def _mnist(data_dir: str, hub: str, split: str) -> tuple[Tensor, Tensor]:
+    if data_dir:
+        return loaders.mnist_from_dir(Path(data_dir), split)
+    return loaders.from_hub(hub, split)
+
+
+class PermutedMNIST(Stream):
+    def __init__(self, config: PermutedMNISTConfig) -> None:
+        names = [f"p{k}" for k in range(config.tasks)]
+        rng = torch.Generator().manual_seed(SPLIT_SEED + 1)
+        super().__init__(
+            name="permuted-mnist",
+            tasks=[TaskInfo(n, DIGITS, group="mnist") for n in names],
+            orders={"1": names, "2": names[::-1], "3": [names[i] for i in torch.randperm(len(names), generator=rng)]},
+            modality="image",
+            input_shape=(1, 28, 28),
+            multi_head=True,
+            provenance=f"MNIST idx files ({config.data_dir or config.hub_name})",
+        )
+        self.config = config
+
+    @staticmethod
+    def permutation(task: str) -> Tensor:
+        k = int(task[1:])
+        return torch.arange(784) if k == 0 else torch.randperm(784, generator=torch.Generator().manual_seed(SPLIT_SEED + 100 + k))
+
+    def load(self, info: TaskInfo) -> TaskData:
+        c = self.config
+        perm = self.permutation(info.name)
+
+        def permuted(split: str) -> tuple[Tensor, Tensor]:
+            x, y = _mnist(c.data_dir, c.hub_name, split)
+            return x.reshape(len(x), -1)[:, perm].reshape(x.shape), y
+
+        return _task_data(info, permuted("train"), permuted("test"), c.val_fraction, c.train_limit)
+
+
+@functools.cache
+def _cifar(data_dir: str, which: str, hub: str, split: str) -> tuple[Tensor, Tensor]:
+    if data_dir:
+        return loaders.cifar_from_dir(Path(data_dir) / which, split)
+    return loaders.from_hub(hub, split)
+
+
+class SplitCIFAR10_100(Stream):
+    def __init__(self, config: SplitCIFARConfig) -> None:
+        tasks = [TaskInfo("cifar10", tuple(str(c) for c in range(10)), group="cifar10")]
+        for k in range(config.cifar100_tasks):
+            tasks.append(TaskInfo(f"cifar100-{k}", tuple(str(c) for c in range(10 * k, 10 * k + 10)), group="cifar100"))
+        names = [t.name for t in tasks]
+        super().__init__(
+            name="split-cifar10-100",
+            tasks=tasks,
+            orders={"1": names, "2": names[:1] + names[1:][::-1]},  # CIFAR-10 always first (Table I: n = 1)
+            modality="image",
+            input_shape=(3, 32, 32),
+            multi_head=True,
+            provenance=f"CIFAR-10/100 ({config.data_dir or config.cifar10_hub + ', ' + config.cifar100_hub})",
+        )
+        self.config = config
+
+    def load(self, info: TaskInfo) -> TaskData:
+        c = self.config
+        which, hub = ("cifar10", c.cifar10_hub) if info.name == "cifar10" else ("cifar100", c.cifar100_hub)
+        lo = int(info.labels[0])
+
+        def part(split: str) -> tuple[Tensor, Tensor]:
+            x, y = _cifar(c.data_dir, which, hub, split)
+            keep = (y >= lo) & (y < lo + 10)
+            return x[keep], y[keep] - lo
+
+        return _task_data(info, part("train"), part("test"), c.val_fraction, c.train_limit)
