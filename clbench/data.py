@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
 from clbench.errors import DataError
+
+if TYPE_CHECKING:
+    from clbench.model import CLModel
 
 
 @dataclass
@@ -122,6 +125,31 @@ class Stream:
 
     def load(self, info: TaskInfo) -> TaskData:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def score(self, task: str, pred: Tensor, gold: Tensor) -> float:
+        """Score in [0, 100] of predicted label indices on ``task``'s test split: percent correct.
+
+        Override for a task's official metric (GLUE: Matthews correlation, F1, Pearson/Spearman × 100).
+        """
+        return 100.0 * float((pred == gold).sum()) / max(len(gold), 1)
+
+    @torch.no_grad()
+    def evaluate(self, model: CLModel, task: str, *, batch_size: int, limit: int | None,
+                 device: torch.device) -> float:
+        """Score of ``model`` on ``task``'s test split (the first ``limit`` examples when given).
+
+        The runner calls it inside ``method.evaluating(task)`` with the model in eval mode. The default
+        runs ``model.predict`` over batches and hands the predictions to :meth:`score`; override it for
+        evaluations ``predict`` cannot express (an lm-eval task, generation scored by ROUGE).
+        """
+        split = self.data(task).test
+        n = len(split) if not limit else min(limit, len(split))
+        preds = []
+        for start in range(0, n, batch_size):
+            sl = slice(start, min(start + batch_size, n))
+            batch = Batch(split.x[sl], split.y[sl], task).to(device)
+            preds.append(model.predict(batch.x, task).cpu())
+        return self.score(task, torch.cat(preds), split.y[:n])
 
 
 def batches(split: Split, batch_size: int, task: str, generator: torch.Generator | None = None) -> Iterator[Batch]:

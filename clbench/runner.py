@@ -85,20 +85,14 @@ def build_model(regs: Registries, cell: Cell, stream: Stream) -> CLModel:
 @torch.no_grad()
 def evaluate(model: CLModel, method: Method, stream: Stream, tasks: list[str], train: cfg.TrainConfig,
              device: torch.device) -> list[float]:
-    """Score (percent correct) on every task of ``tasks`` with the model as it is now."""
+    """Score (0-100, by the stream's :meth:`Stream.score`) on every task of ``tasks`` with the model as it is now."""
     was_training = model.training
     model.eval()
     row = []
     for task in tasks:
-        split = stream.data(task).test
-        n = len(split) if not train.eval_limit else min(train.eval_limit, len(split))
-        correct = 0
         with method.evaluating(task):
-            for start in range(0, n, train.eval_batch_size):
-                sl = slice(start, min(start + train.eval_batch_size, n))
-                batch = Batch(split.x[sl], split.y[sl], task).to(device)
-                correct += int((model.predict(batch.x, task) == batch.y).sum())
-        row.append(100.0 * correct / n)
+            row.append(float(stream.evaluate(model, task, batch_size=train.eval_batch_size,
+                                             limit=train.eval_limit, device=device)))
     model.train(was_training)
     return row
 

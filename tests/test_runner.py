@@ -11,7 +11,7 @@ from clbench import testing
 from clbench.hookspecs import hookimpl
 from clbench.method import Method
 from clbench.results import RESULT_FILE, read_result
-from clbench.specs import MethodSpec
+from clbench.specs import MethodSpec, StreamSpec
 
 
 class Exploding(Method):
@@ -32,6 +32,29 @@ class BadPlugin:
     @hookimpl
     def clbench_add_methods(self):
         return [MethodSpec("exploding", Exploding), MethodSpec("raising", Raising)]
+
+
+class ErrorRateStream(testing.TinyVectorStream):
+    """Scores a task by its error rate: a stream's own metric replaces percent correct."""
+
+    def score(self, task, pred, gold):
+        return 100.0 - super().score(task, pred, gold)
+
+
+class ScoringPlugin:
+    @hookimpl
+    def clbench_add_streams(self):
+        tiny = testing.registry().streams.get("tiny-vector")
+        return [StreamSpec("error-rate", ErrorRateStream, presets=tiny.presets)]
+
+
+def test_a_stream_scores_its_own_tasks(tmp_path):
+    regs = testing.registry(ScoringPlugin())
+    [plain] = testing.run(regs, tmp_path / "a", "seqft")
+    [own] = testing.run(regs, tmp_path / "b", "seqft", stream="error-rate")
+    # same data, seeds and model: every entry is 100 minus the accuracy, and the accuracy is not constant
+    assert own.accuracy_matrix == [[100.0 - v for v in row] for row in plain.accuracy_matrix]
+    assert len({v for row in plain.accuracy_matrix for v in row}) > 1
 
 
 def test_same_command_gives_same_numbers(tmp_path):
