@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -12,9 +14,11 @@ from clbench_plugins.packnet.partition import keep_mask
 from test_packnet_method import make_cell, run_task  # tests/ is on sys.path (rootdir conftest)
 
 from clbench import testing
+from clbench.cli import main
 from clbench.data import Batch
 from clbench.errors import ConfigError
 from clbench.method import Phase
+from clbench.results import read_result
 
 CFG = LPSConfig(alpha=(0.3,), beta=(0.6,), warmup_epochs=1, admm_epochs=2, rho_stages=2, retrain_epochs=1,
                 rho=0.5)
@@ -131,12 +135,52 @@ def test_runs_resumes_acr_zero_and_reports_share(tmp_path):
 @pytest.mark.parametrize(("changes", "needle"), [
     ({"beta": (0.0,)}, "lps.beta=0.0"),
     ({"beta": (1.2,)}, "lps.beta=1.2"),
+    ({"beta": (0.5, -0.1)}, "lps.beta=-0.1"),
     ({"alpha": (2.0,)}, "lps.alpha=2.0"),
-    ({"alpha": (0.7,)}, "capacity overrun"),
-    ({"projection": ("filter",)}, "filter"),
+    ({"alpha": (0.0,)}, "lps.alpha=0.0"),
+    ({"alpha_first": 1.5}, "lps.alpha_first=1.5"),
+    ({"projection": ("diagonal",)}, "lps.projection='diagonal'"),
     ({"admm_epochs": 2, "rho_stages": 3}, "lps.rho_stages"),
+    ({"rho": 0.0}, "lps.rho=0.0"),
 ])
-def test_bad_settings_fail_in_setup(changes, needle):
+def test_out_of_range_settings_fail_when_the_config_is_built(changes, needle):
+    """Plan time: the planner builds every cell's config before the first cell runs."""
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        LPSConfig(**{**CFG.__dict__, **changes})
+
+
+@pytest.mark.parametrize(("changes", "needle"), [
+    ({"alpha": (0.7,)}, "lps.alpha: capacity overrun"),  # 2 tasks × 70% of each layer
+    ({"alpha": (0.3,), "alpha_first": 0.8}, "lps.alpha: capacity overrun"),
+    ({"projection": ("filter",)}, "lps.projection='filter' does not fit"),  # the MLP has Linear layers only
+    ({"beta": (0.5, 0.5, 0.5, 0.5)}, "lps.beta: give one value or one per pruned layer"),
+])
+def test_settings_that_need_the_model_fail_in_setup(changes, needle):
     cfg = LPSConfig(**{**CFG.__dict__, **changes})
-    with pytest.raises(ConfigError, match=needle):
+    with pytest.raises(ConfigError, match=re.escape(needle)):
         make_cell(LPS, cfg)
+
+
+def test_cli_bad_beta_is_one_error_before_any_cell(capsys, tmp_path):
+    code, err = _cli(capsys, "--methods", "lps", "--stream", "split-digits", "--set", "lps.beta=0.5,1.5",
+                     "--out", str(tmp_path / "runs"))
+    assert code == 2 and "lps.beta=1.5 must lie in (0, 1]" in err and "Traceback" not in err
+    assert not (tmp_path / "runs").exists()  # nothing planned, nothing trained
+
+
+def test_cli_capacity_overrun_fails_before_training(capsys, tmp_path):
+    """5 tasks × α = 0.3 > the layer: the cell stops in setup (no task trained), naming the setting."""
+    out = tmp_path / "runs"
+    code, err = _cli(capsys, "--methods", "lps", "--stream", "split-digits", "--orders", "1", "--seeds", "0",
+                     "--set", "lps.alpha=0.3", "--fail-fast", "--out", str(out))
+    assert code == 2 and "lps.alpha: capacity overrun" in err and "Traceback" not in err
+    result = read_result(next(out.rglob("result.json")))
+    assert result.status == "failed" and "capacity overrun" in result.error
+    assert result.timings["tasks"] == [] and all(v is None for row in result.accuracy_matrix for v in row)
+
+
+def _cli(capsys, *args):
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "--no-progress", "--no-leaderboard", *args])
+        raise SystemExit(0)
+    return exit_.value.code or 0, capsys.readouterr().err

@@ -3,6 +3,9 @@ evaluation, disjoint masked footprints (ACR exactly 0), resume, and settings err
 
 from __future__ import annotations
 
+import math
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -127,6 +130,62 @@ def test_evaluating_builds_the_task_weights_once_and_restores_them():
     assert len(row) == 2
 
 
+def _lps(**changes):
+    from clbench_plugins.lps.config import LPSConfig
+    from clbench_plugins.lps.method import LPS
+
+    base = {"alpha": (0.3,), "beta": (0.6,), "warmup_epochs": 1, "admm_epochs": 2, "rho_stages": 2,
+            "retrain_epochs": 1, "rho": 0.5}
+    return LPS, LPSConfig(**{**base, **changes})
+
+
+@pytest.mark.parametrize("which", ["packnet", "lps"])
+def test_masked_weights_are_built_once_per_task_evaluation_not_per_forward(which, monkeypatch):
+    method_cls, config = (PackNet, PackNetConfig(alpha=(0.3,))) if which == "packnet" else _lps()
+    method, model, ctx = make_cell(method_cls, config, tasks=3, hidden=(32, 32))
+    for i in range(3):
+        run_task(method, model, ctx, i)
+    builds, forwards = [], []
+    real = method.eval_mask
+    monkeypatch.setattr(method, "eval_mask", lambda name, index: builds.append((name, index)) or real(name, index))
+    handle = model.register_forward_hook(lambda *_: forwards.append(1))
+    train = TrainConfig(eval_batch_size=4)  # 32 test examples per task: 8 forwards per task
+    row = evaluate(model, method, ctx.stream, ctx.order, train, torch.device("cpu"))
+    handle.remove()
+    per_task = math.ceil(len(ctx.data("t0").test) / 4)
+    assert len(forwards) == 3 * per_task == 24
+    assert sorted(builds) == sorted((n, j) for n in method.layers for j in range(3))  # once per layer and task
+    assert len(row) == 3
+
+
+@pytest.mark.parametrize("which", ["packnet", "lps"])
+def test_every_task_the_last_included_is_pruned_and_scored_with_its_own_mask(which):
+    method_cls, config = (PackNet, PackNetConfig(alpha=(0.3,))) if which == "packnet" else _lps()
+    method, model, ctx = make_cell(method_cls, config, tasks=2)
+    for i in range(2):
+        run_task(method, model, ctx, i)
+    for n in method.layers:  # the last task (index 1) kept exactly its share, like the first
+        assert int((method.owner[n] == 2).sum()) == method.count(n, 1) == int((method.owner[n] == 1).sum())
+    row = evaluate(model, method, ctx.stream, ctx.order, ctx.train, torch.device("cpu"))
+    model.eval()
+    for j, task in enumerate(ctx.order):
+        # oracle: the functional network with W ⊙ (own_j ∪ share_j) (PackNet: ∪ of tasks ≤ j), head j
+        masks = {}
+        for n in method.layers:
+            own = method.owner[n]
+            if which == "packnet":
+                masks[n] = (own > 0) & (own <= j + 1)
+            else:
+                masks[n] = (own == j + 1) | method.shares.get(j, {}).get(n, torch.zeros_like(own, dtype=torch.bool))
+        weights = {n: p.detach() * masks[n] for n, p in method.layers.items()}
+        split = ctx.data(task).test
+        with torch.no_grad():
+            pred = torch.func.functional_call(model, weights, (split.x, task)).argmax(-1)
+        assert row[j] == pytest.approx(100.0 * float((pred == split.y).float().mean()))
+    if which == "lps":
+        assert 1 in method.shares and 0 not in method.shares  # the last task has its own share mask
+
+
 def test_footprints_are_masked_disjoint_and_acr_is_exactly_zero():
     method, model, ctx = make_cell(PackNet, PackNetConfig(alpha=(0.2,)), tasks=3)
     fps = []
@@ -158,17 +217,28 @@ def test_runs_resumes_and_records_masked_footprints(tmp_path):
 
 
 # --------------------------------------------------------------------------- bad settings
-@pytest.mark.parametrize(("config", "needle"), [
-    (PackNetConfig(alpha=(0.0,)), "packnet.alpha=0.0"),
-    (PackNetConfig(alpha=(1.5,)), "packnet.alpha=1.5"),
-    (PackNetConfig(alpha=(0.6,)), "capacity overrun"),
-    (PackNetConfig(alpha=(0.3,), alpha_first=0.8), "capacity overrun"),
-    (PackNetConfig(projection=("filter",)), "filter"),
-    (PackNetConfig(projection=("diagonal",)), "packnet.projection='diagonal'"),
-    (PackNetConfig(alpha=(0.1, 0.1, 0.1)), "one per pruned layer"),
+@pytest.mark.parametrize(("changes", "needle"), [
+    ({"alpha": (0.0,)}, "packnet.alpha=0.0"),
+    ({"alpha": (1.5,)}, "packnet.alpha=1.5"),
+    ({"alpha_first": -0.2}, "packnet.alpha_first=-0.2"),
+    ({"projection": ("diagonal",)}, "packnet.projection='diagonal'"),
+    ({"retrain_epochs": -1}, "packnet.retrain_epochs=-1"),
 ])
-def test_bad_settings_fail_in_setup_naming_the_setting(config, needle):
-    with pytest.raises(ConfigError, match=needle.replace("(", r"\(").replace("[", r"\[")):
+def test_out_of_range_settings_fail_when_the_config_is_built(changes, needle):
+    """Plan time: the planner builds every cell's config before the first cell runs."""
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        PackNetConfig(**changes)
+
+
+@pytest.mark.parametrize(("changes", "needle"), [
+    ({"alpha": (0.6,)}, "packnet.alpha: capacity overrun"),
+    ({"alpha": (0.3,), "alpha_first": 0.8}, "packnet.alpha: capacity overrun"),
+    ({"projection": ("filter",)}, "packnet.projection='filter' does not fit"),
+    ({"alpha": (0.1, 0.1, 0.1)}, "one per pruned layer"),
+])
+def test_settings_that_need_the_model_fail_in_setup_naming_the_setting(changes, needle):
+    config = PackNetConfig(**changes)
+    with pytest.raises(ConfigError, match=re.escape(needle)):
         make_cell(PackNet, config)
 
 

@@ -2,6 +2,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from clbench_plugins.packnet.config import check_partition, check_shares
+
+from clbench.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class LPSConfig:
@@ -10,6 +14,8 @@ class LPSConfig:
     ``alpha``: share of each pruned layer a task keeps (constraint 6/7, α_l^t as "% total layer
     params"); ``beta``: share of the earlier tasks' entries the task's binary mask reuses (constraint 8,
     β_l^t as "% total W̄_l^{t-1} params"). Each is one value or one per pruned layer, as in the paper.
+    Ranges are checked when the config is built (plan time, before any cell runs); capacity and
+    projection-vs-layer checks need the model and run in ``setup``, before training.
     """
 
     alpha: tuple[float, ...] = (0.1,)  # Table I, permuted MNIST: α = 10% (split CIFAR n≠1: 10%)
@@ -23,3 +29,19 @@ class LPSConfig:
     retrain_epochs: int = 30  # Table I
     admm_interval: int = 1  # epochs between Z/U and Y/K updates; main.py argparse default --admm-epochs 1
     mask_lr_scale: float = 1.0  # the mask M shares the phase optimiser (main.py: one optimiser for W and M)
+
+    def __post_init__(self) -> None:
+        check_partition("lps", self.alpha, self.alpha_first, self.projection,
+                        {"warmup_epochs": self.warmup_epochs, "admm_epochs": self.admm_epochs,
+                         "retrain_epochs": self.retrain_epochs})
+        check_shares("lps", "beta", self.beta)
+        for key in ("rho_stages", "admm_interval"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"lps.{key}={getattr(self, key)} must be ≥ 1")
+        if self.admm_epochs and self.admm_epochs < self.rho_stages:
+            raise ConfigError(f"lps.admm_epochs={self.admm_epochs} is fewer than lps.rho_stages={self.rho_stages}: "
+                              "every ρ stage needs an epoch")
+        if not self.rho > 0:
+            raise ConfigError(f"lps.rho={self.rho} must be positive")
+        if not self.mask_lr_scale > 0:
+            raise ConfigError(f"lps.mask_lr_scale={self.mask_lr_scale} must be positive")

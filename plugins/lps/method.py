@@ -28,7 +28,6 @@ from clbench_plugins.packnet.partition import (
 from torch import Tensor, nn
 
 from clbench.data import Batch
-from clbench.errors import ConfigError
 from clbench.method import Phase
 from clbench.model import CLModel
 
@@ -42,18 +41,8 @@ class LPS(PartitionMethod):
 
     def setup(self, model: CLModel) -> None:
         super().setup(model)
+        # ranges were checked when the config was built (LPSConfig.__post_init__); here: one β per layer
         self.beta: dict[str, float] = per_layer(self.config.beta, list(self.layers), "lps.beta")
-        for n, b in self.beta.items():
-            if not 0.0 < b <= 1.0:
-                raise ConfigError(f"lps.beta={b} for {n} must lie in (0, 1]")
-        for name in ("rho_stages", "warmup_epochs", "admm_epochs", "retrain_epochs", "admm_interval"):
-            if getattr(self.config, name) < (0 if name.endswith("epochs") else 1):
-                raise ConfigError(f"lps.{name}={getattr(self.config, name)} is out of range")
-        if self.config.admm_epochs and self.config.admm_epochs < self.config.rho_stages:
-            raise ConfigError(f"lps.admm_epochs={self.config.admm_epochs} is fewer than lps.rho_stages="
-                              f"{self.config.rho_stages}: every ρ stage needs an epoch")
-        if not self.config.rho > 0:
-            raise ConfigError(f"lps.rho={self.config.rho} must be positive")
         self.shares: dict[int, dict[str, Tensor]] = {}  # task index -> layer -> bool share mask
         self.learned: list[float] = []  # per task ≥ 2: share of old entries with M ≥ 0.5 before projection
         self._reset_admm()

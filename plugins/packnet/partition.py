@@ -26,7 +26,7 @@ from clbench.footprints import Masked, TaskFootprint
 from clbench.method import Method, Phase
 from clbench.model import CLModel
 
-PROJECTIONS = ("irregular", "column", "filter")
+from .config import PROJECTIONS
 
 
 # --------------------------------------------------------------------------- projections
