@@ -159,10 +159,12 @@ def build_cli(regs: Registries) -> click.Group:
             atomic_write_text(path, text)
             click.echo(f"wrote {path}")
             if plots:
-                from clbench.plots import accuracy_over_time, heatmap
+                from clbench.plots import accuracy_over_time, heatmap, sweep_plots
 
                 for stream in sorted({r.stream for r in group}):
                     p = accuracy_over_time(group, stream, out / "plots" / f"{profile}-{stream}-accuracy.png")
+                    click.echo(f"wrote {p}")
+                for p in sweep_plots(group, out / "plots", profile):  # AA against a swept value (method@key=v)
                     click.echo(f"wrote {p}")
                 if heatmaps:
                     for r in group:

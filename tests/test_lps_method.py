@@ -13,12 +13,12 @@ from clbench_plugins.lps.method import LPS
 from clbench_plugins.packnet.partition import keep_mask
 from test_packnet_method import make_cell, run_task  # tests/ is on sys.path (rootdir conftest)
 
-from clbench import testing
+from clbench import plots, testing
 from clbench.cli import main
 from clbench.data import Batch
 from clbench.errors import ConfigError
 from clbench.method import Phase
-from clbench.results import read_result
+from clbench.results import CellResult, iter_results, read_result
 
 CFG = LPSConfig(alpha=(0.3,), beta=(0.6,), warmup_epochs=1, admm_epochs=2, rho_stages=2, retrain_epochs=1,
                 rho=0.5)
@@ -184,3 +184,53 @@ def _cli(capsys, *args):
         main(["run", "--no-progress", "--no-leaderboard", *args])
         raise SystemExit(0)
     return exit_.value.code or 0, capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- β sweep: table and plot
+def _fake(method, seed, aa, status="complete", stream="split-digits"):
+    return CellResult(method=method, stream=stream, order="1", seed=seed, tasks=["a", "b"],
+                      accuracy_matrix=[[aa, 0.0], [aa, aa]], status=status, metrics={"AA": aa} if status == "complete" else {},
+                      config={"profile": "quick"})
+
+
+def test_sweep_series_groups_numeric_sweep_labels_by_value():
+    results = [_fake("lps@beta=0.5", 0, 80.0), _fake("lps@beta=0.5", 1, 82.0), _fake("lps@beta=0.7", 0, 85.0),
+               _fake("lps@beta=0.9", 0, 90.0), _fake("lps@beta=0.9", 1, 10.0, status="failed"),
+               _fake("packnet", 0, 70.0), _fake("lps@projection=column", 0, 60.0),  # not numeric: no line
+               _fake("lps@beta=0.5", 0, 1.0, stream="permuted-digits")]
+    assert plots.sweep_label("lps@beta=0.5") == ("lps", {"beta": "0.5"})
+    assert plots.sweep_label("lps") is None
+    series = plots.sweep_series(results, "split-digits")
+    assert series == {("lps", "beta", ""): [(0.5, [80.0, 82.0]), (0.7, [85.0]), (0.9, [90.0])]}
+    two_keys = [_fake(f"lps@alpha={a},beta={b}", 0, 10 * a + b) for a in (0.1, 0.2) for b in (0.5, 0.9)]
+    got = plots.sweep_series(two_keys, "split-digits")
+    assert got[("lps", "beta", "alpha=0.1")] == [(0.5, [1.5]), (0.9, [1.9])]
+    assert got[("lps", "alpha", "beta=0.9")] == [(0.1, [1.9]), (0.2, [2.9])]
+
+
+def test_beta_sweep_renders_its_own_rows_and_an_aa_against_beta_plot(capsys, tmp_path):
+    """`--set lps.beta=0.5,0.9` → cells labelled lps@beta=…; the leaderboard shows one row per β (their
+    own table when the sweep has its own --out) and `clbench leaderboard` draws AA against β."""
+    runs, board = tmp_path / "runs", tmp_path / "board"
+    code, err = _cli(capsys, "--methods", "lps", "--stream", "split-digits", "--orders", "1", "--seeds", "0",
+                     "--set", "lps.beta=0.5,0.9", "--set", "lps.warmup_epochs=1", "--set", "lps.admm_epochs=3",
+                     "--set", "lps.retrain_epochs=1", "--out", str(runs))
+    assert code == 0, err
+    results = {r.method: r for r in iter_results(runs)}
+    assert set(results) == {"lps@beta=0.5", "lps@beta=0.9"}
+    assert results["lps@beta=0.5"].metrics["Share"] == pytest.approx(0.5, abs=0.01)
+    with pytest.raises(SystemExit) as exit_:
+        main(["leaderboard", str(runs), "--out", str(board)])
+        raise SystemExit(0)
+    assert (exit_.value.code or 0) == 0
+    text = (board / "quick.md").read_text(encoding="utf-8")
+    aa = text.split("#### AA")[1].split("####")[0]
+    rows = [line for line in aa.splitlines() if line.startswith("| lps@")]
+    assert [r.split("|")[1].strip() for r in rows] == ["lps@beta=0.5", "lps@beta=0.9"]
+    for row in rows:
+        label = row.split("|")[1].strip()
+        assert f"{results[label].metrics['AA']:.2f}" in row
+    png = board / "plots" / "quick-split-digits-lps-beta.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    again = plots.sweep_plots(list(iter_results(runs)), tmp_path / "again", "quick")
+    assert [p.name for p in again] == [png.name] and again[0].read_bytes() == png.read_bytes()  # deterministic
