@@ -40,6 +40,9 @@ class CLModel(nn.Module):
     """Base class of every model plugin's network."""
 
     info: StreamInfo
+    # Text models add the (non-padding) input tokens of every training forward; the runner turns the
+    # count into tokens/s per task in the result's timings. Models of tensors leave it at 0.
+    tokens_seen: int = 0
 
     def forward(self, x: Any, task: str) -> Tensor:  # pragma: no cover - abstract
         raise NotImplementedError

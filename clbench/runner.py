@@ -107,18 +107,19 @@ def _epoch_batches(ctx: CellContext, tasks: list[str], batch_size: int, *salt: i
         yield pool[i]
 
 
-def train_task(model: CLModel, method: Method, ctx: CellContext, index: int) -> dict[str, float]:
-    """All phases of task ``index``; returns per-phase timings and the last loss terms."""
+def train_task(model: CLModel, method: Method, ctx: CellContext, index: int) -> dict[str, Any]:
+    """All phases of task ``index``; returns per phase its seconds, steps, examples/s (and tokens/s)."""
     task = ctx.order[index]
     train_tasks = method.train_tasks(index)
-    stats: dict[str, float] = {}
+    stats: dict[str, Any] = {}
     model.train()
     for p_i, phase in enumerate(method.phases(task, index)):
         method.before_phase(phase, task, index)
         opt = make_optimizer(method.parameters(model, phase), phase)
         params = [p for group in opt.param_groups for p in group["params"]]
         t0 = time.perf_counter()
-        steps = 0
+        steps = examples = 0
+        tokens0 = model.tokens_seen
         for epoch in range(phase.epochs):
             for batch in _epoch_batches(ctx, train_tasks, ctx.train.batch_size, index, p_i, epoch):
                 batch = batch.to(ctx.device)
@@ -136,9 +137,13 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int) -> 
                 opt.step()
                 method.after_step()
                 steps += 1
+                examples += len(batch)
             method.after_epoch(phase, epoch)
-        stats[f"{phase.name}_s"] = time.perf_counter() - t0
-        stats[f"{phase.name}_steps"] = steps
+        seconds = time.perf_counter() - t0
+        entry: dict[str, float] = {"seconds": seconds, "steps": steps, "examples_per_s": examples / max(seconds, 1e-9)}
+        if model.tokens_seen > tokens0:
+            entry["tokens_per_s"] = (model.tokens_seen - tokens0) / max(seconds, 1e-9)
+        stats[phase.name] = entry
     return stats
 
 
@@ -213,6 +218,8 @@ class Runner:
                 task = order[index]
                 self.hook.clbench_task_start(cell=cell, task=task, index=index)
                 torch.manual_seed(derive_seed(cell.seed, index + 1))
+                if device.type == "cuda":
+                    torch.cuda.reset_peak_memory_stats(device)
                 t0 = time.perf_counter()
                 method.before_task(task, index)
                 stats = train_task(model, method, ctx, index)
@@ -222,7 +229,7 @@ class Runner:
                 row = evaluate(model, method, stream, order, train, device)
                 stats.update(task=task, train_s=t1 - t0, eval_s=time.perf_counter() - t1)
                 if device.type == "cuda":
-                    stats["peak_memory_bytes"] = torch.cuda.max_memory_allocated(device)
+                    stats["peak_memory_bytes"] = torch.cuda.max_memory_allocated(device)  # this task's peak
                 state.rows.append(row)
                 state.task_timings.append(stats)
                 state.report = method.report()

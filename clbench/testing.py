@@ -109,6 +109,8 @@ class TinyTextModel(CLModel):
 
     def forward(self, x: list[str], task: str) -> Tensor:
         labels = list(self.info.tasks[[t.name for t in self.info.tasks].index(task)].labels)
+        if self.training:
+            self.tokens_seen += sum(len(s.split()) for s in x)
         return 4.0 * nn.functional.normalize(self._encode(x), dim=-1) @ nn.functional.normalize(
             self._encode(labels), dim=-1).T
 

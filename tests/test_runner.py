@@ -57,6 +57,24 @@ def test_a_stream_scores_its_own_tasks(tmp_path):
     assert len({v for row in plain.accuracy_matrix for v in row}) > 1
 
 
+def test_timings_report_throughput_per_task(tmp_path):
+    regs = testing.registry()
+    [vec] = testing.run(regs, tmp_path / "v", "seqft")
+    [txt] = testing.run(regs, tmp_path / "t", "seqlora", stream="tiny-text")  # a frozen base: LoRA trains
+    stream = testing.TinyTextStream()
+    for result, data in ((vec, testing.TinyVectorStream()), (txt, stream)):
+        for task_stats, task in zip(result.timings["tasks"], result.tasks, strict=True):
+            n = len(data.data(task).train)
+            [phase] = [v for v in task_stats.values() if isinstance(v, dict)]  # one phase per task
+            assert phase["steps"] == 2 * -(-n // 16)  # 2 epochs of batch 16 (the test profile)
+            assert phase["examples_per_s"] == pytest.approx(2 * n / phase["seconds"], rel=1e-6)
+            assert phase["seconds"] <= task_stats["train_s"]
+    words = sum(len(s.split()) for s in stream.data(txt.tasks[0]).train.x)
+    [first] = [v for v in txt.timings["tasks"][0].values() if isinstance(v, dict)]
+    assert first["tokens_per_s"] == pytest.approx(2 * words / first["seconds"], rel=1e-6)
+    assert "tokens_per_s" not in vec.timings["tasks"][0]["train"]
+
+
 def test_same_command_gives_same_numbers(tmp_path):
     regs = testing.registry()
     a = testing.run(regs, tmp_path / "a", "ewc,replay")
@@ -102,7 +120,7 @@ def test_failed_cell_is_retried_and_complete_cell_never_rerun(tmp_path):
 
 def test_resume_on_real_digits_equals_uninterrupted(tmp_path):
     regs = testing.registry()
-    sets = {"train.epochs": [1]}
+    sets = {"train.epochs": [1], "ewc.fisher_samples": [32]}  # short, but EWC's state still crosses the kill
     kw = dict(stream="permuted-digits", profile="quick", sets=sets, orders=["3"])
     [reference] = testing.run(regs, tmp_path / "ref", "ewc", **kw)
     for kill_after in (0, 4):

@@ -1,0 +1,58 @@
+"""EWC's diagonal Fisher against gradients taken one example (or one batch) at a time."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from clbench_plugins.ewc.method import diagonal_fisher
+from clbench_plugins.mlp.model import MLPConfig, build
+
+from clbench import testing
+from clbench.model import StreamInfo
+
+
+def _loop_fisher(model, split, task, params, order):
+    """Mean over the given examples of the squared per-example gradient, one backward each."""
+    total = {n: torch.zeros_like(p) for n, p in params.items()}
+    for i in order:
+        model.zero_grad(set_to_none=True)
+        model.task_loss(model(split.x[i : i + 1], task), split.y[i : i + 1]).backward()
+        for n, p in params.items():
+            total[n] += p.grad**2
+    return {n: t / len(order) for n, t in total.items()}
+
+
+@pytest.mark.parametrize("samples", [0, 20])
+def test_per_example_fisher_matches_a_backward_per_example(samples):
+    stream = testing.TinyVectorStream(tasks=2, n=100)
+    torch.manual_seed(0)
+    model = build(MLPConfig(hidden=(16,)), StreamInfo.of(stream))
+    model.eval()
+    split = stream.data("t1").train
+    params = {n: p for n, p in model.named_parameters() if not n.startswith("heads.")}
+    fisher = diagonal_fisher(model, split, "t1", params, samples, 1, torch.device("cpu"),
+                             torch.Generator().manual_seed(3))
+    order = torch.randperm(len(split), generator=torch.Generator().manual_seed(3)).tolist()
+    expected = _loop_fisher(model, split, "t1", params, order[:samples] if samples else order)
+    assert set(fisher) == set(params)
+    for n in params:
+        torch.testing.assert_close(fisher[n], expected[n], rtol=1e-4, atol=1e-7)
+        assert fisher[n].abs().sum() > 0
+
+
+def test_batched_fisher_squares_batch_means():
+    stream = testing.TinyVectorStream(tasks=1, n=64)
+    torch.manual_seed(0)
+    model = build(MLPConfig(hidden=(8,)), StreamInfo.of(stream))
+    split = stream.data("t0").train
+    params = dict(model.named_parameters())
+    fisher = diagonal_fisher(model, split, "t0", params, 0, 32, torch.device("cpu"), torch.Generator().manual_seed(1))
+    order = torch.randperm(64, generator=torch.Generator().manual_seed(1))
+    expected = {n: torch.zeros_like(p) for n, p in params.items()}
+    for idx in (order[:32], order[32:]):
+        model.zero_grad(set_to_none=True)
+        model.task_loss(model(split.x[idx], "t0"), split.y[idx]).backward()
+        for n, p in params.items():
+            expected[n] += p.grad**2 / 2
+    for n in params:
+        torch.testing.assert_close(fisher[n], expected[n])
