@@ -48,19 +48,23 @@ class StandIn(CLModel):
         return x.mean(dim=1)
 
 
-def forward_time(model: nn.Module, x: Tensor, repeats: int) -> float:
-    model.eval()
+def interleaved_times(models: list[nn.Module], x: Tensor, repeats: int) -> list[float]:
+    """Median forward time of each model, timed round-robin so load drift hits all of them alike."""
+    times: list[list[float]] = [[] for _ in models]
     with torch.no_grad():
-        model(x, "w0")
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
+        for model in models:
+            model.eval()
             model(x, "w0")
-            times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        for _ in range(repeats):
+            for i, model in enumerate(models):
+                t0 = time.perf_counter()
+                model(x, "w0")
+                times[i].append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in times]
 
 
-def run(method_cls: type, config: object, tasks: int, repeats: int, x: Tensor) -> tuple[float, float, float]:
+def at_task(method_cls: type, config: object, task: int, tasks: int) -> tuple[StandIn, object]:
+    """A model whose method has finished tasks 0..task−1 (random adapters, merged) and started ``task``."""
     torch.manual_seed(0)
     model = StandIn()
     stream = TinyVectorStream(tasks=tasks)
@@ -68,24 +72,41 @@ def run(method_cls: type, config: object, tasks: int, repeats: int, x: Tensor) -
                       seed=0)
     method = method_cls(config, ctx)
     method.setup(model)
-    first = last = 0.0
-    for i, task in enumerate(ctx.order):
-        method.before_task(task, i)
-        if i == 0:
-            first = forward_time(model, x, repeats)
-        if i == tasks - 1:
-            last = forward_time(model, x, repeats)
-        method.after_task(task, i)
-    # baseline: the same model with every finished adapter kept as a live branch (no merging)
-    for name, layer in method.adapters.layers.items():
+    for i, name in enumerate(ctx.order[: task + 1]):
+        method.before_task(name, i)
+        with torch.no_grad():
+            for _, B in method.adapters.current().values():
+                B.normal_(0, 0.01)
+        if i < task:
+            method.after_task(name, i)
+    return model, method
+
+
+def unmerged(model: StandIn, method: object, tasks: int) -> StandIn:
+    """The same model with every finished adapter kept as a live branch, as the released code does."""
+    for name, layer in method.adapters.layers.items():  # type: ignore[attr-defined]
         for t in range(tasks - 1):
-            A, B = method.adapters.history[t][name]
-            extra = nn.Linear(1, 1)  # a holder for the frozen factors, registered on the layer
-            extra.lora_A, extra.lora_B = nn.Parameter(A, False), nn.Parameter(B, False)
-            layer.register_module(f"old_{t}", extra)
-            hook = LoRAHook(layer, method.adapters.scale, 0.0)
-            layer.register_forward_hook(lambda mod, inp, out, h=hook, e=extra: h(e, inp, out))
-    return first, last, forward_time(model, x, repeats)
+            A, B = method.adapters.history[t][name]  # type: ignore[attr-defined]
+            with torch.no_grad():  # take the merged update back out of W
+                layer.weight.sub_(method.adapters.scale * B @ A)  # type: ignore[attr-defined]
+            holder = nn.Module()
+            holder.lora_A, holder.lora_B = nn.Parameter(A, False), nn.Parameter(B, False)
+            layer.register_module(f"old_{t}", holder)
+            hook = LoRAHook(layer, method.adapters.scale, 0.0)  # type: ignore[attr-defined]
+            layer.register_forward_hook(lambda mod, inp, out, h=hook, e=holder: h(e, inp, out))
+    return model
+
+
+def run(method_cls: type, config: object, tasks: int, repeats: int, x: Tensor) -> tuple[float, float, float]:
+    first, _ = at_task(method_cls, config, 0, tasks)
+    last, method = at_task(method_cls, config, tasks - 1, tasks)
+    baseline = unmerged(*at_task(method_cls, config, tasks - 1, tasks), tasks)
+    for model in (first, last, baseline):
+        model.eval()  # no adapter dropout: the check below compares functions, the timing measures inference
+    with torch.no_grad():
+        torch.testing.assert_close(baseline(x, "w0"), last(x, "w0"), rtol=1e-4, atol=1e-4)  # same function
+    t_first, t_last, t_unmerged = interleaved_times([first, last, baseline], x, repeats)
+    return t_first, t_last, t_unmerged
 
 
 def main() -> None:
