@@ -50,6 +50,7 @@ class LPS(PartitionMethod):
     def _reset_admm(self) -> None:
         self.M: dict[str, nn.Parameter] = {}
         self.w_old: dict[str, Tensor] = {}
+        self.old_f: dict[str, Tensor] = {}  # old entries as floats (the penalty's weight on M)
         self.Z: dict[str, Tensor] = {}
         self.U: dict[str, Tensor] = {}
         self.Y: dict[str, Tensor] = {}
@@ -76,7 +77,8 @@ class LPS(PartitionMethod):
         if index > 0:
             dev = self.ctx.device
             for n, p in self.layers.items():
-                self.w_old[n] = p.detach() * self.old(n)
+                self.old_f[n] = self.old(n).to(p.dtype)
+                self.w_old[n] = p.detach() * self.old_f[n]
                 self.M[n] = nn.Parameter(torch.ones(p.shape, device=dev))
 
     def before_phase(self, phase: Phase, task: str, index: int) -> None:
@@ -107,7 +109,7 @@ class LPS(PartitionMethod):
         terms = {"admm_w": half * sum(((p * self.trainable[n] - self.Z[n] + self.U[n]) ** 2).sum()
                                       for n, p in self.layers.items())}
         if self.M:
-            terms["admm_m"] = half * sum((((m - self.Y[n] + self.K[n]) * self.old(n)) ** 2).sum()
+            terms["admm_m"] = half * sum((((m - self.Y[n] + self.K[n]) * self.old_f[n]) ** 2).sum()
                                          for n, m in self.M.items())
         return terms
 
@@ -129,15 +131,25 @@ class LPS(PartitionMethod):
     def after_epoch(self, phase: Phase, epoch: int) -> None:
         if not self.admm or (epoch + 1) % self.config.admm_interval:
             return
+        self.admm_update()
+
+    def admm_update(self) -> None:
+        """Eq. (14): Z ← Π_S(W + U), U ← U + W − Z; Y ← Π_S'(M + K), K ← K + M − Y.
+
+        With V = W + U the updates are Z = V ⊙ keep and U = V − Z = V ⊙ ¬keep: one selection and two
+        masked writes per layer, no sort (see benchmarks/bench_lps_admm.py for its cost).
+        """
         with torch.no_grad():
-            for n, p in self.layers.items():  # eq. (14): Z ← Π_S(W + U); U ← U + W − Z
-                w = p.detach() * self.free(n)
-                self.Z[n] = self._project(n, w + self.U[n], self.index)
-                self.U[n] += w - self.Z[n]
-                if n in self.M:  # Y ← Π_S'(M + K); K ← K + M − Y
-                    m = self.M[n].detach()
-                    self.Y[n] = share_projection(m + self.K[n], self.old(n), self.beta[n]).float()
-                    self.K[n] += m - self.Y[n]
+            for n, p in self.layers.items():  # self.trainable[n] is the free mask (as floats) in ADMM phases
+                v = self.U[n].add_(p.detach() * self.trainable[n])  # V = W + U, in U's storage
+                keep = keep_mask(v, self.free(n), self.count(n, self.index), self.kind[n])
+                self.Z[n] = v * keep
+                self.U[n] = v.sub_(self.Z[n])
+                if n in self.M:
+                    v = self.K[n].add_(self.M[n].detach())  # M + K
+                    y = share_projection(v, self.old(n), self.beta[n])
+                    self.Y[n] = y.float()
+                    self.K[n] = v.sub_(self.Y[n])
 
     def _final_projection(self, index: int) -> None:
         """Hard-prune W to its top-α free entries, binarise M to its top-β; retrain the kept entries."""
