@@ -86,6 +86,25 @@ def test_masks_round_trip_bit_packed():
     assert torch.equal(topk_positions(torch.arange(10.0), few, 5), few)  # never an ineligible position
 
 
+def test_selection_is_exact_with_ties_to_the_lowest_index_on_both_paths():
+    """The numpy path (CPU) and the kthvalue path (other devices) against a stable argsort."""
+    from clbench_plugins.packnet.partition import _topk_numpy, _topk_torch
+
+    g = torch.Generator().manual_seed(3)
+    cases = [torch.randn(50, 40, generator=g), torch.ones(50, 40),  # all tied: a share mask still at 1
+             torch.randint(0, 4, (50, 40), generator=g).float()]  # many ties at the threshold
+    eligible = torch.rand(50, 40, generator=g) > 0.3
+    for scores in cases:
+        for k in (0, 1, 137, int(eligible.sum()), 5000):
+            vals = np.where(eligible.numpy(), scores.numpy(), -np.inf).ravel()
+            order = np.argsort(-vals, kind="stable")  # descending score, then ascending index
+            want = np.zeros(vals.size, bool)
+            want[order[:min(k, int(eligible.sum()))]] = True
+            for fn in (_topk_numpy, _topk_torch):
+                got = fn(scores, eligible, k)
+                assert np.array_equal(got.numpy().ravel(), want), (fn.__name__, k)
+
+
 # --------------------------------------------------------------------------- the method
 def test_old_tasks_are_frozen_and_biases_fixed_after_the_first_task():
     method, model, ctx = make_cell(PackNet, PackNetConfig(alpha=(0.3,)))
