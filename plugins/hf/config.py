@@ -22,6 +22,9 @@ class HFConfig:
     lora_modules: tuple[str, ...] = ()  # () = PEFT's default q/v targets for the architecture (§1.2)
     max_length: int = 512  # --max_source_length 512 in every O-LoRA/N-LoRA script (§1.5)
     dtype: Dtype = "float32"  # T5 ran in fp32 (§1.5); the LLaMA profile sets bfloat16
+    # Recompute activations in backward (transformers' gradient checkpointing, non-reentrant so a frozen
+    # base with LoRA adapters still gets gradients): memory for 7-8B models on one GPU, ~30 % more time.
+    gradient_checkpointing: bool = False
     prompt_options: bool = True  # the "Option: a, b, c" line of the paper's prompt (§1.7)
     prompt_header: bool = True  # the "Task:..\nDataset:..\n" lines of the paper's prompt (§1.7)
     multi_head: bool | None = None  # read by the runner; label scoring needs no per-task heads

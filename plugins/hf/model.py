@@ -109,6 +109,8 @@ class HFTextModel(CLModel):
         self._tasks = {t.name: t for t in info.tasks}
         for p in self.backbone.parameters():
             p.requires_grad_(config.train_base)
+        if config.gradient_checkpointing:
+            backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.lora_targets = find_targets(self, config.lora_modules or default_targets(backbone))
 
     def task_info(self, task: str) -> TaskInfo:
@@ -126,6 +128,8 @@ class HFTextModel(CLModel):
 
     def tokenize(self, texts: list[str], max_length: int, **kw: Any) -> Any:
         enc = self.tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt", **kw)
+        if self.training:
+            self.tokens_seen += int(enc["attention_mask"].sum())
         return enc.to(self.device)
 
 
@@ -252,6 +256,8 @@ class CausalLMModel(GenerativeModel):
         pad = int(self.tokenizer.pad_token_id)
         input_ids = _pad(rows, pad).to(self.device)
         attention = _pad([[1] * len(r) for r in rows], 0).to(self.device)
+        if self.training:
+            self.tokens_seen += sum(len(r) for r in rows)
         # Only the positions that predict label tokens go through the LM head (vocab-wide logits for a
         # whole (B·L, T) batch would dominate memory).
         pos_b, pos_t, target = [], [], []
