@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -150,6 +151,19 @@ class Stream:
             batch = Batch(split.x[sl], split.y[sl], task).to(device)
             preds.append(model.predict(batch.x, task).cpu())
         return self.score(task, torch.cat(preds), split.y[:n])
+
+
+def confined(root: Path | str, *parts: str) -> Path:
+    """``root/parts...``, refusing a path that leaves ``root`` (``..``, absolute parts, symlinks out).
+
+    Stream loaders build every file path with it, so a task name or config entry cannot make clbench
+    read outside the data directory the user gave.
+    """
+    base = Path(root).expanduser().resolve()
+    path = base.joinpath(*parts).resolve()
+    if path != base and base not in path.parents:
+        raise DataError(f"{Path(root).joinpath(*parts)} resolves to {path}, outside the data directory {base}")
+    return path
 
 
 def batches(split: Split, batch_size: int, task: str, generator: torch.Generator | None = None) -> Iterator[Batch]:

@@ -86,3 +86,18 @@ def test_unwritable_output_path_is_a_clear_error(tmp_path, capsys):
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert "cannot write results to" in err and "Traceback" not in err
+
+
+def test_data_paths_stay_inside_the_data_directory(tmp_path):
+    from clbench.data import confined
+    from clbench.errors import DataError
+
+    root = tmp_path / "data"
+    (root / "TC" / "agnews").mkdir(parents=True)
+    outside = tmp_path / "secret"
+    outside.mkdir()
+    (root / "TC" / "escape").symlink_to(outside)
+    assert confined(root, "TC", "agnews") == (root / "TC" / "agnews").resolve()
+    for parts in (("..", "secret"), ("TC", "..", "..", "secret"), (str(outside),), ("TC", "escape")):
+        with pytest.raises(DataError, match="outside the data directory"):
+            confined(root, *parts)

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from clbench.data import Split, Stream, TaskData, TaskInfo, stratified_split
+from clbench.data import Split, Stream, TaskData, TaskInfo, confined, stratified_split
 from clbench.errors import ConfigError, DataError
 
 # Task → group (the CL_Benchmark category folder, used as "Task:" in the prompt). REFERENCE_CODE.md §1.7.
@@ -173,7 +173,7 @@ class CLBenchmarkStream(Stream):
                          provenance=provenance + note)
 
     def _dir(self, task: str) -> Path:
-        return self.root / GROUPS[task] / task
+        return confined(self.root, GROUPS[task], task)
 
     def _task_info(self, task: str) -> TaskInfo:
         group = GROUPS[task]
