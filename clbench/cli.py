@@ -72,7 +72,8 @@ def build_cli(regs: Registries) -> click.Group:
     @click.option("--profile", default="quick", show_default=True, help="Named defaults; see `clbench list profiles`.")
     @click.option("--set", "sets", multiple=True, metavar="SCOPE.KEY=VALUE",
                   help="Override a setting, e.g. ewc.lambda=100 or train.epochs=2; a,b,c sweeps.")
-    @click.option("--model", default=None, help="Model plugin (default: the stream's for this profile).")
+    @click.option("--model", default=None, metavar="PLUGIN|NAME_OR_PATH",
+                  help="Model plugin, or a hub name / local folder of weights for the stream's model plugin.")
     @click.option("--out", default="runs", show_default=True, type=click.Path(path_type=Path), help="Result directory.")
     @click.option("--data-dir", default=None, type=click.Path(path_type=Path),
                   help="Local data directory for streams that read one (e.g. a CL_Benchmark copy).")
@@ -93,6 +94,10 @@ def build_cli(regs: Registries) -> click.Group:
         from clbench.executors import execute
         from clbench.plan import RunRequest, make_plan
 
+        if model and model not in regs.models and ("/" in model or Path(model).expanduser().exists()):
+            if model_path:
+                raise click.UsageError(f"--model {model} is a path or hub name, and --model-path is given too")
+            model, model_path = None, model  # `--model google-t5/t5-large`: weights for the stream's plugin
         req = RunRequest(profile=profile, methods=methods, streams=_csv(streams), orders=_csv(orders),
                          seeds=_seeds(seeds), sets=parse_sets(sets), model=model, out=out, options=options,
                          data_dir=str(data_dir) if data_dir else None, model_path=model_path)

@@ -3,7 +3,8 @@
 Per profile one markdown file; in it, per stream, one table per metric: methods as rows, orders as
 columns plus an average column. A cell shows mean ± std over seeds (sample std; a single seed shows
 the mean alone). The average column is the mean ± std over every complete cell of the row. A metric
-that does not apply is "n/a"; a (method, order) with no complete cell shows its status.
+that does not apply is "n/a" (a metric that applies to no method of a stream gets no table); a
+(method, order) with no complete cell shows its status.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def render(results: Iterable[CellResult], metrics: Sequence[MetricSpec], title: 
         seeds = sorted(sdf["seed"].unique())
         parts.append(f"## {stream}\n\nseeds: {', '.join(str(s) for s in seeds)}; "
                      f"cells: {sdf.drop_duplicates(['method', 'order', 'seed']).shape[0]}\n")
-        present = set(sdf["metric"].dropna())
+        present = set(sdf.loc[sdf["value"].notna(), "metric"])  # a metric n/a for every method: no table
         for metric in shown:
             if metric.name in present:
                 parts.append(metric_table(sdf, metric, link_root))

@@ -176,6 +176,13 @@ def make_plan(regs: Registries, req: RunRequest) -> Plan:
                 cells.append(cell)
     if not cells:
         raise ConfigError("nothing to run: " + ("; ".join(skipped) or "the grid is empty"))
+    # A flag no planned plugin reads would be silently ignored; say so instead.
+    if req.model_path is not None and not any("name_or_path" in c.model_config for c in cells):
+        models = sorted({c.model for c in cells})
+        raise ConfigError(f"--model-path {req.model_path}: no planned model takes weights from a path ({', '.join(models)})")
+    if req.data_dir is not None and not any("data_dir" in c.stream_config for c in cells):
+        raise ConfigError(f"--data-dir {req.data_dir}: no planned stream reads a data directory "
+                          f"({', '.join(s.name for s in streams)})")
     return Plan(cells=cells, profile=profile.name, out=Path(req.out), skipped=skipped)
 
 

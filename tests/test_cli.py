@@ -36,6 +36,9 @@ def clbench(capsys, *args):
         (["run", "--executor", "slurm", "--methods", "seqft"], "unknown executor 'slurm'"),
         (["run", "--methods", "seqft+joint"], "cannot be composed"),
         (["list", "methodz"], "Invalid value"),
+        (["run", "--stream", "split-digits", "--model", "org/weights"], "--model-path org/weights: no planned model takes"),
+        (["run", "--stream", "split-digits", "--data-dir", "."], "--data-dir .: no planned stream reads"),
+        (["run", "--model", "a/b", "--model-path", "c"], "--model a/b is a path or hub name"),
     ],
 )
 def test_user_mistakes_are_one_clear_line(capsys, tmp_path, monkeypatch, args, needle):
@@ -95,6 +98,8 @@ def test_grid_show_and_deterministic_leaderboard(capsys, tmp_path, monkeypatch):
     ewc1 = json.loads((tmp_path / "runs/split-digits/ewc/order-1/seed-1/result.json").read_text())["metrics"]["AA"]
     assert f"{(ewc + ewc1) / 2:.2f} ± {abs(ewc - ewc1) / 2 ** 0.5:.2f}" in text
     assert "](../runs/split-digits/ewc/order-1)" in text
+    # OO is a LoRA metric: n/a for seqft and ewc alike, so the stream gets no OO table; GSR applies to both
+    assert "#### OO" not in text and "#### GSR" in text
 
 
 def test_corrupt_and_foreign_results_are_skipped_with_a_warning(capsys, tmp_path, monkeypatch):
@@ -129,3 +134,17 @@ def test_plots_are_written(capsys, tmp_path, monkeypatch):
     assert list((tmp_path / "leaderboards" / "plots" / "heatmaps").rglob("*.png"))
     code, out, _ = clbench(capsys, "show", "runs/split-digits/seqft/order-1/seed-0/result.json", "--plot", "h.png")
     assert code == 0 and (tmp_path / "h.png").exists()
+
+
+def test_model_flag_takes_a_path_or_hub_name_for_the_streams_model(capsys, tmp_path, monkeypatch):
+    from clbench import executors
+
+    planned = []
+    monkeypatch.setattr(executors, "execute", lambda plan, *a, **k: planned.append(plan) or [])
+    weights = tmp_path / "my-minilm"
+    weights.mkdir()
+    for value in (str(weights), "sentence-transformers/all-MiniLM-L6-v2"):
+        clbench(capsys, "run", "--stream", "cl-quick", "--methods", "seqlora", "--orders", "1", "--model", value,
+                "--no-leaderboard", "--out", str(tmp_path / "runs"))
+        cell = planned[-1].cells[0]
+        assert (cell.model, cell.model_config["name_or_path"]) == ("encoder", value)
