@@ -73,7 +73,7 @@ def load_tokenizer(config: HFConfig, path: str) -> Any:
 def load_backbone(auto_cls: Any, config: HFConfig, path: str) -> nn.Module:
     try:
         return auto_cls.from_pretrained(path, dtype=_DTYPES[config.dtype], **load_kwargs(config, path))
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a folder without a usable config.json
         raise ConfigError(f"model.name_or_path={path!r}: cannot load it ({exc})") from exc
 
 
@@ -241,12 +241,18 @@ class CausalLMModel(GenerativeModel):
     def __init__(self, config: GenerativeConfig, info: StreamInfo, backbone: nn.Module, tokenizer: Any) -> None:
         super().__init__(config, info, backbone, tokenizer)
         self._tail = tokenizer("\nAnswer:", add_special_tokens=False)["input_ids"]
+        # special tokens the tokenizer appends after the text (BERT-style [SEP]; none for LLaMA/SmolLM2):
+        # truncation keeps them with the "\nAnswer:" tail
+        probe = tokenizer("a", add_special_tokens=True)["input_ids"]
+        plain = tokenizer("a", add_special_tokens=False)["input_ids"]
+        starts = [i for i in range(len(probe) - len(plain) + 1) if probe[i:i + len(plain)] == plain]
+        self._suffix = len(probe) - starts[0] - len(plain) if starts else 0
 
     def prompt_ids(self, prompts: list[str]) -> list[list[int]]:
         """Token ids; a prompt over ``max_length`` keeps its head and its "\\nAnswer:" tail."""
         ids = self.tokenizer(prompts, add_special_tokens=True)["input_ids"]
         keep = self.config.max_length
-        tail = len(self._tail)
+        tail = len(self._tail) + self._suffix
         return [list(i) if len(i) <= keep else list(i[: keep - tail]) + list(i[-tail:]) for i in ids]
 
     def label_loglik(self, prompts: list[str], labels: list[list[int]]) -> tuple[Tensor, Tensor]:
@@ -292,7 +298,8 @@ class Seq2SeqModel(GenerativeModel):
     def label_loglik(self, prompts: list[str], labels: list[list[int]]) -> tuple[Tensor, Tensor]:
         enc = self.tokenize(prompts, self.config.max_length)
         L = len(labels)
-        states = self.backbone.get_encoder()(**enc).last_hidden_state
+        states = self.backbone.get_encoder()(input_ids=enc["input_ids"],
+                                             attention_mask=enc["attention_mask"]).last_hidden_state
         targets = _pad(labels, -100).to(self.device).repeat(len(prompts), 1)
         out = self.backbone(encoder_outputs=(states.repeat_interleave(L, dim=0),),
                             attention_mask=enc["attention_mask"].repeat_interleave(L, dim=0), labels=targets)
@@ -302,7 +309,7 @@ class Seq2SeqModel(GenerativeModel):
 
     def generate(self, prompts: list[str]) -> list[str]:
         enc = self.tokenize(prompts, self.config.max_length)
-        out = self.backbone.generate(**enc, do_sample=False, num_beams=1, max_new_tokens=self.config.max_new_tokens)
+        out = self.backbone.generate(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], do_sample=False, num_beams=1, max_new_tokens=self.config.max_new_tokens)
         return [t.strip() for t in self.tokenizer.batch_decode(out, skip_special_tokens=True)]
 
 
