@@ -243,3 +243,14 @@ def test_exact_match_normalisation() -> None:
     assert match_label("Sports", labels) == 1
     assert match_label("Sport", labels) == -1  # no partial credit
     assert match_label("Sports Business", labels) == -1
+
+
+@needs_real
+def test_make_quick_reproduces_the_shipped_subset_byte_for_byte(tmp_path: Path) -> None:
+    from clbench_plugins.cl_benchmark.make_quick import TASKS, cut_task
+
+    for task in TASKS:
+        cut_task(REAL, tmp_path, task, seed=0)
+        for name in ("labels.json", "train.jsonl", "test.jsonl"):
+            shipped = quick_root() / GROUPS[task] / task / name
+            assert (tmp_path / GROUPS[task] / task / name).read_bytes() == shipped.read_bytes(), f"{task}/{name}"
