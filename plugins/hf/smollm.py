@@ -43,6 +43,11 @@ def smollm2_path() -> str:
 
     model = AutoModelForCausalLM.from_pretrained(str(src.parent), gguf_file=src.name)
     tokenizer = AutoTokenizer.from_pretrained(str(src.parent), gguf_file=src.name)
+    # The weights are dequantised to plain tensors on load, but transformers keeps the GGUF "quantizer",
+    # whose save_pretrained refuses ("quantized with gguf and is not serializable"): drop it first.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
     tmp = target.with_name(target.name + f".tmp{os.getpid()}")
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
