@@ -34,6 +34,8 @@ class MaskedTraining(Method):
 
     def setup(self, model: CLModel) -> None:
         super().setup(model)
+        for p in self.masked_parameters().values():
+            p.requires_grad_(True)  # sparse adaptation moves pretrained weights, even of a frozen base
         self.masks: dict[str, Tensor] = {}  # current task's masks (bool, on the parameter's device)
         self.history: list[dict[str, np.ndarray]] = []  # earlier tasks' masks, bit-packed
         self.stats: list[dict[str, Any]] = []  # per task: mask statistics
@@ -46,7 +48,12 @@ class MaskedTraining(Method):
 
     # -- which parameters ---------------------------------------------------------
     def masked_parameters(self) -> dict[str, nn.Parameter]:
-        return self.footprint_parameters()
+        """The weight matrices of the model's adaptable Linear/Conv layers (heads and embeddings excluded)."""
+        assert self.model is not None
+        return {f"{name}.weight": m.weight for name, m in self.model.adaptable_layers().items()}
+
+    def footprint_parameters(self) -> dict[str, nn.Parameter]:
+        return self.masked_parameters()
 
     def vector_parameters(self) -> dict[str, nn.Parameter]:
         assert self.model is not None

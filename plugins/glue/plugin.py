@@ -8,8 +8,9 @@ from clbench.specs import StreamSpec
 from .streams import GlueConfig, GlueSparse
 
 # paper-expander: RoBERTa-base, 99 % sparsity (§6.2); training settings are not published beyond
-# "1-3 epochs" and RMSProp (§5); the model plugin name "hf" is the HF encoder plugin of the LoRA-family issue.
-PAPER = {"orders": ["1"], "model": "hf", "model.name": "FacebookAI/roberta-base", "train.epochs": 3,
+# "1-3 epochs" and RMSProp (§5); "encoder" is the HF encoder plugin (plugins/hf), one linear head per task.
+PAPER = {"orders": ["1"], "model": "encoder", "model.name_or_path": "FacebookAI/roberta-base", "model.head": "linear",
+         "model.train_base": True, "train.epochs": 3,
          "train.batch_size": 32, "train.optimizer": "rmsprop", "train.lr": 1e-5}
 
 
