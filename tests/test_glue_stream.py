@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from clbench_plugins.glue.scoring import official_score
+from clbench_plugins.glue.scoring import official
 from clbench_plugins.glue.streams import GlueConfig, GlueSparse
-from scipy.stats import pearsonr
-from sklearn.metrics import f1_score, matthews_corrcoef
+from scipy.stats import pearsonr, spearmanr
+from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from clbench.errors import ConfigError, DataError
 
@@ -79,9 +79,49 @@ def test_official_metrics_match_sklearn_and_scipy():
     g = torch.Generator().manual_seed(0)
     pred = torch.randint(0, 2, (200,), generator=g)
     gold = torch.where(torch.rand(200, generator=g) < 0.7, pred, 1 - pred)
-    assert official_score("cola", pred, gold.float()) == pytest.approx(matthews_corrcoef(gold, pred))
-    assert official_score("mrpc", pred, gold.float()) == pytest.approx(f1_score(gold, pred))
-    assert official_score("rte", pred, gold.float()) == pytest.approx(float((pred == gold).float().mean()))
+    assert official("matthews", pred, gold.float()) == pytest.approx(matthews_corrcoef(gold, pred))
+    assert official("f1", pred, gold.float()) == pytest.approx(f1_score(gold, pred))
+    assert official("accuracy", pred, gold.float()) == pytest.approx(accuracy_score(gold, pred))
     scores = torch.rand(200, generator=g) * 5
-    classes = scores.round().long()
-    assert official_score("stsb", classes, scores) == pytest.approx(pearsonr(classes, scores).statistic)
+    classes = scores.round().long()  # many ties: Spearman's average ranks matter
+    expected = (pearsonr(classes, scores).statistic + spearmanr(classes, scores).statistic) / 2
+    assert official("pearson_spearman", classes, scores) == pytest.approx(expected)
+    assert official("pearson_spearman", classes, scores) != pytest.approx(pearsonr(classes, scores).statistic)
+    assert official("matthews", torch.ones(10, dtype=torch.long), gold[:10]) == 0.0  # constant prediction
+
+
+def test_stream_score_is_the_official_metric_times_100(glue_dir):
+    """What the runner records: Stream.evaluate → GlueSparse.score, on each task's dev rows."""
+    stream = GlueSparse(GlueConfig(data_dir=str(glue_dir), val_fraction=0.0))
+    stsb = [5.0, 3.8, 0.4, 2.6]  # the fabricated STS-B dev scores
+    pred = torch.tensor([4, 4, 1, 3])
+    gold = stream.data("stsb").test.y
+    assert gold.tolist() == [5, 4, 0, 3]
+    expected = 50 * (pearsonr(pred, stsb).statistic + spearmanr(pred, stsb).statistic)
+    assert stream.score("stsb", pred, gold) == pytest.approx(expected)
+    assert stream.score("stsb", pred[:3], gold[:3]) == pytest.approx(
+        50 * (pearsonr(pred[:3], stsb[:3]).statistic + spearmanr(pred[:3], stsb[:3]).statistic))
+    cola = stream.data("cola").test.y  # [1, 0, 1, 0]
+    p = torch.tensor([1, 1, 1, 0])
+    assert stream.score("cola", p, cola) == pytest.approx(100 * matthews_corrcoef(cola, p))
+    mrpc = stream.data("mrpc").test.y
+    assert stream.score("mrpc", p, mrpc) == pytest.approx(100 * f1_score(mrpc, p))
+    rte = stream.data("rte").test.y
+    assert stream.score("rte", p, rte) == pytest.approx(100 * accuracy_score(rte, p))
+
+
+def test_runner_path_scores_through_stream_evaluate(glue_dir):
+    """Stream.evaluate (the runner's call) reaches the official metric, not plain accuracy."""
+
+    class Fixed(torch.nn.Module):
+        def predict(self, x, task):
+            return torch.tensor([1] * len(x))
+
+    stream = GlueSparse(GlueConfig(data_dir=str(glue_dir), val_fraction=0.0))
+    cola = stream.data("cola").test.y
+    got = stream.evaluate(Fixed(), "cola", batch_size=3, limit=None, device=torch.device("cpu"))
+    assert got == 0.0  # constant prediction: Matthews 0, although accuracy would be 50
+    got = stream.evaluate(Fixed(), "mrpc", batch_size=3, limit=None, device=torch.device("cpu"))
+    mrpc = stream.data("mrpc").test.y
+    assert got == pytest.approx(100 * f1_score(mrpc, torch.ones(4, dtype=torch.long)))
+    assert len(cola) == 4

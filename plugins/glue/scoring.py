@@ -1,22 +1,22 @@
 """GLUE's official metrics (Wang et al. 2019, Table 1), computed from predicted class indices.
 
-The runner scores every task by accuracy of ``model.predict``; :func:`evaluate_official` gives the
-official number for a task with the same model and method (used by docs and tests; a core hook that
-lets a stream score its own tasks is proposed in docs/expander-ewc.md).
+:meth:`clbench_plugins.glue.streams.GlueSparse.score` reports ``100 × official(metric, pred, gold)``,
+so the accuracy matrix of a glue-sparse run holds each task's official number: Matthews correlation
+(CoLA), F1 of the positive class (MRPC), accuracy (SST-2, RTE, QNLI) and, for STS-B, the mean of
+Pearson's and Spearman's correlations between the predicted class (the rounded score) and the gold
+score. Correlations can be negative, so a cell may lie in [−100, 100]; undefined correlations (a
+constant prediction) are 0, as in scikit-learn's ``matthews_corrcoef``.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from clbench.data import Batch
-from clbench.method import Method
-from clbench.model import CLModel
-
-from .streams import GLUE_TASKS, GlueSparse
+METRICS = ("matthews", "f1", "accuracy", "pearson_spearman")
 
 
 def matthews(pred: Tensor, gold: Tensor) -> float:
@@ -42,27 +42,26 @@ def pearson(pred: Tensor, gold: Tensor) -> float:
     return float((x * y).sum()) / denom if denom else 0.0
 
 
-def official_score(task: str, pred: Tensor, gold: Tensor) -> float:
-    """The task's official metric in [−1, 1] or [0, 1]; ``gold`` holds raw labels (STS-B: float scores)."""
-    metric = GLUE_TASKS[task].metric
+def average_ranks(x: Tensor) -> Tensor:
+    """1-based ranks, ties sharing the mean of the ranks they span."""
+    _, inverse, counts = np.unique(x.double().numpy(), return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)  # last rank of each distinct value
+    return torch.from_numpy(ends - (counts - 1) / 2.0)[torch.from_numpy(inverse.ravel())]
+
+
+def spearman(pred: Tensor, gold: Tensor) -> float:
+    return pearson(average_ranks(pred.cpu()), average_ranks(gold.cpu()))
+
+
+def official(metric: str, pred: Tensor, gold: Tensor) -> float:
+    """The official metric in [−1, 1] or [0, 1]; ``gold`` holds raw labels (STS-B: float scores)."""
+    pred, gold = pred.cpu(), gold.cpu()
     if metric == "matthews":
         return matthews(pred, gold.long())
     if metric == "f1":
         return f1(pred, gold.long())
-    if metric == "pearson":
-        return pearson(pred.double(), gold)  # predicted class = rounded score
-    return float((pred == gold.long()).double().mean())
-
-
-@torch.no_grad()
-def evaluate_official(model: CLModel, method: Method, stream: GlueSparse, task: str, batch_size: int = 64,
-                      device: torch.device | None = None) -> float:
-    split = stream.data(task).test
-    preds = []
-    with method.evaluating(task):
-        for start in range(0, len(split), batch_size):
-            batch = Batch(split.x[start:start + batch_size], split.y[start:start + batch_size], task)
-            if device is not None:
-                batch = batch.to(device)
-            preds.append(model.predict(batch.x, task).cpu())
-    return official_score(task, torch.cat(preds), stream.gold_scores[task])
+    if metric == "pearson_spearman":
+        return 0.5 * (pearson(pred, gold) + spearman(pred, gold))
+    if metric == "accuracy":
+        return float((pred == gold.long()).double().mean()) if len(gold) else 0.0
+    raise ValueError(f"unknown GLUE metric {metric!r}; known: {METRICS}")

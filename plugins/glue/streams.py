@@ -7,9 +7,9 @@ paper and every GLUE paper); a validation split is carved from train.
 
 Inputs are strings; a sentence pair is joined with ``pair_separator`` (RoBERTa's ``</s></s>``).
 STS-B is a regression task (scores 0-5): here it is 6 classes, the score rounded to an integer, and
-its official Pearson/Spearman correlation is computed from the predicted class against the gold score
-(:mod:`clbench_plugins.glue.scoring`) — the runner itself scores accuracy (see docs/expander-ewc.md
-for the small core change that would let a stream report its official metric).
+its official metric (mean of Pearson's and Spearman's correlations) is computed from the predicted
+class against the gold score. :meth:`GlueSparse.score` reports every task's official metric × 100
+(:mod:`clbench_plugins.glue.scoring`), so the accuracy matrix holds official numbers.
 """
 
 from __future__ import annotations
@@ -20,9 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import Tensor
 
 from clbench.data import Split, Stream, TaskData, TaskInfo, stratified_split
 from clbench.errors import ConfigError, DataError
+
+from .scoring import official
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,7 @@ class GlueTaskFormat:
     text: tuple[str | int, ...]  # column names (header) or indices (no header) of the sentence(s)
     label: str | int
     labels: tuple[str, ...]  # label words, in class-index order
-    metric: str  # the official metric (GLUE paper, Table 1)
+    metric: str  # the official metric (GLUE paper, Table 1): matthews | f1 | accuracy | pearson_spearman
     hub_text: tuple[str, ...]  # field names in nyu-mll/glue
 
 
@@ -44,7 +47,7 @@ GLUE_TASKS: dict[str, GlueTaskFormat] = {
     "mrpc": GlueTaskFormat("MRPC", True, ("#1 String", "#2 String"), "Quality", ("0", "1"), "f1",
                            ("sentence1", "sentence2")),
     "stsb": GlueTaskFormat("STS-B", True, ("sentence1", "sentence2"), "score", ("0", "1", "2", "3", "4", "5"),
-                           "pearson", ("sentence1", "sentence2")),
+                           "pearson_spearman", ("sentence1", "sentence2")),
     "rte": GlueTaskFormat("RTE", True, ("sentence1", "sentence2"), "label", ("entailment", "not_entailment"),
                           "accuracy", ("sentence1", "sentence2")),
     "qnli": GlueTaskFormat("QNLI", True, ("question", "sentence"), "label", ("entailment", "not_entailment"),
@@ -75,7 +78,7 @@ class GlueConfig:
 
 def label_index(fmt: GlueTaskFormat, raw: str, where: str) -> int:
     """Class index of a raw label; STS-B scores are rounded to the nearest integer 0-5."""
-    if fmt.metric == "pearson":
+    if fmt.metric == "pearson_spearman":
         try:
             score = float(raw)
         except ValueError:
@@ -113,7 +116,7 @@ def read_tsv(path: Path, fmt: GlueTaskFormat, separator: str) -> tuple[list[str]
                 raise DataError(f"{where}: {len(row)} fields, expected at least {max(cols) + 1}")
             texts.append(separator.join(row[i] for i in text_idx))
             ys.append(label_index(fmt, row[label_idx], where))
-            raw.append(float(row[label_idx]) if fmt.metric == "pearson" else float(ys[-1]))
+            raw.append(float(row[label_idx]) if fmt.metric == "pearson_spearman" else float(ys[-1]))
     if not texts:
         raise DataError(f"{path}: no records")
     return texts, ys, raw
@@ -125,7 +128,7 @@ def read_hub(task: str, split: str, fmt: GlueTaskFormat, separator: str) -> tupl
 
     ds = load_dataset("nyu-mll/glue", task, split=split)
     texts = [separator.join(str(r[k]) for k in fmt.hub_text) for r in ds]
-    if fmt.metric == "pearson":
+    if fmt.metric == "pearson_spearman":
         raw = [float(r["label"]) for r in ds]
         ys = [int(round(s)) for s in raw]
     else:
@@ -170,6 +173,15 @@ class GlueSparse(Stream):
             train, val = train.subset(keep), train.subset(held)
         self.gold_scores[info.name] = torch.tensor(draw)
         return TaskData(info, train, Split(dx, torch.tensor(dy)), val)
+
+    def score(self, task: str, pred: Tensor, gold: Tensor) -> float:
+        """The task's official metric × 100 on the first ``len(gold)`` dev examples (the evaluated ones).
+
+        ``gold`` holds class indices; STS-B is scored against its raw float scores, kept at load time.
+        """
+        self.data(task)  # loads the task (and its raw scores) if the runner has not yet
+        raw = self.gold_scores[task][: len(gold)]
+        return 100.0 * official(GLUE_TASKS[task].metric, pred, raw)
 
 
 def build(config: Any) -> GlueSparse:
