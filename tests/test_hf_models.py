@@ -147,6 +147,9 @@ def test_causal_lm_label_scores_match_one_sequence_at_a_time(tiny_llama: str) ->
             target = tok(label, add_special_tokens=False)["input_ids"] + [tok.sep_token_id]  # label + EOS
             assert float(logits[i, j]) == pytest.approx(loglik_one(model.backbone, prompt, target), abs=1e-4)
     assert model.predict(TEXTS, "agnews").tolist() == logits.argmax(-1).tolist()
+    with torch.no_grad():  # the no-cache path (gradient checkpointing) gives the same scores
+        full, _ = model._label_loglik_full(model.prompts(TEXTS, AG), model.label_ids(AG))
+    torch.testing.assert_close(full, logits, rtol=1e-4, atol=1e-4)
 
 
 def test_causal_lm_lm_loss_is_the_gold_label_token_cross_entropy(tiny_llama: str) -> None:

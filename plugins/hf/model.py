@@ -256,6 +256,48 @@ class CausalLMModel(GenerativeModel):
         return [list(i) if len(i) <= keep else list(i[: keep - tail]) + list(i[-tail:]) for i in ids]
 
     def label_loglik(self, prompts: list[str], labels: list[list[int]]) -> tuple[Tensor, Tensor]:
+        if self.config.gradient_checkpointing and self.training:  # checkpointing turns the KV cache off
+            return self._label_loglik_full(prompts, labels)
+        return self._label_loglik_shared(prompts, labels)
+
+    def _label_loglik_shared(self, prompts: list[str], labels: list[list[int]]) -> tuple[Tensor, Tensor]:
+        """The prompt runs once (left-padded, its KV cache repeated L times); only the label tokens run per
+        label: cost ≈ B·(prompt + L·label) tokens instead of B·L·(prompt + label)."""
+        p_ids = self.prompt_ids(prompts)
+        B, L = len(p_ids), len(labels)
+        pad = int(self.tokenizer.pad_token_id)
+        input_ids = _pad(p_ids, pad, left=True).to(self.device)
+        attention = _pad([[1] * len(p) for p in p_ids], 0, left=True).to(self.device)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        if self.training:
+            self.tokens_seen += sum(len(p) for p in p_ids) + B * sum(len(lab) for lab in labels)
+        out = self.backbone.base_model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
+                                       use_cache=True)
+        head = self.backbone.get_output_embeddings()
+        first = torch.tensor([lab[0] for lab in labels], device=self.device)
+        lp_first = torch.log_softmax(head(out.last_hidden_state[:, -1]).float(), dim=-1)[:, first]  # (B, L)
+        width = max(len(lab) for lab in labels) - 1
+        if width == 0:  # every label is one token
+            return lp_first, torch.tensor([len(lab) for lab in labels])
+        cache = out.past_key_values
+        cache.batch_repeat_interleave(L)  # row b·L + l: prompt b, label l
+        rest = _pad([lab[:-1] for lab in labels], pad)[:, :width]  # inputs that predict tokens 2..n
+        targets = _pad([lab[1:] for lab in labels], -100)  # (L, width)
+        lab_mask = _pad([[1] * (len(lab) - 1) for lab in labels], 0)
+        ids2 = rest.repeat(B, 1).to(self.device)
+        mask2 = torch.cat([attention.repeat_interleave(L, dim=0), lab_mask.repeat(B, 1).to(self.device)], dim=1)
+        pos2 = positions[:, -1:].repeat_interleave(L, dim=0) + 1 + torch.arange(width, device=self.device)
+        hidden = self.backbone.base_model(input_ids=ids2, attention_mask=mask2, position_ids=pos2,
+                                          past_key_values=cache, use_cache=True).last_hidden_state
+        tgt = targets.repeat(B, 1).to(self.device)
+        keep = tgt != -100
+        lp = _token_logprobs(head(hidden[keep]), tgt[keep])
+        row = torch.arange(B * L, device=self.device).view(-1, 1).expand(-1, width)[keep]
+        sums = torch.zeros(B * L, device=self.device, dtype=lp.dtype).index_add(0, row, lp)
+        return lp_first + sums.view(B, L), torch.tensor([len(lab) for lab in labels])
+
+    def _label_loglik_full(self, prompts: list[str], labels: list[list[int]]) -> tuple[Tensor, Tensor]:
+        """One sequence per prompt × label (no cache: used with gradient checkpointing)."""
         p_ids = self.prompt_ids(prompts)
         L = len(labels)
         rows = [p + lab for p in p_ids for lab in labels]
