@@ -1,1 +1,54 @@
-"""Placeholder: the `capability_chain` plugin registers nothing yet."""
+"""Registers the ``capability-chain`` stream, the ``causal-lm-sft`` model and the ``paper-expander`` settings."""
+
+from __future__ import annotations
+
+from clbench_plugins.hf.config import GenerativeConfig
+
+from clbench import hookimpl
+from clbench.specs import ModelSpec, ProfileSpec, StreamSpec
+
+from .model import build_sft
+from .streams import CapabilityConfig, build
+
+# paper-expander on Llama-3-8B; every value's source (paper 000_c99f0c2cb31873a5):
+PAPER = {
+    "orders": ["instruct-gsm8k", "instruct-reasoning", "instruct-mathinstr", "gsm8k-sql", "gsm8k-mathinstr",
+               "gsm8k-arc", "gsm8k-reasoning", "chain4"],  # Tables 2, 3, 4, 6 (instruct orders need stream.judge)
+    "model": "causal-lm-sft",  # supervised fine-tuning on each capability's (prompt, response) pairs (§5.3)
+    "model.name_or_path": "meta-llama/Meta-Llama-3-8B",  # §5.2 "Meta's Llama-3-8B"
+    "model.train_base": True,  # sparse adaptation moves pretrained weights (Algorithm 1)
+    "model.dtype": "bfloat16",  # not stated; an 8B model with RMSProp state fits one H100 (§5 "single H100") only so
+    "model.gradient_checkpointing": True,  # not stated; needed for memory on one H100 (same reason)
+    "model.max_length": 1024,  # not stated; the longest SAMSum/GSM8K prompt+answer fits
+    "train.epochs": 1,  # §5 "Most reported results are based on single-epoch fine-tuning"
+    "train.optimizer": "rmsprop",  # §5 "RMSProp optimizer with default hyperparameters"
+    "train.lr": 1e-6,  # §6 "use a learning rate of 1e-6" (LoTA and ours)
+    "train.batch_size": 8,  # not stated; LoTA's (Panda et al. 2024) per-device batch
+    # masks: 10 % density (§6) is each masked method's own paper-expander/capability-chain preset
+}
+
+
+@hookimpl
+def clbench_add_streams() -> list[StreamSpec]:
+    return [StreamSpec("capability-chain", build, CapabilityConfig,
+                       "the Expander-EWC paper's capabilities (UltraFeedback, reasoning, GSM8K, MathInstruct, SQL, "
+                       "SAMSum, safety); lm-eval / ROUGE-1 / refusal rate / judge; hub or stream.data_dir",
+                       presets={"paper-expander": PAPER}, tags=frozenset({"text", "requires-data", "gpu"}))]
+
+
+@hookimpl
+def clbench_add_models() -> list[ModelSpec]:
+    return [ModelSpec("causal-lm-sft", build_sft, GenerativeConfig,
+                      "decoder-only LM fine-tuned on (prompt, response) pairs (capability-chain); default SmolLM2-135M",
+                      modalities=frozenset({"text"}), provides=frozenset({"lora"}))]
+
+
+# Table 1-4 and 6 methods: FFT (= seqft), LoRA (= seqlora), LoTA, LoTTO, ours and its ablations.
+PAPER_METHODS = ("seqft", "seqlora", "lota", "lotto", "expander-ewc", "expander", "random-mask-ewc")
+
+
+@hookimpl
+def clbench_add_profiles() -> list[ProfileSpec]:
+    return [ProfileSpec("paper-expander", "the Expander-EWC paper: Llama-3-8B capability chains (Tables 2-4, 6; "
+                        "instruct orders need stream.judge) and RoBERTa-base GLUE at 99 % sparsity (Table 5); GPU",
+                        methods=PAPER_METHODS, streams=("capability-chain", "glue-sparse"), requires_gpu=True)]

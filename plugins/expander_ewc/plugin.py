@@ -15,6 +15,10 @@ QUICK_PRESETS = {
     "quick/permuted-digits": {**_QUICK, "lambda": 100.0},
     "quick/split-digits": {**_QUICK, "lambda": 100.0},
 }
+# paper-expander: §6 "expander mask with 10% sparsity" on Llama-3-8B; §6.2 "99% sparsity" on RoBERTa-base.
+PAPER_PRESETS = {"paper-expander/capability-chain": {"density": 0.1},
+                 "paper-expander/glue-sparse": {"density": 0.01}}
+QUICK_PRESETS.update(PAPER_PRESETS)
 _NO_EWC = {k: {kk: vv for kk, vv in v.items() if kk not in ("lambda", "fisher_samples")} for k, v in QUICK_PRESETS.items()}
 
 
