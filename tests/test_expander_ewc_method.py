@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from clbench_plugins.expander_ewc.config import ExpanderEWCConfig, ExpanderOnlyConfig, RandomMaskEWCConfig
+from clbench_plugins.expander_ewc.config import (
+    DenseEWCConfig,
+    ExpanderEWCConfig,
+    ExpanderOnlyConfig,
+    RandomMaskEWCConfig,
+)
 from clbench_plugins.expander_ewc.method import ExpanderEWC
 from clbench_plugins.mlp.model import MLPConfig, build
 
@@ -84,6 +89,14 @@ def test_ablations_are_settings_of_one_method(tmp_path):
     method, model, ctx = _cell(ExpanderOnlyConfig(density=0.25))
     _run_task(method, model, ctx, 0)
     assert method.loss_terms(None, None) == {} and method.fisher == {}  # type: ignore[arg-type]
+    dense, dmodel, dctx = _cell(DenseEWCConfig())  # "EWC without masks": every coordinate moves
+    before = {n: p.detach().clone() for n, p in dense.masked_parameters().items()}
+    _run_task(dense, dmodel, dctx, 0)
+    for n, p in dense.masked_parameters().items():
+        assert bool(dense.masks[n].all())
+        assert float((p.detach() != before[n]).float().mean()) > 0.5  # a 10 % mask would move ≤ 10 %
+    dense.before_task("t1", 1)
+    assert set(dense.fisher) >= set(before) and float(dense.loss_terms(None, None)["ewc"]) == 0.0  # type: ignore[arg-type]
     regs = testing.registry()
     [res] = testing.run(regs, tmp_path / "a", "random-mask-ewc", sets={"random-mask-ewc.density": [0.5]})
     assert res.status == "failed" and "overlap" in res.error  # two 50 % masks overlap by ≈1/3 > δ = 0.2

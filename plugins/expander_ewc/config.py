@@ -84,3 +84,15 @@ class ExpanderOnlyConfig(ExpanderEWCConfig):
     """Ablation (Table 6, "without EWC"): expander masks, λ = 0."""
 
     lambda_: float = 0.0  # Table 6 "Performance without EWC"
+
+
+@dataclass(frozen=True)
+class DenseEWCConfig(ExpanderEWCConfig):
+    """Ablation ("EWC without masks"): Algorithm 1 with every coordinate of the matrices trainable —
+    the same damped-Fisher penalty, RMSProp and Fisher schedule, so only the masks differ from
+    ``expander-ewc`` (``ewc`` is Kirkpatrick et al.'s EWC with the cell's optimizer instead)."""
+
+    density: float = 1.0  # no mask
+    construction: str = "uniform"  # the full matrix; no graph to check
+    overlap: float = 1.0  # every task's "mask" is the whole matrix
+    spectral_check: bool = False

@@ -5,11 +5,11 @@ from __future__ import annotations
 from clbench import hookimpl
 from clbench.specs import MethodSpec
 
-from .config import ExpanderEWCConfig, ExpanderOnlyConfig, RandomMaskEWCConfig
+from .config import DenseEWCConfig, ExpanderEWCConfig, ExpanderOnlyConfig, RandomMaskEWCConfig
 from .method import ExpanderEWC
 
 # Quick profile (digits, MLP): RMSProp needs a far smaller step than the streams' SGD lr 0.05; lr and λ
-# from a small sweep on order 1, seed 0 (docs/expander-ewc.md). Fisher on 128 examples keeps the cells short.
+# from a small sweep on order 1, seed 0 (docs/expander-ewc.md). Fisher on 64 examples keeps the cells short.
 _QUICK = {"lr": 1e-3, "fisher_samples": 64, "train.epochs": 2}
 QUICK_PRESETS = {
     "quick/permuted-digits": {**_QUICK, "lambda": 100.0},
@@ -34,4 +34,7 @@ def clbench_add_methods() -> list[MethodSpec]:
         MethodSpec("expander", ExpanderEWC, ExpanderOnlyConfig,
                    "ablation: expander masks without EWC (λ = 0)",
                    footprint_kind="masked", presets=_NO_EWC, tags=frozenset({"ablation"})),
+        MethodSpec("dense-ewc", ExpanderEWC, DenseEWCConfig,
+                   "ablation: Algorithm 1 without masks (every coordinate trains; same damped-Fisher EWC, RMSProp)",
+                   footprint_kind="masked", presets=QUICK_PRESETS, tags=frozenset({"ablation"})),
     ]
