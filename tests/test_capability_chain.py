@@ -195,7 +195,8 @@ def test_lm_eval_on_the_model_in_memory_matches_hand_loglik(tmp_path, smol, data
         "test_split: test\noutput_type: multiple_choice\ndoc_to_text: '{{question}}'\n"
         "doc_to_choice: '{{choices}}'\ndoc_to_target: '{{label}}'\nmetric_list:\n  - metric: acc\n")
     s = CapabilityChain(CapabilityConfig(data_dir=str(data_dir), lm_eval_include=str(tasks),
-                                         lm_eval_tasks={"arc_c": ("tiny_mc",)}, lm_eval_batch_size=2))
+                                         lm_eval_tasks={"arc_c": ("tiny_mc",)}, lm_eval_batch_size=2,
+                                         lm_eval_builtin=False))
     got = s.evaluate(smol, "arc_c", batch_size=2, limit=None, device=CPU)
 
     tok = smol.tokenizer  # by hand: argmax over choices of log p(" choice" | question), lm-eval's split

@@ -160,6 +160,7 @@ class CapabilityConfig:
     hex_phi: str = "LLM-Tuning-Safety/HEx-PHI"  # hub name of the HEx-PHI prompts (gated); or <data_dir>/hex_phi/
     alpaca_eval: str = "tatsu-lab/alpaca_eval"  # hub name of the AlpacaEval instructions; or <data_dir>/alpaca_eval/
     lm_eval_include: str = ""  # extra folder of lm-eval task YAMLs (TaskManager include_path)
+    lm_eval_builtin: bool = True  # index lm-eval's own tasks too (False: only lm_eval_include's; much faster)
     lm_eval_tasks: dict[str, tuple[str, ...]] = field(default_factory=dict)  # clbench task → lm-eval tasks
     lm_eval_metric: str = "acc,none"  # reasoning suite metric (acc_norm,none is the alternative)
     lm_eval_batch_size: int = 8
@@ -352,7 +353,7 @@ class CapabilityChain(Stream):
         backbone, tok = model.backbone, model.tokenizer  # type: ignore[attr-defined]
         device = str(next(backbone.parameters()).device)
         lm = HFLM(pretrained=backbone, tokenizer=tok, batch_size=c.lm_eval_batch_size, device=device)
-        manager = TaskManager(include_path=c.lm_eval_include or None)
+        manager = TaskManager(include_path=c.lm_eval_include or None, include_defaults=c.lm_eval_builtin)
         was_training = backbone.training
         try:
             out = lm_eval.simple_evaluate(model=lm, tasks=names, task_manager=manager, limit=limit,
