@@ -28,7 +28,8 @@ def _sigma2_networkx(mask: np.ndarray) -> float:
 
 
 @pytest.mark.parametrize("shape,density", [((64, 224), 0.1), ((224, 64), 0.1), ((100, 37), 0.23),
-                                           ((300, 300), 0.01), ((48, 48), 0.5)])
+                                           ((300, 300), 0.01), ((48, 48), 0.5),
+                                           ((256, 64), 0.01), ((64, 256), 0.01)])  # < 1 edge per row/col: degrees 0/1
 def test_random_mask_exact_density_and_balanced_degrees(shape, density):
     mask, stats = make_mask(shape, MaskSpec(density), np.random.default_rng(1))
     rows, cols = shape

@@ -158,7 +158,8 @@ def _separate_straddling_chunks(perms: np.ndarray, starts: np.ndarray, deg: np.n
     whose column is in neither A nor B; there are always enough (|A ∪ B| ≤ d_L ≤ cols).
     """
     ends = starts + deg
-    straddle = np.nonzero((starts // cols) != ((ends - 1) // cols))[0]
+    # empty chunks (rows of degree 0 when density·cols < 1) never straddle
+    straddle = np.nonzero((deg > 0) & ((starts // cols) != ((ends - 1) // cols)))[0]
     for i in straddle:
         p, a0 = divmod(int(starts[i]), cols)
         b = int(ends[i]) - (p + 1) * cols
