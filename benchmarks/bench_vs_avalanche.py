@@ -1,0 +1,147 @@
+"""`clbench` EWC vs Avalanche 0.6 EWC on the same permuted-digits stream: time ratio and both AAs.
+
+Goal: clbench ≤ 0.7× Avalanche's wall time, AA within 2 points.
+
+    python benchmarks/bench_vs_avalanche.py --avalanche-python /path/to/venv/bin/python [--reps 3]
+
+Avalanche needs torchvision, which does not import beside the CPU torch wheel of the project's own
+environment, so it runs in a separate environment (see ../shared/data/README.md: regular torch +
+torchvision + ``avalanche-lib==0.6.0``), as a subprocess. Both sides get the same thing:
+
+- data: the permuted-digits tensors of order 1, written once by this script to an ``.npz`` file;
+- model: the quick MLP (64-256-256-10, ReLU, one shared head), SGD lr 0.05, momentum 0.9, batch 32,
+  3 epochs per task, evaluation of all 10 tasks after each task;
+- EWC: online EWC with decay 1 and λ = 10 (clbench's quick preset; Avalanche adds λ·ΣF(θ−θ*)² without
+  the ½ of (λ/2)·ΣF(θ−θ*)², so it gets λ/2), the Fisher from squared gradients of
+  batches of 32 over the whole training set — Avalanche's estimator (``EWCPlugin(mode="online")``), so
+  clbench runs with ``ewc.fisher_samples=0 ewc.fisher_batch_size=32`` here rather than its per-example
+  default.
+
+Each side is timed from inside its process (imports and start-up excluded); the ratio is of medians,
+the AAs are means over the reps' seeds (initialisation and batch order differ between the two libraries).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+LAMBDA, EPOCHS, BATCH, LR, MOMENTUM = 10.0, 3, 32, 0.05, 0.9
+
+CLBENCH_SIDE = textwrap.dedent(
+    """
+    import json, sys, tempfile, time
+    from pathlib import Path
+    from clbench import testing
+    regs = testing.registry()
+    sets = {"train.epochs": [EPOCHS], "train.batch_size": [BATCH], "train.lr": [LR], "train.momentum": [MOMENTUM],
+            "ewc.lambda": [LAMBDA], "ewc.fisher_samples": [0], "ewc.fisher_batch_size": [BATCH]}
+    out = Path(tempfile.mkdtemp())
+    t0 = time.perf_counter()
+    [r] = testing.run(regs, out, "ewc", stream="permuted-digits", profile="quick", sets=sets, orders=["1"],
+                      seeds=[int(sys.argv[1])])
+    seconds = time.perf_counter() - t0
+    assert r.status == "complete", r.error
+    print(json.dumps({"seconds": seconds, "AA": r.metrics["AA"]}))
+    """
+)
+
+AVALANCHE_SIDE = textwrap.dedent(
+    """
+    import json, sys, time
+    import numpy as np, torch
+    from torch import nn
+    from avalanche.benchmarks.utils import as_classification_dataset
+    from avalanche.benchmarks.scenarios.dataset_scenario import benchmark_from_datasets
+    from avalanche.training import EWC
+    from avalanche.training.plugins import EvaluationPlugin
+    from avalanche.evaluation.metrics import accuracy_metrics
+    from torch.utils.data import TensorDataset
+
+    data = np.load(sys.argv[1])
+    tasks = int(data["tasks"])
+    def ds(split, t):
+        d = TensorDataset(torch.from_numpy(data[f"{split}_x_{t}"]), torch.from_numpy(data[f"{split}_y_{t}"]))
+        d.targets = torch.from_numpy(data[f"{split}_y_{t}"]).tolist()
+        return as_classification_dataset(d)
+    bm = benchmark_from_datasets(train=[ds("train", t) for t in range(tasks)], test=[ds("test", t) for t in range(tasks)])
+    torch.manual_seed(int(sys.argv[2]))
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    evaluator = EvaluationPlugin(accuracy_metrics(experience=True), loggers=[])
+    strategy = EWC(model=model, optimizer=opt, criterion=nn.CrossEntropyLoss(), ewc_lambda=LAMBDA / 2, mode="online",
+                   decay_factor=1.0, train_mb_size=BATCH, train_epochs=EPOCHS, eval_mb_size=256, device="cpu",
+                   evaluator=evaluator, eval_every=-1)
+    t0 = time.perf_counter()
+    for exp in bm.train_stream:
+        strategy.train(exp, num_workers=0)
+        last = strategy.eval(bm.test_stream, num_workers=0)
+    seconds = time.perf_counter() - t0
+    accs = [v for k, v in last.items() if k.startswith("Top1_Acc_Exp/eval_phase/test_stream")]
+    assert len(accs) == tasks, sorted(last)
+    print(json.dumps({"seconds": seconds, "AA": 100.0 * sum(accs) / len(accs)}))
+    """
+)
+
+
+def _constants(code: str) -> str:
+    for name, value in (("LAMBDA", LAMBDA), ("EPOCHS", EPOCHS), ("BATCH", BATCH), ("LR", LR), ("MOMENTUM", MOMENTUM)):
+        code = code.replace(name, repr(value))
+    return code
+
+
+def write_stream(path: Path) -> None:
+    """The permuted-digits tasks of order 1 (clbench's own loader), as numpy arrays for the other side."""
+    from clbench import testing
+
+    spec = testing.registry().streams.get("permuted-digits")
+    stream = spec.factory(spec.config_cls())
+    arrays: dict[str, np.ndarray] = {"tasks": np.array(len(stream.order("1")))}
+    for t, task in enumerate(stream.order("1")):
+        data = stream.data(task)
+        for split in ("train", "test"):
+            part = getattr(data, split)
+            arrays[f"{split}_x_{t}"] = part.x.reshape(len(part), -1).numpy().astype(np.float32)
+            arrays[f"{split}_y_{t}"] = part.y.numpy().astype(np.int64)
+    np.savez(path, **arrays)
+
+
+def side(python: str, code: str, *args: str) -> dict[str, float]:
+    proc = subprocess.run([python, "-c", _constants(code), *args], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        sys.exit(f"{python} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--avalanche-python", required=True, help="python of an environment with avalanche-lib 0.6")
+    ap.add_argument("--reps", type=int, default=3)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "permuted-digits.npz"
+        write_stream(data)
+        ours, theirs = [], []
+        for seed in range(args.reps):  # interleaved, so load drift hits both sides alike; one seed per rep
+            ours.append(side(sys.executable, CLBENCH_SIDE, str(seed)))
+            theirs.append(side(args.avalanche_python, AVALANCHE_SIDE, str(data), str(seed)))
+    t_ours = statistics.median(r["seconds"] for r in ours)
+    t_theirs = statistics.median(r["seconds"] for r in theirs)
+    aa_ours = statistics.mean(r["AA"] for r in ours)
+    aa_theirs = statistics.mean(r["AA"] for r in theirs)
+    print(f"clbench ewc:   {t_ours:7.2f} s (median of {args.reps})  AA {aa_ours:6.2f}")
+    print(f"avalanche ewc: {t_theirs:7.2f} s (median of {args.reps})  AA {aa_theirs:6.2f}")
+    print(f"time ratio clbench/avalanche = {t_ours / t_theirs:.3f} (goal ≤ 0.7); AA difference = {aa_ours - aa_theirs:+.2f} "
+          "points (goal within 2)")
+
+
+if __name__ == "__main__":
+    main()
