@@ -136,7 +136,13 @@ def make_plan(regs: Registries, req: RunRequest) -> Plan:
         profile.methods if isinstance(profile.methods, str) else ",".join(profile.methods)
     )
     labels = sorted(regs.methods) if method_expr == "all" else [m.strip() for m in method_expr.split(",") if m.strip()]
-    parts_of = {label: tuple(p.strip() for p in label.split("+")) for label in labels}
+    # A stream preset may name the methods that "all" means on it for this profile (the quick profile
+    # keeps the expensive text stream to the LoRA family); composites like "olora+nlora" are allowed.
+    stream_labels: dict[str, list[str]] = {}
+    for sspec in streams:
+        preset_methods = cfg.preset_values(sspec.presets, profile.name, sspec.name, "").get("methods")
+        stream_labels[sspec.name] = list(preset_methods) if method_expr == "all" and preset_methods else labels
+    parts_of = {label: tuple(p.strip() for p in label.split("+")) for ls in stream_labels.values() for label in ls}
     for label, parts in parts_of.items():
         specs = [regs.methods.get(p) for p in parts]
         if len(specs) > 1:
@@ -160,7 +166,11 @@ def make_plan(regs: Registries, req: RunRequest) -> Plan:
         for o in orders:
             stream.order(o)  # validates the name
         seeds = list(req.seeds) if req.seeds else list(base_preset.get("seeds", profile.seeds))
-        for label in labels:
+        if stream_labels[sspec.name] is not labels:
+            left_out = sorted(set(labels) - set(stream_labels[sspec.name]))
+            if left_out:
+                skipped.append(f"{', '.join(left_out)} on {sspec.name}: not in the {profile.name!r} preset's methods")
+        for label in stream_labels[sspec.name]:
             parts = parts_of[label]
             mspecs = [regs.methods.get(p) for p in parts]
             for order, seed, point in itertools.product(orders, seeds, sweep_points):

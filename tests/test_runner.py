@@ -145,3 +145,29 @@ def test_digits_streams_are_real_and_fixed():
     assert torch.equal(d3.train.x.reshape(len(d3.train), -1), d0.train.x.reshape(len(d0.train), -1)[:, perm])
     split = regs.streams.get("split-digits").factory(regs.streams.get("split-digits").config_cls())
     assert set(split.data("4-5").test.y.tolist()) == {0, 1}
+
+
+class PresetMethodsPlugin:
+    @hookimpl
+    def clbench_add_streams(self):
+        tiny = testing.registry().streams.get("tiny-vector")
+        test = {**tiny.presets[testing.TEST_PROFILE], "methods": ["seqft", "ewc+replay"]}
+        return [StreamSpec("picky", testing.TinyVectorStream, presets={testing.TEST_PROFILE: test})]
+
+
+def test_a_stream_preset_can_say_what_all_means_on_it(tmp_path):
+    from clbench.plan import RunRequest, make_plan
+
+    regs = testing.registry(PresetMethodsPlugin())
+
+    def planned(methods):
+        req = RunRequest(profile=testing.TEST_PROFILE, methods=methods, streams=["picky", "tiny-vector"], out=tmp_path)
+        plan = make_plan(regs, req)
+        return {s: sorted(c.method for c in plan.cells if c.stream == s) for s in ("picky", "tiny-vector")}, plan
+
+    cells, plan = planned("all")
+    assert cells["picky"] == ["ewc+replay", "seqft"]
+    assert len(cells["tiny-vector"]) > 5 and "seqft" in cells["tiny-vector"]  # other streams: every method
+    assert any("not in the 'test' preset's methods" in s for s in plan.skipped)
+    cells, _ = planned("seqft,lwf")  # methods the user names run everywhere they fit
+    assert cells["picky"] == ["lwf", "seqft"]
