@@ -59,10 +59,13 @@ LONG_PRESETS: dict[str, dict[str, Any]] = {
 }
 
 # ------------------------------------------------------------------ quick and smol (CPU, offline)
-# Sized on 2 CPU cores so that the 7 LoRA-family cells fit about 5 minutes (measured, see the docs):
+# Sized on 2 CPU cores for the 10-minute `clbench run --methods all` (timing in docs/text-streams-and-models.md):
 # MiniLM, prompt = instruction + sentence (the header and the option list would use up 64 tokens).
 QUICK_PRESETS: dict[str, dict[str, Any]] = {
     "quick": {
+        # `--methods all` means the LoRA family here: full fine-tuning and mask methods train MiniLM's whole
+        # matrices (minutes per task on a CPU); name them (--methods seqft --stream cl-quick) to run them.
+        "methods": LORA_METHODS,
         "model": "encoder",
         "orders": ["1"],  # one order keeps the budget; --orders 1,2,3 runs the others
         "model.max_length": 64,  # MiniLM fwd+bwd cost grows ~2× from 64 to 128 tokens (shared/data/README)
