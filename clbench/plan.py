@@ -157,11 +157,12 @@ def make_plan(regs: Registries, req: RunRequest) -> Plan:
     cells: list[Cell] = []
     skipped: list[str] = []
     for sspec in streams:
-        stream_cfg_values = dict(cfg.split_scoped({**profile.sets, **single}).get("stream", {}))
+        base_preset = cfg.preset_values(sspec.presets, profile.name, sspec.name, "")
+        stream_cfg_values = {**cfg.split_scoped(base_preset).get("stream", {}),
+                             **cfg.split_scoped({**profile.sets, **single}).get("stream", {})}
         stream_cfg_values = _with_path(sspec.config_cls, stream_cfg_values, "data_dir", req.data_dir)
         stream_cfg = cfg.apply(sspec.config_cls, None, stream_cfg_values, "stream")
         stream = sspec.factory(stream_cfg)
-        base_preset = cfg.preset_values(sspec.presets, profile.name, sspec.name, "")
         orders = list(req.orders) if req.orders else list(base_preset.get("orders", stream.orders))
         for o in orders:
             stream.order(o)  # validates the name
@@ -244,7 +245,8 @@ def _make_cell(
     train = cfg.apply(cfg.TrainConfig, None, layered("train"), "train")
     model_values = _with_path(mspec.config_cls, layered("model"), "name_or_path", req.model_path)
     model_cfg = cfg.apply(mspec.config_cls, None, model_values, "model")
-    stream_values = _with_path(sspec.config_cls, {**_select(prof, "stream"), **_select(user, "stream")},
+    stream_values = _with_path(sspec.config_cls, {**_select(stream_preset, "stream"), **_select(prof, "stream"),
+                                                   **_select(user, "stream")},
                                "data_dir", req.data_dir)
     stream_cfg = cfg.apply(sspec.config_cls, None, stream_values, "stream")
     method_cfgs = {}

@@ -171,3 +171,18 @@ def test_a_stream_preset_can_say_what_all_means_on_it(tmp_path):
     assert any("not in the 'test' preset's methods" in s for s in plan.skipped)
     cells, _ = planned("seqft,lwf")  # methods the user names run everywhere they fit
     assert cells["picky"] == ["lwf", "seqft"]
+
+
+def test_stream_preset_sets_the_streams_own_config_and_user_sets_win(tmp_path):
+    from clbench.plan import RunRequest, make_plan
+
+    regs = testing.registry()
+
+    def cells(sets):
+        return make_plan(regs, RunRequest(profile="quick", methods="all", streams=["cl-quick"], sets=sets,
+                                          out=tmp_path)).cells
+
+    quick = cells({})
+    assert sorted(c.method for c in quick) == ["inclora", "nlora", "olora", "olora+nlora", "seqlora"]
+    assert {c.stream_config["train_per_task"] for c in quick} == {64}
+    assert {c.stream_config["train_per_task"] for c in cells({"stream.train_per_task": [0]})} == {0}
