@@ -20,14 +20,7 @@ from clbench.errors import ConfigError
 from clbench.method import Phase
 from clbench.results import CellResult, iter_results, read_result
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny networks: one thread is as fast, and far faster than two on a loaded 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 CFG = LPSConfig(alpha=(0.3,), beta=(0.6,), warmup_epochs=1, admm_epochs=2, rho_stages=2, retrain_epochs=1,

@@ -25,14 +25,7 @@ from clbench.model import HeadedModel, StreamInfo
 from clbench.results import FOOTPRINT_FILE
 from clbench.runner import evaluate, train_task
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny networks: one thread is as fast, and far faster than two on a loaded 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def make_cell(method_cls, config, tasks: int = 2, hidden=(32, 32), multi_head: bool | None = None,
