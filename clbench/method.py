@@ -9,6 +9,7 @@ The runner owns the loop; a method only answers questions at fixed points:
 ``before_task``        before the first phase of a task
 ``before_phase``       before each phase (a fresh optimizer is built after it)
 ``parameters``         what the optimizer of a phase updates
+``sparse_coordinates`` where each masked parameter may move in a phase: optimizer state only there
 ``loss_terms``         extra loss terms for one batch, by name (EWC penalty, O-LoRA orthogonality)
 ``after_backward``     after ``backward()``, before the step: mask gradients here
 ``after_step``         after the optimizer step: re-apply masks, projections
@@ -136,6 +137,15 @@ class Method:
     def parameters(self, model: CLModel, phase: Phase) -> list[nn.Parameter]:
         return [p for p in model.parameters() if p.requires_grad]
 
+    def sparse_coordinates(self, phase: Phase) -> list[tuple[nn.Parameter, Tensor]]:
+        """(parameter, bool mask) pairs: the only coordinates of that parameter this phase moves.
+
+        Asked after ``before_phase``. The runner then keeps optimizer state for those coordinates
+        only (:class:`clbench.optim.PackedState`); the method must still keep the other coordinates
+        still (zero their gradients in ``after_backward``) — the packing only saves the memory.
+        """
+        return []
+
     def train_tasks(self, index: int) -> list[str]:
         return [self.ctx.order[index]]
 
@@ -214,6 +224,9 @@ class CompositeMethod(Method):
             for p in m.parameters(model, phase):
                 seen.setdefault(id(p), p)
         return list(seen.values())
+
+    def sparse_coordinates(self, phase: Phase) -> list[tuple[nn.Parameter, Tensor]]:
+        return self.primary.sparse_coordinates(phase)
 
     def train_tasks(self, index: int) -> list[str]:
         return self.primary.train_tasks(index)

@@ -21,10 +21,11 @@ from tqdm.auto import tqdm
 from clbench import config as cfg
 from clbench import footprints as fps
 from clbench.data import Batch, Stream, batches
-from clbench.errors import ClbenchError, Diverged
-from clbench.method import CellContext, CompositeMethod, Method, Phase, derive_seed
+from clbench.errors import Diverged
+from clbench.method import CellContext, CompositeMethod, Method, derive_seed
 from clbench.metrics import MetricInput, compute_metrics
 from clbench.model import CLModel, StreamInfo
+from clbench.optim import make_optimizer
 from clbench.plan import Cell
 from clbench.registry import Registries
 from clbench.results import (
@@ -45,20 +46,6 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
-
-
-def make_optimizer(params: list[torch.nn.Parameter], phase: Phase) -> torch.optim.Optimizer:
-    if not params:
-        raise ClbenchError(f"phase {phase.name!r} has no trainable parameters")
-    if phase.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=phase.lr, momentum=phase.momentum, weight_decay=phase.weight_decay)
-    if phase.optimizer == "adam":
-        return torch.optim.Adam(params, lr=phase.lr, weight_decay=phase.weight_decay)
-    if phase.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=phase.lr, weight_decay=phase.weight_decay)
-    if phase.optimizer == "rmsprop":
-        return torch.optim.RMSprop(params, lr=phase.lr, momentum=phase.momentum, weight_decay=phase.weight_decay)
-    raise ClbenchError(f"unknown optimizer {phase.optimizer!r}")
 
 
 def build_method(regs: Registries, cell: Cell, ctx: CellContext) -> Method:
@@ -115,8 +102,8 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int) -> 
     model.train()
     for p_i, phase in enumerate(method.phases(task, index)):
         method.before_phase(phase, task, index)
-        opt = make_optimizer(method.parameters(model, phase), phase)
-        params = [p for group in opt.param_groups for p in group["params"]]
+        params = method.parameters(model, phase)
+        opt = make_optimizer(params, phase, method.sparse_coordinates(phase))
         t0 = time.perf_counter()
         steps = examples = 0
         tokens0 = model.tokens_seen

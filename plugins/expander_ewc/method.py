@@ -80,6 +80,10 @@ class MaskedTraining(Method):
     def parameters(self, model: CLModel, phase: Phase) -> list[nn.Parameter]:
         return list(self.penalized().values())
 
+    def sparse_coordinates(self, phase: Phase) -> list[tuple[nn.Parameter, Tensor]]:
+        params = self.masked_parameters()
+        return [(params[n], m) for n, m in self.masks.items()]
+
     def train_phase(self, name: str = "train") -> Phase:
         c = self.config
         train = self.ctx.train

@@ -224,6 +224,9 @@ class PartitionMethod(Method):
     def set_trainable(self, masks: dict[str, Tensor]) -> None:
         self.trainable = {n: m.to(self.layers[n].dtype) for n, m in masks.items()}
 
+    def sparse_coordinates(self, phase: Phase) -> list[tuple[nn.Parameter, Tensor]]:
+        return [(p, self.trainable[n] > 0) for n, p in self.layers.items()]
+
     def after_backward(self) -> None:
         for n, p in self.layers.items():
             if p.grad is not None:
