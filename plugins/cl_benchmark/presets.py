@@ -67,8 +67,8 @@ QUICK_PRESETS: dict[str, dict[str, Any]] = {
         # matrices (minutes per task on a CPU); name them (--methods seqft --stream cl-quick) to run them.
         # The upper bounds (mtl, pertask) are left to `--methods mtl,pertask`: mtl retrains every earlier task.
         "methods": ("seqlora", "inclora", "olora", "nlora", "olora+nlora"),
-        # MiniLM forward+backward runs at ~1.5 s a step of 16 here (measured, 2 cores): 64 training examples a
-        # task (stratified, fixed seed) and 50 test examples keep a cell under a minute. --set
+        # 64 training examples a task (stratified, fixed seed) and 50 test examples: a cell takes 39-46 s on
+        # 2 cores (measured 2026-11-23, docs/text-streams-and-models.md). --set
         # stream.train_per_task=0 train.eval_limit=0 trains and scores on everything shipped.
         "stream.train_per_task": 64,
         "model": "encoder",
