@@ -277,3 +277,18 @@ def flatten(config: dict[str, object], prefix: str = "") -> dict[str, object]:
         else:
             out[key] = v
     return out
+
+
+def test_smol_profile_trains_the_lora_family_with_adamw_and_nlora_in_paper_form(tmp_path: Path) -> None:
+    """SmolLM2's v_proj is 576→192 (grouped-query attention): the code's r×r ‖A·B‖₁ does not exist there."""
+    from clbench.plan import RunRequest, make_plan
+
+    plan = make_plan(testing.registry(), RunRequest(profile="smol", methods=None, streams=["cl-quick"],
+                                                    out=tmp_path))
+    cells = {c.method: c for c in plan.cells}
+    assert {"seqlora", "inclora", "olora", "nlora"} <= set(cells)
+    for cell in cells.values():
+        assert cell.model == "causal-lm"
+        assert (cell.train_config["optimizer"], cell.train_config["lr"]) == ("adamw", 1e-3), cell.method
+    assert cells["nlora"].method_config["nlora"]["penalty"] == "paper"
+    assert cells["olora"].method_config["olora"]["lambda1"] == 0.5  # the method's own default stays

@@ -14,7 +14,8 @@ from typing import Any
 # AdamW and clipping 1.0 like the scripts; 5× their lr 1e-3 because a quick task is a few dozen steps,
 # not thousands. Not swept (see docs/lora-family.md); the λ stay the scripts' values.
 QUICK_TRAIN: dict[str, Any] = {"train.optimizer": "adamw", "train.lr": 5e-3, "train.grad_clip": 1.0}
-QUICK: dict[str, dict[str, Any]] = {"quick": QUICK_TRAIN}
+# smol (SmolLM2-135M, causal LM, CPU): the scripts' AdamW, lr 1e-3 and clipping; ~37 steps of 8 a task.
+SMOL_TRAIN: dict[str, Any] = {"train.optimizer": "adamw", "train.lr": 1e-3, "train.grad_clip": 1.0}
 
 # ------------------------------------------------------------------ paper profiles
 _ADAMW = {"train.optimizer": "adamw", "train.grad_clip": 1.0}
@@ -32,6 +33,7 @@ _FIRST = {"1": "dbpedia", "2": "dbpedia", "3": "yahoo"}  # first task of standar
 
 OLORA: dict[str, dict[str, Any]] = {
     "quick": QUICK_TRAIN,
+    "smol": SMOL_TRAIN,
     "paper-t5/standard": _OLORA_T5,
     # No O-LoRA script for long orders 4 and 5: the standard-order values (λ1 0.5, λ2 0), MNLI 2 epochs as long.sh.
     "paper-t5/long": {**_OLORA_T5, "epochs_per_task": {"MNLI": 2}},
@@ -46,6 +48,8 @@ _ORDER4_L = {**dict.fromkeys(["MNLI", "CB", "COPA", "QQP", "BoolQA", "amazon", "
              **dict.fromkeys(["WiC", "RTE", "IMDB", "yelp", "SST-2", "dbpedia", "yahoo"], 1.2)}
 NLORA: dict[str, dict[str, Any]] = {
     "quick": QUICK_TRAIN,
+    # SmolLM2 uses grouped-query attention: v_proj is 576→192, so the code's r×r ‖A·B‖₁ does not exist there.
+    "smol": {**SMOL_TRAIN, "penalty": "paper"},
     "paper-t5/standard": {**_NLORA_T5, "lambda": 0.4},
     "paper-t5/standard/1": {"train.batch_size": 48},
     "paper-t5/long": _NLORA_T5,
@@ -68,6 +72,7 @@ NLORA: dict[str, dict[str, Any]] = {
 # (the O-LoRA repository ran its baselines with the same scripts).
 BASELINE: dict[str, dict[str, Any]] = {
     "quick": QUICK_TRAIN,
+    "smol": SMOL_TRAIN,
     "paper-t5/standard": {k: v for k, v in _OLORA_T5.items() if not k.startswith("lambda")},
     "paper-t5/long": {k: v for k, v in _OLORA_T5.items() if not k.startswith("lambda")},
     "paper-llama/standard": {k: v for k, v in _OLORA_LLAMA.items() if not k.startswith("lambda")},
