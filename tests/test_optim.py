@@ -35,7 +35,7 @@ def run(phase: Phase, packed: bool, steps: int = 5) -> tuple[list[nn.Parameter],
 def test_packed_state_moves_the_weights_exactly_as_the_dense_optimizer(phase):
     dense, _, dense_opt = run(phase, packed=False)
     packed, mask, packed_opt = run(phase, packed=True)
-    for a, b in zip(dense, packed):
+    for a, b in zip(dense, packed, strict=True):
         assert torch.equal(a, b)
     assert isinstance(packed_opt, PackedState)
     # state of the masked matrix: one nnz-sized vector per buffer instead of one 9×12 matrix
@@ -55,7 +55,7 @@ def test_weight_decay_touches_only_the_masked_coordinates():
     assert torch.equal(packed[0][~mask], start[~mask])  # decay did not reach them
     assert not torch.equal(dense[0][~mask], start[~mask])  # (it does for the dense optimizer)
     assert torch.equal(packed[0][mask], dense[0][mask])
-    for a, b in zip(dense[1:], packed[1:]):  # parameters without a mask: the same update
+    for a, b in zip(dense[1:], packed[1:], strict=True):  # parameters without a mask: the same update
         assert torch.equal(a, b)
 
 
