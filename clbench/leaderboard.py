@@ -68,7 +68,7 @@ def metric_table(df: pd.DataFrame, metric: MetricSpec, link_root: Path | None = 
     methods = sorted(df["method"].unique())
     values = df[(df["metric"] == metric.name)]
     table = []
-    best: tuple[float, int] | None = None
+    scores: dict[int, float] = {}  # row → the avg as printed (2 decimals), signed so that higher is better
     for i, method in enumerate(methods):
         row = [method]
         pooled: list[float] = []
@@ -87,13 +87,13 @@ def metric_table(df: pd.DataFrame, metric: MetricSpec, link_root: Path | None = 
                 row.append(", ".join(sorted(set(cells["status"]))))
         row.append(_fmt(pooled))
         if pooled:
-            mean = sum(pooled) / len(pooled)
-            score = mean if metric.direction == "up" else -mean
-            if best is None or score > best[0]:
-                best = (score, i)
+            mean = float(f"{sum(pooled) / len(pooled):.2f}")
+            scores[i] = mean if metric.direction == "up" else -mean
         table.append(row)
-    if best is not None and len(methods) > 1:
-        table[best[1]][-1] = f"**{table[best[1]][-1]}**"
+    if scores and len(methods) > 1:  # every row that ties the best as printed is bold
+        top = max(scores.values())
+        for i in (i for i, score in scores.items() if score == top):
+            table[i][-1] = f"**{table[i][-1]}**"
     arrow = "↑" if metric.direction == "up" else "↓"
     header = ["method"] + [f"order {o}" for o in orders] + ["avg"]
     title = f"#### {metric.name} {arrow}" + (f" — {metric.description}" if metric.description else "")
