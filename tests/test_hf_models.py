@@ -289,6 +289,6 @@ def test_smol_profile_trains_the_lora_family_with_adamw_and_nlora_in_paper_form(
     assert {"seqlora", "inclora", "olora", "nlora"} <= set(cells)
     for cell in cells.values():
         assert cell.model == "causal-lm"
-        assert (cell.train_config["optimizer"], cell.train_config["lr"]) == ("adamw", 1e-3), cell.method
+        assert (cell.train_config["optimizer"], cell.train_config["lr"]) == ("adamw", 3e-3), cell.method
     assert cells["nlora"].method_config["nlora"]["penalty"] == "paper"
     assert cells["olora"].method_config["olora"]["lambda1"] == 0.5  # the method's own default stays

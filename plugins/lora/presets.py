@@ -14,8 +14,9 @@ from typing import Any
 # AdamW and clipping 1.0 like the scripts; 5× their lr 1e-3 because a quick task is a few dozen steps,
 # not thousands. Not swept (see docs/lora-family.md); the λ stay the scripts' values.
 QUICK_TRAIN: dict[str, Any] = {"train.optimizer": "adamw", "train.lr": 5e-3, "train.grad_clip": 1.0}
-# smol (SmolLM2-135M, causal LM, CPU): the scripts' AdamW, lr 1e-3 and clipping; ~37 steps of 8 a task.
-SMOL_TRAIN: dict[str, Any] = {"train.optimizer": "adamw", "train.lr": 1e-3, "train.grad_clip": 1.0}
+# smol (SmolLM2-135M, causal LM, CPU): the scripts' AdamW and clipping; 3× their lr 1e-3 because a smol task
+# is 8 steps (not swept: one smol cell takes minutes on a CPU).
+SMOL_TRAIN: dict[str, Any] = {"train.optimizer": "adamw", "train.lr": 3e-3, "train.grad_clip": 1.0}
 
 # ------------------------------------------------------------------ paper profiles
 _ADAMW = {"train.optimizer": "adamw", "train.grad_clip": 1.0}
