@@ -89,9 +89,9 @@ QUICK_PRESETS: dict[str, dict[str, Any]] = {
         "model.eval": "generate",  # the papers' protocol (§1.8)
         # Measured on 2 cores at the full size (300 examples a task, max_length 192, 100 test examples): a
         # training step of 8 took 21.7 s (72 tokens/s) and a generated answer 0.7 s: task 1 of an nlora cell
-        # took 18 min, so a cell ~72 min (2026-11-23). Sized for the whole profile (5 cells) to stay under an
-        # hour: 64 examples a task (stratified, fixed seed: 8 steps), prompts cut at 128 tokens, 20 test
-        # examples a task. At 32 examples (4 steps at lr 1e-3) seqlora scored 12 % on dbpedia right after
+        # took 18 min, so a cell ~72 min (2026-11-23). Cut to 64 examples a task (stratified, fixed seed:
+        # 8 steps), prompts of 128 tokens and 20 test examples a task, the whole profile (5 cells) took
+        # 65 min (docs/text-streams-and-models.md). At 32 examples (4 steps at lr 1e-3) seqlora scored 12 % on dbpedia right after
         # training on it (80 % at the full size), hence 64 and the higher lr of the LoRA presets' smol entry.
         # --set stream.train_per_task=0 model.max_length=192 train.eval_limit=100 restores the full size.
         "stream.train_per_task": 64,
