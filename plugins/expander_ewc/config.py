@@ -96,3 +96,9 @@ class DenseEWCConfig(ExpanderEWCConfig):
     construction: str = "uniform"  # the full matrix; no graph to check
     overlap: float = 1.0  # every task's "mask" is the whole matrix
     spectral_check: bool = False
+
+
+# paper-expander presets shared by expander-ewc, its ablations and LoTA/LoTTO: §6 "expander mask with 10%
+# sparsity" on Llama-3-8B (also "applied for LoTA"); §6.2 "99% sparsity" on RoBERTa-base.
+PAPER_PRESETS: dict[str, dict[str, float]] = {"paper-expander/capability-chain": {"density": 0.1},
+                                              "paper-expander/glue-sparse": {"density": 0.01}}

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from clbench_plugins.expander_ewc.config import PAPER_PRESETS
+
 from clbench import hookimpl
 from clbench.specs import MethodSpec
 
@@ -12,16 +14,14 @@ from .method import LoTA
 # Quick profile: RMSProp step and length as expander-ewc's quick preset; 5 % masks for LoTTO so that
 # 10 disjoint masks fit in permuted-digits' matrices with room to choose.
 _QUICK = {"lr": 1e-3, "train.epochs": 1, "calibration_epochs": 1}
-# paper-expander: §6 "Expander masks with 10% sparsity are applied for LoTA"; GLUE at 99 % sparsity (§6.2)
-_PAPER = {"paper-expander/capability-chain": {"density": 0.1}, "paper-expander/glue-sparse": {"density": 0.01}}
-_QUICK_LOTTO = {"quick/permuted-digits": {**_QUICK, "density": 0.05}, "quick/split-digits": dict(_QUICK), **_PAPER}
+_QUICK_LOTTO = {"quick/permuted-digits": {**_QUICK, "density": 0.05}, "quick/split-digits": dict(_QUICK), **PAPER_PRESETS}
 
 
 @hookimpl
 def clbench_add_methods() -> list[MethodSpec]:
     return [
         MethodSpec("lota", LoTA, LoTAConfig, "lottery ticket adaptation: mask from a dense run's task vector",
-                   footprint_kind="masked", presets={"quick": dict(_QUICK), **_PAPER}),
+                   footprint_kind="masked", presets={"quick": dict(_QUICK), **PAPER_PRESETS}),
         MethodSpec("lotto", LoTA, LoTTOConfig, "LoTA with masks disjoint from earlier tasks'",
                    footprint_kind="masked", presets=_QUICK_LOTTO),
     ]
