@@ -138,9 +138,10 @@ def make_plan(regs: Registries, req: RunRequest) -> Plan:
     labels = sorted(regs.methods) if method_expr == "all" else [m.strip() for m in method_expr.split(",") if m.strip()]
     # A stream preset may name the methods that "all" means on it for this profile (the quick profile
     # keeps the expensive text stream to the LoRA family); composites like "olora+nlora" are allowed.
+    base_presets = {s.name: cfg.preset_values(s.presets, profile.name, s.name, "") for s in streams}
     stream_labels: dict[str, list[str]] = {}
     for sspec in streams:
-        preset_methods = cfg.preset_values(sspec.presets, profile.name, sspec.name, "").get("methods")
+        preset_methods = base_presets[sspec.name].get("methods")
         stream_labels[sspec.name] = list(preset_methods) if method_expr == "all" and preset_methods else labels
     parts_of = {label: tuple(p.strip() for p in label.split("+")) for ls in stream_labels.values() for label in ls}
     for label, parts in parts_of.items():
@@ -157,7 +158,7 @@ def make_plan(regs: Registries, req: RunRequest) -> Plan:
     cells: list[Cell] = []
     skipped: list[str] = []
     for sspec in streams:
-        base_preset = cfg.preset_values(sspec.presets, profile.name, sspec.name, "")
+        base_preset = base_presets[sspec.name]
         stream_cfg_values = {**cfg.split_scoped(base_preset).get("stream", {}),
                              **cfg.split_scoped({**profile.sets, **single}).get("stream", {})}
         stream_cfg_values = _with_path(sspec.config_cls, stream_cfg_values, "data_dir", req.data_dir)
