@@ -8,6 +8,7 @@ worker and collation overhead that dominates small CL streams (see benchmarks/be
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,6 +165,31 @@ def confined(root: Path | str, *parts: str) -> Path:
     if path != base and base not in path.parents:
         raise DataError(f"{Path(root).joinpath(*parts)} resolves to {path}, outside the data directory {base}")
     return path
+
+
+def read_records(path: Path) -> list[Any]:
+    """The records of a ``.jsonl`` (one JSON value a line, blank lines skipped) or ``.json`` (a list) file;
+    a missing or malformed file is a :class:`DataError` naming the file and the line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"{path} is missing") from None
+    if path.suffix == ".jsonl":
+        out = []
+        for i, line in enumerate(text.splitlines()):
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise DataError(f"{path}: line {i + 1} is not JSON ({exc.msg})") from None
+        return out
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, list):
+        raise DataError(f"{path}: expected a JSON list of records, got {type(data).__name__}")
+    return data
 
 
 def batches(split: Split, batch_size: int, task: str, generator: torch.Generator | None = None) -> Iterator[Batch]:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import csv
 import importlib
-import json
 import logging
 import math
 from collections.abc import Callable, Sequence
@@ -43,7 +42,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from clbench.data import Split, Stream, TaskData, TaskInfo, confined
+from clbench.data import Split, Stream, TaskData, TaskInfo, confined, read_records
 from clbench.errors import ClbenchError, ConfigError, DataError
 from clbench.model import CLModel
 
@@ -179,17 +178,7 @@ class CapabilityConfig:
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    if not path.is_file():
-        raise DataError(f"{path} is missing")
-    rows = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}, line {lineno}: not JSON ({exc.msg})") from None
+    rows = read_records(path)
     if not rows:
         raise DataError(f"{path}: no records")
     return rows

@@ -11,17 +11,15 @@ planning time, before any training.
 
 from __future__ import annotations
 
-import json
 import os
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
-from clbench.data import Split, Stream, TaskData, TaskInfo, confined, stratified_split
+from clbench.data import Split, Stream, TaskData, TaskInfo, confined, read_records, stratified_split
 from clbench.errors import ConfigError, DataError
 
 # Task → group (the CL_Benchmark category folder, used as "Task:" in the prompt). REFERENCE_CODE.md §1.7.
@@ -90,30 +88,6 @@ class QuickConfig:
 
 
 # ------------------------------------------------------------------------------------ files
-def read_records(path: Path) -> list[Any]:
-    """The records of a ``.json`` (list) or ``.jsonl`` (one object a line) file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    if path.suffix == ".jsonl":
-        out = []
-        for i, line in enumerate(text.splitlines()):
-            if line.strip():
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise DataError(f"{path}: line {i + 1} is not JSON ({exc.msg})") from None
-        return out
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(data, list):
-        raise DataError(f"{path}: expected a JSON list of records, got {type(data).__name__}")
-    return data
-
-
 def read_labels(path: Path) -> tuple[str, ...]:
     labels = read_records(path)
     if not labels or not all(isinstance(label, str) for label in labels) or len(set(labels)) != len(labels):
