@@ -53,6 +53,24 @@ class TrainConfig:
 OPTIMIZERS = {"sgd", "adam", "adamw", "rmsprop"}
 
 
+@dataclass(frozen=True)
+class MetricsConfig:
+    """How the footprint metrics of one cell are computed (``--set metrics.…``); stored in result.json."""
+
+    # ACR's "non-zero": |x| > tolerance·max|ΔW|, relative. The paper gives no value; 1e-3 is ours
+    # (DESIGN.md; sensitivity in docs/lora-family.md)
+    tolerance: float = 1e-3
+    # GSR/ACR: 0 = the exact streaming pass; N > 0 = the sampled estimator at ≈N positions per matrix
+    # (low-rank footprints only; clbench.metrics.scan) — for 7B-scale adapters, where the exact pass takes ~1 min
+    samples: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.tolerance < 1:
+            raise ConfigError(f"metrics.tolerance={self.tolerance} must be in (0, 1)")
+        if self.samples < 0:
+            raise ConfigError(f"metrics.samples={self.samples} must be 0 (exact) or a positive count")
+
+
 # --------------------------------------------------------------------------- parsing
 def parse_value(text: str) -> Any:
     """``100`` → 100, ``1e-3`` → 0.001, ``true`` → True, ``[1,2]`` → [1, 2], anything else a string."""

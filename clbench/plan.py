@@ -18,7 +18,7 @@ from clbench.errors import ConfigError
 from clbench.registry import Registries, did_you_mean
 from clbench.specs import MethodSpec, ModelSpec, StreamSpec
 
-RESERVED_SCOPES = ("train", "model", "stream")
+RESERVED_SCOPES = ("train", "model", "stream", "metrics")
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class Cell:
     out: str
     options: Mapping[str, Any] = field(default_factory=dict)
     sweep: Mapping[str, Any] = field(default_factory=dict)
+    metrics_config: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def directory(self) -> Path:
@@ -54,6 +55,7 @@ class Cell:
             "model": {"name": self.model, **self.model_config},
             "train": dict(self.train_config),
             "stream": dict(self.stream_config),
+            "metrics": dict(self.metrics_config),
             "sweep": dict(self.sweep),
             "options": dict(self.options),
         }
@@ -109,7 +111,7 @@ def _check_scopes(sets: Mapping[str, Any], regs: Registries) -> None:
         known = list(RESERVED_SCOPES) + list(regs.methods)
         hint = did_you_mean(scope, known)
         extra = f" — did you mean {hint!r}?" if hint else ""
-        raise ConfigError(f"--set {key}: unknown scope {scope!r}{extra} Scopes: train, model, stream, or a method name")
+        raise ConfigError(f"--set {key}: unknown scope {scope!r}{extra} Scopes: train, model, stream, metrics, or a method name")
 
 
 def _select(scoped: Mapping[str, Mapping[str, Any]], scope: str) -> dict[str, Any]:
@@ -244,6 +246,7 @@ def _make_cell(
         return values
 
     train = cfg.apply(cfg.TrainConfig, None, layered("train"), "train")
+    metrics_cfg = cfg.apply(cfg.MetricsConfig, None, layered("metrics"), "metrics")
     model_values = _with_path(mspec.config_cls, layered("model"), "name_or_path", req.model_path)
     model_cfg = cfg.apply(mspec.config_cls, None, model_values, "model")
     stream_values = _with_path(sspec.config_cls, {**_select(stream_preset, "stream"), **_select(prof, "stream"),
@@ -271,4 +274,5 @@ def _make_cell(
         out=str(req.out),
         options=dict(req.options),
         sweep=dict(sweep),
+        metrics_config=cfg.to_dict(metrics_cfg),
     )

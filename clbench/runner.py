@@ -288,8 +288,10 @@ class _CellState:
         matrix: list[list[float | None]] = [list(r) for r in self.rows] + [[None] * T for _ in range(T - len(self.rows))]
         metrics: dict[str, float | None] = {}
         if self.status == "complete":
+            settings = cfg.apply(cfg.MetricsConfig, None, cell.metrics_config, "metrics")
             inp = MetricInput(matrix=[list(map(float, r)) for r in self.rows], footprints=self.footprints,
-                              report=self.report, tasks=self.tasks)
+                              report=self.report, tasks=self.tasks, tolerance=settings.tolerance,
+                              samples=settings.samples)
             metrics, errors = compute_metrics(regs.metrics.values(), inp)
             if errors:
                 self.report = {**self.report, "metric_errors": errors}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from clbench_plugins.lora.adapters import ADAPTERS, Adapters
@@ -16,12 +18,15 @@ from clbench_plugins.seqlora.config import SeqLoRAConfig
 from clbench_plugins.seqlora.method import SeqLoRA
 from torch import nn
 
+from clbench import footprints as fps
+from clbench import metrics as m
 from clbench import testing
 from clbench.config import TrainConfig
 from clbench.data import Batch
 from clbench.errors import ConfigError
 from clbench.method import CellContext, CompositeMethod
 from clbench.model import StreamInfo
+from clbench.results import FOOTPRINT_FILE, RESULT_FILE
 
 LORA_METHODS = ["seqlora", "inclora", "olora", "nlora", "mtl", "pertask"]
 
@@ -230,3 +235,18 @@ def test_bad_settings_fail_before_training() -> None:
         LoRAConfig(rank=0)
     with pytest.raises(ConfigError, match="olora.lambda1"):
         OLoRAConfig(lambda1=-1.0)
+
+
+def test_metric_settings_reach_the_result_and_match_the_saved_footprints(tmp_path) -> None:
+    regs = testing.registry()
+    sets = {"metrics.tolerance": [0.2], "metrics.samples": [40]}
+    [cell] = testing.run(regs, tmp_path, "nlora", "tiny-text", sets=sets, fail_fast=True)
+    assert cell.status == "complete", cell.error
+    directory = tmp_path / "tiny-text" / "nlora" / f"order-{cell.order}" / "seed-0"
+    saved = json.loads((directory / RESULT_FILE).read_text())
+    assert saved["config"]["metrics"] == {"tolerance": 0.2, "samples": 40}
+    footprints = fps.load(directory / FOOTPRINT_FILE)
+    # the runner draws the sampled grid with the scan's default seed, so the same call gives the same numbers
+    assert cell.metrics["ACR"] == pytest.approx(m.scan(footprints, 0.2, samples=40).collision_rate())
+    assert cell.metrics["ACR"] != pytest.approx(m.collision_rate(footprints, 1e-3))
+    assert cell.metrics["GSR"] == pytest.approx(m.scan(footprints, 0.2, samples=40).sparsity_rate())

@@ -68,6 +68,22 @@ def test_lowrank_abs_max_is_exact(seed: int) -> None:
     assert m.abs_max(fp) == pytest.approx(float(fp.dense().abs().max()), rel=1e-6)
 
 
+@pytest.mark.parametrize("kind", ["equal-norms", "one-big-row", "zero"])
+def test_lowrank_abs_max_is_exact_when_the_bound_prunes_nothing_or_everything(kind: str) -> None:
+    g = torch.Generator().manual_seed(0)
+    A = torch.randn(4, 700, generator=g)
+    A = A / A.norm(dim=0)  # every column the same norm: the Cauchy–Schwarz bound prunes no column
+    B = torch.randn(900, 4, generator=g)
+    if kind == "equal-norms":
+        B = B / B.norm(dim=1, keepdim=True)
+    elif kind == "one-big-row":
+        B[417] *= 1e3
+    else:
+        B.zero_()
+    fp = LowRank(A, B, 0.5)
+    assert m.abs_max(fp) == pytest.approx(float(fp.dense().abs().max()), rel=1e-6)
+
+
 def test_scan_of_lowrank_equals_dense_route() -> None:
     fps = lowrank_stream(tasks=5, seed=3)
     # make some tasks sparse-ish so the collision rate is not trivially 1
@@ -90,6 +106,29 @@ def test_sampled_estimator_is_close_and_labelled() -> None:
     assert sampled.sparsity_rate() == pytest.approx(exact.sparsity_rate(), rel=0.05)
     with pytest.raises(ValueError, match="low-rank"):
         m.scan(as_dense(fps), 0.2, samples=100)
+
+
+def test_sampled_estimator_covering_the_matrix_is_exact() -> None:
+    fps = lowrank_stream(tasks=3, out=40, inp=50, seed=5)
+    exact, whole = m.scan(fps, 0.2), m.scan(fps, 0.2, samples=40 * 50)
+    assert whole.collision_rate() == pytest.approx(exact.collision_rate(), rel=1e-9)
+    assert whole.sparsity_rate() == pytest.approx(exact.sparsity_rate(), rel=1e-6)
+
+
+def test_sampled_estimator_is_unbiased_over_seeds() -> None:
+    # rows of very different norms: ‖ΔW‖₁ from a plain grid average is ~8 % off per draw here (whole rows
+    # of large norm come in or stay out); the ratio estimator's spread is < 1 %
+    fps = lowrank_stream(tasks=3, out=300, inp=200, seed=6)
+    for t in fps:
+        for fp in t.values():
+            fp.B.mul_(torch.linspace(0.01, 3.0, fp.B.shape[0]).unsqueeze(1))
+    exact = m.scan(fps, 0.05)
+    runs = [m.scan(fps, 0.05, samples=900, seed=s) for s in range(40)]
+    for get, spread in ((m.FootprintScan.sparsity_rate, 0.02), (m.FootprintScan.collision_rate, 0.15)):
+        truth = float(get(exact))  # type: ignore[arg-type]
+        errors = torch.tensor([float(get(r)) - truth for r in runs], dtype=torch.float64)  # type: ignore[arg-type]
+        assert 0 < float(errors.std()) < spread * truth
+        assert abs(float(errors.mean())) < 4 * float(errors.std()) / len(runs) ** 0.5
 
 
 def test_gsr_and_acr_share_one_scan() -> None:
