@@ -9,6 +9,7 @@ worker and collation overhead that dominates small CL streams (see benchmarks/be
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,6 +153,12 @@ class Stream:
             batch = Batch(split.x[sl], split.y[sl], task).to(device)
             preds.append(model.predict(batch.x, task).cpu())
         return self.score(task, torch.cat(preds), split.y[:n])
+
+
+def cache_dir() -> Path:
+    """Where plugins keep what they build once (converted checkpoints, hub-built data): ``$CLBENCH_CACHE``,
+    default ``~/.cache/clbench``."""
+    return Path(os.environ.get("CLBENCH_CACHE", Path.home() / ".cache" / "clbench"))
 
 
 def confined(root: Path | str, *parts: str) -> Path:

@@ -19,7 +19,16 @@ from pathlib import Path
 
 import torch
 
-from clbench.data import Split, Stream, TaskData, TaskInfo, confined, read_records, stratified_split
+from clbench.data import (
+    Split,
+    Stream,
+    TaskData,
+    TaskInfo,
+    cache_dir,
+    confined,
+    read_records,
+    stratified_split,
+)
 from clbench.errors import ConfigError, DataError
 
 # Task → group (the CL_Benchmark category folder, used as "Task:" in the prompt). REFERENCE_CODE.md §1.7.
@@ -69,6 +78,9 @@ class CLBenchmarkConfig:
     """Settings of the ``standard`` and ``long`` streams (``--set stream.<field>=...``)."""
 
     data_dir: str = ""  # the CL_Benchmark folder or its parent; "" = $CLBENCH_DATA_DIR
+    # "dir": read data_dir as it is. "hub": build the stream's tasks that data_dir lacks from hub datasets
+    # (network; once, into data_dir or $CLBENCH_CACHE/cl_benchmark_hub) — see hub.py for sources and stand-ins
+    source: str = "dir"
     train_per_task: int = 0  # 0 = all ("sampling strategy": "full" in every task config, §1.7)
     test_per_task: int = 0  # 0 = all (the papers score the full test sets, §1.8)
     # Offline copies lack some splits (dbpedia train, yelp/IMDB/MultiRC test): true builds a missing split
@@ -76,6 +88,10 @@ class CLBenchmarkConfig:
     derive_missing: bool = False
     derive_fraction: float = 0.5
     seed: int = 0  # seed of the subsampling and of derived splits (fixed: the data never depends on the cell seed)
+
+    def __post_init__(self) -> None:
+        if self.source not in ("dir", "hub"):
+            raise ConfigError(f"stream.source={self.source!r}: choose 'dir' (a CL_Benchmark folder) or 'hub'")
 
 
 @dataclass(frozen=True)
@@ -188,7 +204,8 @@ def resolve_root(data_dir: str) -> Path:
     raw = data_dir or os.environ.get("CLBENCH_DATA_DIR", "")
     if not raw:
         raise ConfigError("the CL benchmark needs its data: set stream.data_dir=PATH (or CLBENCH_DATA_DIR) to a "
-                          "folder in the O-LoRA/N-LoRA CL_Benchmark layout (<Group>/<Task>/train.json ...)")
+                          "folder in the O-LoRA/N-LoRA CL_Benchmark layout (<Group>/<Task>/train.json ...; "
+                          "cmnfriend/O-LoRA ships one), or --set stream.source=hub to build it from hub datasets")
     root = Path(raw).expanduser()
     if (root / "CL_Benchmark").is_dir():
         root = root / "CL_Benchmark"
@@ -198,11 +215,18 @@ def resolve_root(data_dir: str) -> Path:
 
 
 def _from_dir(name: str, orders: Mapping[str, list[str]], config: CLBenchmarkConfig) -> CLBenchmarkStream:
-    root = resolve_root(config.data_dir)
     tasks = list(dict.fromkeys(t for order in orders.values() for t in order))
+    if config.source == "hub":
+        from .hub import ensure_tasks
+
+        root = Path(config.data_dir).expanduser() if config.data_dir else cache_dir() / "cl_benchmark_hub"
+        ensure_tasks(root, tasks, GROUPS, config.seed)
+        provenance = f"built from hub datasets into {root} (sources and stand-ins: {root / 'PROVENANCE.json'})"
+    else:
+        root = resolve_root(config.data_dir)
+        provenance = f"CL_Benchmark from {root}"
     return CLBenchmarkStream(name, root, tasks, orders, "json", config.train_per_task, config.test_per_task,
-                             config.seed, config.derive_missing, config.derive_fraction,
-                             provenance=f"CL_Benchmark from {root}")
+                             config.seed, config.derive_missing, config.derive_fraction, provenance=provenance)
 
 
 def standard_stream(config: CLBenchmarkConfig) -> CLBenchmarkStream:

@@ -12,14 +12,11 @@ import importlib.util
 import os
 from pathlib import Path
 
+from clbench.data import cache_dir
 from clbench.errors import ConfigError
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 CACHE_NAME = "smollm2-135m-instruct"
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("CLBENCH_CACHE", Path.home() / ".cache" / "clbench"))
 
 
 def gguf_path() -> Path:
