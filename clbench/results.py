@@ -89,16 +89,18 @@ def validate(data: Any, path: Path | None = None) -> None:
 
 
 # --------------------------------------------------------------------------- atomic I/O
-def atomic_write_with(path: Path, write: Callable[[Path], None]) -> None:
-    """Call ``write(tmp)`` on a temp file beside ``path`` then move it into place."""
+def atomic_write_with(path: Path, write: Callable[[Path], None], durable: bool = True) -> None:
+    """Call ``write(tmp)`` on a temp file beside ``path`` then move it into place. ``durable`` also fsyncs
+    it first, so it survives a machine crash, not only a killed process (≈5 ms a file here)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp = Path(tmp_name)
     try:
         write(tmp)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
+        if durable:
+            with open(tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -11,6 +11,7 @@ import contextlib
 import math
 import time
 import traceback
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -220,7 +221,8 @@ class Runner:
                 state.rows.append(row)
                 state.task_timings.append(stats)
                 state.report = method.report()
-                state.save_checkpoint(model, method)
+                if index < len(order) - 1:  # after the last task the result file is written at once
+                    state.save_checkpoint(model, method)
                 self.hook.clbench_task_end(cell=cell, task=task, index=index, accuracy_row=row)
                 bar.update(1)
         state.status = "complete"
@@ -268,12 +270,19 @@ class _CellState:
             "method": method.state_dict(),
             "footprints": fps.to_tensors(self.footprints),
         }
-        atomic_write_with(self.path, lambda tmp: torch.save(payload, tmp))
+        # not fsynced: a killed process keeps it (the page cache survives), and the rare checkpoint a machine
+        # crash garbles is read as absent below: the cell starts over, it does not fail
+        atomic_write_with(self.path, lambda tmp: torch.save(payload, tmp), durable=False)
 
     def load_checkpoint(self, model: CLModel, method: Method) -> int:
         if not self.path.exists():
             return 0
-        payload = torch.load(self.path, map_location="cpu", weights_only=True)
+        try:
+            payload = torch.load(self.path, map_location="cpu", weights_only=True)
+        except Exception as exc:  # truncated or garbled: torch raises RuntimeError, EOFError, UnpicklingError...
+            warnings.warn(f"{self.path}: unreadable checkpoint ({type(exc).__name__}); the cell starts over",
+                          stacklevel=2)
+            return 0
         method.load_state_dict(payload["method"])  # first: it may rebuild structure the weights need
         model.load_state_dict(payload["model"])
         self.rows = payload["rows"]

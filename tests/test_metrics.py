@@ -75,6 +75,15 @@ def test_sparsity_ratio_bounds_and_value():
     assert m.sparsity_ratio(Dense(torch.zeros(3, 3))) is None
 
 
+@pytest.mark.parametrize("shape", [(30, 12), (12, 30), (6, 3, 2, 2)])
+def test_dense_awom_is_the_sum_of_spectral_norms(shape):
+    g = torch.Generator().manual_seed(3)
+    deltas = [torch.randn(*shape, generator=g) for _ in range(4)]
+    flat = [d.double().reshape(shape[0], -1) for d in deltas]
+    expected = sum(float(torch.linalg.matrix_norm(flat[-1].T @ d, ord=2)) for d in flat[:-1])
+    assert m.adapter_weight_overlap([{"w": Dense(d)} for d in deltas]) == pytest.approx(expected, rel=1e-9)
+
+
 def test_lowrank_metrics_match_dense_route():
     g = torch.Generator().manual_seed(2)
     fps = [{"q": LowRank(torch.randn(3, 12, generator=g), torch.randn(10, 3, generator=g), 4.0)} for _ in range(3)]

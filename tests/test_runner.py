@@ -10,7 +10,7 @@ import torch
 from clbench import testing
 from clbench.hookspecs import hookimpl
 from clbench.method import Method
-from clbench.results import RESULT_FILE, read_result
+from clbench.results import CHECKPOINT_FILE, RESULT_FILE, read_result
 from clbench.specs import MethodSpec, StreamSpec
 
 
@@ -133,6 +133,34 @@ def test_resume_on_real_digits_equals_uninterrupted(tmp_path):
         [resumed] = testing.run(regs, out, "ewc", **kw)
         assert resumed.accuracy_matrix == reference.accuracy_matrix
         assert resumed.metrics == reference.metrics
+
+
+def test_a_garbled_checkpoint_restarts_the_cell_with_a_warning(tmp_path):
+    regs = testing.registry()
+    [reference] = testing.run(regs, tmp_path / "ref", "seqft")
+    out = tmp_path / "garbled"
+    killer = testing.KillAfterTask(0)
+    regs.pm.register(killer)
+    with pytest.raises(KeyboardInterrupt):
+        testing.run(regs, out, "seqft")
+    regs.pm.unregister(killer)
+    [checkpoint] = out.rglob(CHECKPOINT_FILE)
+    checkpoint.write_bytes(checkpoint.read_bytes()[:100])  # what a crash before the data reached disk can leave
+    with pytest.warns(UserWarning, match="unreadable checkpoint"):
+        [again] = testing.run(regs, out, "seqft")
+    assert again.status == "complete"
+    assert again.accuracy_matrix == reference.accuracy_matrix
+    assert not checkpoint.exists()
+
+
+def test_no_checkpoint_is_written_after_the_last_task(tmp_path):
+    regs = testing.registry()
+    killer = testing.KillAfterTask(1)  # tiny-vector has two tasks
+    regs.pm.register(killer)
+    with pytest.raises(KeyboardInterrupt):
+        testing.run(regs, tmp_path, "seqft")
+    [checkpoint] = tmp_path.rglob(CHECKPOINT_FILE)
+    assert torch.load(checkpoint, weights_only=True)["done"] == 1  # task 2 is redone on resume
 
 
 def test_digits_streams_are_real_and_fixed():
