@@ -123,6 +123,9 @@ class Method:
     """Base class with neutral defaults: subclassing it and overriding nothing gives SeqFT."""
 
     name = "method"
+    # False: loss_terms never reads ``logits`` (it gets None), so the model may skip scoring every label
+    # during training (CLModel.training_loss). True is the safe default for a method that does not say.
+    needs_logits: bool = True
 
     def __init__(self, config: Any, ctx: CellContext) -> None:
         self.config = config
@@ -160,7 +163,8 @@ class Method:
     def before_phase(self, phase: Phase, task: str, index: int) -> None:
         pass
 
-    def loss_terms(self, batch: Batch, logits: Tensor) -> dict[str, Tensor]:
+    def loss_terms(self, batch: Batch, logits: Tensor | None) -> dict[str, Tensor]:
+        """Extra loss terms for this batch; ``logits`` is None when ``needs_logits`` is False."""
         return {}
 
     def after_backward(self) -> None:
@@ -242,7 +246,11 @@ class CompositeMethod(Method):
         for _, m in self.parts:
             m.before_phase(phase, task, index)
 
-    def loss_terms(self, batch: Batch, logits: Tensor) -> dict[str, Tensor]:
+    @property
+    def needs_logits(self) -> bool:  # type: ignore[override]
+        return any(m.needs_logits for _, m in self.parts)
+
+    def loss_terms(self, batch: Batch, logits: Tensor | None) -> dict[str, Tensor]:
         terms: dict[str, Tensor] = {}
         for name, m in self.parts:
             for k, v in m.loss_terms(batch, logits).items():

@@ -50,6 +50,13 @@ class CLModel(nn.Module):
     def task_loss(self, logits: Tensor, y: Tensor) -> Tensor:
         return F.cross_entropy(logits, y)
 
+    def training_loss(self, x: Any, task: str, y: Tensor, need_logits: bool = True) -> tuple[Tensor | None, Tensor]:
+        """``(logits, task loss)`` of a training batch. With ``need_logits=False`` (the method never reads
+        them) a model may skip the logits and return ``None``: a language model whose loss is the gold
+        label's likelihood then scores one label per example instead of every label."""
+        logits = self(x, task)
+        return logits, self.task_loss(logits, y)
+
     @torch.no_grad()
     def predict(self, x: Any, task: str) -> Tensor:
         return self(x, task).argmax(dim=-1)

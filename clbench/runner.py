@@ -112,8 +112,7 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int) -> 
             for batch in _epoch_batches(ctx, train_tasks, ctx.train.batch_size, index, p_i, epoch):
                 batch = batch.to(ctx.device)
                 opt.zero_grad(set_to_none=True)
-                logits = model(batch.x, batch.task)
-                loss = model.task_loss(logits, batch.y)
+                logits, loss = model.training_loss(batch.x, batch.task, batch.y, method.needs_logits)
                 for value in method.loss_terms(batch, logits).values():
                     loss = loss + value
                 if not math.isfinite(float(loss.detach())):  # one sync per step; cheap next to backward

@@ -292,3 +292,25 @@ def test_smol_profile_trains_the_lora_family_with_adamw_and_nlora_in_paper_form(
         assert (cell.train_config["optimizer"], cell.train_config["lr"]) == ("adamw", 3e-3), cell.method
     assert cells["nlora"].method_config["nlora"]["penalty"] == "paper"
     assert cells["olora"].method_config["olora"]["lambda1"] == 0.5  # the method's own default stays
+
+
+@pytest.mark.parametrize("arch", ["tiny_llama", "tiny_t5"])
+def test_gold_only_lm_loss_equals_scoring_every_label(arch: str, request: pytest.FixtureRequest) -> None:
+    build = build_causal_lm if arch == "tiny_llama" else build_t5
+    model = build(GenerativeConfig(name_or_path=request.getfixturevalue(arch), train_base=True), INFO)
+    model.eval()  # no dropout (the tiny T5 has 0.1, also inside attention), so both routes see one function
+    y = torch.tensor([3, 0, 2])
+    logits, full = model.training_loss(TEXTS, "agnews", y, need_logits=True)
+    assert logits is not None and logits.shape == (3, 4)
+    full.backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    none, gold = model.training_loss(TEXTS, "agnews", y, need_logits=False)
+    assert none is None
+    assert float(gold) == pytest.approx(float(full), rel=1e-5)
+    gold.backward()
+    for n, g in grads.items():
+        torch.testing.assert_close(dict(model.named_parameters())[n].grad, g, rtol=1e-4, atol=1e-6)
+    model.train()
+    model.training_loss(TEXTS, "agnews", y, need_logits=False)
+    assert model.tokens_seen > 0  # throughput is still counted on the gold-only route

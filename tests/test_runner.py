@@ -10,6 +10,7 @@ import torch
 from clbench import testing
 from clbench.hookspecs import hookimpl
 from clbench.method import Method
+from clbench.model import CLModel
 from clbench.results import CHECKPOINT_FILE, RESULT_FILE, read_result
 from clbench.specs import MethodSpec, StreamSpec
 
@@ -161,6 +162,22 @@ def test_no_checkpoint_is_written_after_the_last_task(tmp_path):
         testing.run(regs, tmp_path, "seqft")
     [checkpoint] = tmp_path.rglob(CHECKPOINT_FILE)
     assert torch.load(checkpoint, weights_only=True)["done"] == 1  # task 2 is redone on resume
+
+
+def test_the_runner_tells_the_model_whether_the_method_reads_logits(tmp_path, monkeypatch):
+    seen: list[bool] = []
+    original = CLModel.training_loss
+
+    def spy(self, x, task, y, need_logits=True):
+        seen.append(need_logits)
+        return original(self, x, task, y, need_logits)
+
+    monkeypatch.setattr(CLModel, "training_loss", spy)
+    regs = testing.registry()
+    for method, needs in (("seqft", False), ("lwf", True), ("ewc+lwf", True), ("ewc", False)):
+        seen.clear()
+        [cell] = testing.run(regs, tmp_path / method, method, fail_fast=True)
+        assert cell.status == "complete" and seen and set(seen) == {needs}, method
 
 
 def test_digits_streams_are_real_and_fixed():

@@ -42,6 +42,7 @@ def diagonal_fisher(model: CLModel, data: Any, task: str, params: dict[str, nn.P
 
 class EWC(Method):
     name = "ewc"
+    needs_logits = False  # loss_terms does not read the logits
     config: EWCConfig
 
     def setup(self, model: CLModel) -> None:
@@ -54,7 +55,7 @@ class EWC(Method):
         heads = self.model.head_parameter_names()
         return {n: p for n, p in self.model.named_parameters() if p.requires_grad and n not in heads}
 
-    def loss_terms(self, batch: Batch, logits: Tensor) -> dict[str, Tensor]:
+    def loss_terms(self, batch: Batch, logits: Tensor | None) -> dict[str, Tensor]:
         if not self.fisher:
             return {}
         params = self.penalized()

@@ -31,6 +31,7 @@ class MaskedTraining(Method):
     """Trains the masked coordinates of the shared weight matrices; the mask source is the subclass's."""
 
     config: MaskedTrainingConfig
+    needs_logits = False  # the penalty reads the weights, never the logits
 
     def setup(self, model: CLModel) -> None:
         super().setup(model)
@@ -132,7 +133,7 @@ class MaskedTraining(Method):
                 if n in self.masks:
                     p.copy_(torch.where(self.masks[n], p, self._before[n]))
 
-    def loss_terms(self, batch: Batch, logits: Tensor) -> dict[str, Tensor]:
+    def loss_terms(self, batch: Batch, logits: Tensor | None) -> dict[str, Tensor]:
         if self.config.lambda_ == 0:
             return {}
         params = self.penalized()

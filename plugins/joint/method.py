@@ -10,6 +10,7 @@ from clbench.method import Method
 
 class Joint(Method):
     name = "joint"
+    needs_logits = False  # loss_terms does not read the logits
 
     def train_tasks(self, index: int) -> list[str]:
         return list(self.ctx.order[: index + 1])

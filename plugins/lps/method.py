@@ -102,7 +102,7 @@ class LPS(PartitionMethod):
     def _project(self, name: str, w: Tensor, index: int) -> Tensor:
         return w * keep_mask(w, self.free(name), self.count(name, index), self.kind[name])
 
-    def loss_terms(self, batch: Batch, logits: Tensor) -> dict[str, Tensor]:
+    def loss_terms(self, batch: Batch, logits: Tensor | None) -> dict[str, Tensor]:
         if not self.admm:
             return {}
         half = 0.5 * self.rho

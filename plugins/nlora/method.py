@@ -29,7 +29,7 @@ class NLoRA(LoRAMethod):
                 raise ConfigError(f"nlora.penalty=code takes ‖A·B‖₁ of the r×r product, which needs square "
                                   f"targets; {odd[0]!r} is not square — use nlora.penalty=paper")
 
-    def loss_terms(self, batch: Batch, logits: Tensor) -> dict[str, Tensor]:
+    def loss_terms(self, batch: Batch, logits: Tensor | None) -> dict[str, Tensor]:
         c = self.config
         base = c.lambda_ if c.penalty == "code" else c.lambda_paper
         lam = task_value(base, c.lambda_per_task, batch.task)

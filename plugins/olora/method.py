@@ -25,7 +25,7 @@ class OLoRA(LoRAMethod):
     name = "olora"
     config: OLoRAConfig
 
-    def loss_terms(self, batch: Batch, logits: Tensor) -> dict[str, Tensor]:
+    def loss_terms(self, batch: Batch, logits: Tensor | None) -> dict[str, Tensor]:
         c = self.config
         lam1 = task_value(c.lambda1, c.lambda1_per_task, batch.task)
         lam2 = task_value(c.lambda2, c.lambda2_per_task, batch.task)

@@ -126,6 +126,8 @@ class PartitionMethod(Method):
     footprints, report and resume.
     """
 
+    needs_logits = False  # LPS's ADMM terms read the weights, never the logits
+
     name = "partition"
     setting = "partition"  # the settings scope named in errors
 
