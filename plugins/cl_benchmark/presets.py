@@ -91,11 +91,15 @@ QUICK_PRESETS: dict[str, dict[str, Any]] = {
         # training step of 8 took 21.7 s (72 tokens/s) and a generated answer 0.7 s: task 1 of an nlora cell
         # took 18 min, so a cell ~72 min (2026-11-23). Cut to 64 examples a task (stratified, fixed seed:
         # 8 steps), prompts of 128 tokens and 20 test examples a task, the whole profile (5 cells) took
-        # 65 min (docs/text-streams-and-models.md). At 32 examples (4 steps at lr 1e-3) seqlora scored 12 % on dbpedia right after
+        # 65 min. At 32 examples (4 steps at lr 1e-3) seqlora scored 12 % on dbpedia right after
         # training on it (80 % at the full size), hence 64 and the higher lr of the LoRA presets' smol entry.
+        # Then gold-only LM loss (training 0.51-0.87× a step) and 96-token prompts: see
+        # docs/text-streams-and-models.md for the timing of the whole profile.
         # --set stream.train_per_task=0 model.max_length=192 train.eval_limit=100 restores the full size.
         "stream.train_per_task": 64,
-        "model.max_length": 128,  # amazon/yelp reviews are cut in the middle
+        # compute-bound (≈250 tokens/s forward on 2 cores): 96 tokens keep dbpedia's title and ~28 tokens of
+        # text after its 68-token header + options; most amazon/yelp reviews are cut (median prompt 147-186)
+        "model.max_length": 96,
         "model.max_new_tokens": 8,  # the longest label is 5 tokens + EOS (paper: 50, it stops at EOS anyway)
         "train.epochs": 1,
         "train.batch_size": 8,
