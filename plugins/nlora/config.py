@@ -19,7 +19,7 @@ class NLoRAConfig(LoRAConfig):
 
     lambda_: float = 0.4  # scripts/order_{1,2,3}.sh (T5-large): lamda_1 0.4
     penalty: Literal["code", "paper"] = "code"  # the published numbers come from the code (issue 4)
-    lambda_paper: float = 1e-3  # λ for penalty=paper; not in the paper or code: from the quick sweep in docs/lora-family.md
+    lambda_paper: float = 1e-3  # λ for penalty=paper; in neither the paper nor the code: the sweep 1e-4..1e-2 is in docs/lora-family.md
     lambda_per_task: dict[str, float] = field(default_factory=dict)  # scripts/order_4.sh: λ1 per task name
 
     def __post_init__(self) -> None:
