@@ -91,7 +91,7 @@ def test_standard_stream_from_the_hub_builds_once_into_the_cache(tmp_path, monke
     load = FakeHub({"dbpedia": (145, 80), "amazon": (60, 50), "yahoo": (110, 90), "agnews": (44, 76)})
     monkeypatch.setattr("datasets.load_dataset", load)
     stream = standard_stream(CLBenchmarkConfig(source="hub"))
-    root = tmp_path / "cl_benchmark_hub"
+    root = tmp_path / "cl_benchmark_hub" / "seed-0"
     for task in ("dbpedia", "amazon", "yahoo", "agnews"):
         assert (root / GROUPS[task] / task / "test.json").is_file()
     data = stream.load(next(t for t in stream.tasks if t.name == "agnews"))
@@ -102,6 +102,10 @@ def test_standard_stream_from_the_hub_builds_once_into_the_cache(tmp_path, monke
     calls = len(load.calls)
     standard_stream(CLBenchmarkConfig(source="hub"))
     assert len(load.calls) == calls  # already built: nothing fetched again
+    with pytest.raises(DataError, match=r"built from the hub with seed 0, not 1"):
+        standard_stream(CLBenchmarkConfig(source="hub", data_dir=str(root), seed=1))
+    standard_stream(CLBenchmarkConfig(source="hub", seed=1))  # the default cache keeps one folder per seed
+    assert (tmp_path / "cl_benchmark_hub" / "seed-1" / "PROVENANCE.json").is_file()
 
 
 def test_hub_failures_name_the_task_and_the_source(tmp_path):

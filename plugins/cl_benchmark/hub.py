@@ -2,7 +2,7 @@
 
 For users who have a network but not the O-LoRA/N-LoRA ``CL_Benchmark`` folder (the exact files the papers
 used: clone ``cmnfriend/O-LoRA`` and pass ``--data-dir`` to get those). Each task is built once into the
-cache (``$CLBENCH_CACHE/cl_benchmark_hub`` unless ``stream.data_dir`` names a folder), in the same layout,
+cache (``$CLBENCH_CACHE/cl_benchmark_hub/seed-N`` unless ``stream.data_dir`` names a folder), in the same layout,
 so the stream reads and validates it like any CL_Benchmark folder; ``PROVENANCE.json`` there records the
 sources, the seed and the counts.
 
@@ -151,13 +151,18 @@ def build_task(task: str, folder: Path, seed: int = 0,
 
 def ensure_tasks(root: Path, tasks: Sequence[str], groups: Mapping[str, str], seed: int = 0,
                  load: Callable[..., Any] | None = None) -> None:
-    """Build every task of ``tasks`` that ``root`` lacks; record what was built in ``root/PROVENANCE.json``."""
+    """Build every task of ``tasks`` that ``root`` lacks; record what was built in ``root/PROVENANCE.json``.
+    A task built there with another seed is an error, not silently reused."""
+    prov_path = root / "PROVENANCE.json"
+    provenance = json.loads(prov_path.read_text()) if prov_path.is_file() else {}
+    other = sorted(t for t in tasks if t in provenance and provenance[t].get("seed") != seed)
+    if other:
+        raise DataError(f"{root}: tasks {other} were built from the hub with seed "
+                        f"{provenance[other[0]].get('seed')}, not {seed}; use another stream.data_dir")
     missing = [t for t in tasks if not all((root / groups[t] / t / f).is_file()
                                            for f in ("train.json", "test.json", "labels.json"))]
     if not missing:
         return
-    prov_path = root / "PROVENANCE.json"
-    provenance = json.loads(prov_path.read_text()) if prov_path.is_file() else {}
     for task in tqdm(missing, desc="building CL_Benchmark tasks from the hub", unit="task"):
         try:
             provenance[task] = build_task(task, root / groups[task] / task, seed, load)

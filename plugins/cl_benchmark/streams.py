@@ -79,7 +79,7 @@ class CLBenchmarkConfig:
 
     data_dir: str = ""  # the CL_Benchmark folder or its parent; "" = $CLBENCH_DATA_DIR
     # "dir": read data_dir as it is. "hub": build the stream's tasks that data_dir lacks from hub datasets
-    # (network; once, into data_dir or $CLBENCH_CACHE/cl_benchmark_hub) — see hub.py for sources and stand-ins
+    # (network; once, into data_dir or $CLBENCH_CACHE/cl_benchmark_hub/seed-N) — see hub.py for sources and stand-ins
     source: str = "dir"
     train_per_task: int = 0  # 0 = all ("sampling strategy": "full" in every task config, §1.7)
     test_per_task: int = 0  # 0 = all (the papers score the full test sets, §1.8)
@@ -219,7 +219,8 @@ def _from_dir(name: str, orders: Mapping[str, list[str]], config: CLBenchmarkCon
     if config.source == "hub":
         from .hub import ensure_tasks
 
-        root = Path(config.data_dir).expanduser() if config.data_dir else cache_dir() / "cl_benchmark_hub"
+        root = (Path(config.data_dir).expanduser() if config.data_dir
+                else cache_dir() / "cl_benchmark_hub" / f"seed-{config.seed}")
         ensure_tasks(root, tasks, GROUPS, config.seed)
         provenance = f"built from hub datasets into {root} (sources and stand-ins: {root / 'PROVENANCE.json'})"
     else:
