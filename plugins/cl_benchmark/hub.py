@@ -29,6 +29,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from clbench.errors import DataError
+from clbench.results import atomic_write_text
 
 TRAIN_PER_CLASS = 1000
 TEST_MAX = 7600
@@ -134,15 +135,12 @@ def build_task(task: str, folder: Path, seed: int = 0,
     args = (source.path,) if source.name is None else (source.path, source.name)
     rng = random.Random(f"{seed}/{task}")
     counts = {}
-    folder.mkdir(parents=True, exist_ok=True)
     for split, hub_split, n in (("train", "train", None if source.train_all else TRAIN_PER_CLASS * len(source.words)),
                                 ("test", source.test_split, TEST_MAX)):
         records = _records(_sample(load(*args, split=hub_split), source, n, rng), source, task, split)
-        tmp = folder / f".{split}.json.tmp"
-        tmp.write_text(json.dumps(records, ensure_ascii=False, indent=0))
-        tmp.replace(folder / f"{split}.json")
+        atomic_write_text(folder / f"{split}.json", json.dumps(records, ensure_ascii=False, indent=0))
         counts[split] = len(records)
-    (folder / "labels.json").write_text(json.dumps(list(source.order or source.words), ensure_ascii=False))
+    atomic_write_text(folder / "labels.json", json.dumps(list(source.order or source.words), ensure_ascii=False))
     entry = {"source": source.path, "config": source.name, "test_split": source.test_split, "seed": seed, **counts}
     if task in NOTES:
         entry["note"] = NOTES[task]
@@ -171,4 +169,4 @@ def ensure_tasks(root: Path, tasks: Sequence[str], groups: Mapping[str, str], se
         except Exception as exc:  # network, auth, a moved dataset: any of datasets' many error types
             raise DataError(f"cannot build task {task!r} from hub dataset {SOURCES[task].path}: "
                             f"{type(exc).__name__}: {exc}") from exc
-        prov_path.write_text(json.dumps(provenance, indent=1, sort_keys=True))
+        atomic_write_text(prov_path, json.dumps(provenance, indent=1, sort_keys=True))
