@@ -7,7 +7,9 @@ Plugins are loaded before the command line is parsed (their options join ``clben
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,7 +18,8 @@ from typing import Any
 import click
 
 from clbench.errors import ClbenchError
-from clbench.registry import Registries, build_registry
+from clbench.registry import Registries, build_registry, check_disabled
+from clbench.results import ERROR_LOG, CellResult
 
 KINDS = ("methods", "models", "streams", "metrics", "profiles", "executors")
 
@@ -45,9 +48,12 @@ def _seeds(value: str | None) -> list[int] | None:
     if items is None:
         return None
     try:
-        return [int(v) for v in items]
+        seeds = [int(v) for v in items]
     except ValueError:
         raise ClbenchError(f"--seeds {value!r}: expected integers separated by commas, e.g. 0,1,2") from None
+    if any(s < 0 for s in seeds):
+        raise ClbenchError(f"--seeds {value!r}: seeds are non-negative integers")
+    return seeds
 
 
 def build_cli(regs: Registries) -> click.Group:
@@ -107,15 +113,14 @@ def build_cli(regs: Registries) -> click.Group:
             click.echo(f"skipped: {line}", err=True)
         click.echo(f"clbench: {len(plan.cells)} cells, profile {plan.profile!r}, results in {out}/", err=True)
         results = execute(plan, regs, executor=executor, fail_fast=fail_fast, progress=progress, options=options)
-        bad = [r for r in results if r.status != "complete"]
-        for r in bad:
-            click.echo(f"{r.status}: {r.stream}/{r.method}/order-{r.order}/seed-{r.seed}: {r.error}", err=True)
         if show_board:
             from clbench.leaderboard import render
 
             click.echo(render(results, regs.metrics.values(), f"profile `{plan.profile}` ({out})"))
-        if bad and fail_fast:
-            sys.exit(1)
+        lines, code = summary(results, results.faults)
+        for line in lines:
+            click.echo(line, err=True)
+        sys.exit(code)
 
     @cli.command(name="list")
     @click.argument("kind", required=False, type=click.Choice(KINDS))
@@ -139,7 +144,6 @@ def build_cli(regs: Registries) -> click.Group:
     @click.option("--check", is_flag=True, help="Write nothing; exit 1 if the markdown on disk differs.")
     def leaderboard(runs: tuple[Path, ...], out: Path, plots: bool, heatmaps: bool, check: bool) -> None:
         """Markdown tables (and plots) from result directories (default: runs/)."""
-        from clbench.leaderboard import by_profile, render
         from clbench.results import iter_results
 
         results = []
@@ -151,6 +155,18 @@ def build_cli(regs: Registries) -> click.Group:
             click.echo(f"warning: {w.message}", err=True)
         if not results:
             raise ClbenchError(f"no result files under {', '.join(map(str, runs or ('runs',)))}")
+        try:
+            stale = _write_leaderboards(results, out, plots, heatmaps, check)
+        except OSError as exc:
+            raise ClbenchError(f"cannot write leaderboards to {out}/: {exc.strerror or exc}") from None
+        if stale:
+            for p in stale:
+                click.echo(f"stale: {p} differs from what the results give; run `clbench leaderboard`", err=True)
+            sys.exit(1)
+
+    def _write_leaderboards(results: list[Any], out: Path, plots: bool, heatmaps: bool, check: bool) -> list[Path]:
+        from clbench.leaderboard import by_profile, render
+
         stale = []
         for profile, group in by_profile(results).items():
             path = out / f"{profile}.md"
@@ -176,10 +192,7 @@ def build_cli(regs: Registries) -> click.Group:
                         if r.status == "complete":
                             heatmap(r, out / "plots" / "heatmaps" / profile / r.stream / r.method /
                                     f"order-{r.order}-seed-{r.seed}.png")
-        if stale:
-            for p in stale:
-                click.echo(f"stale: {p} differs from what the results give; run `clbench leaderboard`", err=True)
-            sys.exit(1)
+        return stale
 
     @cli.command()
     @click.argument("path", type=click.Path(exists=True, path_type=Path))
@@ -187,8 +200,7 @@ def build_cli(regs: Registries) -> click.Group:
     @click.option("--json", "as_json", is_flag=True, help="Print the raw result.json.")
     def show(path: Path, plot: Path | None, as_json: bool) -> None:
         """The accuracy matrix and metrics of one cell."""
-        from tabulate import tabulate
-
+        from clbench.leaderboard import render_cell
         from clbench.results import RESULT_FILE, read_result
 
         if path.is_dir():
@@ -197,24 +209,87 @@ def build_cli(regs: Registries) -> click.Group:
         if as_json:
             click.echo(json.dumps(r.to_json(), indent=2, sort_keys=True))
             return
-        click.echo(f"{r.method} · {r.stream} · order {r.order} · seed {r.seed} · {r.status}")
-        if r.error:
-            click.echo(f"error: {r.error}")
-        short = [t if len(t) <= 12 else t[:11] + "…" for t in r.tasks]
-        rows = [[f"after {short[i]}"] + ["" if v is None else f"{v:.1f}" for v in row]
-                for i, row in enumerate(r.accuracy_matrix)]
-        click.echo(tabulate(rows, headers=["a[i][j]"] + short, tablefmt="simple", disable_numparse=True))
-        if r.metrics:
-            click.echo()
-            click.echo(tabulate([[k, "n/a" if v is None else f"{v:.4g}"] for k, v in sorted(r.metrics.items())],
-                                headers=["metric", "value"], tablefmt="simple", disable_numparse=True))
-        total = r.timings.get("total_s")
-        if total is not None:
-            click.echo(f"\ntime: {total:.1f}s on {r.env.get('device', '?')}")
+        click.echo(render_cell(r))
         if plot:
             from clbench.plots import heatmap
 
             click.echo(f"wrote {heatmap(r, plot)}")
+
+    @cli.command()
+    @click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+    @click.option("--check", is_flag=True, help="Write nothing; exit 1 if a stored metric differs from the recomputed one.")
+    def metrics(runs: tuple[Path, ...], check: bool) -> None:
+        """Recompute every complete cell's metrics from its matrix and footprint file (no training).
+
+        Without --check the recomputed metrics are written into each result.json (after a metric plugin
+        changed, say). Footprint files are checked against the sha256 and size their result.json records.
+        """
+        from clbench.verify import RECOMPUTE_RTOL, recompute_tree
+
+        deltas = _warned(lambda: recompute_tree(regs, runs, write=not check))
+        for d in deltas:
+            moved = d.note or ", ".join(f"{k}: {a!r} → {b!r}" for k, (a, b) in d.metrics.items()) or "metric errors changed"
+            click.echo(f"{'differs' if check else 'updated'}: {d.key}: {moved}", err=True)
+        broken = [d for d in deltas if d.note]
+        click.echo(f"clbench metrics: {len(deltas)} cells {'differ' if check else 'changed'} "
+                   f"(relative tolerance {RECOMPUTE_RTOL:g}), {len(broken)} unreadable", err=True)
+        sys.exit(1 if broken or (check and deltas) else 0)
+
+    @cli.command()
+    @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+    @click.option("--cells", "per_stream", default=2, show_default=True, help="Cells rerun per stream (the cheapest).")
+    @click.option("--atol", default=0.0, show_default=True, help="Allowed |Δ| in percentage points (scores, AA, F.Ra, BWT).")
+    @click.option("--rtol", default=0.0, show_default=True, help="Allowed relative |Δ| of the other metrics.")
+    @click.option("--keep", type=click.Path(path_type=Path), default=None, help="Keep the rerun cells here.")
+    def verify(run_dir: Path, per_stream: int, atol: float, rtol: float, keep: Path | None) -> None:
+        """Rerun a sample of committed cells from their recorded settings and compare the numbers."""
+        from clbench.results import iter_results
+        from clbench.verify import rerun, sample
+
+        chosen = sample(_warned(lambda: list(iter_results(run_dir))), per_stream)
+        if not chosen:
+            raise ClbenchError(f"no complete result under {run_dir}")
+        click.echo(f"clbench verify: rerunning {len(chosen)} cells of {run_dir}", err=True)
+        sys.exit(_report_deltas(chosen, rerun(regs, chosen, keep), atol, rtol))
+
+    @cli.command()
+    @click.argument("old", type=click.Path(exists=True, file_okay=False, path_type=Path))
+    @click.argument("new", type=click.Path(exists=True, file_okay=False, path_type=Path))
+    @click.option("--atol", default=0.0, show_default=True, help="Allowed |Δ| in percentage points (scores, AA, F.Ra, BWT).")
+    @click.option("--rtol", default=0.0, show_default=True, help="Allowed relative |Δ| of the other metrics.")
+    def compare(old: Path, new: Path, atol: float, rtol: float) -> None:
+        """Compare two result trees cell by cell; exit 1 when a number moved beyond the tolerance."""
+        from clbench.results import iter_results
+
+        a = _warned(lambda: list(iter_results(old)))
+        b = _warned(lambda: list(iter_results(new)))
+        sys.exit(_report_deltas(a, b, atol, rtol))
+
+    def _report_deltas(old: list[Any], new: list[Any], atol: float, rtol: float) -> int:
+        from tabulate import tabulate
+
+        from clbench.verify import compare as compare_results
+        from clbench.verify import table
+
+        deltas, only_old, only_new = compare_results(old, new)
+        click.echo(tabulate(table(deltas, atol, rtol), headers=["cell", "max |Δa| (pp)", "changed", "verdict"],
+                            tablefmt="github", disable_numparse=True))
+        for key in only_old:
+            click.echo(f"missing: {key} (only in the first)", err=True)
+        for key in only_new:
+            click.echo(f"extra: {key} (only in the second)", err=True)
+        bad = [d for d in deltas if not d.within(atol, rtol)]
+        click.echo(f"{len(deltas) - len(bad)} within tolerance, {len(bad)} beyond it (atol {atol:g} pp, rtol {rtol:g}); "
+                   f"{len(only_old)} missing", err=True)
+        return 1 if bad or only_old else 0
+
+    def _warned(fn: Any) -> Any:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            value = fn()
+        for w in caught:
+            click.echo(f"warning: {w.message}", err=True)
+        return value
 
     @cli.command()
     @click.option("--out", default="runs", show_default=True, type=click.Path(path_type=Path))
@@ -231,10 +306,45 @@ def build_cli(regs: Registries) -> click.Group:
     return cli
 
 
+def summary(results: Sequence[CellResult], faults: Sequence[str] = ()) -> tuple[list[str], int]:
+    """The closing lines of a run and its exit code, as pytest's: 0 when every cell is complete or diverged
+    (a divergence is a result), 1 when a cell failed or an observer of the run raised."""
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    lines = []
+    for r in results:
+        if r.status == "diverged":
+            lines.append(f"diverged: {r.key}: {r.error}")
+    for r in results:
+        if r.status == "failed":
+            log = r.path.parent / ERROR_LOG if r.path else None
+            where = f" (traceback: {log})" if log is not None and log.exists() else ""
+            lines.append(f"failed: {r.key}: {r.error}{where}")
+    lines += [f"fault: {f}" for f in faults]
+    parts = [f"{counts[s]} {s}" for s in ("complete", "diverged", "failed") if counts.get(s)]
+    failed = counts.get("failed", 0) + len(faults)
+    lines.append(f"clbench: {len(results)} cells: {', '.join(parts) or 'none'}"
+                 + (f"; {len(faults)} observer faults" if faults else "") + f"; exit {1 if failed else 0}")
+    return lines, 1 if failed else 0
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt  # SIGTERM ends a run as Ctrl-C does: checkpoints kept, one line, resumable
+
+
+def _format_warning(message: Any, category: Any, filename: str, lineno: int, line: str | None = None) -> str:
+    return f"warning: {message}\n"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     disabled, debug = _early_args(args)
+    term = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() else None
+    if not debug:
+        warnings.formatwarning = _format_warning
     try:
+        check_disabled(disabled)
         regs = build_registry(disabled=disabled)
         cli = build_cli(regs)
         cli.main(args=args, prog_name="clbench", standalone_mode=False)
@@ -249,11 +359,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("interrupted: finished cells and checkpoints are kept; rerun the same command to resume", err=True)
         sys.exit(130)
+    except OSError as exc:  # outside a cell (a result tree we cannot read, a full disk): one line
+        if debug:
+            raise
+        click.echo(f"error: {exc.filename or ''}: {exc.strerror or exc}", err=True)
+        sys.exit(2)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    finally:
+        if term is not None:
+            signal.signal(signal.SIGTERM, term)
 
 
 if __name__ == "__main__":

@@ -16,38 +16,62 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import types
 import typing
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from clbench.errors import ConfigError
+
+
+def bounded(default: Any, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
+            lt: float | None = None) -> Any:
+    """A config field with a range, checked by :func:`apply` with the setting's name in the message.
+
+    ``lam: float = bounded(1.0, ge=0)`` — plugin authors declare ranges this way instead of writing a
+    ``__post_init__``; every number is also checked to be finite (NaN, ±inf and 1e400 are refused).
+    """
+    bounds = {k: v for k, v in {"ge": ge, "gt": gt, "le": le, "lt": lt}.items() if v is not None}
+    return field(default=default, metadata={"range": bounds})
+
+
+_RANGE_TEXT = {"ge": ">= {}", "gt": "> {}", "le": "<= {}", "lt": "< {}"}
+_RANGE_OK = {"ge": lambda v, b: v >= b, "gt": lambda v, b: v > b, "le": lambda v, b: v <= b, "lt": lambda v, b: v < b}
+
+
+def check_range(value: Any, bounds: Mapping[str, float], where: str) -> None:
+    """Raise :class:`ConfigError` naming ``where`` when a number is outside ``bounds`` (see :func:`bounded`)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    for key, bound in bounds.items():
+        if not _RANGE_OK[key](value, bound):
+            raise ConfigError(f"{where}={value!r} is out of range: it must be {_RANGE_TEXT[key].format(bound)}")
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """The training loop's settings for one cell."""
 
-    epochs: int = 1
-    batch_size: int = 32
-    eval_batch_size: int = 256
-    lr: float = 0.01
+    epochs: int = bounded(1, ge=1)
+    batch_size: int = bounded(32, ge=1)
+    eval_batch_size: int = bounded(256, ge=1)
+    lr: float = bounded(0.01, gt=0)
     optimizer: str = "sgd"  # sgd | adam | adamw | rmsprop
-    momentum: float = 0.0
-    weight_decay: float = 0.0
-    grad_clip: float = 0.0  # 0: off
-    eval_limit: int = 0  # evaluate on at most this many test examples per task (0: all)
+    momentum: float = bounded(0.0, ge=0)
+    weight_decay: float = bounded(0.0, ge=0)
+    grad_clip: float = bounded(0.0, ge=0)  # 0: off
+    eval_limit: int = bounded(0, ge=0)  # evaluate on at most this many test examples per task (0: all)
     device: str = "auto"  # auto | cpu | cuda | cuda:N
+    # torch's intra-op threads while the cell runs. Numbers depend on it (a float sum split over 2 threads
+    # rounds differently from 1), so it is a setting, stored in the config and its hash, never the
+    # machine's core count. 1 is reproducible on any machine; profiles for larger models raise it.
+    threads: int = bounded(1, ge=1)
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
             raise ConfigError(f"train.optimizer={self.optimizer!r}: choose one of {sorted(OPTIMIZERS)}")
-        for name in ("epochs", "batch_size", "eval_batch_size"):
-            if getattr(self, name) < (0 if name == "epochs" else 1):
-                raise ConfigError(f"train.{name}={getattr(self, name)} is out of range")
-        if self.lr <= 0:
-            raise ConfigError(f"train.lr={self.lr} must be positive")
 
 
 OPTIMIZERS = {"sgd", "adam", "adamw", "rmsprop"}
@@ -59,16 +83,10 @@ class MetricsConfig:
 
     # ACR's "non-zero": |x| > tolerance·max|ΔW|, relative. The paper gives no value; 1e-3 is ours
     # (DESIGN.md; sensitivity in docs/lora-family.md)
-    tolerance: float = 1e-3
+    tolerance: float = bounded(1e-3, gt=0, lt=1)
     # GSR/ACR: 0 = the exact streaming pass; N > 0 = the sampled estimator at ≈N positions per matrix
     # (low-rank footprints only; clbench.metrics.scan) — for 7B-scale adapters, where the exact pass takes ~1 min
-    samples: int = 0
-
-    def __post_init__(self) -> None:
-        if not 0 < self.tolerance < 1:
-            raise ConfigError(f"metrics.tolerance={self.tolerance} must be in (0, 1)")
-        if self.samples < 0:
-            raise ConfigError(f"metrics.samples={self.samples} must be 0 (exact) or a positive count")
+    samples: int = bounded(0, ge=0)
 
 
 # --------------------------------------------------------------------------- parsing
@@ -167,6 +185,8 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         raise ConfigError(f"{where}: expected an integer, got {value!r}")
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not math.isfinite(value):  # NaN, ±inf, or 1e400 parsed as inf: no result file could hold it
+                raise ConfigError(f"{where}={value!r}: expected a finite number")
             return float(value)
         raise ConfigError(f"{where}: expected a number, got {value!r}")
     if tp is str:
@@ -186,13 +206,16 @@ def apply(cls: type, base: Any | None, values: Mapping[str, Any], scope: str) ->
         name = _field_name(cls, key)
         changes[name] = _coerce(value, hints[name], f"{scope}.{key}")
     try:
-        if base is None:
-            return cls(**changes)
-        return dataclasses.replace(base, **changes)
+        obj = cls(**changes) if base is None else dataclasses.replace(base, **changes)
     except ConfigError:
         raise
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{scope}: {exc}") from exc
+    for f in fields(obj):  # declared ranges (`bounded`), defaults included: a bad default is the plugin's bug
+        bounds = f.metadata.get("range")
+        if bounds:
+            check_range(getattr(obj, f.name), bounds, f"{scope}.{f.name.rstrip('_')}")
+    return obj
 
 
 def to_dict(obj: Any) -> dict[str, Any]:

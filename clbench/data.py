@@ -114,7 +114,7 @@ class Stream:
         from clbench.errors import UnknownNameError
 
         if name not in self.orders:
-            raise UnknownNameError(f"order of stream {self.name!r}", name, sorted(self.orders))
+            raise UnknownNameError("order", name, sorted(self.orders), of=f"stream {self.name!r}")
         return list(self.orders[name])
 
     def data(self, task: str) -> TaskData:
@@ -174,16 +174,34 @@ def confined(root: Path | str, *parts: str) -> Path:
     return path
 
 
-def read_records(path: Path) -> list[Any]:
-    """The records of a ``.jsonl`` (one JSON value a line, blank lines skipped) or ``.json`` (a list) file;
-    a missing or malformed file is a :class:`DataError` naming the file and the line."""
+def read_text(path: Path) -> str:
+    """The UTF-8 text of a data file, exactly as stored (no newline translation); a missing, unreadable or
+    non-UTF-8 file is a :class:`DataError` naming the file (and the offending byte)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise DataError(f"{path} is missing") from None
+    except OSError as exc:  # a folder where a file should be, no permission ...
+        raise DataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise DataError(f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}, "
+                        f"line {line}); save it as UTF-8") from None
+
+
+def read_records(path: Path) -> list[Any]:
+    """The records of a ``.jsonl`` (one JSON value a line, blank lines skipped) or ``.json`` (a list) file;
+    a missing, non-UTF-8 or malformed file is a :class:`DataError` naming the file and the line.
+
+    Build ``path`` with :func:`confined`: this function reads whatever it is given."""
+    text = read_text(path)
     if path.suffix == ".jsonl":
         out = []
-        for i, line in enumerate(text.splitlines()):
+        # JSON Lines ends lines with \n (or \r\n) only: str.splitlines() would also cut at U+2028, U+0085 ...,
+        # which JSON allows unescaped inside strings (json.dumps(..., ensure_ascii=False) writes them)
+        for i, line in enumerate(text.split("\n")):
             if line.strip():
                 try:
                     out.append(json.loads(line))

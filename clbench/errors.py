@@ -11,13 +11,27 @@ class ClbenchError(Exception):
     exit_code = 2
 
 
+def plural_of(noun: str) -> str:
+    """``method`` → ``methods``, ``registry`` → ``registries``: the plural of a one-word kind."""
+    if noun.endswith("y") and noun[-2:-1] not in ("", *"aeiou"):
+        return noun[:-1] + "ies"
+    return noun + ("es" if noun.endswith(("s", "x", "ch", "sh")) else "s")
+
+
 class UnknownNameError(ClbenchError):
-    def __init__(self, kind: str, name: str, known: list[str]) -> None:
+    """``unknown order '9' of stream 'split-digits' — did you mean ...? Known orders: 1, 2, 3``.
+
+    ``kind`` is one noun (``method``, ``order``); ``of`` names what the kind belongs to (``stream 'x'``);
+    ``plural`` overrides the plural :func:`plural_of` forms.
+    """
+
+    def __init__(self, kind: str, name: str, known: list[str], *, of: str = "", plural: str | None = None) -> None:
         match = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
         hint = f" — did you mean {match[0]!r}?" if match else ""
         listing = ", ".join(known) if known else "(none registered)"
-        super().__init__(f"unknown {kind} {name!r}{hint} Known {kind}s: {listing}")
-        self.kind, self.name, self.known = kind, name, known
+        owner = f" of {of}" if of else ""
+        super().__init__(f"unknown {kind} {name!r}{owner}{hint} Known {plural or plural_of(kind)}: {listing}")
+        self.kind, self.name, self.known, self.of = kind, name, known, of
 
 
 class PluginError(ClbenchError):

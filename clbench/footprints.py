@@ -13,13 +13,16 @@ without retraining.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import hashlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load as safetensors_load
+from safetensors.torch import save as safetensors_save
 from torch import Tensor
 
 
@@ -154,11 +157,30 @@ def from_tensors(tensors: dict[str, Tensor]) -> list[TaskFootprint]:
     return result
 
 
-def save(footprints: list[TaskFootprint], path: Path) -> None:
+def save(footprints: list[TaskFootprint], path: Path) -> dict[str, Any]:
+    """Write the footprints; returns ``{"file", "sha256", "bytes"}`` for result.json, so a truncated or
+    swapped file is caught when the metrics are recomputed (``clbench metrics``)."""
     from clbench.results import atomic_write_with
 
-    atomic_write_with(path, lambda tmp: save_file(to_tensors(footprints), str(tmp)))
+    data = safetensors_save(to_tensors(footprints))
+    atomic_write_with(path, lambda tmp: tmp.write_bytes(data))
+    return {"file": path.name, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
 
 
-def load(path: Path) -> list[TaskFootprint]:
-    return from_tensors(load_file(str(path)))
+def load(path: Path, digest: Mapping[str, Any] | None = None) -> list[TaskFootprint]:
+    """Read footprints; with ``digest`` (result.json's ``footprints``) a file that does not match it is a
+    :class:`~clbench.errors.ResultFileError` (truncated, or another cell's)."""
+    from clbench.errors import ResultFileError
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ResultFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if digest is not None and (len(data) != digest.get("bytes") or hashlib.sha256(data).hexdigest() != digest.get("sha256")):
+        raise ResultFileError(f"{path}: {len(data)} bytes that do not match the sha256 and size ({digest.get('bytes')}) "
+                              "recorded in result.json: truncated or another cell's file")
+    try:
+        return from_tensors(safetensors_load(data))
+    except Exception as exc:  # safetensors raises its own errors on a damaged header
+        raise ResultFileError(f"{path}: not a clbench footprint file ({type(exc).__name__}: {exc})") from None
+

@@ -2,9 +2,15 @@
 
 Per profile one markdown file; in it, per stream, one table per metric: methods as rows, orders as
 columns plus an average column. A cell shows mean ± std over seeds (sample std; a single seed shows
-the mean alone). The average column is the mean ± std over every complete cell of the row. A metric
-that does not apply is "n/a" (a metric that applies to no method of a stream gets no table); a
-(method, order) with no complete cell shows its status.
+the mean alone). The average column is the mean ± std over every complete cell of the row (orders ×
+seeds). A metric that does not apply is "n/a"; a metric that raised is "error" (its value is null and
+``CellResult.metric_errors`` says why), is left out of the averages, which say how many they left out,
+and is listed under the stream's tables. A metric with neither a value nor an error for any method of
+a stream gets no table; a (method, order) with no complete cell shows its status.
+
+Bold marks no winner the data cannot separate: the best ``avg`` and every row whose interval
+(mean ± std, as printed) overlaps the best row's are tied for best and all bold; nothing is bold when
+the stream has one seed or when every row is tied (see ``LEGEND`` / ``LEGEND_ONE_SEED``).
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
 from pathlib import Path
 
 import pandas as pd
@@ -21,31 +28,57 @@ from clbench.results import CellResult
 from clbench.specs import MetricSpec
 
 NA = "n/a"
+ERROR = "error"
+ERROR_CHARS = 200  # a metric error's message is cut to this many characters in the leaderboard
+LEGEND = ("Bold `avg`: the best mean and every row whose mean ± std (as printed) overlaps the best row's, "
+          "i.e. tied for best; no bold: every row is tied.")
+LEGEND_ONE_SEED = "Bold `avg`: none, one seed, so no row is separated from the best."
+LEGEND_NO_CELL = "Bold `avg`: none, no cell is complete."
 
 
 def frame(results: Iterable[CellResult]) -> pd.DataFrame:
-    """One row per (cell, metric) with its value; the tidy form every table is pivoted from."""
+    """One row per (cell, metric) with its value and, when it raised, its error; the tidy form every
+    table is pivoted from. A metric with an error has value None whatever the result recorded."""
     rows = []
     for r in results:
         profile = str(r.config.get("profile", "custom"))
         base = {"profile": profile, "stream": r.stream, "method": r.method, "order": r.order, "seed": r.seed,
                 "status": r.status, "path": str(r.path) if r.path else ""}
         if r.status != "complete":
-            rows.append({**base, "metric": None, "value": None})
+            rows.append({**base, "metric": None, "value": None, "error": None})
             continue
-        for name, value in r.metrics.items():
-            rows.append({**base, "metric": name, "value": value})
-    return pd.DataFrame(rows, columns=["profile", "stream", "method", "order", "seed", "status", "path", "metric", "value"])
+        errors = r.metric_errors or {}
+        for name in [*r.metrics, *sorted(n for n in errors if n not in r.metrics)]:
+            error = errors.get(name)
+            rows.append({**base, "metric": name, "value": None if error is not None else r.metrics.get(name),
+                         "error": None if error is None else str(error)})
+    return pd.DataFrame(rows, columns=["profile", "stream", "method", "order", "seed", "status", "path", "metric",
+                                       "value", "error"])
+
+
+def _stats(values: Sequence[float]) -> tuple[float, float | None]:
+    mean = sum(values) / len(values)
+    if len(values) == 1:
+        return mean, None
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
 def _fmt(values: Sequence[float]) -> str:
     if not values:
         return NA
-    mean = sum(values) / len(values)
-    if len(values) == 1:
-        return f"{mean:.2f}"
-    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-    return f"{mean:.2f} ± {std:.2f}"
+    mean, std = _stats(values)
+    return f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
+
+
+def _interval(values: Sequence[float]) -> tuple[Decimal, Decimal, Decimal]:
+    """(mean, low, high) of mean ± std exactly as ``_fmt`` prints them (a lone value: a point)."""
+    mean, std = _stats(values)
+    m, s = Decimal(f"{mean:.2f}"), Decimal(f"{std:.2f}") if std is not None else Decimal(0)
+    return m, m - s, m + s
+
+
+def _errors_note(n: int) -> str:
+    return f" ({n} error{'s' if n != 1 else ''})" if n else ""
 
 
 def _order_key(order: str) -> tuple[int, str]:
@@ -53,6 +86,7 @@ def _order_key(order: str) -> tuple[int, str]:
 
 
 def _link(text: str, paths: Sequence[str], link_root: Path | None) -> str:
+    paths = [p for p in paths if p]
     if link_root is None or not paths or text == NA:
         return text
     target = Path(sorted(paths)[0])
@@ -62,42 +96,104 @@ def _link(text: str, paths: Sequence[str], link_root: Path | None) -> str:
     return f"[{text}]({rel})"
 
 
+def _has_error(series: pd.Series) -> pd.Series:
+    return series.map(lambda e: e is not None and not (isinstance(e, float) and math.isnan(e)))
+
+
+def _has_value(series: pd.Series) -> pd.Series:
+    return series.map(lambda v: v is not None and not pd.isna(v))
+
+
+def complete_seeds(df: pd.DataFrame) -> int:
+    """How many seeds the complete cells of ``df`` span."""
+    return int(df.loc[df["status"] == "complete", "seed"].nunique())
+
+
+def separable(df: pd.DataFrame) -> bool:
+    """Whether rows of this stream's tables can be told apart: its complete cells span two seeds or more."""
+    return complete_seeds(df) >= 2
+
+
+def tied_for_best(intervals: Mapping[int, tuple[Decimal, Decimal, Decimal]], direction: str) -> set[int]:
+    """Rows tied for best: the best printed mean (every row with it) and every row whose printed
+    mean ± std overlaps (closed intervals; touching counts) the interval of one of those."""
+    if not intervals:
+        return set()
+    pick = max if direction == "up" else min
+    top = pick(m for m, _, _ in intervals.values())
+    best = [(lo, hi) for m, lo, hi in intervals.values() if m == top]
+    return {i for i, (_, lo, hi) in intervals.items() if any(lo <= b_hi and b_lo <= hi for b_lo, b_hi in best)}
+
+
 def metric_table(df: pd.DataFrame, metric: MetricSpec, link_root: Path | None = None) -> str:
     """Markdown table of one metric on one stream (``df`` already filtered to the stream)."""
     orders = sorted(df["order"].unique(), key=_order_key)
     methods = sorted(df["method"].unique())
     values = df[(df["metric"] == metric.name)]
     table = []
-    scores: dict[int, float] = {}  # row → the avg as printed (2 decimals), signed so that higher is better
+    intervals: dict[int, tuple[Decimal, Decimal, Decimal]] = {}  # row → its avg's (mean, low, high) as printed
     for i, method in enumerate(methods):
         row = [method]
         pooled: list[float] = []
+        row_errors = 0
         for order in orders:
             cells = df[(df["method"] == method) & (df["order"] == order)]
             got = values[(values["method"] == method) & (values["order"] == order)].sort_values("seed")
-            numbers = [float(v) for v in got["value"] if v is not None and not pd.isna(v)]
+            numbers = [float(v) for v in got.loc[_has_value(got["value"]), "value"]]
+            failed = got[_has_error(got["error"])]
             pooled += numbers
+            row_errors += len(failed)
             if cells.empty:
                 row.append("")
             elif numbers:
-                row.append(_link(_fmt(numbers), list(got["path"]), link_root))
+                row.append(_link(_fmt(numbers) + _errors_note(len(failed)), list(got["path"]), link_root))
+            elif len(failed):
+                row.append(_link(ERROR, list(failed["path"]), link_root))
             elif (cells["status"] == "complete").any():
                 row.append(NA)
             else:
                 row.append(", ".join(sorted(set(cells["status"]))))
-        row.append(_fmt(pooled))
         if pooled:
-            mean = float(f"{sum(pooled) / len(pooled):.2f}")
-            scores[i] = mean if metric.direction == "up" else -mean
+            row.append(_fmt(pooled) + _errors_note(row_errors))
+            intervals[i] = _interval(pooled)
+        else:
+            row.append(ERROR if row_errors else NA)
         table.append(row)
-    if scores and len(methods) > 1:  # every row that ties the best as printed is bold
-        top = max(scores.values())
-        for i in (i for i, score in scores.items() if score == top):
-            table[i][-1] = f"**{table[i][-1]}**"
+    if separable(df):
+        tied = tied_for_best(intervals, metric.direction)
+        if tied != set(intervals):  # every row tied: nothing is bold
+            for i in sorted(tied):
+                table[i][-1] = f"**{table[i][-1]}**"
     arrow = "↑" if metric.direction == "up" else "↓"
     header = ["method"] + [f"order {o}" for o in orders] + ["avg"]
     title = f"#### {metric.name} {arrow}" + (f" — {metric.description}" if metric.description else "")
     return title + "\n\n" + tabulate(table, headers=header, tablefmt="github", disable_numparse=True) + "\n"
+
+
+def _one_line(message: str, limit: int = ERROR_CHARS) -> str:
+    text = " ".join(str(message).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def error_lines(df: pd.DataFrame, metric_names: Sequence[str]) -> list[str]:
+    """``errors: <metric> on <method> order <o> seed <s>: <message>`` for every metric error of the
+    stream in ``df`` among ``metric_names``, sorted by metric, method, order and seed."""
+    failed = df[_has_error(df["error"]) & df["metric"].isin(list(metric_names))]
+    keyed = sorted(((str(m), str(me), _order_key(str(o)), int(s), str(e)) for m, me, o, s, e in
+                    zip(failed["metric"], failed["method"], failed["order"], failed["seed"], failed["error"], strict=True)))
+    return [f"errors: {m} on {me} order {o[1]} seed {s}: {_one_line(e)}" for m, me, o, s, e in keyed]
+
+
+def _fence(lines: Sequence[str]) -> str:
+    """The lines as a fenced text block (one per line, no markdown read into the messages)."""
+    longest = 0
+    for line in lines:
+        run = 0
+        for ch in line:
+            run = run + 1 if ch == "`" else 0
+            longest = max(longest, run)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n" + "\n".join(lines) + f"\n{fence}\n"
 
 
 def render(results: Iterable[CellResult], metrics: Sequence[MetricSpec], title: str,
@@ -106,17 +202,66 @@ def render(results: Iterable[CellResult], metrics: Sequence[MetricSpec], title: 
     df = frame(results)
     shown = [m for m in metrics if m.leaderboard]
     parts = [f"# {title}\n", "Generated by `clbench leaderboard` from result files; do not edit by hand.\n",
-             "Scores in percent; cells are mean ± std over seeds, `avg` pools every cell of the row.\n"]
+             "Scores in percent; cells are mean ± std over seeds, `avg` pools every cell of the row (orders × "
+             "seeds). `n/a`: the metric does not apply; `error`: it could not be computed (listed under the "
+             "stream's tables) and is left out of the averages.\n"]
     for stream in sorted(df["stream"].unique()):
         sdf = df[df["stream"] == stream]
         seeds = sorted(sdf["seed"].unique())
         parts.append(f"## {stream}\n\nseeds: {', '.join(str(s) for s in seeds)}; "
                      f"cells: {sdf.drop_duplicates(['method', 'order', 'seed']).shape[0]}\n")
-        present = set(sdf.loc[sdf["value"].notna(), "metric"])  # a metric n/a for every method: no table
-        for metric in shown:
-            if metric.name in present:
-                parts.append(metric_table(sdf, metric, link_root))
+        n_seeds = complete_seeds(sdf)
+        parts.append((LEGEND if n_seeds >= 2 else LEGEND_ONE_SEED if n_seeds == 1 else LEGEND_NO_CELL) + "\n")
+        # a metric with neither a value nor an error for any method of the stream: no table
+        present = set(sdf.loc[_has_value(sdf["value"]) | _has_error(sdf["error"]), "metric"])
+        tabled = [m for m in shown if m.name in present]
+        for metric in tabled:
+            parts.append(metric_table(sdf, metric, link_root))
+        errors = error_lines(sdf, [m.name for m in tabled])
+        if errors:
+            parts.append(_fence(errors))
     return "\n".join(parts)
+
+
+def render_cell(result: CellResult) -> str:
+    """What ``clbench show`` prints for one cell: its accuracy matrix, metrics, metric errors and time.
+
+    A matrix shorter or narrower than the task list is padded with blanks (wider or longer: the extra
+    columns and rows are labelled ``#<index>``)."""
+    r = result
+    lines = [f"{r.method} · {r.stream} · order {r.order} · seed {r.seed} · {r.status}"]
+    if r.error:
+        lines.append(f"error: {r.error}")
+    matrix = [list(row) if row is not None else [] for row in (r.accuracy_matrix or [])]
+    n_rows = max(len(r.tasks), len(matrix))
+    n_cols = max([len(r.tasks), *(len(row) for row in matrix)])
+    names = [str(t) for t in r.tasks] + [f"#{j}" for j in range(len(r.tasks), max(n_rows, n_cols))]
+    short = [t if len(t) <= 12 else t[:11] + "…" for t in names]
+    rows = []
+    for i in range(n_rows):
+        row = matrix[i] if i < len(matrix) else []
+        cells = ["" if v is None else f"{v:.1f}" for v in row] + [""] * (n_cols - len(row))
+        rows.append([f"after {short[i]}"] + cells)
+    lines.append(tabulate(rows, headers=["a[i][j]"] + short[:n_cols], tablefmt="simple", disable_numparse=True))
+    errors = r.metric_errors or {}
+    names_m = sorted(set(r.metrics) | set(errors))
+    if names_m:
+        lines.append("")
+
+        def value(k: str) -> str:
+            if k in errors:
+                return ERROR
+            v = r.metrics.get(k)
+            return NA if v is None else f"{v:.4g}"
+
+        lines.append(tabulate([[k, value(k)] for k in names_m], headers=["metric", "value"], tablefmt="simple",
+                              disable_numparse=True))
+        lines.extend(f"metric {k}: error: {errors[k]}" for k in sorted(errors))
+    total = r.timings.get("total_s") if r.timings else None
+    if total is not None:
+        lines.append("")
+        lines.append(f"time: {total:.1f}s on {r.env.get('device', '?')}")
+    return "\n".join(lines)
 
 
 def by_profile(results: Iterable[CellResult]) -> Mapping[str, list[CellResult]]:

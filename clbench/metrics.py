@@ -8,15 +8,18 @@ Footprint metrics never hold more than one row-chunk of a dense ΔW in memory; O
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from clbench.config import MetricsConfig
 from clbench.footprints import LowRank, TaskFootprint
 from clbench.specs import MetricSpec
+
+if TYPE_CHECKING:
+    from clbench.registry import Origin
 
 DEFAULT_TOLERANCE = MetricsConfig.tolerance  # relative "non-zero" threshold: |x| > τ·max|ΔW|
 CHUNK_ELEMENTS = 1 << 22  # ~16 MB of float32 per dense chunk
@@ -42,21 +45,20 @@ class MetricInput:
         return self.cache[key]
 
 
-def compute_metrics(specs: Iterable[MetricSpec], inp: MetricInput) -> tuple[dict[str, float | None], dict[str, str]]:
-    """Run every metric; one that raises is recorded as an error (and n/a), never as a number."""
+def compute_metrics(specs: Iterable[MetricSpec], inp: MetricInput, origins: Mapping[str, Origin] | None = None
+                    ) -> tuple[dict[str, float | None], dict[str, str]]:
+    """Run every metric; one that raises or returns something other than a finite number or None is
+    recorded as an error naming its plugin (value None), never as a number, and never stops the others."""
+    from clbench.boundary import describe, metric_value
+
     values: dict[str, float | None] = {}
     errors: dict[str, str] = {}
     for spec in specs:
         try:
-            value = spec.fn(inp)
+            values[spec.name] = metric_value(spec.fn(inp))
         except Exception as exc:
-            values[spec.name], errors[spec.name] = None, f"{type(exc).__name__}: {exc}"
-            continue
-        if value is not None and not math.isfinite(float(value)):
-            values[spec.name] = None
-            errors[spec.name] = f"not finite: {value}"
-        else:
-            values[spec.name] = None if value is None else float(value)
+            who = describe((origins or {}).get(spec.name))
+            values[spec.name], errors[spec.name] = None, f"metric {spec.name!r}{who}: {type(exc).__name__}: {exc}"
     return values, errors
 
 

@@ -7,22 +7,35 @@ fails the command, not cell 37.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import itertools
+import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clbench import config as cfg
-from clbench.errors import ConfigError
-from clbench.registry import Registries, did_you_mean
+from clbench.boundary import check_type
+from clbench.data import Stream
+from clbench.errors import ConfigError, PluginError
+from clbench.registry import Registries, Registry, did_you_mean
 from clbench.specs import MethodSpec, ModelSpec, StreamSpec
+
+if TYPE_CHECKING:
+    from clbench.results import CellResult
 
 RESERVED_SCOPES = ("train", "model", "stream", "metrics")
 
 
 @dataclass(frozen=True)
 class Cell:
+    """One cell of the grid with every setting resolved: the one configuration object that flows from
+    planning to the runner (and to remote workers: it pickles). Settings are the plugins' own config
+    dataclasses, validated once, here; ``resolved()`` is their JSON form, ``config_hash`` its identity."""
+
     method: str  # label: "ewc", "olora+nlora", "lps@beta=0.5"
     parts: tuple[str, ...]  # registered method names, in composition order
     stream: str
@@ -30,35 +43,136 @@ class Cell:
     seed: int
     profile: str
     model: str
-    method_config: Mapping[str, Mapping[str, Any]]  # part -> settings
-    model_config: Mapping[str, Any]
-    train_config: Mapping[str, Any]
-    stream_config: Mapping[str, Any]
+    methods_cfg: Mapping[str, Any]  # part -> its config dataclass
+    model_cfg: Any
+    train: cfg.TrainConfig
+    stream_cfg: Any
+    metrics: cfg.MetricsConfig
     out: str
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)  # plugin run options: not part of the identity
     sweep: Mapping[str, Any] = field(default_factory=dict)
-    metrics_config: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def directory(self) -> Path:
-        return Path(self.out) / self.stream / self.method / f"order-{self.order}" / f"seed-{self.seed}"
+        out = Path(self.out)
+        path = out.joinpath(*(path_component(p) for p in (self.stream, self.method, f"order-{self.order}",
+                                                          f"seed-{self.seed}")))
+        return path
 
     @property
     def key(self) -> str:
         return f"{self.stream}/{self.method}/order-{self.order}/seed-{self.seed}"
 
+    # dict views of the settings, as stored in result.json
+    @property
+    def method_config(self) -> dict[str, dict[str, Any]]:
+        return {k: cfg.to_dict(v) for k, v in self.methods_cfg.items()}
+
+    @property
+    def model_config(self) -> dict[str, Any]:
+        return cfg.to_dict(self.model_cfg)
+
+    @property
+    def train_config(self) -> dict[str, Any]:
+        return cfg.to_dict(self.train)
+
+    @property
+    def stream_config(self) -> dict[str, Any]:
+        return cfg.to_dict(self.stream_cfg)
+
+    @property
+    def metrics_config(self) -> dict[str, Any]:
+        return cfg.to_dict(self.metrics)
+
     def resolved(self) -> dict[str, Any]:
         """The cell's full configuration, as stored in ``result.json``."""
         return {
             "profile": self.profile,
-            "methods": {k: dict(v) for k, v in self.method_config.items()},
+            "parts": list(self.parts),
+            "methods": self.method_config,
             "model": {"name": self.model, **self.model_config},
-            "train": dict(self.train_config),
-            "stream": dict(self.stream_config),
-            "metrics": dict(self.metrics_config),
+            "train": self.train_config,
+            "stream": self.stream_config,
+            "metrics": self.metrics_config,
             "sweep": dict(self.sweep),
             "options": dict(self.options),
         }
+
+    @functools.cached_property
+    def config_hash(self) -> str:
+        return config_hash(self.resolved(), self.stream, self.order, self.seed)
+
+    @classmethod
+    def from_result(cls, regs: Registries, result: CellResult, out: Path | str) -> Cell:
+        """The cell a result file records, rebuilt from its stored settings (to rerun or verify it)."""
+        c = result.config
+        parts = tuple(c.get("parts") or result.method.split("@", 1)[0].split("+"))
+        model = dict(c.get("model", {}))
+        model_name = model.pop("name", None)
+        if model_name is None:
+            raise ConfigError(f"{result.path}: the result records no model")
+        mspec, sspec = regs.models.get(model_name), regs.streams.get(result.stream)
+        return cls(
+            method=result.method, parts=parts, stream=result.stream, order=result.order, seed=result.seed,
+            profile=str(c.get("profile", "custom")), model=model_name,
+            methods_cfg={p: cfg.apply(regs.methods.get(p).config_cls, None, c.get("methods", {}).get(p, {}), p)
+                         for p in parts},
+            model_cfg=cfg.apply(mspec.config_cls, None, model, "model"),
+            train=cfg.apply(cfg.TrainConfig, None, c.get("train", {}), "train"),
+            stream_cfg=cfg.apply(sspec.config_cls, None, c.get("stream", {}), "stream"),
+            metrics=cfg.apply(cfg.MetricsConfig, None, c.get("metrics", {}), "metrics"),
+            out=str(out), options=dict(c.get("options", {})), sweep=dict(c.get("sweep", {})),
+        )
+
+
+IDENTITY_EXCLUDES = ("sweep", "options")  # the label's sweep repeats the settings; options are run plumbing
+
+
+def identity(resolved: Mapping[str, Any], stream: str, order: str, seed: int) -> dict[str, Any]:
+    """What makes a cell's numbers: every resolved setting, the stream, the order and the seed."""
+    out = {k: v for k, v in resolved.items() if k not in IDENTITY_EXCLUDES}
+    out["cell"] = {"stream": stream, "order": str(order), "seed": int(seed)}
+    return out
+
+
+def config_hash(resolved: Mapping[str, Any], stream: str, order: str, seed: int) -> str:
+    """sha256 of the canonical JSON of :func:`identity` (sorted keys, no spaces): stable across runs,
+    processes and machines for the same settings."""
+    try:
+        text = json.dumps(identity(resolved, stream, order, seed), sort_keys=True, separators=(",", ":"),
+                          allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"cell {stream}/order-{order}/seed-{seed}: a setting is not JSON ({exc})") from None
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(data, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in data.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    return {prefix.rstrip("."): data}
+
+
+def config_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """``["methods.ewc.lambda: 10.0 → 3.0", "train.threads: (absent) → 1"]`` between two identities."""
+    a, b = _flatten(old), _flatten(new)
+    absent = "(absent)"
+    return [f"{k}: {a.get(k, absent)!r} → {b.get(k, absent)!r}".replace(repr(absent), absent)
+            for k in sorted(set(a) | set(b)) if a.get(k, absent) != b.get(k, absent)]
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9@=,.+_\-]")
+
+
+def path_component(text: str) -> str:
+    """``text`` as one folder name: a method label or sweep value can never add folders or leave ``--out``
+    (``/``, ``\\`` and other unsafe characters are %-escaped; ``.`` and ``..`` become ``%2E``…)."""
+    safe = _UNSAFE.sub(lambda m: "".join(f"%{b:02X}" for b in m.group().encode()), text)
+    if safe in ("", ".", ".."):
+        safe = safe.replace(".", "%2E") or "%00"
+    return safe
 
 
 @dataclass
@@ -153,12 +267,25 @@ def make_plan(regs: Registries, req: RunRequest) -> Plan:
                 if not s.composable:
                     raise ConfigError(f"method {s.name!r} cannot be composed ('{label}'): it only adds structure")
 
+    in_run = {p for parts in parts_of.values() for p in parts}
+    for key in req.sets:  # a setting for a method that does not run would be silently ignored
+        scope = key.split(".", 1)[0]
+        if scope not in RESERVED_SCOPES and scope not in in_run:
+            raise ConfigError(f"--set {key}: method {scope!r} is not in this run (methods: "
+                              f"{', '.join(sorted(in_run))}); add it to --methods or drop the setting")
+
     sweep_keys = sorted(k for k, v in req.sets.items() if len(v) > 1)
-    sweep_points = list(itertools.product(*(req.sets[k] for k in sweep_keys))) or [()]
     single = {k: v[0] for k, v in req.sets.items() if len(v) == 1}
+
+    def sweep_of(parts: tuple[str, ...]) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """The sweep a label takes part in: the reserved scopes' and its own methods' keys (a sweep of
+        ``si.c`` does not multiply ``ewc``)."""
+        keys = [k for k in sweep_keys if k.split(".", 1)[0] in RESERVED_SCOPES or k.split(".", 1)[0] in parts]
+        return keys, list(itertools.product(*(req.sets[k] for k in keys))) or [()]
 
     cells: list[Cell] = []
     skipped: list[str] = []
+    known_orders: dict[str, list[str]] = {}
     for sspec in streams:
         base_preset = base_presets[sspec.name]
         stream_cfg_values = {**cfg.split_scoped(base_preset).get("stream", {}),
@@ -166,6 +293,8 @@ def make_plan(regs: Registries, req: RunRequest) -> Plan:
         stream_cfg_values = _with_path(sspec.config_cls, stream_cfg_values, "data_dir", req.data_dir)
         stream_cfg = cfg.apply(sspec.config_cls, None, stream_cfg_values, "stream")
         stream = sspec.factory(stream_cfg)
+        check_type(stream, Stream, f"stream {sspec.name!r}", "factory", regs.streams.origins.get(sspec.name))
+        known_orders[sspec.name] = list(stream.orders)
         orders = list(req.orders) if req.orders else list(base_preset.get("orders", stream.orders))
         for o in orders:
             stream.order(o)  # validates the name
@@ -177,8 +306,9 @@ def make_plan(regs: Registries, req: RunRequest) -> Plan:
         for label in stream_labels[sspec.name]:
             parts = parts_of[label]
             mspecs = [regs.methods.get(p) for p in parts]
+            keys, sweep_points = sweep_of(parts)
             for order, seed, point in itertools.product(orders, seeds, sweep_points):
-                sweep = dict(zip(sweep_keys, point, strict=True))
+                sweep = dict(zip(keys, point, strict=True))
                 cell = _make_cell(regs, profile.name, profile.sets, sspec, stream.modality, order, seed,
                                   label, mspecs, {**single, **sweep}, sweep, req)
                 if isinstance(cell, str):
@@ -188,6 +318,7 @@ def make_plan(regs: Registries, req: RunRequest) -> Plan:
                         skipped.append(f"{label} on {sspec.name}: {cell}")
                     continue
                 cells.append(cell)
+    _check_presets(regs, streams, {p: regs.methods.get(p) for p in in_run}, known_orders)
     if not cells:
         raise ConfigError("nothing to run: " + ("; ".join(skipped) or "the grid is empty"))
     # A flag no planned plugin reads would be silently ignored; say so instead.
@@ -198,6 +329,35 @@ def make_plan(regs: Registries, req: RunRequest) -> Plan:
         raise ConfigError(f"--data-dir {req.data_dir}: no planned stream reads a data directory "
                           f"({', '.join(s.name for s in streams)})")
     return Plan(cells=cells, profile=profile.name, out=Path(req.out), skipped=skipped)
+
+
+def _check_presets(regs: Registries, streams: Sequence[StreamSpec], methods: Mapping[str, MethodSpec],
+                   orders: Mapping[str, Sequence[str]]) -> None:
+    """A preset keyed to a profile, stream or order that does not exist would be ignored; refuse it,
+    naming the plugin. Keys are ``profile``, ``profile/stream`` or ``profile/stream/order``."""
+    owners: list[tuple[str, Any, Registry[Any]]] = [(f"stream {s.name!r}", s, regs.streams) for s in streams]
+    owners += [(f"method {m.name!r}", m, regs.methods) for m in methods.values()]
+    for what, spec, reg in owners:
+        for key in spec.presets:
+            parts = str(key).split("/")
+            problem = None
+            if len(parts) > 3 or not all(parts):
+                problem = "is not 'profile', 'profile/stream' or 'profile/stream/order'"
+            elif parts[0] not in regs.profiles:
+                problem = _unknown("profile", parts[0], regs.profiles)
+            elif len(parts) > 1 and parts[1] not in regs.streams:
+                problem = _unknown("stream", parts[1], regs.streams)
+            elif len(parts) > 2 and parts[1] in orders and parts[2] not in orders[parts[1]]:
+                problem = _unknown(f"order of stream {parts[1]!r}", parts[2], orders[parts[1]])
+            if problem:
+                origin = reg.origins.get(spec.name)
+                who = f" (plugin {origin.plugin!r}, {origin})" if origin else ""
+                raise PluginError(f"{what}{who} has a preset {key!r} that {problem}")
+
+
+def _unknown(kind: str, name: str, known: Any) -> str:
+    hint = did_you_mean(name, list(known))
+    return f"names no {kind} {name!r}" + (f" — did you mean {hint!r}?" if hint else "")
 
 
 def _label(label: str, sweep: Mapping[str, Any]) -> str:
@@ -258,7 +418,7 @@ def _make_cell(
         values = {k: v for k, v in mp.get("", {}).items() if k != "model"}
         values.update(_select(prof, m.name))
         values.update(_select(user, m.name))
-        method_cfgs[m.name] = cfg.to_dict(cfg.apply(m.config_cls, None, values, m.name))
+        method_cfgs[m.name] = cfg.apply(m.config_cls, None, values, m.name)
     return Cell(
         method=_label(label, sweep),
         parts=tuple(m.name for m in mspecs),
@@ -267,12 +427,12 @@ def _make_cell(
         seed=int(seed),
         profile=profile,
         model=mspec.name,
-        method_config=method_cfgs,
-        model_config=cfg.to_dict(model_cfg),
-        train_config=cfg.to_dict(train),
-        stream_config=cfg.to_dict(stream_cfg),
+        methods_cfg=method_cfgs,
+        model_cfg=model_cfg,
+        train=train,
+        stream_cfg=stream_cfg,
+        metrics=metrics_cfg,
         out=str(req.out),
         options=dict(req.options),
         sweep=dict(sweep),
-        metrics_config=cfg.to_dict(metrics_cfg),
     )

@@ -43,7 +43,7 @@ class Origin:
     version: str
 
     def __str__(self) -> str:
-        return f"{self.dist} {self.version}"
+        return self.dist if self.version == "-" else f"{self.dist} {self.version}"
 
 
 @dataclass
@@ -139,7 +139,16 @@ def _dist_of(plugin: object, pm: pluggy.PluginManager) -> tuple[str, str]:
     module = getattr(plugin, "__name__", "")
     if module.startswith("clbench."):
         return "clbench", _own_version()
-    return "(not installed)", "-"
+    return "no installed distribution", "-"
+
+
+def plugin_name(pm: pluggy.PluginManager, plugin: object) -> str:
+    """The name ``-p no:NAME`` takes; for an object registered without one (pluggy then names it by its
+    ``id``), its module or class, which a reader can find."""
+    name = pm.get_name(plugin)
+    if name and not name.isdigit():
+        return name
+    return getattr(plugin, "__name__", None) or f"{type(plugin).__module__}.{type(plugin).__qualname__}"
 
 
 def _own_version() -> str:
@@ -175,6 +184,17 @@ def load_entry_points(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) ->
             getattr(pm, _DISTS_ATTR)[id(plugin)] = (ep.dist.metadata["name"], ep.dist.version)
 
 
+def check_disabled(disabled: Iterable[str]) -> None:
+    """``-p no:NAME`` must name an installed plugin (an entry point of group ``clbench`` or a core plugin):
+    a typo would otherwise disable nothing, silently."""
+    known = sorted({ep.name for ep in md.entry_points(group=ENTRY_POINT_GROUP)} | set(CORE_PLUGINS))
+    for name in disabled:
+        if name not in known:
+            hint = did_you_mean(name, known)
+            raise PluginError(f"-p no:{name}: no installed plugin is named {name!r}"
+                              + (f" — did you mean {hint!r}?" if hint else "") + f" Plugins: {', '.join(known)}")
+
+
 def _register_core(pm: pluggy.PluginManager, disabled: Iterable[str]) -> None:
     import importlib
 
@@ -206,7 +226,7 @@ def build_plugin_manager(
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
-        name = pm.get_name(exc.plugin) or repr(exc.plugin)
+        name = plugin_name(pm, exc.plugin)
         dist, _ = _dist_of(exc.plugin, pm)
         raise PluginError(f"plugin {name!r} from distribution {dist!r}: {exc}") from exc
     return pm
@@ -216,7 +236,7 @@ def collect(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) -> Registrie
     """Call every registration hook on every plugin, one plugin at a time, so errors name it."""
     regs = {kind: Registry(kind.rstrip("s")) for kind in _HOOKS}
     for plugin in pm.get_plugins():
-        name = pm.get_name(plugin) or repr(plugin)
+        name = plugin_name(pm, plugin)
         dist, version = _dist_of(plugin, pm)
         origin = Origin(name, dist, version)
         for kind, (hook, spec_type) in _HOOKS.items():
@@ -242,8 +262,31 @@ def collect(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) -> Registrie
                         f"plugin {name!r} ({origin}): {hook} returned {type(spec).__name__}, "
                         f"expected {spec_type.__name__}"
                     )
+                _check_spec(spec, origin)
                 regs[kind].add(spec, origin)
     return Registries(pm=pm, disabled=tuple(disabled), **regs)
+
+
+def _check_spec(spec: object, origin: Origin) -> None:
+    """Fields typed as a closed set of words (``direction``, ``needs``, ``footprint_kind``, ``aggregate``)
+    must hold one of them: ``direction="higher"`` would otherwise render as ↓ and rank backwards."""
+    import dataclasses
+    import typing
+
+    from clbench import specs
+
+    closed = {"direction": specs.Direction, "needs": specs.MetricNeeds, "footprint_kind": specs.FootprintKind,
+              "aggregate": typing.Literal["mean"]}
+    name = getattr(spec, "name", "?")
+    for field_name, literal in closed.items():
+        allowed = typing.get_args(literal)
+        if hasattr(spec, field_name) and getattr(spec, field_name) not in allowed:
+            raise PluginError(f"plugin {origin.plugin!r} ({origin}): {type(spec).__name__} {name!r} has "
+                              f"{field_name}={getattr(spec, field_name)!r}; choose one of {', '.join(map(repr, allowed))}")
+    config_cls = getattr(spec, "config_cls", None)
+    if config_cls is not None and not dataclasses.is_dataclass(config_cls):
+        raise PluginError(f"plugin {origin.plugin!r} ({origin}): {type(spec).__name__} {name!r} has "
+                          f"config_cls={config_cls!r}, which is not a dataclass")
 
 
 def build_registry(

@@ -12,6 +12,7 @@ import functools
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -26,10 +27,11 @@ import jsonschema
 
 from clbench.errors import ResultFileError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: config_hash, metric_errors, footprints (1 is still read)
 RESULT_FILE = "result.json"
 FOOTPRINT_FILE = "footprints.safetensors"
 CHECKPOINT_FILE = "checkpoint.pt"
+ERROR_LOG = "error.log"
 
 
 @functools.cache
@@ -54,8 +56,15 @@ class CellResult:
     timings: dict[str, Any] = field(default_factory=dict)
     report: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    config_hash: str | None = None  # identity of the resolved settings (clbench.plan.config_hash); None: schema 1
+    metric_errors: dict[str, str] = field(default_factory=dict)  # metric -> why its value is null
+    footprints: dict[str, Any] | None = None  # {"file", "sha256", "bytes"} of the footprint file beside it
     schema_version: int = SCHEMA_VERSION
     path: Path | None = None  # where it was read from; not serialised
+
+    @property
+    def key(self) -> str:
+        return f"{self.stream}/{self.method}/order-{self.order}/seed-{self.seed}"
 
     def to_json(self) -> dict[str, Any]:
         data = {k: v for k, v in self.__dict__.items() if k != "path"}
@@ -70,6 +79,10 @@ class CellResult:
                 f"({SCHEMA_VERSION}); upgrade clbench to read it"
             )
         validate(data, path)
+        T = len(data["tasks"])
+        if len(data["accuracy_matrix"]) != T or any(len(row) != T for row in data["accuracy_matrix"]):
+            raise ResultFileError(f"{path or 'result'}: not a clbench result (accuracy_matrix is not "
+                                  f"{T}×{T} for its {T} tasks)")
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known, path=path)
 
@@ -93,11 +106,12 @@ def atomic_write_with(path: Path, write: Callable[[Path], None], durable: bool =
     """Call ``write(tmp)`` on a temp file beside ``path`` then move it into place. ``durable`` also fsyncs
     it first, so it survives a machine crash, not only a killed process (≈5 ms a file here)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
     os.close(fd)
     tmp = Path(tmp_name)
     try:
         write(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a result file gets the user's usual mode
         if durable:
             with open(tmp, "rb+") as fh:
                 os.fsync(fh.fileno())
@@ -105,6 +119,29 @@ def atomic_write_with(path: Path, write: Callable[[Path], None], durable: bool =
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+TMP_SUFFIX = ".tmp"
+_TMP_NAME = re.compile(r"^\.(result\.json|footprints\.safetensors|checkpoint\.pt|error\.log|.+\.md|.+\.png)\."
+                       r"[A-Za-z0-9_]{6,}\.tmp$")
+
+
+@functools.cache
+def _umask() -> int:
+    mask = os.umask(0)  # the only way to read it; set straight back
+    os.umask(mask)
+    return mask
+
+
+def remove_orphan_temp_files(root: Path) -> list[Path]:
+    """Delete the temp files a killed write left under ``root`` (only names :func:`atomic_write_with` makes).
+    Call it while holding the output lock: no other clbench process is writing there."""
+    removed = []
+    for path in Path(root).rglob(f".*{TMP_SUFFIX}"):
+        if _TMP_NAME.match(path.name) and path.is_file():
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -127,14 +164,31 @@ def read_result(path: Path) -> CellResult:
     return CellResult.from_json(data, Path(path))
 
 
+def check_location(result: CellResult, path: Path) -> None:
+    """A result must sit in its own cell's folder, ``<stream>/<method>/order-<o>/seed-<s>/result.json``: one
+    copied into another cell's folder would otherwise be read as that cell's."""
+    from clbench.plan import path_component
+
+    expected = [path_component(p) for p in (result.stream, result.method, f"order-{result.order}",
+                                            f"seed-{result.seed}")]
+    found = list(Path(path).parent.parts[-4:])
+    if found != expected:
+        raise ResultFileError(f"{path}: records cell {result.key}, but sits in {'/'.join(found)}/ "
+                              f"(expected {'/'.join(expected)}/): a result moved or copied by hand")
+
+
 def iter_results(root: Path, warn: bool = True) -> Iterator[CellResult]:
-    """Every readable result under ``root``, sorted by path; unreadable ones are named and skipped."""
+    """Every readable result under ``root`` that sits in its own cell's folder, sorted by path; the others
+    are named and skipped."""
     for path in sorted(Path(root).rglob(RESULT_FILE)):
         try:
-            yield read_result(path)
+            result = read_result(path)
+            check_location(result, path)
         except ResultFileError as exc:
             if warn:
                 warnings.warn(f"skipping {exc}", stacklevel=2)
+            continue
+        yield result
 
 
 # --------------------------------------------------------------------------- environment

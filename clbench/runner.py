@@ -19,10 +19,10 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from clbench import config as cfg
 from clbench import footprints as fps
+from clbench.boundary import ObserverError, blame, check_loss_terms, check_report, check_type, describe, notify
 from clbench.data import Batch, Stream, batches
-from clbench.errors import Diverged
+from clbench.errors import ClbenchError, Diverged, PluginError, ResultFileError
 from clbench.method import CellContext, CompositeMethod, Method, derive_seed
 from clbench.metrics import MetricInput, compute_metrics
 from clbench.model import CLModel, StreamInfo
@@ -31,9 +31,11 @@ from clbench.plan import Cell
 from clbench.registry import Registries
 from clbench.results import (
     CHECKPOINT_FILE,
+    ERROR_LOG,
     FOOTPRINT_FILE,
     RESULT_FILE,
     CellResult,
+    atomic_write_text,
     atomic_write_with,
     environment,
     read_result,
@@ -52,22 +54,28 @@ def resolve_device(name: str) -> torch.device:
 def build_method(regs: Registries, cell: Cell, ctx: CellContext) -> Method:
     methods = []
     for part in cell.parts:
-        spec = regs.methods.get(part)
-        config = cfg.apply(spec.config_cls, None, cell.method_config.get(part, {}), part)
-        methods.append((part, spec.factory(config, ctx)))
+        method = regs.methods.get(part).factory(cell.methods_cfg[part], ctx)
+        check_type(method, Method, f"method {part!r}", "factory", regs.methods.origins.get(part))
+        methods.append((part, method))
     return methods[0][1] if len(methods) == 1 else CompositeMethod(methods, ctx)
 
 
 def build_stream(regs: Registries, cell: Cell) -> Stream:
-    spec = regs.streams.get(cell.stream)
-    return spec.factory(cfg.apply(spec.config_cls, None, cell.stream_config, "stream"))
+    stream = regs.streams.get(cell.stream).factory(cell.stream_cfg)
+    check_type(stream, Stream, f"stream {cell.stream!r}", "factory", regs.streams.origins.get(cell.stream))
+    return stream
 
 
 def build_model(regs: Registries, cell: Cell, stream: Stream) -> CLModel:
-    spec = regs.models.get(cell.model)
-    config = cfg.apply(spec.config_cls, None, cell.model_config, "model")
-    multi_head = getattr(config, "multi_head", None)
-    return spec.factory(config, StreamInfo.of(stream, multi_head))
+    multi_head = getattr(cell.model_cfg, "multi_head", None)
+    model = regs.models.get(cell.model).factory(cell.model_cfg, StreamInfo.of(stream, multi_head))
+    check_type(model, CLModel, f"model {cell.model!r}", "factory", regs.models.origins.get(cell.model))
+    return model
+
+
+def method_label(regs: Registries, cell: Cell) -> str:
+    """``method 'ewc' (plugin 'ewc', clbench 0.1.0)``: how messages about a cell's method name it."""
+    return f"method {cell.method!r}" + "".join(describe(regs.methods.origins.get(p)) for p in cell.parts)
 
 
 @torch.no_grad()
@@ -95,8 +103,9 @@ def _epoch_batches(ctx: CellContext, tasks: list[str], batch_size: int, *salt: i
         yield pool[i]
 
 
-def train_task(model: CLModel, method: Method, ctx: CellContext, index: int) -> dict[str, Any]:
-    """All phases of task ``index``; returns per phase its seconds, steps, examples/s (and tokens/s)."""
+def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, what: str = "method") -> dict[str, Any]:
+    """All phases of task ``index``; returns per phase its seconds, steps, examples/s (and tokens/s).
+    ``what`` names the method in a boundary error (see :func:`method_label`)."""
     task = ctx.order[index]
     train_tasks = method.train_tasks(index)
     stats: dict[str, Any] = {}
@@ -113,7 +122,7 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int) -> 
                 batch = batch.to(ctx.device)
                 opt.zero_grad(set_to_none=True)
                 logits, loss = model.training_loss(batch.x, batch.task, batch.y, method.needs_logits)
-                for value in method.loss_terms(batch, logits).values():
+                for value in check_loss_terms(method.loss_terms(batch, logits), what).values():
                     loss = loss + value
                 if not math.isfinite(float(loss.detach())):  # one sync per step; cheap next to backward
                     raise Diverged(f"loss became {float(loss.detach())} on task {task!r} ({phase.name}, epoch {epoch + 1})")
@@ -134,6 +143,12 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int) -> 
     return stats
 
 
+class FailFast(ClbenchError):
+    """``--fail-fast``: the first failed cell stops the run (exit code 1)."""
+
+    exit_code = 1
+
+
 class Runner:
     """Runs cells in this process. Built once per worker from the registries."""
 
@@ -142,15 +157,19 @@ class Runner:
         self.fail_fast = fail_fast
         self.progress = progress
 
-    @property
-    def hook(self) -> Any:
-        return self.regs.pm.hook
-
     def existing(self, cell: Cell) -> CellResult | None:
+        """The final result of this very cell (same folder, same config hash), or None. A result of another
+        cell or other settings in its folder is a :class:`~clbench.errors.ResultFileError`: it is never
+        returned for this cell, and never overwritten unless it failed."""
         path = cell.directory / RESULT_FILE
         if not path.exists():
             return None
         result = read_result(path)
+        mismatch = stale_reason(result, cell)
+        if mismatch is not None:
+            if result.status == "failed":  # no numbers to lose: the cell is run again with its new settings
+                return None
+            raise ResultFileError(f"{path}: {mismatch}")
         return result if result.status in FINAL_STATUSES else None
 
     def run(self, cell: Cell) -> CellResult:
@@ -160,56 +179,82 @@ class Runner:
         directory = cell.directory
         directory.mkdir(parents=True, exist_ok=True)
         state = _CellState(cell)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(cell.train.threads)
         try:
-            self._run(cell, state)
-        except KeyboardInterrupt:
-            raise  # the checkpoint of the last finished task stays for the next run
-        except Diverged as exc:
-            state.fail("diverged", str(exc))
-        except Exception as exc:
-            state.fail("failed", f"{type(exc).__name__}: {exc}")
-            (directory / "error.log").write_text(traceback.format_exc(), encoding="utf-8")
-            if self.fail_fast:
-                self._finish(cell, state)
-                raise
-        return self._finish(cell, state)
+            try:
+                self._run(cell, state)
+            except KeyboardInterrupt:
+                raise  # the checkpoint of the last finished task stays for the next run
+            except Diverged as exc:
+                state.fail("diverged", str(exc))
+            except Exception as exc:
+                where = "" if isinstance(exc, PluginError) else blame(exc, self.regs)
+                self._failed(cell, state, f"{type(exc).__name__}: {exc}{where}")
+            result = self._finish(cell, state)
+        finally:
+            torch.set_num_threads(threads)
+        if self.fail_fast and result.status == "failed":
+            raise FailFast(f"stopped at the first failed cell (--fail-fast): {cell.key}: {result.error} "
+                           f"(traceback in {directory / ERROR_LOG})")
+        return result
+
+    def _failed(self, cell: Cell, state: _CellState, error: str) -> None:
+        state.fail("failed", error)
+        with contextlib.suppress(OSError):  # a full disk must not hide the cell's own error
+            atomic_write_text(cell.directory / ERROR_LOG, traceback.format_exc())
 
     def _finish(self, cell: Cell, state: _CellState) -> CellResult:
         result = state.result(self.regs)
         result.path = write_result(result, cell.directory)
         if result.status == "complete":
             (cell.directory / CHECKPOINT_FILE).unlink(missing_ok=True)
-        self.hook.clbench_cell_end(cell=cell, result=result)
+        try:
+            notify(self.regs, "clbench_cell_end", cell=cell, result=result)
+        except ObserverError as exc:  # an observer's fault fails the cell it observed, and only that one
+            self._failed(cell, state, str(exc))
+            result.status, result.error = state.status, state.error
+            result.path = write_result(result, cell.directory)
         return result
 
-    def _run(self, cell: Cell, state: _CellState) -> None:
-        train = cfg.apply(cfg.TrainConfig, None, cell.train_config, "train")
-        device = resolve_device(train.device)
-        stream = build_stream(self.regs, cell)
-        order = stream.order(cell.order)
-        state.tasks = order
-        ctx = CellContext(stream=stream, order=order, train=train, device=device, seed=cell.seed,
+    def _build(self, cell: Cell, stream: Stream, order: list[str], device: torch.device
+               ) -> tuple[CLModel, Method]:
+        ctx = CellContext(stream=stream, order=order, train=cell.train, device=device, seed=cell.seed,
                           options=dict(cell.options))
         torch.manual_seed(derive_seed(cell.seed, 0))
         model = build_model(self.regs, cell, stream).to(device)
         method = build_method(self.regs, cell, ctx)
         method.setup(model)
+        return model, method
+
+    def _run(self, cell: Cell, state: _CellState) -> None:
+        train = cell.train
+        device = resolve_device(train.device)
+        stream = build_stream(self.regs, cell)
+        order = stream.order(cell.order)
+        state.tasks = order
+        model, method = self._build(cell, stream, order, device)
         state.env = environment(str(device), 1, train.batch_size, self._plugin_versions())
 
         start = state.load_checkpoint(model, method)
-        self.hook.clbench_cell_start(cell=cell, resumed_from=start)
+        if start < 0:  # a checkpoint that did not fit may have half-loaded: start from fresh objects
+            model, method = self._build(cell, stream, order, device)
+            start = 0
+        ctx = method.ctx
+        what = method_label(self.regs, cell)
+        notify(self.regs, "clbench_cell_start", cell=cell, resumed_from=start)
         bar = tqdm(total=len(order), initial=start, desc=cell.key, leave=False, disable=not self.progress,
                    unit="task")
         with contextlib.closing(bar):
             for index in range(start, len(order)):
                 task = order[index]
-                self.hook.clbench_task_start(cell=cell, task=task, index=index)
+                notify(self.regs, "clbench_task_start", cell=cell, task=task, index=index)
                 torch.manual_seed(derive_seed(cell.seed, index + 1))
                 if device.type == "cuda":
                     torch.cuda.reset_peak_memory_stats(device)
                 t0 = time.perf_counter()
                 method.before_task(task, index)
-                stats = train_task(model, method, ctx, index)
+                stats = train_task(model, method, ctx, index, what)
                 method.after_task(task, index)
                 state.footprints.append(method.footprint(task, index))
                 t1 = time.perf_counter()
@@ -219,22 +264,39 @@ class Runner:
                     stats["peak_memory_bytes"] = torch.cuda.max_memory_allocated(device)  # this task's peak
                 state.rows.append(row)
                 state.task_timings.append(stats)
-                state.report = method.report()
+                state.report = check_report(method.report(), what)
                 if index < len(order) - 1:  # after the last task the result file is written at once
                     state.save_checkpoint(model, method)
-                self.hook.clbench_task_end(cell=cell, task=task, index=index, accuracy_row=row)
+                notify(self.regs, "clbench_task_end", cell=cell, task=task, index=index, accuracy_row=row)
                 bar.update(1)
         state.status = "complete"
 
     def _plugin_versions(self) -> dict[str, str]:
-        from clbench.registry import _dist_of
+        from clbench.registry import _dist_of, plugin_name
 
         pm = self.regs.pm
         out = {}
         for plugin in pm.get_plugins():
             dist, version = _dist_of(plugin, pm)
-            out[pm.get_name(plugin) or repr(plugin)] = f"{dist} {version}"
+            out[plugin_name(pm, plugin)] = f"{dist} {version}"
         return dict(sorted(out.items()))
+
+
+def stale_reason(result: CellResult, cell: Cell) -> str | None:
+    """Why ``result`` (found in ``cell``'s folder) is not this cell's result, or None when it is."""
+    recorded = (result.method, result.stream, str(result.order), int(result.seed))
+    if recorded != (cell.method, cell.stream, cell.order, cell.seed):
+        return (f"holds the result of another cell ({result.stream}/{result.method}/order-{result.order}/"
+                f"seed-{result.seed}), not of {cell.key}")
+    if result.config_hash == cell.config_hash:
+        return None
+    if result.config_hash is None:
+        return "was written by an older clbench that recorded no config hash; its settings cannot be matched"
+    from clbench.plan import config_diff, identity
+
+    diff = config_diff(identity(result.config, result.stream, result.order, result.seed),
+                       identity(cell.resolved(), cell.stream, cell.order, cell.seed))
+    return "holds a result for other settings: " + ("; ".join(diff) or "(same settings, other hash)")
 
 
 class _CellState:
@@ -261,6 +323,7 @@ class _CellState:
 
     def save_checkpoint(self, model: CLModel, method: Method) -> None:
         payload = {
+            "config_hash": self.cell.config_hash,
             "done": len(self.rows),
             "rows": self.rows,
             "timings": self.task_timings,
@@ -274,6 +337,8 @@ class _CellState:
         atomic_write_with(self.path, lambda tmp: torch.save(payload, tmp), durable=False)
 
     def load_checkpoint(self, model: CLModel, method: Method) -> int:
+        """Tasks done by the checkpoint (0: none or unusable, with a warning), or -1 when it was for this
+        cell but did not load into it (missing keys, other shapes): the caller rebuilds model and method."""
         if not self.path.exists():
             return 0
         try:
@@ -282,35 +347,52 @@ class _CellState:
             warnings.warn(f"{self.path}: unreadable checkpoint ({type(exc).__name__}); the cell starts over",
                           stacklevel=2)
             return 0
-        method.load_state_dict(payload["method"])  # first: it may rebuild structure the weights need
-        model.load_state_dict(payload["model"])
-        self.rows = payload["rows"]
-        self.task_timings = payload["timings"]
-        self.report = payload["report"]
-        self.footprints = fps.from_tensors(payload["footprints"])
-        return int(payload["done"])
+        if not isinstance(payload, dict) or payload.get("config_hash") != self.cell.config_hash:
+            warnings.warn(f"{self.path}: checkpoint of other settings (config hash "
+                          f"{str(payload.get('config_hash') if isinstance(payload, dict) else None)[:12]}, this cell "
+                          f"{self.cell.config_hash[:12]}); the cell starts over", stacklevel=2)
+            return 0
+        try:
+            method.load_state_dict(payload["method"])  # first: it may rebuild structure the weights need
+            model.load_state_dict(payload["model"])
+            self.rows = payload["rows"]
+            self.task_timings = payload["timings"]
+            self.report = payload["report"]
+            self.footprints = fps.from_tensors(payload["footprints"])
+            done = int(payload["done"])
+            if not 0 < done == len(self.rows) == len(self.footprints) < len(self.tasks) + 1:
+                raise ValueError(f"it records {done} tasks done, {len(self.rows)} rows, {len(self.footprints)} footprints")
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+            warnings.warn(f"{self.path}: checkpoint does not fit this cell ({type(exc).__name__}: {first}); "
+                          "the cell starts over", stacklevel=2)
+            self.rows, self.task_timings, self.report, self.footprints = [], [], {}, []
+            return -1
+        return done
 
     def result(self, regs: Registries) -> CellResult:
         cell = self.cell
         T = len(self.tasks)
         matrix: list[list[float | None]] = [list(r) for r in self.rows] + [[None] * T for _ in range(T - len(self.rows))]
         metrics: dict[str, float | None] = {}
+        errors: dict[str, str] = {}
+        footprints = None
         if self.status == "complete":
-            settings = cfg.apply(cfg.MetricsConfig, None, cell.metrics_config, "metrics")
             inp = MetricInput(matrix=[list(map(float, r)) for r in self.rows], footprints=self.footprints,
-                              report=self.report, tasks=self.tasks, tolerance=settings.tolerance,
-                              samples=settings.samples)
-            metrics, errors = compute_metrics(regs.metrics.values(), inp)
-            if errors:
-                self.report = {**self.report, "metric_errors": errors}
-            fps.save(self.footprints, cell.directory / FOOTPRINT_FILE)
+                              report=self.report, tasks=self.tasks, tolerance=cell.metrics.tolerance,
+                              samples=cell.metrics.samples)
+            metrics, errors = compute_metrics(regs.metrics.values(), inp, regs.metrics.origins)
+            try:
+                footprints = fps.save(self.footprints, cell.directory / FOOTPRINT_FILE)
+            except OSError as exc:  # a full disk: the numbers stay in result.json, the cell is not complete
+                self.fail("failed", f"cannot write {cell.directory / FOOTPRINT_FILE}: {exc.strerror or exc}")
         return CellResult(
             method=cell.method,
             stream=cell.stream,
             order=cell.order,
             seed=cell.seed,
             tasks=self.tasks or ["(not loaded)"],
-            accuracy_matrix=matrix,
+            accuracy_matrix=matrix if self.tasks else [[None]],
             status=self.status,
             metrics=metrics,
             config=cell.resolved(),
@@ -318,4 +400,7 @@ class _CellState:
             timings={"total_s": time.perf_counter() - self.started, "tasks": self.task_timings},
             report=self.report,
             error=None if self.status == "complete" else self.error,
+            config_hash=cell.config_hash,
+            metric_errors=errors,
+            footprints=footprints,
         )

@@ -26,7 +26,7 @@ def clbench(capsys, *args):
         (["run", "--methods", "ewcc"], "unknown method 'ewcc' — did you mean 'ewc'?"),
         (["run", "--stream", "permuted-digit"], "did you mean 'permuted-digits'"),
         (["run", "--profile", "quik"], "unknown profile 'quik'"),
-        (["run", "--orders", "9", "--stream", "split-digits"], "unknown order of stream 'split-digits' '9'"),
+        (["run", "--orders", "9", "--stream", "split-digits"], "unknown order '9' of stream 'split-digits' Known orders: 1, 2, 3"),
         (["run", "--set", "ewc.lambd=3", "--methods", "ewc"], "unknown setting 'lambd' for EWCConfig — did you mean 'lambda_'"),
         (["run", "--set", "ewc.lambda=abc", "--methods", "ewc"], "ewc.lambda: expected a number, got 'abc'"),
         (["run", "--set", "ewcc.lambda=3"], "unknown scope 'ewcc'"),

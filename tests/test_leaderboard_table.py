@@ -1,4 +1,4 @@
-"""One metric table: which avg is bold (the best as printed, ties included)."""
+"""One metric table: which avg is bold (the best, and every row whose printed mean ± std overlaps it)."""
 
 from __future__ import annotations
 
@@ -9,22 +9,29 @@ from clbench.results import CellResult
 from clbench.specs import MetricSpec
 
 
-def table(values: dict[str, float], direction: str) -> dict[str, str]:
-    results = [CellResult(method=m, stream="s", order="1", seed=0, tasks=["a"], accuracy_matrix=[[1.0]],
-                          metrics={"M": v}, config={}, status="complete") for m, v in values.items()]
+def table(values: dict[str, list[float]], direction: str) -> dict[str, str]:
+    """``values``: method → its value for seed 0, 1, … (one order)."""
+    results = [CellResult(method=m, stream="s", order="1", seed=s, tasks=["a"], accuracy_matrix=[[1.0]],
+                          metrics={"M": v}, config={}, status="complete")
+               for m, vs in values.items() for s, v in enumerate(vs)]
     spec = MetricSpec("M", lambda inp: None, direction)  # type: ignore[arg-type]
     lines = metric_table(frame(results), spec).splitlines()[4:]
     return {cells[0]: cells[-1] for cells in ([c.strip() for c in line.strip("|").split("|")] for line in lines)}
 
 
 @pytest.mark.parametrize(("direction", "bold"), [("up", {"b", "c"}), ("down", {"a"})])
-def test_every_row_tying_the_best_as_printed_is_bold(direction, bold):
+def test_rows_equal_as_printed_are_tied_and_bold_together(direction, bold):
     # b and c differ only past the printed 2 decimals: neither can be shown as better than the other
-    avg = table({"a": 0.5, "b": 0.991, "c": 0.994}, direction)
+    avg = table({"a": [0.5, 0.5], "b": [0.991, 0.991], "c": [0.994, 0.994]}, direction)
     assert {m for m, v in avg.items() if v.startswith("**")} == bold
-    assert avg["b"].strip("*") == avg["c"].strip("*") == "0.99"
+    assert avg["b"].strip("*") == avg["c"].strip("*") == "0.99 ± 0.00"
+
+
+def test_one_seed_bolds_nothing_even_when_printed_values_differ():
+    avg = table({"a": [0.5], "b": [0.991], "c": [0.994]}, "up")
+    assert avg == {"a": "0.50", "b": "0.99", "c": "0.99"}
 
 
 def test_a_single_method_is_not_bold():
-    assert table({"a": 1.0}, "up") == {"a": "1.00"}
-
+    assert table({"a": [1.0]}, "up") == {"a": "1.00"}
+    assert table({"a": [1.0, 2.0]}, "up") == {"a": "1.50 ± 0.71"}

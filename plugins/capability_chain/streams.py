@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import csv
 import importlib
+import io
 import logging
 import math
 from collections.abc import Callable, Sequence
@@ -42,7 +43,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from clbench.data import Split, Stream, TaskData, TaskInfo, confined, read_records
+from clbench.config import bounded
+from clbench.data import Split, Stream, TaskData, TaskInfo, confined, read_records, read_text
 from clbench.errors import ClbenchError, ConfigError, DataError
 from clbench.model import CLModel
 
@@ -151,9 +153,9 @@ NEEDS_JUDGE = sorted(o for o, ts in ORDERS.items() if "instruct" in ts)
 class CapabilityConfig:
     data_dir: str = ""  # local copies (module docstring); "" = the hub names of TASKS
     tasks: tuple[str, ...] = tuple(TASKS)
-    max_train: int = 0  # cap on training pairs per task (0: all)
-    max_test: int = 0  # cap on ROUGE / refusal test prompts per task (0: all)
-    test_fraction: float = 0.05  # carved from train where the dataset has no test split (sql, ...)
+    max_train: int = bounded(0, ge=0)  # cap on training pairs per task (0: all)
+    max_test: int = bounded(0, ge=0)  # cap on ROUGE / refusal test prompts per task (0: all)
+    test_fraction: float = bounded(0.05, gt=0, lt=1)  # carved from train where the dataset has no test split (sql, ...)
     judge: str = ""  # "module:function" (instructions, outputs) -> win rate in [0, 100]; "" = instruct not evaluable
     safety_train: str = ""  # hub name of (prompt, response) harmful fine-tuning data; or <data_dir>/safety/train.jsonl
     hex_phi: str = "LLM-Tuning-Safety/HEx-PHI"  # hub name of the HEx-PHI prompts (gated); or <data_dir>/hex_phi/
@@ -162,9 +164,9 @@ class CapabilityConfig:
     lm_eval_builtin: bool = True  # index lm-eval's own tasks too (False: only lm_eval_include's; much faster)
     lm_eval_tasks: dict[str, tuple[str, ...]] = field(default_factory=dict)  # clbench task → lm-eval tasks
     lm_eval_metric: str = "acc,none"  # reasoning suite metric (acc_norm,none is the alternative)
-    lm_eval_batch_size: int = 8
-    num_fewshot: int | None = None  # None: each lm-eval task's own default (gsm8k: 5-shot)
-    max_new_tokens: int = 128  # greedy generation for ROUGE / refusal / judge
+    lm_eval_batch_size: int = bounded(8, ge=1)
+    num_fewshot: int | None = bounded(None, ge=0)  # None: each lm-eval task's own default (gsm8k: 5-shot)
+    max_new_tokens: int = bounded(128, ge=1)  # greedy generation for ROUGE / refusal / judge
     seed: int = 4321  # carving test splits
 
     def __post_init__(self) -> None:
@@ -310,10 +312,11 @@ class CapabilityChain(Stream):
     def hex_phi_prompts(self, limit: int | None) -> list[str]:
         c = self.config
         if c.data_dir:
-            files = sorted(confined(c.data_dir, "hex_phi").glob("category_*.csv"))
-            if not files:
+            names = sorted(f.name for f in confined(c.data_dir, "hex_phi").glob("category_*.csv"))
+            if not names:
                 raise DataError(f"{Path(c.data_dir) / 'hex_phi'}: no category_*.csv (HEx-PHI layout)")
-            prompts = [row[0] for f in files for row in csv.reader(f.open(encoding="utf-8")) if row]
+            files = [confined(c.data_dir, "hex_phi", name) for name in names]  # a symlinked file must stay inside too
+            prompts = [row[0] for f in files for row in csv.reader(io.StringIO(read_text(f), newline="")) if row]
         else:
             from datasets import load_dataset
 

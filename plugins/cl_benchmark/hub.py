@@ -28,6 +28,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from clbench.data import confined, read_text
 from clbench.errors import DataError
 from clbench.results import atomic_write_text
 
@@ -147,12 +148,23 @@ def build_task(task: str, folder: Path, seed: int = 0,
     return entry
 
 
+def read_provenance(path: Path) -> dict[str, Any]:
+    """``PROVENANCE.json`` of a hub-built folder; an unreadable one is a :class:`DataError` naming it."""
+    try:
+        data = json.loads(read_text(path))
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise DataError(f"{path}: expected a JSON object of task → provenance entry")
+    return data
+
+
 def ensure_tasks(root: Path, tasks: Sequence[str], groups: Mapping[str, str], seed: int = 0,
                  load: Callable[..., Any] | None = None) -> None:
     """Build every task of ``tasks`` that ``root`` lacks; record what was built in ``root/PROVENANCE.json``.
     A task built there with another seed is an error, not silently reused."""
-    prov_path = root / "PROVENANCE.json"
-    provenance = json.loads(prov_path.read_text()) if prov_path.is_file() else {}
+    prov_path = confined(root, "PROVENANCE.json")
+    provenance = read_provenance(prov_path) if prov_path.is_file() else {}
     other = sorted(t for t in tasks if t in provenance and provenance[t].get("seed") != seed)
     if other:
         raise DataError(f"{root}: tasks {other} were built from the hub with seed "

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from clbench.config import bounded
 from clbench.data import (
     Split,
     Stream,
@@ -81,12 +82,12 @@ class CLBenchmarkConfig:
     # "dir": read data_dir as it is. "hub": build the stream's tasks that data_dir lacks from hub datasets
     # (network; once, into data_dir or $CLBENCH_CACHE/cl_benchmark_hub/seed-N) — see hub.py for sources and stand-ins
     source: str = "dir"
-    train_per_task: int = 0  # 0 = all ("sampling strategy": "full" in every task config, §1.7)
-    test_per_task: int = 0  # 0 = all (the papers score the full test sets, §1.8)
+    train_per_task: int = bounded(0, ge=0)  # 0 = all ("sampling strategy": "full" in every task config, §1.7)
+    test_per_task: int = bounded(0, ge=0)  # 0 = all (the papers score the full test sets, §1.8)
     # Offline copies lack some splits (dbpedia train, yelp/IMDB/MultiRC test): true builds a missing split
     # from the other one (stratified, `derive_fraction` of it, seeded) and records it in the provenance.
     derive_missing: bool = False
-    derive_fraction: float = 0.5
+    derive_fraction: float = bounded(0.5, gt=0, lt=1)
     seed: int = 0  # seed of the subsampling and of derived splits (fixed: the data never depends on the cell seed)
 
     def __post_init__(self) -> None:
@@ -98,8 +99,8 @@ class CLBenchmarkConfig:
 class QuickConfig:
     """Settings of ``cl-quick`` (the subset shipped in the package)."""
 
-    train_per_task: int = 0  # 0 = all shipped (≈300 a task)
-    test_per_task: int = 0  # 0 = all shipped (≈150 a task)
+    train_per_task: int = bounded(0, ge=0)  # 0 = all shipped (≈300 a task)
+    test_per_task: int = bounded(0, ge=0)  # 0 = all shipped (≈150 a task)
     seed: int = 0
 
 
@@ -162,20 +163,22 @@ class CLBenchmarkStream(Stream):
         super().__init__(name, infos, {k: list(v) for k, v in orders.items()}, modality="text", multi_head=False,
                          provenance=provenance + note)
 
-    def _dir(self, task: str) -> Path:
-        return confined(self.root, GROUPS[task], task)
+    def _file(self, task: str, name: str) -> Path:
+        """A task's file, confined to the data folder: a symlinked file that points out of it is refused too."""
+        return confined(self.root, GROUPS[task], task, name)
 
     def _task_info(self, task: str) -> TaskInfo:
         group = GROUPS[task]
-        return TaskInfo(task, read_labels(self._dir(task) / "labels.json"), group, INSTRUCTIONS.get(group, ""))
+        return TaskInfo(task, read_labels(self._file(task, "labels.json")), group, INSTRUCTIONS.get(group, ""))
 
     def _check_files(self, name: str, tasks: Sequence[str]) -> set[tuple[str, str]]:
-        """Missing (task, split) pairs; raises unless each can be derived from the task's other split."""
-        missing = {(t, s) for t in tasks for s in SPLITS if not (self._dir(t) / f"{s}.{self.ext}").is_file()}
+        """Missing (task, split) pairs; raises unless each can be derived from the task's other split.
+        A file (or folder) that resolves outside the data folder raises here, at planning time."""
+        missing = {(t, s) for t in tasks for s in SPLITS if not self._file(t, f"{s}.{self.ext}").is_file()}
         both = {t for t, _ in missing if all((t, s) in missing for s in SPLITS)}
-        fatal = [str(self._dir(t) / f"{s}.{self.ext}") for t, s in sorted(missing)
+        fatal = [str(self._file(t, f"{s}.{self.ext}")) for t, s in sorted(missing)
                  if t in both or not self.derive_missing]
-        fatal += [str(self._dir(t) / "labels.json") for t in tasks if not (self._dir(t) / "labels.json").is_file()]
+        fatal += [str(self._file(t, "labels.json")) for t in tasks if not self._file(t, "labels.json").is_file()]
         if fatal:
             files = ", ".join(fatal)
             hint = ("; stream.derive_missing=true builds a missing split from the task's other split"
@@ -187,7 +190,7 @@ class CLBenchmarkStream(Stream):
         splits: dict[str, Split] = {}
         for s in SPLITS:
             if (info.name, s) not in self.missing:
-                splits[s] = parse_split(self._dir(info.name) / f"{s}.{self.ext}", info.labels)
+                splits[s] = parse_split(self._file(info.name, f"{s}.{self.ext}"), info.labels)
         for s in SPLITS:
             if s not in splits:  # derive from the other split: a held-out, stratified part of it
                 other = "test" if s == "train" else "train"

@@ -7,14 +7,20 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from clbench.config import bounded
+from clbench.errors import ConfigError
 from clbench.model import HeadedModel, StreamInfo
 
 
 @dataclass(frozen=True)
 class CNNConfig:
     channels: tuple[int, ...] = (16, 32)
-    hidden: int = 128
+    hidden: int = bounded(128, ge=1)
     multi_head: bool | None = None
+
+    def __post_init__(self) -> None:  # `bounded` checks numbers, not the items of a tuple
+        if any(c < 1 for c in self.channels):
+            raise ConfigError(f"model.channels={list(self.channels)} is out of range: every count must be >= 1")
 
 
 def build(config: CNNConfig, info: StreamInfo) -> HeadedModel:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from clbench.config import bounded
 from clbench.data import Split, Stream, TaskData, TaskInfo, stratified_split
 from clbench.errors import ConfigError
 
@@ -24,9 +25,9 @@ DIGIT_LABELS = tuple(str(d) for d in range(10))
 
 @dataclass(frozen=True)
 class DigitsConfig:
-    test_fraction: float = 0.3
-    val_fraction: float = 0.1
-    tasks: int = 10  # permuted-digits only: how many permutations
+    test_fraction: float = bounded(0.3, gt=0, lt=1)
+    val_fraction: float = bounded(0.1, gt=0, lt=1)
+    tasks: int = bounded(10, ge=1, le=100)  # permuted-digits only: how many permutations
 
     def __post_init__(self) -> None:
         for name in ("test_fraction", "val_fraction"):

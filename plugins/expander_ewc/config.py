@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from clbench.config import bounded
 from clbench.errors import ConfigError
 
 from .masks import MaskSpec
@@ -28,13 +29,13 @@ from .masks import MaskSpec
 class MaskedTrainingConfig:
     """What every masked-training method shares (Expander-EWC, its ablations, LoTA/LoTTO)."""
 
-    density: float = 0.1  # §6 "expander mask with 10% sparsity" = 10 % of each matrix trainable (Llama-3-8B)
-    lambda_: float = 1.0  # EWC weight λ of Algorithm 1; no published value: quick presets in plugin.py from a small sweep
-    gamma: float = 1e-3  # damping γ in (F + γI) (Algorithm 1, Thm B.13); no published value
-    fisher_samples: int = 256  # examples of the finished task for the diagonal Fisher on m_k (0: all); as plugins/ewc
-    fisher_batch_size: int = 1  # 1: exact per-example empirical Fisher (as plugins/ewc)
+    density: float = bounded(0.1, gt=0, le=1)  # §6 "expander mask with 10% sparsity" = 10 % of each matrix trainable (Llama-3-8B)
+    lambda_: float = bounded(1.0, ge=0)  # EWC weight λ of Algorithm 1; no published value: quick presets in plugin.py from a small sweep
+    gamma: float = bounded(1e-3, ge=0)  # damping γ in (F + γI) (Algorithm 1, Thm B.13); no published value
+    fisher_samples: int = bounded(256, ge=0)  # examples of the finished task for the diagonal Fisher on m_k (0: all); as plugins/ewc
+    fisher_batch_size: int = bounded(1, ge=1)  # 1: exact per-example empirical Fisher (as plugins/ewc)
     optimizer: str = "rmsprop"  # §5 "We adopt the RMSProp optimizer with default hyperparameters"
-    lr: float = 0.0  # §6: 1e-6 for Llama-3-8B (paper-expander profile); 0 = the cell's train.lr
+    lr: float = bounded(0.0, ge=0)  # §6: 1e-6 for Llama-3-8B (paper-expander profile); 0 = the cell's train.lr
     train_heads: bool = True  # per-task classifier heads train densely (the LLM setting has none)
     train_vectors: bool = False  # biases/norm scales: frozen, since only masked matrix coordinates move (Alg. 1)
 
@@ -54,10 +55,10 @@ class ExpanderEWCConfig(MaskedTrainingConfig):
     """Expander-masked EWC (Algorithm 1)."""
 
     construction: str = "random"  # random biregular ("rejection sampling", Alg. 1 line 5) | algebraic (MGG, networkx) | uniform
-    block_degree: int = 0  # 0: degrees from density; 4 or 8: block expander of §7's "degree 4 or 8" (see module doc)
-    epsilon: float = 0.1  # spectral check σ₂ ≤ (1+ε)·Ramanujan bound; finite-size slack, no published value
-    overlap: float = 0.2  # δ, max Jaccard with every earlier task's mask (Alg. 1 line 7); random 10 % masks give ≈0.053
-    max_tries: int = 20  # resamples per matrix before a clear error (Alg. 1 "resample ... until")
+    block_degree: int = bounded(0, ge=0)  # 0: degrees from density; 4 or 8: block expander of §7's "degree 4 or 8" (see module doc)
+    epsilon: float = bounded(0.1, ge=0)  # spectral check σ₂ ≤ (1+ε)·Ramanujan bound; finite-size slack, no published value
+    overlap: float = bounded(0.2, ge=0, le=1)  # δ, max Jaccard with every earlier task's mask (Alg. 1 line 7); random 10 % masks give ≈0.053
+    max_tries: int = bounded(20, ge=1)  # resamples per matrix before a clear error (Alg. 1 "resample ... until")
     spectral_check: bool = True  # compute σ₂ and resample above the bound (uniform masks: computed, never rejected)
 
     def mask_spec(self) -> MaskSpec:
@@ -83,7 +84,7 @@ class RandomMaskEWCConfig(ExpanderEWCConfig):
 class ExpanderOnlyConfig(ExpanderEWCConfig):
     """Ablation (Table 6, "without EWC"): expander masks, λ = 0."""
 
-    lambda_: float = 0.0  # Table 6 "Performance without EWC"
+    lambda_: float = bounded(0.0, ge=0)  # Table 6 "Performance without EWC"
 
 
 @dataclass(frozen=True)
@@ -92,9 +93,9 @@ class DenseEWCConfig(ExpanderEWCConfig):
     the same damped-Fisher penalty, RMSProp and Fisher schedule, so only the masks differ from
     ``expander-ewc`` (``ewc`` is Kirkpatrick et al.'s EWC with the cell's optimizer instead)."""
 
-    density: float = 1.0  # no mask
+    density: float = bounded(1.0, gt=0, le=1)  # no mask
     construction: str = "uniform"  # the full matrix; no graph to check
-    overlap: float = 1.0  # every task's "mask" is the whole matrix
+    overlap: float = bounded(1.0, ge=0, le=1)  # every task's "mask" is the whole matrix
     spectral_check: bool = False
 
 

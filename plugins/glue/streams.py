@@ -15,6 +15,7 @@ class against the gold score. :meth:`GlueSparse.score` reports every task's offi
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from clbench.data import Split, Stream, TaskData, TaskInfo, stratified_split
+from clbench.config import bounded
+from clbench.data import Split, Stream, TaskData, TaskInfo, confined, read_text, stratified_split
 from clbench.errors import ConfigError, DataError
 
 from .scoring import official
@@ -61,9 +63,9 @@ class GlueConfig:
     data_dir: str = ""  # GLUE layout: <data_dir>/<CoLA|SST-2|MRPC|STS-B|RTE|QNLI>/{train,dev}.tsv
     source: str = "local"  # local | hub (datasets.load_dataset("nyu-mll/glue", task))
     tasks: tuple[str, ...] = tuple(PAPER_ORDER)  # Table 5's six tasks
-    max_train: int = 0  # cap on training examples per task (0: all)
-    max_test: int = 0  # cap on dev examples per task (0: all)
-    val_fraction: float = 0.1  # held out of train for methods that select
+    max_train: int = bounded(0, ge=0)  # cap on training examples per task (0: all)
+    max_test: int = bounded(0, ge=0)  # cap on dev examples per task (0: all)
+    val_fraction: float = bounded(0.1, ge=0, lt=1)  # held out of train for methods that select
     pair_separator: str = " </s></s> "  # RoBERTa's pair format
 
     def __post_init__(self) -> None:
@@ -92,13 +94,13 @@ def label_index(fmt: GlueTaskFormat, raw: str, where: str) -> int:
 
 
 def read_tsv(path: Path, fmt: GlueTaskFormat, separator: str) -> tuple[list[str], list[int], list[float]]:
-    """Texts, class indices and raw numeric labels of one GLUE TSV file."""
+    """Texts, class indices and raw numeric labels of one GLUE TSV file (build ``path`` with ``confined``)."""
     if not path.exists():
         raise DataError(f"GLUE file {path} is missing (expected the official GLUE layout)")
     texts: list[str] = []
     ys: list[int] = []
     raw: list[float] = []
-    with path.open(encoding="utf-8", newline="") as f:
+    with io.StringIO(read_text(path), newline="") as f:  # read_text: a non-UTF-8 file is a DataError naming it
         reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
         fields = (*fmt.text, fmt.label)
         if fmt.header:
@@ -155,7 +157,7 @@ class GlueSparse(Stream):
         c = self.config
         if c.source == "hub":
             return read_hub(task, "validation" if split == "dev" else split, fmt, c.pair_separator)
-        return read_tsv(Path(c.data_dir) / fmt.directory / f"{split}.tsv", fmt, c.pair_separator)
+        return read_tsv(confined(c.data_dir, fmt.directory, f"{split}.tsv"), fmt, c.pair_separator)
 
     def load(self, info: TaskInfo) -> TaskData:
         c = self.config

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from clbench.config import bounded
+
 Dtype = Literal["float32", "bfloat16", "float16"]
 
 
@@ -20,7 +22,7 @@ class HFConfig:
     trust_remote_code: bool = False  # never run repository code unless asked (issue 4)
     train_base: bool = False  # False: every pretrained weight frozen (LoRA methods); True for seqft on text
     lora_modules: tuple[str, ...] = ()  # () = PEFT's default q/v targets for the architecture (§1.2)
-    max_length: int = 512  # --max_source_length 512 in every O-LoRA/N-LoRA script (§1.5)
+    max_length: int = bounded(512, ge=8)  # --max_source_length 512 in every O-LoRA/N-LoRA script (§1.5)
     dtype: Dtype = "float32"  # T5 ran in fp32 (§1.5); the LLaMA profile sets bfloat16
     # Recompute activations in backward (transformers' gradient checkpointing, non-reentrant so a frozen
     # base with LoRA adapters still gets gradients): memory for 7-8B models on one GPU, ~30 % more time.
@@ -37,8 +39,8 @@ class EncoderConfig(HFConfig):
     head: Literal["similarity", "linear"] = "similarity"  # label-word scoring, or one linear head per task
     # logits = scale · cos(prompt, label word); 20 is sentence-transformers' MultipleNegativesRankingLoss
     # scale (a cosine in [-1, 1] needs a temperature before a softmax).
-    scale: float = 20.0
-    label_max_length: int = 16  # label words are short (the longest, "Educational Institution", is 4 tokens)
+    scale: float = bounded(20.0, gt=0)
+    label_max_length: int = bounded(16, ge=1)  # label words are short (the longest, "Educational Institution", is 4 tokens)
 
 
 @dataclass(frozen=True)
@@ -51,5 +53,5 @@ class GenerativeConfig(HFConfig):
     # lm: the papers' training loss, cross-entropy on the gold label's tokens (sum / number of tokens,
     # O-LoRA model/llama.py); rank: cross-entropy over the label scores.
     loss: Literal["lm", "rank"] = "lm"
-    max_new_tokens: int = 50  # --generation_max_length 50 (§1.5)
-    max_target_length: int = 50  # --max_target_length 50 (§1.5)
+    max_new_tokens: int = bounded(50, ge=1)  # --generation_max_length 50 (§1.5)
+    max_target_length: int = bounded(50, ge=1)  # --max_target_length 50 (§1.5)

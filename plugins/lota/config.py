@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from clbench_plugins.expander_ewc.config import MaskedTrainingConfig
 
+from clbench.config import bounded
 from clbench.errors import ConfigError
 
 
@@ -15,9 +16,9 @@ from clbench.errors import ConfigError
 class LoTAConfig(MaskedTrainingConfig):
     """Calibrate a mask from the task vector of a short dense run, reset, train only the mask."""
 
-    density: float = 0.1  # Expander-EWC paper §6: the same 10 % as its expander masks (LoTA paper default: 90 % sparsity)
-    lambda_: float = 0.0  # LoTA has no EWC term; setting λ > 0 gives "LoTA + damped EWC" from the shared code
-    calibration_epochs: int = 1  # LoTA: a short dense fine-tuning run gives the task vector; no fixed length published
+    density: float = bounded(0.1, gt=0, le=1)  # Expander-EWC paper §6: the same 10 % as its expander masks (LoTA paper default: 90 % sparsity)
+    lambda_: float = bounded(0.0, ge=0)  # LoTA has no EWC term; setting λ > 0 gives "LoTA + damped EWC" from the shared code
+    calibration_epochs: int = bounded(1, ge=1)  # LoTA: a short dense fine-tuning run gives the task vector; no fixed length published
     disjoint: bool = False  # LoTTO: exclude coordinates of earlier tasks' masks (LoTA §"LoTTO")
     reset: bool = True  # LoTA: after calibration, restore the weights and train the sparse mask from the start
 

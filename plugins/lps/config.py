@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 from clbench_plugins.packnet.config import check_partition, check_shares
 
+from clbench.config import bounded
 from clbench.errors import ConfigError
 
 
@@ -19,16 +20,16 @@ class LPSConfig:
     """
 
     alpha: tuple[float, ...] = (0.1,)  # Table I, permuted MNIST: α = 10% (split CIFAR n≠1: 10%)
-    alpha_first: float = 0.0  # task 1's α when > 0; Table I split CIFAR: 50% for n = 1
+    alpha_first: float = bounded(0.0, ge=0, le=1)  # task 1's α when > 0; Table I split CIFAR: 50% for n = 1
     beta: tuple[float, ...] = (0.9,)  # Table I, permuted MNIST: β = 90% (split CIFAR: 92%)
     projection: tuple[str, ...] = ("irregular",)  # Table I: irregular on MNIST and CIFAR (column on RF)
-    rho: float = 1e-3  # §V-A: "We set all ρ_i = 10^-3 and increase by a factor of 10 at equal intervals"
-    rho_stages: int = 3  # the paper gives no count; run_cifar.sh --rho-num 3 (REFERENCE_CODE.md §3.7)
-    warmup_epochs: int = 30  # Table I, permuted MNIST: warm-up/ADMM/final = 30/90/30
-    admm_epochs: int = 90  # Table I (split across the ρ stages)
-    retrain_epochs: int = 30  # Table I
-    admm_interval: int = 1  # epochs between Z/U and Y/K updates; main.py argparse default --admm-epochs 1
-    mask_lr_scale: float = 1.0  # the mask M shares the phase optimiser (main.py: one optimiser for W and M)
+    rho: float = bounded(1e-3, gt=0)  # §V-A: "We set all ρ_i = 10^-3 and increase by a factor of 10 at equal intervals"
+    rho_stages: int = bounded(3, ge=1)  # the paper gives no count; run_cifar.sh --rho-num 3 (REFERENCE_CODE.md §3.7)
+    warmup_epochs: int = bounded(30, ge=0)  # Table I, permuted MNIST: warm-up/ADMM/final = 30/90/30
+    admm_epochs: int = bounded(90, ge=0)  # Table I (split across the ρ stages)
+    retrain_epochs: int = bounded(30, ge=0)  # Table I
+    admm_interval: int = bounded(1, ge=1)  # epochs between Z/U and Y/K updates; main.py argparse default --admm-epochs 1
+    mask_lr_scale: float = bounded(1.0, gt=0)  # the mask M shares the phase optimiser (main.py: one optimiser for W and M)
 
     def __post_init__(self) -> None:
         check_partition("lps", self.alpha, self.alpha_first, self.projection,

@@ -1,5 +1,7 @@
 from dataclasses import dataclass
 
+from clbench.config import bounded
+
 
 @dataclass(frozen=True)
 class LwFConfig:
@@ -9,5 +11,5 @@ class LwFConfig:
     on the outputs of the previous model on the new task's inputs.
     """
 
-    lambda_: float = 1.0
-    temperature: float = 2.0
+    lambda_: float = bounded(1.0, ge=0)
+    temperature: float = bounded(2.0, gt=0)  # logits are divided by it

@@ -7,15 +7,21 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from clbench.config import bounded
+from clbench.errors import ConfigError
 from clbench.model import HeadedModel, StreamInfo
 
 
 @dataclass(frozen=True)
 class MLPConfig:
-    hidden: tuple[int, ...] = (256, 256)
-    dropout: float = 0.0
+    hidden: tuple[int, ...] = (256, 256)  # widths of the hidden layers; () = a linear model
+    dropout: float = bounded(0.0, ge=0, lt=1)
     multi_head: bool | None = None  # None: the stream's default (split-digits: per-task heads)
     bias: bool = True
+
+    def __post_init__(self) -> None:  # `bounded` checks numbers, not the items of a tuple
+        if any(h < 1 for h in self.hidden):
+            raise ConfigError(f"model.hidden={list(self.hidden)} is out of range: every width must be >= 1")
 
 
 def build(config: MLPConfig, info: StreamInfo) -> HeadedModel:

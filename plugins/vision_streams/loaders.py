@@ -7,7 +7,9 @@ Formats, all read without pickle:
   or the hub's parquet layout (``<dir>/**/<split>-*.parquet`` with a PNG ``img`` column and a
   ``label`` / ``fine_label`` column). The python-pickle CIFAR archive is refused on purpose.
 
-Every reader returns ``(x uint8 N×C×H×W, y int64 N)``; callers scale to [0, 1].
+Every reader returns ``(x uint8 N×C×H×W, y int64 N)``; callers scale to [0, 1]. Every file read is
+confined to ``root`` (the data directory the user gave; default the folder read): a symlinked file that
+points out of it is refused (:func:`clbench.data.confined`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from clbench.data import confined
 from clbench.errors import DataError
 
 MNIST_FILES = {
@@ -45,16 +48,23 @@ def read_idx(path: Path) -> np.ndarray:
     return np.frombuffer(raw, dtype=np.uint8, offset=start).reshape(dims)
 
 
-def _find(directory: Path, stem: str) -> Path:
+def _inside(root: Path, path: Path) -> Path:
+    """``path`` (a path under ``root``) resolved; a :class:`DataError` when a symlink takes it out of ``root``."""
+    return confined(root, *path.relative_to(root).parts)
+
+
+def _find(directory: Path, stem: str, root: Path) -> Path:
     for name in (stem, stem + ".gz"):
         hits = sorted(directory.rglob(name))
         if hits:
-            return hits[0]
+            return _inside(root, hits[0])
     raise DataError(f"{directory}: no {stem}[.gz] (the MNIST idx files) under this directory")
 
 
-def mnist_from_dir(directory: Path, split: str) -> tuple[Tensor, Tensor]:
-    images, labels = (read_idx(_find(directory, stem)) for stem in MNIST_FILES[split])
+def mnist_from_dir(directory: Path, split: str, root: Path | None = None) -> tuple[Tensor, Tensor]:
+    """MNIST ``split`` from the idx files under ``directory``, confined to ``root`` (default ``directory``)."""
+    root = directory if root is None else root
+    images, labels = (read_idx(_find(directory, stem, root)) for stem in MNIST_FILES[split])
     if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
         raise DataError(f"{directory}: MNIST {split} images {images.shape} do not match labels {labels.shape}")
     bad = np.nonzero(labels > 9)[0]
@@ -100,11 +110,13 @@ def images_from_records(images: list[object], labels: list[int], where: str) -> 
     return torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(), torch.tensor(labels, dtype=torch.long)
 
 
-def cifar_from_dir(directory: Path, split: str) -> tuple[Tensor, Tensor]:
-    npy = directory / split / "X.npy"
-    if npy.exists():
-        return _cifar_npy(directory / split)
-    files = sorted(directory.rglob(f"{split}-*.parquet")) or sorted(directory.rglob(f"{split}.parquet"))
+def cifar_from_dir(directory: Path, split: str, root: Path | None = None) -> tuple[Tensor, Tensor]:
+    """CIFAR ``split`` from ``directory`` (numpy or parquet layout), confined to ``root`` (default ``directory``)."""
+    root = directory if root is None else root
+    if (directory / split / "X.npy").exists():
+        return _cifar_npy(_inside(root, directory / split / "X.npy"), _inside(root, directory / split / "y.npy"))
+    files = [_inside(root, f) for f in
+             sorted(directory.rglob(f"{split}-*.parquet")) or sorted(directory.rglob(f"{split}.parquet"))]
     if not files:
         raise DataError(f"{directory}: no {split}/X.npy and no {split}-*.parquet file for CIFAR "
                         "(the python-pickle archive is not read; convert it, or use the hub)")
@@ -121,13 +133,22 @@ def cifar_from_dir(directory: Path, split: str) -> tuple[Tensor, Tensor]:
     return torch.cat(xs), torch.cat(ys)
 
 
-def _cifar_npy(folder: Path) -> tuple[Tensor, Tensor]:
-    x = np.load(folder / "X.npy", allow_pickle=False)
-    y = np.load(folder / "y.npy", allow_pickle=False).reshape(-1)
+def _load_npy(path: Path) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise DataError(f"{path} is missing (the numpy CIFAR layout needs X.npy and y.npy)") from None
+    except (OSError, ValueError) as exc:  # not a .npy file, or a pickled object array
+        raise DataError(f"{path}: not a plain .npy array ({exc})") from None
+
+
+def _cifar_npy(x_path: Path, y_path: Path) -> tuple[Tensor, Tensor]:
+    x = _load_npy(x_path)
+    y = _load_npy(y_path).reshape(-1)
     if x.ndim != 4 or x.shape[-1] != 3 or len(x) != len(y):
-        raise DataError(f"{folder}/X.npy: expected N×H×W×3 images matching y.npy, got {x.shape} and {y.shape}")
+        raise DataError(f"{x_path}: expected N×H×W×3 images matching y.npy, got {x.shape} and {y.shape}")
     if x.dtype != np.uint8:
-        raise DataError(f"{folder}/X.npy: expected uint8 pixels, got {x.dtype}")
+        raise DataError(f"{x_path}: expected uint8 pixels, got {x.dtype}")
     return torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(), torch.from_numpy(y.astype(np.int64))
 
 

@@ -11,14 +11,15 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from clbench.config import bounded
 from clbench.model import HeadedModel, StreamInfo
 
 
 @dataclass(frozen=True)
 class CifarNetConfig:
-    dropout_conv: float = 0.25  # Keras cifar10_cnn example / LPS CifarNet
-    dropout_fc: float = 0.5
-    hidden: int = 512
+    dropout_conv: float = bounded(0.25, ge=0, lt=1)  # Keras cifar10_cnn example / LPS CifarNet
+    dropout_fc: float = bounded(0.5, ge=0, lt=1)
+    hidden: int = bounded(512, ge=1)
     bias: bool = False  # LPS CifarNet convs have no bias
     multi_head: bool | None = None
 

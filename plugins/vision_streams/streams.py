@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from clbench.config import bounded
 from clbench.data import Split, Stream, TaskData, TaskInfo, stratified_split
 from clbench.errors import ConfigError
 
@@ -32,9 +33,9 @@ DIGITS = tuple(str(d) for d in range(10))
 class PermutedMNISTConfig:
     data_dir: str = ""  # a folder holding the four MNIST idx files; "": the hub (hub_name)
     hub_name: str = "ylecun/mnist"
-    tasks: int = 10  # LPS Table I: 10 tasks
-    val_fraction: float = 0.1  # held out of train for selection; §V-A tunes "using a validation set"
-    train_limit: int = 0  # >0: the first N training examples per task (CPU runs); 0: all 60,000 − val
+    tasks: int = bounded(10, ge=1, le=100)  # LPS Table I: 10 tasks
+    val_fraction: float = bounded(0.1, gt=0, lt=1)  # held out of train for selection; §V-A tunes "using a validation set"
+    train_limit: int = bounded(0, ge=0)  # >0: the first N training examples per task (CPU runs); 0: all 60,000 − val
 
     def __post_init__(self) -> None:
         _check_common(self.val_fraction, self.train_limit)
@@ -47,9 +48,9 @@ class SplitCIFARConfig:
     data_dir: str = ""  # a folder with cifar10/ and cifar100/ (numpy or parquet layout); "": the hub
     cifar10_hub: str = "uoft-cs/cifar10"
     cifar100_hub: str = "uoft-cs/cifar100"
-    cifar100_tasks: int = 5  # LPS Table I: 6 tasks = CIFAR-10 + 5 × 10 CIFAR-100 classes
-    val_fraction: float = 0.1
-    train_limit: int = 0
+    cifar100_tasks: int = bounded(5, ge=1, le=10)  # LPS Table I: 6 tasks = CIFAR-10 + 5 × 10 CIFAR-100 classes
+    val_fraction: float = bounded(0.1, gt=0, lt=1)
+    train_limit: int = bounded(0, ge=0)
 
     def __post_init__(self) -> None:
         _check_common(self.val_fraction, self.train_limit)
@@ -81,7 +82,7 @@ def _task_data(info: TaskInfo, train: tuple[Tensor, Tensor], test: tuple[Tensor,
 @functools.cache
 def _mnist(data_dir: str, hub: str, split: str) -> tuple[Tensor, Tensor]:
     if data_dir:
-        return loaders.mnist_from_dir(Path(data_dir), split)
+        return loaders.mnist_from_dir(Path(data_dir), split, root=Path(data_dir))
     return loaders.from_hub(hub, split)
 
 
@@ -119,7 +120,7 @@ class PermutedMNIST(Stream):
 @functools.cache
 def _cifar(data_dir: str, which: str, hub: str, split: str) -> tuple[Tensor, Tensor]:
     if data_dir:
-        return loaders.cifar_from_dir(Path(data_dir) / which, split)
+        return loaders.cifar_from_dir(Path(data_dir) / which, split, root=Path(data_dir))
     return loaders.from_hub(hub, split)
 
 

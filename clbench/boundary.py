@@ -1,0 +1,143 @@
+"""The boundary between clbench and its plugins: everything a plugin returns is checked here, and every
+fault names the plugin and the distribution it came from.
+
+A fault inside a cell (a method's ``loss_terms`` of the wrong type, a ``report()`` that is not JSON, an
+observer that raises) fails that cell and no other; a fault outside every cell (an observer of the run)
+is reported and the run goes on. Checks are cheap: type tests on what crosses the boundary, never a
+second pass over tensors.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import sys
+from collections.abc import Mapping
+from types import ModuleType, TracebackType
+from typing import TYPE_CHECKING, Any
+
+from torch import Tensor
+
+from clbench.errors import PluginError
+
+if TYPE_CHECKING:
+    import pluggy
+
+    from clbench.registry import Origin, Registries
+
+
+class ObserverError(PluginError):
+    """An observer hook raised; the message names the hook and the plugin."""
+
+
+def describe(origin: Origin | None) -> str:
+    """`` (plugin 'ewc', clbench 0.1.0)`` — appended to every message about a plugin's fault."""
+    return "" if origin is None else f" (plugin {origin.plugin!r}, {origin})"
+
+
+def check_type(obj: Any, cls: type, what: str, hook: str, origin: Origin | None) -> None:
+    """``what``'s ``hook`` must return a ``cls``: a stream factory a Stream, a model factory a CLModel..."""
+    if not isinstance(obj, cls):
+        raise PluginError(f"{what}{describe(origin)}: {hook} returned {type(obj).__name__}, expected {cls.__name__}")
+
+
+def check_loss_terms(terms: Any, what: str) -> Mapping[str, Tensor]:
+    """``loss_terms`` must return a mapping of name → scalar tensor (a float would carry no gradient and be
+    silently ignored: the method would train as plain fine-tuning)."""
+    if not isinstance(terms, Mapping):
+        raise PluginError(f"{what}: loss_terms returned {type(terms).__name__}, expected a mapping of "
+                          "name → scalar tensor")
+    for name, value in terms.items():
+        if not isinstance(value, Tensor) or value.ndim != 0:
+            got = type(value).__name__ if not isinstance(value, Tensor) else f"a tensor of shape {tuple(value.shape)}"
+            raise PluginError(f"{what}: loss_terms[{name!r}] is {got}, expected a scalar tensor (a float carries "
+                              "no gradient; use a tensor computed from the parameters)")
+    return terms
+
+
+def check_report(report: Any, what: str) -> dict[str, Any]:
+    """``report()`` must be a JSON-serialisable dict of finite values: it goes into result.json as it is."""
+    if not isinstance(report, dict):
+        raise PluginError(f"{what}: report() returned {type(report).__name__}, expected a dict")
+    try:
+        json.dumps(report, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise PluginError(f"{what}: report() is not JSON-serialisable ({exc}); return numbers, strings, lists "
+                          "and dicts (call .item() / .tolist() on tensors)") from None
+    return report
+
+
+def metric_value(value: Any) -> float | None:
+    """A metric's return value as a float, or None; anything else (a string, a tensor, NaN) is a ValueError."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"returned {type(value).__name__} {value!r:.60}, expected a number or None")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"returned {value}, expected a finite number or None")
+    return value
+
+
+def notify(regs: Registries, hook: str, **kwargs: Any) -> None:
+    """Call observer ``hook`` on every plugin, one at a time, so a fault names its plugin (pluggy's own
+    call stops at the first exception and does not say whose it was). Same order as pluggy: last
+    registered first; hook wrappers go through pluggy."""
+    caller = getattr(regs.pm.hook, hook)
+    impls = caller.get_hookimpls()
+    if any(i.hookwrapper or getattr(i, "wrapper", False) for i in impls):
+        caller(**kwargs)
+        return
+    for impl in reversed(impls):
+        try:
+            impl.function(*[kwargs[a] for a in impl.argnames])
+        except Exception as exc:
+            raise ObserverError(f"observer {hook}{describe(origin_of(regs, impl.plugin))} raised "
+                                f"{type(exc).__name__}: {exc}") from exc
+
+
+def origin_of(regs: Registries, plugin: object) -> Origin:
+    from clbench.registry import Origin, _dist_of, plugin_name
+
+    dist, version = _dist_of(plugin, regs.pm)
+    return Origin(plugin_name(regs.pm, plugin), dist, version)
+
+
+def _plugin_packages(pm: pluggy.PluginManager) -> list[tuple[str, object]]:
+    """(package, plugin) for every plugin that is not the core: a plugin module's package (``a.b`` for
+    ``a.b.plugin``), a package plugin itself, a class instance's module; longest first."""
+    out = []
+    for plugin in pm.get_plugins():
+        is_module = isinstance(plugin, ModuleType)
+        name = plugin.__name__ if is_module else type(plugin).__module__
+        if is_module and not hasattr(plugin, "__path__") and "." in name:
+            name = name.rsplit(".", 1)[0]
+        if name and name != "clbench" and not name.startswith("clbench."):
+            out.append((name, plugin))
+    return sorted(out, key=lambda m: -len(m[0]))
+
+
+def blame(exc: BaseException, regs: Registries) -> str:
+    """`` in plugin 'ewc' (clbench 0.1.0) at clbench_plugins/ewc/method.py:42`` — the innermost frame of
+    the traceback in a registered plugin's package, or ``""`` when none is (then it is clbench's own bug)."""
+    tb: TracebackType | None = exc.__traceback__
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    packages = _plugin_packages(regs.pm)
+    for frame in reversed(frames):
+        name = frame.f_globals.get("__name__", "")
+        for package, plugin in packages:
+            if name == package or name.startswith(package + "."):
+                o = origin_of(regs, plugin)
+                return f" in plugin {o.plugin!r} ({o}) at {_short(frame.f_code.co_filename)}:{frame.f_lineno}"
+    return ""
+
+
+def _short(path: str) -> str:
+    for root in sorted(sys.path, key=len, reverse=True):
+        if root and path.startswith(root.rstrip("/") + "/"):
+            return path[len(root.rstrip("/")) + 1 :]
+    return path

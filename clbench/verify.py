@@ -1,0 +1,163 @@
+"""Committed results checked against the code: metrics recomputed from the stored footprints and matrices
+(``clbench metrics``), cells rerun from their recorded settings (``clbench verify``), and two result
+trees compared within a tolerance (``clbench compare``).
+
+Tolerances are in the numbers' own units: ``atol`` in percentage points for accuracy-matrix entries, and
+``rtol`` relative for every metric (|Δ| ≤ rtol·max(|old|, |new|), or ≤ atol for the accuracy metrics AA,
+F.Ra, BWT and their kin, which are percentages too).
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from clbench import config as cfg
+from clbench import footprints as fps
+from clbench.errors import ConfigError, ResultFileError
+from clbench.metrics import MetricInput, compute_metrics
+from clbench.registry import Registries
+from clbench.results import FOOTPRINT_FILE, CellResult, iter_results, write_result
+
+PERCENT_METRICS = frozenset({"AA", "F.Ra", "BWT", "FWT", "UTS"})  # scores in percent: compared with atol
+RECOMPUTE_RTOL = 1e-9  # same code, same inputs: only float summation order may differ
+
+
+@dataclass
+class Delta:
+    """How one cell differs between two sets of numbers."""
+
+    key: str
+    matrix: float  # max |Δ a[i][j]| in percentage points (0 when identical)
+    metrics: dict[str, tuple[float | None, float | None]]  # metric -> (old, new) where they differ
+    note: str = ""
+
+    def within(self, atol: float, rtol: float) -> bool:
+        if self.note or self.matrix > atol:
+            return False
+        return all(_close(name, a, b, atol, rtol) for name, (a, b) in self.metrics.items())
+
+
+def _close(name: str, a: float | None, b: float | None, atol: float, rtol: float) -> bool:
+    if a is None or b is None:
+        return a is b
+    if name in PERCENT_METRICS:
+        return abs(a - b) <= atol
+    return abs(a - b) <= rtol * max(abs(a), abs(b)) or a == b
+
+
+def _metric_input(result: CellResult) -> MetricInput:
+    if result.path is None:
+        raise ResultFileError(f"{result.key}: a result read from a file is needed")
+    footprints = None
+    if result.footprints is not None:
+        footprints = fps.load(result.path.parent / FOOTPRINT_FILE, result.footprints)
+    elif (result.path.parent / FOOTPRINT_FILE).exists():  # schema 1: no digest recorded
+        footprints = fps.load(result.path.parent / FOOTPRINT_FILE)
+    settings = cfg.apply(cfg.MetricsConfig, None, result.config.get("metrics", {}), "metrics")
+    report = {k: v for k, v in result.report.items() if k != "metric_errors"}  # schema 1 kept errors there
+    matrix = [[float(v) for v in row] for row in result.accuracy_matrix]  # complete: no nulls
+    return MetricInput(matrix=matrix, footprints=footprints, report=report, tasks=list(result.tasks),
+                       tolerance=settings.tolerance, samples=settings.samples)
+
+
+def recompute(regs: Registries, result: CellResult) -> tuple[dict[str, float | None], dict[str, str]]:
+    """The metrics of a complete result, recomputed from its matrix, report and footprint file."""
+    return compute_metrics(regs.metrics.values(), _metric_input(result), regs.metrics.origins)
+
+
+def recompute_tree(regs: Registries, roots: Iterable[Path], write: bool) -> list[Delta]:
+    """Recompute every complete result under ``roots``; return the cells whose stored metrics differ (or whose
+    footprints are unreadable). With ``write``, store the recomputed metrics in each result.json."""
+    deltas = []
+    for root in roots:
+        for result in iter_results(root):
+            if result.status != "complete":
+                continue
+            try:
+                metrics, errors = recompute(regs, result)
+            except ResultFileError as exc:
+                deltas.append(Delta(result.key, 0.0, {}, str(exc)))
+                continue
+            delta = Delta(result.key, 0.0, _metric_changes(result.metrics, metrics))
+            if delta.metrics or errors != result.metric_errors:
+                deltas.append(delta)
+            if write and (metrics != result.metrics or errors != result.metric_errors):
+                result.metrics, result.metric_errors = metrics, errors
+                write_result(result, result.path.parent)
+    return deltas
+
+
+def _metric_changes(old: Mapping[str, float | None], new: Mapping[str, float | None],
+                    rtol: float = RECOMPUTE_RTOL) -> dict[str, tuple[float | None, float | None]]:
+    out = {}
+    for name in sorted(set(old) | set(new)):
+        a, b = old.get(name), new.get(name)
+        if (a is None) != (b is None) or (a is not None and b is not None and not math.isclose(a, b, rel_tol=rtol)):
+            out[name] = (a, b)
+    return out
+
+
+def compare(old: Sequence[CellResult], new: Sequence[CellResult]) -> tuple[list[Delta], list[str], list[str]]:
+    """Per cell present in both, how ``new`` differs from ``old``; and the keys only in old, only in new."""
+    a = {r.key: r for r in old}
+    b = {r.key: r for r in new}
+    deltas = []
+    for key in sorted(set(a) & set(b)):
+        x, y = a[key], b[key]
+        if x.status != y.status:
+            deltas.append(Delta(key, math.inf, {}, f"status {x.status} → {y.status}"))
+            continue
+        diff = max((abs(u - v) for ru, rv in zip(x.accuracy_matrix, y.accuracy_matrix, strict=True)
+                    for u, v in zip(ru, rv, strict=True) if u is not None and v is not None), default=0.0)
+        changed = {k: v for k, v in _metric_changes(x.metrics, y.metrics, 0.0).items()}
+        note = "" if x.config_hash == y.config_hash else "other settings (config hash differs)"
+        deltas.append(Delta(key, diff, changed, note))
+    return deltas, sorted(set(a) - set(b)), sorted(set(b) - set(a))
+
+
+def sample(results: Sequence[CellResult], per_stream: int) -> list[CellResult]:
+    """The ``per_stream`` cheapest complete cells of each stream (by recorded time; ties by key)."""
+    out = []
+    for stream in sorted({r.stream for r in results}):
+        cells = [r for r in results if r.stream == stream and r.status == "complete"]
+        cells.sort(key=lambda r: (round(float(r.timings.get("total_s", math.inf)), 1), r.key))
+        out += cells[:per_stream]
+    return out
+
+
+def rerun(regs: Registries, results: Sequence[CellResult], out: Path | None = None) -> list[CellResult]:
+    """Run each result's cell again from its recorded settings into ``out`` (a temp dir by default). A result
+    whose settings no longer resolve to its recorded config hash is a ConfigError: the code changed what
+    those settings mean (a new setting, another default), so the numbers are not comparable."""
+    from clbench.plan import Cell
+    from clbench.runner import Runner
+
+    runner = Runner(regs, progress=False)
+    with tempfile.TemporaryDirectory(prefix="clbench-verify-") as tmp:
+        target = Path(out) if out is not None else Path(tmp)
+        fresh = []
+        for result in results:
+            cell = Cell.from_result(regs, result, target)
+            if result.config_hash is not None and cell.config_hash != result.config_hash:
+                raise ConfigError(f"{result.path}: its recorded settings now hash to {cell.config_hash[:12]}, not "
+                                  f"{result.config_hash[:12]}: the code resolves them differently; rerun the profile")
+            fresh.append(runner.run(cell))
+        return fresh
+
+
+def table(deltas: Sequence[Delta], atol: float, rtol: float) -> list[list[str]]:
+    """Rows for printing: cell, max |Δa| (pp), metrics that moved, verdict."""
+    rows = []
+    for d in deltas:
+        moved = ", ".join(f"{k} {_num(a)}→{_num(b)}" for k, (a, b) in d.metrics.items())
+        verdict = "ok" if d.within(atol, rtol) else "DIFFERS"
+        rows.append([d.key, "-" if math.isinf(d.matrix) else f"{d.matrix:.2f}", d.note or moved or "identical", verdict])
+    return rows
+
+
+def _num(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.6g}"
