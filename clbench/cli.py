@@ -117,7 +117,7 @@ def build_cli(regs: Registries) -> click.Group:
             from clbench.leaderboard import render
 
             click.echo(render(results, regs.metrics.values(), f"profile `{plan.profile}` ({out})"))
-        lines, code = summary(results, results.faults)
+        lines, code = summary(results, getattr(results, "faults", ()))
         for line in lines:
             click.echo(line, err=True)
         sys.exit(code)
@@ -341,6 +341,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     disabled, debug = _early_args(args)
     term = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() else None
+    formatwarning = warnings.formatwarning
     if not debug:
         warnings.formatwarning = _format_warning
     try:
@@ -370,6 +371,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     finally:
+        warnings.formatwarning = formatwarning
         if term is not None:
             signal.signal(signal.SIGTERM, term)
 

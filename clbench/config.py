@@ -45,9 +45,9 @@ def check_range(value: Any, bounds: Mapping[str, float], where: str) -> None:
     """Raise :class:`ConfigError` naming ``where`` when a number is outside ``bounds`` (see :func:`bounded`)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return
-    for key, bound in bounds.items():
-        if not _RANGE_OK[key](value, bound):
-            raise ConfigError(f"{where}={value!r} is out of range: it must be {_RANGE_TEXT[key].format(bound)}")
+    if not all(_RANGE_OK[key](value, bound) for key, bound in bounds.items()):
+        text = " and ".join(_RANGE_TEXT[key].format(bound) for key, bound in bounds.items())
+        raise ConfigError(f"{where}={value!r} is out of range: it must be {text}")
 
 
 @dataclass(frozen=True)

@@ -28,12 +28,11 @@ from clbench.data import Split, Stream, TaskData, TaskInfo
 from clbench.executors import execute
 from clbench.hookspecs import hookimpl
 from clbench.model import CLModel, StreamInfo
-from clbench.plan import RunRequest, make_plan
+from clbench.plan import TEST_PROFILE, RunRequest, make_plan  # TEST_PROFILE: plugins key test presets to it
 from clbench.registry import Registries, build_registry
 from clbench.results import CHECKPOINT_FILE, RESULT_FILE, CellResult
 from clbench.specs import EmptyConfig, ModelSpec, ProfileSpec, StreamSpec
 
-TEST_PROFILE = "test"
 _WORDS = ("alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta")
 
 

@@ -172,11 +172,11 @@ def test_cli_bad_beta_is_one_error_before_any_cell(capsys, tmp_path):
 
 
 def test_cli_capacity_overrun_fails_before_training(capsys, tmp_path):
-    """5 tasks × α = 0.3 > the layer: the cell stops in setup (no task trained), naming the setting."""
+    """5 tasks × α = 0.3 > the layer: the cell stops in setup (no task trained), naming the setting; a failed cell exits 1."""
     out = tmp_path / "runs"
     code, err = _cli(capsys, "--methods", "lps", "--stream", "split-digits", "--orders", "1", "--seeds", "0",
                      "--set", "lps.alpha=0.3", "--fail-fast", "--out", str(out))
-    assert code == 2 and "lps.alpha: capacity overrun" in err and "Traceback" not in err
+    assert code == 1 and "lps.alpha: capacity overrun" in err and "Traceback" not in err
     result = read_result(next(out.rglob("result.json")))
     assert result.status == "failed" and "capacity overrun" in result.error
     assert result.timings["tasks"] == [] and all(v is None for row in result.accuracy_matrix for v in row)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+
+from clbench.runner import FailFast
 import torch
 
 from clbench import testing
@@ -103,7 +105,8 @@ def test_nan_loss_is_diverged_and_grid_goes_on(tmp_path):
 
 def test_fail_fast_stops_the_grid(tmp_path):
     regs = testing.registry(BadPlugin())
-    with pytest.raises(RuntimeError, match="plugin bug"):
+    with pytest.raises(FailFast, match=r"raising/order-1/seed-0: RuntimeError: plugin bug in after_task in plugin "
+                                       r"'test_runner.BadPlugin' \(no installed distribution\) at test_runner.py:\d+"):
         testing.run(regs, tmp_path, "raising,seqft", fail_fast=True)
     assert not (tmp_path / "tiny-vector" / "seqft").exists()
 
