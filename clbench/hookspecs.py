@@ -7,7 +7,10 @@ Two families:
   specs (:mod:`clbench.specs`) and must not have side effects.
 * **Lifecycle hooks** are observers: called on every active plugin at fixed points of a run. They
   return nothing and must not change what they are given. Loggers, progress displays, trackers and
-  plots live here. An observer that raises fails the cell it was observing, never the whole run.
+  plots live here. clbench calls them one plugin at a time (clbench.boundary.notify), so a fault names
+  its plugin: an observer that raises fails the cell it was observing (in ``clbench_cell_end`` too: the
+  result is rewritten as failed), never the whole run; one that raises in ``clbench_run_start`` or
+  ``clbench_run_end`` is reported, the run goes on, and its exit code is 1.
 
 Per-batch work (loss terms, gradient masks) is *not* a hook: it belongs to the method object a
 :class:`~clbench.specs.MethodSpec` builds, so the training loop pays no dispatch cost per step.

@@ -1,0 +1,86 @@
+"""A cell is its resolved configuration: the config hash, its round trip through result.json, sweeps."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from clbench import testing
+from clbench.plan import Cell, RunRequest, config_diff, config_hash, identity, make_plan, path_component
+
+
+@pytest.fixture(scope="module")
+def regs():
+    return testing.registry()
+
+
+def _cells(regs, methods="ewc,seqft", sets=None, **kw):
+    kw.setdefault("seeds", [0])
+    req = RunRequest(methods=methods, streams=["split-digits"], orders=["1"], sets=sets or {}, **kw)
+    return {c.method: c for c in make_plan(regs, req).cells}
+
+
+def test_same_settings_same_hash_and_every_scope_changes_it(regs):
+    base = _cells(regs)["ewc"]
+    assert _cells(regs)["ewc"].config_hash == base.config_hash  # a second plan: the same identity
+    for key, value in [("ewc.lambda", 3.0), ("train.lr", 0.5), ("train.threads", 2), ("model.dropout", 0.1),
+                       ("stream.test_fraction", 0.25), ("metrics.tolerance", 1e-2)]:
+        changed = _cells(regs, sets={key: [value]})["ewc"]
+        assert changed.config_hash != base.config_hash, key
+    # the seed and order are part of the identity; where results go and plugin run options are not
+    assert _cells(regs, seeds=None)["ewc"].config_hash == base.config_hash  # the profile's seeds: (0,)
+    other_seed = make_plan(regs, RunRequest(methods="ewc", streams=["split-digits"], orders=["1"], seeds=[1])).cells[0]
+    assert other_seed.config_hash != base.config_hash
+    moved = make_plan(regs, RunRequest(methods="ewc", streams=["split-digits"], orders=["1"], seeds=[0],
+                                       out="elsewhere", options={"x": 1})).cells[0]
+    assert moved.config_hash == base.config_hash
+
+
+def test_the_hash_is_sha256_of_the_canonical_identity(regs):
+    import hashlib
+
+    cell = _cells(regs)["ewc"]
+    text = json.dumps(identity(cell.resolved(), cell.stream, cell.order, cell.seed), sort_keys=True,
+                      separators=(",", ":"))
+    assert cell.config_hash == hashlib.sha256(text.encode()).hexdigest()
+    assert config_hash(cell.resolved(), cell.stream, cell.order, cell.seed) == cell.config_hash
+
+
+def test_a_result_records_every_setting_its_cell_is_rebuilt_with_the_same_hash(regs, tmp_path, one_thread):
+    [result] = testing.run(regs, tmp_path, "ewc", stream="split-digits", profile="quick", orders=["1"],
+                           sets={"train.epochs": [1], "ewc.fisher_samples": [32]})
+    stored = json.loads(result.path.read_text())
+    assert stored["config_hash"] == result.config_hash and stored["schema_version"] == 2
+    rebuilt = Cell.from_result(regs, result, tmp_path / "again")
+    assert rebuilt.config_hash == result.config_hash
+    assert rebuilt.train.epochs == 1 and rebuilt.methods_cfg["ewc"].fisher_samples == 32
+
+
+def test_config_diff_names_each_changed_setting():
+    old = {"methods": {"ewc": {"lambda": 10.0}}, "train": {"lr": 0.1}}
+    new = {"methods": {"ewc": {"lambda": 3.0}}, "train": {"lr": 0.1, "threads": 1}}
+    assert config_diff(old, new) == ["methods.ewc.lambda: 10.0 → 3.0", "train.threads: (absent) → 1"]
+
+
+def test_a_sweep_multiplies_only_the_method_it_names(regs):
+    cells = _cells(regs, sets={"ewc.lambda": [1, 2]})
+    assert sorted(cells) == ["ewc@lambda=1", "ewc@lambda=2", "seqft"]
+    assert cells["ewc@lambda=2"].methods_cfg["ewc"].lambda_ == 2.0
+    both = _cells(regs, sets={"ewc.lambda": [1, 2], "train.lr": [0.1, 0.2]})
+    assert len(both) == 6 and "seqft@train.lr=0.2" in both  # a train sweep still multiplies every method
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("ewc", "ewc"), ("olora+nlora", "olora+nlora"), ("lps@beta=0.5", "lps@beta=0.5"),
+    ("ewc@train.device=../../x", "ewc@train.device=..%2F..%2Fx"), ("..", "%2E%2E"), (".", "%2E"),
+    ("a b\\c", "a%20b%5Cc"),
+])
+def test_a_label_is_one_safe_folder_name(text, expected):
+    assert path_component(text) == expected
+
+
+def test_a_sweep_value_cannot_leave_out(regs, tmp_path):
+    cells = _cells(regs, methods="seqft", sets={"train.device": ["../../../../x", "cuda:7"]}, out=tmp_path / "o")
+    for cell in cells.values():
+        assert (tmp_path / "o").resolve() in cell.directory.resolve().parents
