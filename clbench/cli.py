@@ -226,14 +226,17 @@ def build_cli(regs: Registries) -> click.Group:
         """
         from clbench.verify import RECOMPUTE_RTOL, recompute_tree
 
-        deltas = _warned(lambda: recompute_tree(regs, runs, write=not check))
-        for d in deltas:
+        done = _warned(lambda: recompute_tree(regs, runs, write=not check))
+        for d in done.deltas:
             moved = d.note or ", ".join(f"{k}: {a!r} → {b!r}" for k, (a, b) in d.metrics.items()) or "metric errors changed"
             click.echo(f"{'differs' if check else 'updated'}: {d.key}: {moved}", err=True)
-        broken = [d for d in deltas if d.note]
-        click.echo(f"clbench metrics: {len(deltas)} cells {'differ' if check else 'changed'} "
-                   f"(relative tolerance {RECOMPUTE_RTOL:g}), {len(broken)} unreadable", err=True)
-        sys.exit(1 if broken or (check and deltas) else 0)
+        broken = [d for d in done.deltas if d.note]
+        partial = len(done.without_footprints)
+        click.echo(f"clbench metrics: {done.checked} complete cells recomputed"
+                   + (f" ({partial} without a footprint file: matrix metrics only)" if partial else "")
+                   + f"; {len(done.deltas) - len(broken)} {'differ' if check else 'changed'} "
+                   f"(relative tolerance {RECOMPUTE_RTOL:g}); {len(broken)} unreadable", err=True)
+        sys.exit(1 if broken or (check and done.deltas) else 0)
 
     @cli.command()
     @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))

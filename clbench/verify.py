@@ -50,13 +50,13 @@ def _close(name: str, a: float | None, b: float | None, atol: float, rtol: float
 
 
 def _metric_input(result: CellResult) -> MetricInput:
+    """The inputs a result's metrics were computed from; ``footprints`` is None when the file is absent."""
     if result.path is None:
         raise ResultFileError(f"{result.key}: a result read from a file is needed")
     footprints = None
-    if result.footprints is not None:
-        footprints = fps.load(result.path.parent / FOOTPRINT_FILE, result.footprints)
-    elif (result.path.parent / FOOTPRINT_FILE).exists():  # schema 1: no digest recorded
-        footprints = fps.load(result.path.parent / FOOTPRINT_FILE)
+    path = result.path.parent / FOOTPRINT_FILE
+    if path.exists():
+        footprints = fps.load(path, result.footprints)  # schema 1 records no digest: read as it is
     settings = cfg.apply(cfg.MetricsConfig, None, result.config.get("metrics", {}), "metrics")
     report = {k: v for k, v in result.report.items() if k != "metric_errors"}  # schema 1 kept errors there
     matrix = [[float(v) for v in row] for row in result.accuracy_matrix]  # complete: no nulls
@@ -64,31 +64,49 @@ def _metric_input(result: CellResult) -> MetricInput:
                        tolerance=settings.tolerance, samples=settings.samples)
 
 
-def recompute(regs: Registries, result: CellResult) -> tuple[dict[str, float | None], dict[str, str]]:
-    """The metrics of a complete result, recomputed from its matrix, report and footprint file."""
-    return compute_metrics(regs.metrics.values(), _metric_input(result), regs.metrics.origins)
+def recompute(regs: Registries, result: CellResult) -> tuple[dict[str, float | None], dict[str, str], bool]:
+    """The metrics of a complete result, recomputed from its matrix, report and footprint file, and whether
+    the footprint file was there: without it only the metrics that need no footprint are recomputed."""
+    inp = _metric_input(result)
+    has_footprints = inp.footprints is not None or result.footprints is None
+    specs = [s for s in regs.metrics.values() if has_footprints or s.needs in ("matrix", "report")]
+    metrics, errors = compute_metrics(specs, inp, regs.metrics.origins)
+    return metrics, errors, has_footprints
 
 
-def recompute_tree(regs: Registries, roots: Iterable[Path], write: bool) -> list[Delta]:
-    """Recompute every complete result under ``roots``; return the cells whose stored metrics differ (or whose
-    footprints are unreadable). With ``write``, store the recomputed metrics in each result.json."""
-    deltas = []
+@dataclass
+class Recomputed:
+    deltas: list[Delta]  # cells whose stored metrics differ, or whose footprint file is unreadable
+    checked: int  # complete cells recomputed
+    without_footprints: list[str]  # cells whose footprint file is absent: matrix metrics only
+
+
+def recompute_tree(regs: Registries, roots: Iterable[Path], write: bool) -> Recomputed:
+    """Recompute every complete result under ``roots``. With ``write``, store the recomputed metrics in each
+    result.json (never for a cell whose footprint file is absent: its footprint metrics stay as recorded)."""
+    out = Recomputed([], 0, [])
     for root in roots:
         for result in iter_results(root):
             if result.status != "complete":
                 continue
             try:
-                metrics, errors = recompute(regs, result)
+                metrics, errors, whole = recompute(regs, result)
             except ResultFileError as exc:
-                deltas.append(Delta(result.key, 0.0, {}, str(exc)))
+                out.deltas.append(Delta(result.key, 0.0, {}, str(exc)))
                 continue
-            delta = Delta(result.key, 0.0, _metric_changes(result.metrics, metrics))
-            if delta.metrics or errors != result.metric_errors:
-                deltas.append(delta)
-            if write and (metrics != result.metrics or errors != result.metric_errors):
-                result.metrics, result.metric_errors = metrics, errors
-                write_result(result, result.path.parent)
-    return deltas
+            out.checked += 1
+            stored = result.metrics if whole else {k: v for k, v in result.metrics.items() if k in metrics}
+            stored_errors = result.metric_errors if whole else {k: v for k, v in result.metric_errors.items()
+                                                                if k in metrics}
+            if not whole:
+                out.without_footprints.append(result.key)
+            delta = Delta(result.key, 0.0, _metric_changes(stored, metrics))
+            if delta.metrics or errors != stored_errors:
+                out.deltas.append(delta)
+                if write and whole:
+                    result.metrics, result.metric_errors = metrics, errors
+                    write_result(result, result.path.parent)
+    return out
 
 
 def _metric_changes(old: Mapping[str, float | None], new: Mapping[str, float | None],
