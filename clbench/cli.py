@@ -325,6 +325,7 @@ def summary(results: Sequence[CellResult], faults: Sequence[str] = ()) -> tuple[
             where = f" (traceback: {log})" if log is not None and log.exists() else ""
             lines.append(f"failed: {r.key}: {r.error}{where}")
     lines += [f"fault: {f}" for f in faults]
+    lines += [f"metric error: {r.key}: {msg}" for r in results for msg in sorted(r.metric_errors.values())]
     parts = [f"{counts[s]} {s}" for s in ("complete", "diverged", "failed") if counts.get(s)]
     failed = counts.get("failed", 0) + len(faults)
     lines.append(f"clbench: {len(results)} cells: {', '.join(parts) or 'none'}"
@@ -357,10 +358,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             raise
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        click.echo("aborted: finished cells and checkpoints are kept; rerun the same command to resume", err=True)
-        sys.exit(130)
-    except KeyboardInterrupt:
+    except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C inside a command into Abort
         click.echo("interrupted: finished cells and checkpoints are kept; rerun the same command to resume", err=True)
         sys.exit(130)
     except OSError as exc:  # outside a cell (a result tree we cannot read, a full disk): one line

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -72,6 +73,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
             raise ConfigError(f"train.optimizer={self.optimizer!r}: choose one of {sorted(OPTIMIZERS)}")
+        if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", self.device):
+            raise ConfigError(f"train.device={self.device!r}: choose auto, cpu, mps, cuda or cuda:N")
 
 
 OPTIMIZERS = {"sgd", "adam", "adamw", "rmsprop"}

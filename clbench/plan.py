@@ -235,8 +235,21 @@ def _select(scoped: Mapping[str, Mapping[str, Any]], scope: str) -> dict[str, An
     return dict(scoped.get(scope, {}))
 
 
+def _once(values: Sequence[Any] | None, what: str) -> None:
+    """A value given twice would plan two cells for one folder (the second overwrites the first)."""
+    seen: list[Any] = []
+    for v in values or ():
+        if v in seen:
+            raise ConfigError(f"{what}: {v!r} is given twice")
+        seen.append(v)
+
+
 def make_plan(regs: Registries, req: RunRequest) -> Plan:
     profile = regs.profiles.get(req.profile)
+    _once(req.orders, "--orders")
+    _once(req.seeds, "--seeds")
+    for key, values in req.sets.items():
+        _once(values, f"--set {key}")
     _check_scopes(req.sets, regs)
     _check_scopes(profile.sets, regs)
 
@@ -255,6 +268,7 @@ def make_plan(regs: Registries, req: RunRequest) -> Plan:
         profile.methods if isinstance(profile.methods, str) else ",".join(profile.methods)
     )
     labels = sorted(regs.methods) if method_expr == "all" else [m.strip() for m in method_expr.split(",") if m.strip()]
+    _once(labels, "--methods")
     # A stream preset may name the methods that "all" means on it for this profile (the quick profile
     # keeps the expensive text stream to the LoRA family); composites like "olora+nlora" are allowed.
     base_presets = {s.name: cfg.preset_values(s.presets, profile.name, s.name, "") for s in streams}

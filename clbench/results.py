@@ -126,9 +126,8 @@ _TMP_NAME = re.compile(r"^\.(result\.json|footprints\.safetensors|checkpoint\.pt
                        r"[A-Za-z0-9_]{6,}\.tmp$")
 
 
-@functools.cache
 def _umask() -> int:
-    mask = os.umask(0)  # the only way to read it; set straight back
+    mask = os.umask(0)  # the only way to read it; set straight back (read per write: it may change)
     os.umask(mask)
     return mask
 

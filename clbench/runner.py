@@ -209,10 +209,11 @@ class Runner:
         result.path = write_result(result, cell.directory)
         if result.status == "complete":
             (cell.directory / CHECKPOINT_FILE).unlink(missing_ok=True)
+            (cell.directory / ERROR_LOG).unlink(missing_ok=True)  # an earlier failed attempt's traceback
         try:
             notify(self.regs, "clbench_cell_end", cell=cell, result=result)
         except ObserverError as exc:  # an observer's fault fails the cell it observed, and only that one
-            self._failed(cell, state, str(exc))
+            self._failed(cell, state, f"{type(exc).__name__}: {exc}")
             result.status, result.error = state.status, state.error
             result.path = write_result(result, cell.directory)
         return result
@@ -363,7 +364,7 @@ class _CellState:
             if not 0 < done == len(self.rows) == len(self.footprints) < len(self.tasks) + 1:
                 raise ValueError(f"it records {done} tasks done, {len(self.rows)} rows, {len(self.footprints)} footprints")
         except Exception as exc:
-            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+            first = " ".join(str(exc).split())[:400]  # torch lists the missing keys and shapes after a header
             warnings.warn(f"{self.path}: checkpoint does not fit this cell ({type(exc).__name__}: {first}); "
                           "the cell starts over", stacklevel=2)
             self.rows, self.task_timings, self.report, self.footprints = [], [], {}, []

@@ -11,7 +11,8 @@
 #       Append BOARDS/*.md to $GITHUB_STEP_SUMMARY (stdout when unset), links to result files made plain text.
 #   scripts/leaderboard_ci.sh stage COMMITTED FRESH COMMITTED_BOARDS DEST
 #       What a pull request regenerating the committed results would contain: DEST/COMMITTED = COMMITTED's own
-#       top-level files (TOLERANCE) + FRESH's cells (result.json and footprints.safetensors only), and
+#       top-level files (TOLERANCE) + FRESH's cells (result.json and footprints.safetensors, unless git ignores
+#       them there), and
 #       DEST/COMMITTED_BOARDS = `clbench leaderboard` of it (markdown and plots). Prints `changed=true` when a
 #       number differs from the committed one at all (or a cell is added or gone, or the markdown differs),
 #       else `changed=false`; the line is also appended to $GITHUB_OUTPUT when that is set. Timings and
@@ -60,7 +61,9 @@ cmd_compare() {
             echo
             echo "<details><summary>per cell</summary>"
             echo
+            echo '```text'  # verbatim: the table's own header has | in it
             printf '%s\n' "$out"
+            echo '```'
             echo
             echo "</details>"
             echo
@@ -89,7 +92,7 @@ cmd_summary() {
 }
 
 cmd_stage() {
-    local committed="$1" fresh="$2" boards="$3" dest="$4" changed=false f rel
+    local committed="$1" fresh="${2%/}" boards="$3" dest="$4" changed=false f rel
     [[ "$committed" != /* && "$boards" != /* ]] || die "COMMITTED and COMMITTED_BOARDS must be relative paths"
     [[ -d "$committed" && -d "$fresh" ]] || die "$committed and $fresh must both be directories"
     rm -rf "${dest:?}/$committed" "${dest:?}/$boards"
@@ -98,6 +101,8 @@ cmd_stage() {
     find "$committed" -mindepth 1 -maxdepth 1 -type f -exec cp -p {} "$dest/$committed/" \;
     while IFS= read -r -d '' f; do
         rel="${f#"$fresh"/}"
+        # what the repository does not keep (.gitignore: the full-size dense footprints) stays out of the PR too
+        if git check-ignore -q -- "$committed/$rel" 2> /dev/null; then continue; fi
         mkdir -p "$dest/$committed/$(dirname "$rel")"
         cp -p "$f" "$dest/$committed/$rel"
     done < <(find "$fresh" -mindepth 2 -type f \( -name result.json -o -name footprints.safetensors \) -print0)
