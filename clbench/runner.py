@@ -20,7 +20,16 @@ import torch
 from tqdm.auto import tqdm
 
 from clbench import footprints as fps
-from clbench.boundary import ObserverError, blame, check_loss_terms, check_report, check_type, describe, notify
+from clbench.boundary import (
+    ObserverError,
+    blame,
+    check_loss_terms,
+    check_report,
+    check_type,
+    describe,
+    notify,
+)
+from clbench.config import TrainConfig
 from clbench.data import Batch, Stream, batches
 from clbench.errors import ClbenchError, Diverged, PluginError, ResultFileError
 from clbench.method import CellContext, CompositeMethod, Method, derive_seed
@@ -79,7 +88,7 @@ def method_label(regs: Registries, cell: Cell) -> str:
 
 
 @torch.no_grad()
-def evaluate(model: CLModel, method: Method, stream: Stream, tasks: list[str], train: cfg.TrainConfig,
+def evaluate(model: CLModel, method: Method, stream: Stream, tasks: list[str], train: TrainConfig,
              device: torch.device) -> list[float]:
     """Score (0-100, by the stream's :meth:`Stream.score`) on every task of ``tasks`` with the model as it is now."""
     was_training = model.training

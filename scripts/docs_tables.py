@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate the tables of docs/lora-family.md that come from committed results, never typed by hand.
+"""Regenerate the tables of docs/lora-family.md and README.md that come from committed results, never typed.
 
 Each generated table sits between two markers in the document:
 
@@ -13,6 +13,9 @@ Each generated table sits between two markers in the document:
 Sections (all from ``results/quick/cl-quick/*/order-1/seed-0``, the LoRA-family cells of the quick profile):
 
 - ``cl-quick-cells``: AA, F.Ra, OO, AWOM, GSR, ACR and ‖A_T‖_F as recorded in each cell's result.json.
+- ``quick-excerpt`` (README.md): the AA and F.Ra `avg` columns of every quick stream.
+- ``reproducibility`` (README.md): how far the quick cells move with AVX2 kernels or another thread count
+  (``results/reproducibility/*``, result.json only, compared with ``clbench.verify.compare``).
 - ``acr-tau``: ACR recomputed from each cell's committed ``footprints.safetensors`` at several τ, with the
   metric plugin's own function; the recomputed value at the cell's recorded τ must equal its recorded ACR.
 
@@ -255,41 +258,125 @@ def table_acr_tau(results: Path, regs: Any) -> str:
     return "\n".join(rows)
 
 
-GENERATORS: dict[str, Callable[[Path, Any], str]] = {
-    "cl-quick-cells": table_cells,
-    "acr-tau": table_acr_tau,
+# --------------------------------------------------------------------------- README.md
+EXCERPT_METRICS = (("AA", "↑"), ("F.Ra", "↓"))
+
+
+def quick_excerpt(results: Path, regs: Any) -> str:
+    """The `avg` column of AA and F.Ra per stream and method (every order and seed of a cell pooled)."""
+    from clbench.leaderboard import _fmt
+    from clbench.results import iter_results
+
+    cells = [r for r in iter_results(results) if r.status == "complete"]
+    streams = sorted({r.stream for r in cells}, key=lambda s: (s == "cl-quick", s))
+    methods = sorted({r.method for r in cells})
+    seeds = sorted({r.seed for r in cells})
+
+    def pooled(stream: str, method: str, name: str) -> list[float]:
+        return [float(r.metrics[name]) for r in cells
+                if r.stream == stream and r.method == method and r.metrics.get(name) is not None]
+
+    def orders_of(stream: str) -> str:
+        orders = sorted({r.order for r in cells if r.stream == stream}, key=lambda o: (len(o), o))
+        return orders[0] if len(orders) == 1 else f"orders {', '.join(orders)} pooled"
+
+    head = ("`avg` column of `clbench run --methods all` (seeds " + ", ".join(map(str, seeds)) + "; "
+            + "; ".join(f"{s}: {orders_of(s)}" for s in streams) + "; ± is the sample std over the pooled cells). "
+            "Scores in percent.\n")
+    header = "| method | " + " | ".join(f"{s}: " + " / ".join(f"{m} {a}" for m, a in EXCERPT_METRICS) for s in streams) + " |"
+    rows = [header, "|---|" + "---|" * len(streams)]
+    for method in methods:
+        cols = []
+        for stream in streams:
+            values = [pooled(stream, method, m) for m, _ in EXCERPT_METRICS]
+            cols.append(" / ".join(_fmt(v) for v in values) if any(values) else "—")
+        rows.append(f"| {method} | " + " | ".join(cols) + " |")
+    return head + "\n" + "\n".join(rows)
+
+
+REPRO_RUNS = {  # folder under results/reproducibility -> how it was made (the same quick profile otherwise)
+    "quick-avx2": "AVX2 kernels instead of AVX-512: `ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 "
+                  "ONEDNN_MAX_CPU_ISA=AVX2 clbench run --methods all`",
+    "quick-threads2": "2 threads instead of 1 on the digits streams: `clbench run --methods all --stream "
+                      "split-digits,permuted-digits --set train.threads=2`",
 }
 
 
+def reproducibility(results: Path, regs: Any) -> str:
+    """How far the committed quick cells move under each change of REPRO_RUNS, per stream."""
+    from clbench.results import iter_results
+    from clbench.verify import compare
+
+    committed = list(iter_results(results))
+    rows = ["| change | stream | cells | identical | max \\|Δa[i][j]\\| (pp) | max \\|ΔAA\\| (pp) | "
+            "max relative Δ of OO, AWOM, GSR, ACR |", "|---|---|---|---|---|---|---|"]
+    for folder, how in REPRO_RUNS.items():
+        root = results.parent / "reproducibility" / folder
+        if not root.is_dir():
+            raise DocsTableError(f"{_shown(root)}: missing (make it with: {how})")
+        other = list(iter_results(root))
+        deltas, _, _ = compare(committed, other)
+        for stream in sorted({d.key.split("/", 1)[0] for d in deltas}):
+            ds = [d for d in deltas if d.key.startswith(stream + "/")]
+            same = sum(1 for d in ds if d.matrix == 0 and not d.metrics)
+            aa = max((abs(a - b) for d in ds for k, (a, b) in d.metrics.items()
+                      if k == "AA" and a is not None and b is not None), default=0.0)
+            rel = max((abs(a - b) / max(abs(a), abs(b)) for d in ds for k, (a, b) in d.metrics.items()
+                       if k in ("OO", "AWOM", "GSR", "ACR") and a is not None and b is not None and max(abs(a), abs(b))),
+                      default=0.0)
+            rows.append(f"| {how.split(':')[0]} | {stream} | {len(ds)} | {same} | {max(d.matrix for d in ds):.2f} | "
+                        f"{aa:.2f} | {rel:.2e} |")
+    return "\n".join(rows)
+
+
+GENERATORS: dict[str, Callable[[Path, Any], str]] = {
+    "cl-quick-cells": table_cells,
+    "acr-tau": table_acr_tau,
+    "quick-excerpt": quick_excerpt,
+    "reproducibility": reproducibility,
+}
+DOCUMENTS = (DOC, ROOT / "README.md")  # what `python scripts/docs_tables.py` regenerates
+
+
 def generate(text: str, results: Path) -> str:
+    """``text`` with every generated section it holds regenerated (a section's name picks its generator)."""
     from clbench.registry import build_registry
 
     regs = build_registry()
-    return replace_sections(text, {name: fn(results, regs) for name, fn in GENERATORS.items()})
+    names = section_names(text)
+    unknown = sorted(set(names) - set(GENERATORS))
+    if unknown:
+        raise DocsTableError(f"no generator for section(s) {', '.join(unknown)}")
+    return replace_sections(text, {name: GENERATORS[name](results, regs) for name in names})
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--doc", type=Path, default=DOC, help=f"the document (default {_shown(DOC)})")
+    ap.add_argument("--doc", type=Path, action="append", default=None,
+                    help=f"a document (default: {', '.join(_shown(d) for d in DOCUMENTS)}); repeatable")
     ap.add_argument("--results", type=Path, default=RESULTS, help=f"the result tree (default {_shown(RESULTS)})")
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 when the document differs")
     args = ap.parse_args(argv)
+    return max(_one(doc, args.results, args.check) for doc in args.doc or DOCUMENTS)
+
+
+def _one(doc: Path, results: Path, check: bool) -> int:
     try:
-        old = args.doc.read_text(encoding="utf-8")
-        new = generate(old, args.results)
+        old = doc.read_text(encoding="utf-8")
+        new = generate(old, results)
     except (DocsTableError, OSError) as exc:
         print(f"docs_tables: {exc}", file=sys.stderr)
         return 2
     if new == old:
-        print(f"docs_tables: {_shown(args.doc)} is up to date", file=sys.stderr)
+        print(f"docs_tables: {_shown(doc)} is up to date", file=sys.stderr)
         return 0
-    if args.check:
+    if check:
         sys.stderr.writelines(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                                   f"{_shown(args.doc)} (committed)", f"{_shown(args.doc)} (generated)"))
-        print(f"docs_tables: {_shown(args.doc)} is stale; run `python scripts/docs_tables.py`", file=sys.stderr)
+                                                   f"{_shown(doc)} (committed)", f"{_shown(doc)} (generated)"))
+        print(f"docs_tables: {_shown(doc)} is stale; run `python scripts/docs_tables.py`", file=sys.stderr)
         return 1
-    args.doc.write_text(new, encoding="utf-8")
-    print(f"docs_tables: wrote {_shown(args.doc)}", file=sys.stderr)
+    doc.write_text(new, encoding="utf-8")
+    print(f"docs_tables: wrote {_shown(doc)}", file=sys.stderr)
     return 0
 
 

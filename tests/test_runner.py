@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from clbench.runner import FailFast
 import torch
 
 from clbench import testing
@@ -14,6 +12,7 @@ from clbench.hookspecs import hookimpl
 from clbench.method import Method
 from clbench.model import CLModel
 from clbench.results import CHECKPOINT_FILE, RESULT_FILE, read_result
+from clbench.runner import FailFast
 from clbench.specs import MethodSpec, StreamSpec
 
 
