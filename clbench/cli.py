@@ -155,6 +155,12 @@ def build_cli(regs: Registries) -> click.Group:
             click.echo(f"warning: {w.message}", err=True)
         if not results:
             raise ClbenchError(f"no result files under {', '.join(map(str, runs or ('runs',)))}")
+        seen: dict[tuple[str, str], Path | None] = {}
+        for r in results:  # the same cell twice would be pooled as if it were two seeds
+            where = seen.setdefault((str(r.config.get("profile", "custom")), r.key), r.path)
+            if where != r.path:
+                raise ClbenchError(f"cell {r.key} of profile {r.config.get('profile', 'custom')!r} is in {where} and in "
+                                   f"{r.path}; give one result tree per profile")
         try:
             stale = _write_leaderboards(results, out, plots, heatmaps, check)
         except OSError as exc:
@@ -272,16 +278,17 @@ def build_cli(regs: Registries) -> click.Group:
         from tabulate import tabulate
 
         from clbench.verify import compare as compare_results
-        from clbench.verify import table
+        from clbench.verify import percent_metrics, table
 
         deltas, only_old, only_new = compare_results(old, new)
-        click.echo(tabulate(table(deltas, atol, rtol), headers=["cell", "max |Δa| (pp)", "changed", "verdict"],
+        percent = percent_metrics(regs)
+        click.echo(tabulate(table(deltas, atol, rtol, percent), headers=["cell", "max |Δa| (pp)", "changed", "verdict"],
                             tablefmt="github", disable_numparse=True))
         for key in only_old:
             click.echo(f"missing: {key} (only in the first)", err=True)
         for key in only_new:
             click.echo(f"extra: {key} (only in the second)", err=True)
-        bad = [d for d in deltas if not d.within(atol, rtol)]
+        bad = [d for d in deltas if not d.within(atol, rtol, percent)]
         click.echo(f"{len(deltas) - len(bad)} within tolerance, {len(bad)} beyond it (atol {atol:g} pp, rtol {rtol:g}); "
                    f"{len(only_old)} missing", err=True)
         return 1 if bad or only_old else 0

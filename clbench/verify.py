@@ -2,9 +2,9 @@
 (``clbench metrics``), cells rerun from their recorded settings (``clbench verify``), and two result
 trees compared within a tolerance (``clbench compare``).
 
-Tolerances are in the numbers' own units: ``atol`` in percentage points for accuracy-matrix entries, and
-``rtol`` relative for every metric (|Δ| ≤ rtol·max(|old|, |new|), or ≤ atol for the accuracy metrics AA,
-F.Ra, BWT and their kin, which are percentages too).
+Tolerances are in the numbers' own units: ``atol`` in percentage points for accuracy-matrix entries and the
+metrics computed from the matrix alone (``MetricSpec.needs == "matrix"``: AA, F.Ra, BWT, unseen — scores in
+percent), and ``rtol`` relative for every other metric (|Δ| ≤ rtol·max(|old|, |new|)).
 """
 
 from __future__ import annotations
@@ -22,7 +22,11 @@ from clbench.metrics import MetricInput, compute_metrics
 from clbench.registry import Registries
 from clbench.results import FOOTPRINT_FILE, CellResult, iter_results, write_result
 
-PERCENT_METRICS = frozenset({"AA", "F.Ra", "BWT", "FWT", "UTS"})  # scores in percent: compared with atol
+
+
+def percent_metrics(regs: Registries) -> frozenset[str]:
+    """Metrics computed from the accuracy matrix alone: percentages, compared with ``atol``."""
+    return frozenset(s.name for s in regs.metrics.values() if s.needs == "matrix")
 RECOMPUTE_RTOL = 1e-9  # same code, same inputs: only float summation order may differ
 
 
@@ -35,16 +39,16 @@ class Delta:
     metrics: dict[str, tuple[float | None, float | None]]  # metric -> (old, new) where they differ
     note: str = ""
 
-    def within(self, atol: float, rtol: float) -> bool:
+    def within(self, atol: float, rtol: float, percent: frozenset[str]) -> bool:
         if self.note or self.matrix > atol:
             return False
-        return all(_close(name, a, b, atol, rtol) for name, (a, b) in self.metrics.items())
+        return all(_close(name in percent, a, b, atol, rtol) for name, (a, b) in self.metrics.items())
 
 
-def _close(name: str, a: float | None, b: float | None, atol: float, rtol: float) -> bool:
+def _close(is_percent: bool, a: float | None, b: float | None, atol: float, rtol: float) -> bool:
     if a is None or b is None:
         return a is b
-    if name in PERCENT_METRICS:
+    if is_percent:
         return abs(a - b) <= atol
     return abs(a - b) <= rtol * max(abs(a), abs(b)) or a == b
 
@@ -167,12 +171,12 @@ def rerun(regs: Registries, results: Sequence[CellResult], out: Path | None = No
         return fresh
 
 
-def table(deltas: Sequence[Delta], atol: float, rtol: float) -> list[list[str]]:
+def table(deltas: Sequence[Delta], atol: float, rtol: float, percent: frozenset[str]) -> list[list[str]]:
     """Rows for printing: cell, max |Δa| (pp), metrics that moved, verdict."""
     rows = []
     for d in deltas:
         moved = ", ".join(f"{k} {_num(a)}→{_num(b)}" for k, (a, b) in d.metrics.items())
-        verdict = "ok" if d.within(atol, rtol) else "DIFFERS"
+        verdict = "ok" if d.within(atol, rtol, percent) else "DIFFERS"
         rows.append([d.key, "-" if math.isinf(d.matrix) else f"{d.matrix:.2f}", d.note or moved or "identical", verdict])
     return rows
 
