@@ -111,7 +111,7 @@ def build_cli(regs: Registries) -> click.Group:
         regs.executors.get(executor)
         for line in plan.skipped:
             click.echo(f"skipped: {line}", err=True)
-        click.echo(f"clbench: {len(plan.cells)} cells, profile {plan.profile!r}, results in {out}/", err=True)
+        click.echo(f"clbench: {_count(len(plan.cells), 'cell')}, profile {plan.profile!r}, results in {out}/", err=True)
         results = execute(plan, regs, executor=executor, fail_fast=fail_fast, progress=progress, options=options)
         if show_board:
             from clbench.leaderboard import render
@@ -335,9 +335,13 @@ def summary(results: Sequence[CellResult], faults: Sequence[str] = ()) -> tuple[
     lines += [f"metric error: {r.key}: {msg}" for r in results for msg in sorted(r.metric_errors.values())]
     parts = [f"{counts[s]} {s}" for s in ("complete", "diverged", "failed") if counts.get(s)]
     failed = counts.get("failed", 0) + len(faults)
-    lines.append(f"clbench: {len(results)} cells: {', '.join(parts) or 'none'}"
-                 + (f"; {len(faults)} observer faults" if faults else "") + f"; exit {1 if failed else 0}")
+    lines.append(f"clbench: {_count(len(results), 'cell')}: {', '.join(parts) or 'none'}"
+                 + (f"; {_count(len(faults), 'observer fault')}" if faults else "") + f"; exit {1 if failed else 0}")
     return lines, 1 if failed else 0
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _terminate(signum: int, frame: Any) -> None:

@@ -23,7 +23,6 @@ from clbench.registry import Registries
 from clbench.results import FOOTPRINT_FILE, CellResult, iter_results, write_result
 
 
-
 def percent_metrics(regs: Registries) -> frozenset[str]:
     """Metrics computed from the accuracy matrix alone: percentages, compared with ``atol``."""
     return frozenset(s.name for s in regs.metrics.values() if s.needs == "matrix")

@@ -401,7 +401,7 @@ for _id, _what, _first, _second, _diff in [
 
 
 @fault("rerun-same-settings", "rerun of a finished grid with the same settings", 0,
-       "clbench: 1 cells: 1 complete; exit 0", "the cell is reused, not rerun: its files are byte-identical")
+       "clbench: 1 cell: 1 complete; exit 0", "the cell is reused, not rerun: its files are byte-identical")
 def rerun_same(tmp: Path) -> Outcome:
     ok(tiny(tmp, "--methods", "ewc", "--set", "ewc.lambda=10"))
     snapshot(tmp)
@@ -414,7 +414,7 @@ def _(o: Outcome) -> None:
 
 
 @fault("rerun-same-settings-respelled", "rerun with `--set ewc.lambda=1e1` after `--set ewc.lambda=10`", 0,
-       "clbench: 1 cells: 1 complete; exit 0", "the cell is reused (the same value, spelt otherwise): files byte-identical")
+       "clbench: 1 cell: 1 complete; exit 0", "the cell is reused (the same value, spelt otherwise): files byte-identical")
 def rerun_respelled(tmp: Path) -> Outcome:
     ok(tiny(tmp, "--methods", "ewc", "--set", "ewc.lambda=10"))
     snapshot(tmp)
@@ -427,7 +427,7 @@ def _(o: Outcome) -> None:
 
 
 @fault("rerun-failed-other-settings", "rerun, with other settings, of a cell whose result is `failed`", 0,
-       "clbench: 1 cells: 1 complete; exit 0",
+       "clbench: 1 cell: 1 complete; exit 0",
        "a complete result with the new settings replaces the failed one (and its error.log is removed)")
 def rerun_failed(tmp: Path) -> Outcome:
     plugin = BoomPlugin(methods=[MethodSpec("boom", Boom, BoomConfig)])
@@ -677,7 +677,7 @@ def observer_run_start(tmp: Path) -> Outcome:
 @observer_run_start.check
 def _(o: Outcome) -> None:
     assert [r["status"] for r in results(o.tmp).values()] == ["complete", "complete"]
-    assert lines(o.stderr)[-1] == "clbench: 2 cells: 2 complete; 1 observer faults; exit 1", o.stderr
+    assert lines(o.stderr)[-1] == "clbench: 2 cells: 2 complete; 1 observer fault; exit 1", o.stderr
 
 
 @fault("observer-run-end", "an observer raises in `clbench_run_end`", 1,
@@ -690,7 +690,7 @@ def observer_run_end(tmp: Path) -> Outcome:
 @observer_run_end.check
 def _(o: Outcome) -> None:
     assert [r["status"] for r in results(o.tmp).values()] == ["complete", "complete"]
-    assert lines(o.stderr)[-1] == "clbench: 2 cells: 2 complete; 1 observer faults; exit 1", o.stderr
+    assert lines(o.stderr)[-1] == "clbench: 2 cells: 2 complete; 1 observer fault; exit 1", o.stderr
 
 
 @fault("observer-task-end", "an observer raises in `clbench_task_end` of the ewc cell's first task", 1,
@@ -985,13 +985,13 @@ def _modes(expected: int) -> Callable[[Outcome], None]:
 
 FAULTS += [
     Fault("file-mode-umask-022", "result files under umask 0o022 (mkstemp makes 0o600)", _under_umask(0o022), 0,
-          "clbench: 1 cells: 1 complete; exit 0", "result.json and footprints.safetensors are 0o644",
+          "clbench: 1 cell: 1 complete; exit 0", "result.json and footprints.safetensors are 0o644",
           _modes(0o644)),
     # BUG: clbench.results._umask() is functools.cache'd: a process that wrote a result under umask 0o022 keeps
     # writing 0o644 files after os.umask(0o077) (a notebook, a test session, a long-lived worker), files more
     # readable than the user's umask allows. Fails until the umask is read at each write (os.umask twice is cheap).
     Fault("file-mode-umask-077", "result files under umask 0o077, after an earlier run under 0o022 in the same process",
-          _under_umask(0o077, earlier=0o022), 0, "clbench: 1 cells: 1 complete; exit 0",
+          _under_umask(0o077, earlier=0o022), 0, "clbench: 1 cell: 1 complete; exit 0",
           "result.json and footprints.safetensors are 0o600", _modes(0o600)),
 ]
 

@@ -63,7 +63,7 @@ def test_summary_exit_codes_and_lines(tmp_path: Path) -> None:
          "failed: tiny-vector/ewc/order-1/seed-0: y",
          "clbench: 2 cells: 2 failed; exit 1"], 1)
     assert summary([_result("complete")], ["observer clbench_run_end raised"]) == (
-        ["fault: observer clbench_run_end raised", "clbench: 1 cells: 1 complete; 1 observer faults; exit 1"], 1)
+        ["fault: observer clbench_run_end raised", "clbench: 1 cell: 1 complete; 1 observer fault; exit 1"], 1)
 
 
 # ------------------------------------------------------------------------------------------- folders
