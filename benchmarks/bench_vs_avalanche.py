@@ -79,6 +79,7 @@ AVALANCHE_SIDE = textwrap.dedent(
         d.targets = torch.from_numpy(data[f"{split}_y_{t}"]).tolist()
         return as_classification_dataset(d)
     bm = benchmark_from_datasets(train=[ds("train", t) for t in range(tasks)], test=[ds("test", t) for t in range(tasks)])
+    torch.set_num_threads(1)  # as clbench's cell (train.threads=1 on the digits streams): same compute on both sides
     torch.manual_seed(int(sys.argv[2]))
     model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)

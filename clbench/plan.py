@@ -57,10 +57,8 @@ class Cell:
 
     @property
     def directory(self) -> Path:
-        out = Path(self.out)
-        path = out.joinpath(*(path_component(p) for p in (self.stream, self.method, f"order-{self.order}",
-                                                          f"seed-{self.seed}")))
-        return path
+        parts = (self.stream, self.method, f"order-{self.order}", f"seed-{self.seed}")
+        return Path(self.out).joinpath(*map(path_component, parts))
 
     @property
     def key(self) -> str:
