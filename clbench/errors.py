@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable
 
 
 class ClbenchError(Exception):
     """A user-facing error: the message says what is wrong and where."""
 
     exit_code = 2
+
+
+def did_you_mean(name: str, options: Iterable[str]) -> str | None:
+    """The closest of ``options`` to ``name`` (difflib, ratio ≥ 0.6), or None."""
+    match = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
+    return match[0] if match else None
 
 
 def plural_of(noun: str) -> str:
@@ -26,8 +33,8 @@ class UnknownNameError(ClbenchError):
     """
 
     def __init__(self, kind: str, name: str, known: list[str], *, of: str = "", plural: str | None = None) -> None:
-        match = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-        hint = f" — did you mean {match[0]!r}?" if match else ""
+        match = did_you_mean(name, known)
+        hint = f" — did you mean {match!r}?" if match else ""
         listing = ", ".join(known) if known else "(none registered)"
         owner = f" of {of}" if of else ""
         super().__init__(f"unknown {kind} {name!r}{owner}{hint} Known {plural or plural_of(kind)}: {listing}")

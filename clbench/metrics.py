@@ -1,4 +1,4 @@
-"""Metric math, exactly as defined in DESIGN.md, and the code that runs metric plugins on a cell.
+"""Metric math, exactly as defined in README.md (section "Metrics"), and the code that runs metric plugins on a cell.
 
 ``a[i][j]`` is the score (percent) on task j after training task i, tasks in run order, T tasks.
 Footprint metrics never hold more than one row-chunk of a dense ΔW in memory; OO and AWOM never form

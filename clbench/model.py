@@ -100,9 +100,6 @@ class HeadedModel(CLModel):
     def head(self, task: str) -> nn.Linear:
         return self.heads[self._key(task)] if self.info.multi_head else self.heads["shared"]
 
-    def features(self, x: Tensor) -> Tensor:
-        return self.backbone(x)
-
     def forward(self, x: Tensor, task: str) -> Tensor:
         return self.head(task)(self.backbone(x))
 

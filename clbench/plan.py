@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from clbench import config as cfg
 from clbench.boundary import check_type
 from clbench.data import Stream
-from clbench.errors import ConfigError, PluginError
-from clbench.registry import Registries, Registry, did_you_mean
+from clbench.errors import ConfigError, PluginError, did_you_mean
+from clbench.registry import Registries, Registry
 from clbench.specs import MethodSpec, ModelSpec, StreamSpec
 
 if TYPE_CHECKING:

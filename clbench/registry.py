@@ -6,7 +6,6 @@ by this project's own pyproject.toml, exactly as a third-party package would.
 
 from __future__ import annotations
 
-import difflib
 import importlib.metadata as md
 import os
 from collections.abc import Iterable, Iterator
@@ -16,7 +15,7 @@ from typing import Any, Generic, TypeVar
 import pluggy
 
 from clbench import hookspecs
-from clbench.errors import PluginError, UnknownNameError
+from clbench.errors import PluginError, UnknownNameError, did_you_mean  # noqa: F401 (re-exported)
 from clbench.specs import (
     ExecutorSpec,
     MethodSpec,
@@ -84,11 +83,6 @@ class Registry(Generic[T]):
 
     def values(self) -> list[T]:
         return [self.items[k] for k in sorted(self.items)]
-
-
-def did_you_mean(name: str, options: Iterable[str]) -> str | None:
-    match = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
-    return match[0] if match else None
 
 
 _HOOKS: dict[str, tuple[str, type]] = {

@@ -131,7 +131,8 @@ class ProfileSpec:
 
 @dataclass(frozen=True)
 class OptionSpec:
-    """An extra ``clbench run`` option a plugin adds: ``--<name>``; its value lands in ``RunConfig.options``."""
+    """An extra ``clbench run`` option a plugin adds: ``--<name>``; its value lands in ``Cell.options`` (by name) for
+    every plugin of the run; run plumbing, not part of a cell's config hash."""
 
     name: str
     help: str

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 from clbench_plugins.hf.config import GenerativeConfig
-from clbench_plugins.hf.model import CausalLMModel, _pad, _token_logprobs, build_causal_lm
+from clbench_plugins.hf.model import CausalLMModel, build_causal_lm, pad_rows, token_logprobs
 from torch import Tensor
 
 from clbench.errors import DataError
@@ -42,13 +42,13 @@ class SFTCausalLM(CausalLMModel):
     def forward(self, x: list[Any], task: str) -> Tensor:
         rows, targets = self.pair_ids(list(x))
         pad = int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_id or 0)
-        ids = _pad(rows, pad).to(self.device)
-        attention = _pad([[1] * len(r) for r in rows], 0).to(self.device)
-        tgt = _pad(targets, -100).to(self.device)
+        ids = pad_rows(rows, pad).to(self.device)
+        attention = pad_rows([[1] * len(r) for r in rows], 0).to(self.device)
+        tgt = pad_rows(targets, -100).to(self.device)
         if self.training:
             self.tokens_seen += int(attention.sum())
         logits = self.backbone(input_ids=ids, attention_mask=attention).logits
-        lp = _token_logprobs(logits[:, :-1], tgt[:, 1:])  # next-token prediction
+        lp = token_logprobs(logits[:, :-1], tgt[:, 1:])  # next-token prediction
         self._last_lengths = (tgt[:, 1:] != -100).sum(-1)
         return lp.sum(-1, keepdim=True)
 

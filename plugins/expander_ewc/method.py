@@ -24,7 +24,7 @@ from clbench.method import Method, Phase, derive_seed
 from clbench.model import CLModel
 
 from .config import ExpanderEWCConfig, MaskedTrainingConfig
-from .masks import jaccard_packed, make_mask, pack
+from .masks import make_mask, pack
 
 
 class MaskedTraining(Method):
@@ -103,10 +103,6 @@ class MaskedTraining(Method):
 
     def earlier(self, name: str) -> list[np.ndarray]:
         return [h[name] for h in self.history if name in h]
-
-    def jaccards(self, name: str, mask: np.ndarray) -> list[float]:
-        packed = pack(mask)
-        return [jaccard_packed(packed, e) for e in self.earlier(name)]
 
     # -- training hooks -----------------------------------------------------------------
     def before_task(self, task: str, index: int) -> None:

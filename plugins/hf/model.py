@@ -238,14 +238,14 @@ class GenerativeModel(HFTextModel):
         raise NotImplementedError
 
 
-def _token_logprobs(logits: Tensor, targets: Tensor) -> Tensor:
+def token_logprobs(logits: Tensor, targets: Tensor) -> Tensor:
     """log p(target) per position; positions with target -100 give 0."""
     mask = targets != -100
     lp = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
     return lp * mask
 
 
-def _pad(rows: list[list[int]], value: int, left: bool = False) -> Tensor:
+def pad_rows(rows: list[list[int]], value: int, left: bool = False) -> Tensor:
     width = max(len(r) for r in rows)
     return torch.tensor([[value] * (width - len(r)) + r if left else r + [value] * (width - len(r)) for r in rows])
 
@@ -281,8 +281,8 @@ class CausalLMModel(GenerativeModel):
         p_ids = self.prompt_ids(prompts)
         B, L = len(p_ids), len(labels)
         pad = int(self.tokenizer.pad_token_id)
-        input_ids = _pad(p_ids, pad, left=True).to(self.device)
-        attention = _pad([[1] * len(p) for p in p_ids], 0, left=True).to(self.device)
+        input_ids = pad_rows(p_ids, pad, left=True).to(self.device)
+        attention = pad_rows([[1] * len(p) for p in p_ids], 0, left=True).to(self.device)
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
         if self.training:
             self.tokens_seen += sum(len(p) for p in p_ids) + B * sum(len(lab) for lab in labels)
@@ -296,9 +296,9 @@ class CausalLMModel(GenerativeModel):
             return lp_first, torch.tensor([len(lab) for lab in labels])
         cache = out.past_key_values
         cache.batch_repeat_interleave(L)  # row b·L + l: prompt b, label l
-        rest = _pad([lab[:-1] for lab in labels], pad)[:, :width]  # inputs that predict tokens 2..n
-        targets = _pad([lab[1:] for lab in labels], -100)  # (L, width)
-        lab_mask = _pad([[1] * (len(lab) - 1) for lab in labels], 0)
+        rest = pad_rows([lab[:-1] for lab in labels], pad)[:, :width]  # inputs that predict tokens 2..n
+        targets = pad_rows([lab[1:] for lab in labels], -100)  # (L, width)
+        lab_mask = pad_rows([[1] * (len(lab) - 1) for lab in labels], 0)
         ids2 = rest.repeat(B, 1).to(self.device)
         mask2 = torch.cat([attention.repeat_interleave(L, dim=0), lab_mask.repeat(B, 1).to(self.device)], dim=1)
         pos2 = positions[:, -1:].repeat_interleave(L, dim=0) + 1 + torch.arange(width, device=self.device)
@@ -306,7 +306,7 @@ class CausalLMModel(GenerativeModel):
                                           past_key_values=cache, use_cache=True).last_hidden_state
         tgt = targets.repeat(B, 1).to(self.device)
         keep = tgt != -100
-        lp = _token_logprobs(head(hidden[keep]), tgt[keep])
+        lp = token_logprobs(head(hidden[keep]), tgt[keep])
         row = torch.arange(B * L, device=self.device).view(-1, 1).expand(-1, width)[keep]
         sums = torch.zeros(B * L, device=self.device, dtype=lp.dtype).index_add(0, row, lp)
         return lp_first + sums.view(B, L), torch.tensor([len(lab) for lab in labels])
@@ -324,8 +324,8 @@ class CausalLMModel(GenerativeModel):
         """``(N,)`` summed log-likelihood of ``targets[n]`` after ``p_ids[n]``: one right-padded sequence each."""
         rows = [p + t for p, t in zip(p_ids, targets, strict=True)]
         pad = int(self.tokenizer.pad_token_id)
-        input_ids = _pad(rows, pad).to(self.device)
-        attention = _pad([[1] * len(r) for r in rows], 0).to(self.device)
+        input_ids = pad_rows(rows, pad).to(self.device)
+        attention = pad_rows([[1] * len(r) for r in rows], 0).to(self.device)
         if self.training:
             self.tokens_seen += sum(len(r) for r in rows)
         # Only the positions that predict target tokens go through the LM head (vocab-wide logits for a
@@ -338,15 +338,15 @@ class CausalLMModel(GenerativeModel):
                 target.append(tok)
         hidden = self.backbone.base_model(input_ids=input_ids, attention_mask=attention).last_hidden_state
         logits = self.backbone.get_output_embeddings()(hidden[pos_b, pos_t])
-        lp = _token_logprobs(logits, torch.tensor(target, device=self.device))
+        lp = token_logprobs(logits, torch.tensor(target, device=self.device))
         row = torch.tensor(pos_b, device=self.device)
         return torch.zeros(len(rows), device=self.device, dtype=lp.dtype).index_add(0, row, lp)
 
     def generate(self, prompts: list[str]) -> list[str]:
         p_ids = self.prompt_ids(prompts)
         pad = int(self.tokenizer.pad_token_id)
-        input_ids = _pad(p_ids, pad, left=True).to(self.device)
-        attention = _pad([[1] * len(p) for p in p_ids], 0, left=True).to(self.device)
+        input_ids = pad_rows(p_ids, pad, left=True).to(self.device)
+        attention = pad_rows([[1] * len(p) for p in p_ids], 0, left=True).to(self.device)
         out = self.backbone.generate(input_ids=input_ids, attention_mask=attention, do_sample=False, num_beams=1,
                                      max_new_tokens=self.config.max_new_tokens, pad_token_id=pad,
                                      eos_token_id=self.eos_id)
@@ -362,18 +362,18 @@ class Seq2SeqModel(GenerativeModel):
         L = len(labels)
         states = self.backbone.get_encoder()(input_ids=enc["input_ids"],
                                              attention_mask=enc["attention_mask"]).last_hidden_state
-        targets = _pad(labels, -100).to(self.device).repeat(len(prompts), 1)
+        targets = pad_rows(labels, -100).to(self.device).repeat(len(prompts), 1)
         out = self.backbone(encoder_outputs=(states.repeat_interleave(L, dim=0),),
                             attention_mask=enc["attention_mask"].repeat_interleave(L, dim=0), labels=targets)
-        sums = _token_logprobs(out.logits, targets).sum(-1)
+        sums = token_logprobs(out.logits, targets).sum(-1)
         lengths = torch.tensor([len(lab) for lab in labels])
         return sums.view(len(prompts), L), lengths
 
     def target_loglik(self, prompts: list[str], targets: list[list[int]]) -> Tensor:
         enc = self.tokenize(prompts, self.config.max_length)
-        labels = _pad(targets, -100).to(self.device)
+        labels = pad_rows(targets, -100).to(self.device)
         out = self.backbone(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], labels=labels)
-        return _token_logprobs(out.logits, labels).sum(-1)
+        return token_logprobs(out.logits, labels).sum(-1)
 
     def generate(self, prompts: list[str]) -> list[str]:
         enc = self.tokenize(prompts, self.config.max_length)
