@@ -1,6 +1,7 @@
 """Stream presets and profiles for the text streams; every value names its source.
 
-Sources: REFERENCE_CODE.md (§1.5 runtime, §1.6 O-LoRA scripts, §1.8 evaluation, §2.2 N-LoRA scripts),
+Sources: the O-LoRA scripts and runtime (cmnfriend/O-LoRA scripts/order_*.sh, configs/ds_configs,
+src/uie_trainer_lora.py evaluation) and the N-LoRA scripts (PKU-YuanGroup/N-LoRA),
 the N-LoRA paper's appendix A.6 / Table 7, and our own CPU measurements (docs/text-streams-and-models.md).
 Method-specific values (lr, batch, epochs, λ per order and task) live in the LoRA-family method presets,
 which the planner applies after these stream presets.

@@ -32,7 +32,7 @@ from clbench.data import (
 )
 from clbench.errors import ConfigError, DataError
 
-# Task → group (the CL_Benchmark category folder, used as "Task:" in the prompt). REFERENCE_CODE.md §1.7.
+# Task → group (the CL_Benchmark category folder, used as "Task:" in the prompt). O-LoRA src/uie_dataset_lora.py.
 GROUPS: dict[str, str] = {
     "dbpedia": "TC", "amazon": "SC", "yahoo": "TC", "agnews": "TC", "yelp": "SC", "MNLI": "NLI", "CB": "NLI",
     "RTE": "NLI", "QQP": "QQP", "IMDB": "SC", "SST-2": "SC", "BoolQA": "BoolQA", "MultiRC": "MultiRC",

@@ -1,7 +1,8 @@
 """Settings of the Hugging Face model plugins (``--set model.<field>=...``).
 
-Sources: O-LoRA/N-LoRA scripts and code as summarised in /work/shared/papers/REFERENCE_CODE.md
-(§1.2 LoRA targets, §1.5 lengths and precision, §1.7 prompts, §1.8 evaluation).
+Sources: the O-LoRA code and scripts (cmnfriend/O-LoRA: src/run_uie_lora.py, scripts/order_*.sh,
+configs/ds_configs/stage2.config) and N-LoRA's (PKU-YuanGroup/N-LoRA): LoRA targets, lengths and precision, prompts,
+evaluation. docs/lora-family.md lists where they differ from the papers.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The CL-benchmark prompt and the exact-match normalisation of O-LoRA / N-LoRA.
 
-Prompt (REFERENCE_CODE.md §1.7; O-LoRA ``src/uie_dataset_lora.py`` and ``src/uie_collator.py``)::
+Prompt (O-LoRA ``src/uie_dataset_lora.py`` and ``src/uie_collator.py``)::
 
     "Task:" + group + "\\n" + "Dataset:" + dataset + "\\n" + instruction
     + "Option: " + ", ".join(labels) + " \\n" + sentence + "\\nAnswer:"

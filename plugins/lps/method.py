@@ -7,7 +7,7 @@ whose gradient is ∂L/∂W_eff ⊙ W̄^{t-1} on old entries (set in ``after_bac
 ``admm_interval`` epochs (eq. 14). The final phase projects once more (top-α of the free entries,
 top-β of M) and retrains only the kept entries.
 
-Honest-protocol choices (REFERENCE_CODE.md §3): Z projects the free entries only (the code's Z also
+Honest-protocol choices (the LPS code, neu-spiral/LPSforLifelong main.py/admm.py; docs/lps-packnet.md): Z projects the free entries only (the code's Z also
 sees the restored old weights); every task, the last included, is pruned and scored with its own
 weights and share mask; no epoch is selected on the test set (none is selected at all).
 """
