@@ -3,7 +3,7 @@
     python benchmarks/bench_expander_masks.py            # 4096×14336 at 10 % + the Llama-3-8B estimate
     python benchmarks/bench_expander_masks.py --quick    # 1000×4000 only (seconds)
 
-Baseline, measured in the same run: ``networkx.bipartite.configuration_model`` (networkx's bipartite helpers) on
+Baseline, measured in the same run: ``networkx.bipartite.configuration_model`` (docs/reference-code.md §4) on
 1000×4000 at 10 %, the shape where it still finishes in seconds; its time at 4096×14336 is
 extrapolated linearly in the number of edges (it is a Python loop over edges). It also loses the
 edges that collide (parallel edges collapse in a simple graph), which is printed too.

@@ -52,7 +52,7 @@ def test_sigma2_matches_networkx_and_numpy():
 
 
 def test_sigma2_of_networkx_regular_graph_is_its_second_eigenvalue():
-    # networkx recipe: the adjacency of nx.random_regular_graph is the biadjacency of its double cover.
+    # The adjacency of nx.random_regular_graph is the biadjacency of its double cover (docs/reference-code.md §4).
     g = nx.random_regular_graph(8, 200, seed=5)
     adj = nx.to_numpy_array(g, nodelist=range(200))
     lam = np.sort(np.abs(np.linalg.eigvalsh(adj)))[::-1]
@@ -60,7 +60,7 @@ def test_sigma2_of_networkx_regular_graph_is_its_second_eigenvalue():
 
 
 def test_structured_graph_fails_the_spectral_check(monkeypatch):
-    # Havel–Hakimi gives exact degrees but a banded, badly expanding graph (networkx.havel_hakimi_graph).
+    # Havel–Hakimi gives exact degrees but a banded, badly expanding graph (docs/reference-code.md §4).
     g = nx.bipartite.havel_hakimi_graph([4] * 80, [4] * 80)
     band = sp.csr_matrix(nx.bipartite.biadjacency_matrix(g, row_order=range(80), column_order=range(80, 160)),
                          dtype=np.float32)

@@ -8,7 +8,8 @@ sources, the seed and the counts.
 
 Sampling follows the repositories' files: a train set of 1,000 × the number of classes (all of CB and COPA)
 and a test set of at most 7,600, both **uniform** random samples, not stratified — the stored train files
-hold 983–1,031 examples per class, which is what a uniform sample gives (the CL_Benchmark folder the O-LoRA repository ships).
+hold 983–1,031 examples per class, which is what a uniform sample gives (the CL_Benchmark folder the O-LoRA
+repository ships; its sizes are in docs/reference-code.md §1.7).
 Sentences use the templates of the stored files ("Title: …\\nText: …", "sentence 1: …\\nsentence 2: …").
 
 Where the hub has no exact twin, the stand-in is named in ``NOTES`` and in the provenance file: Zhang et

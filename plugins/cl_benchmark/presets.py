@@ -3,6 +3,7 @@
 Sources: the O-LoRA scripts and runtime (cmnfriend/O-LoRA scripts/order_*.sh, configs/ds_configs,
 src/uie_trainer_lora.py evaluation) and the N-LoRA scripts (PKU-YuanGroup/N-LoRA),
 the N-LoRA paper's appendix A.6 / Table 7, and our own CPU measurements (docs/text-streams-and-models.md).
+§ numbers: docs/reference-code.md (what the released code does); "paper §4" is the N-LoRA paper's section.
 Method-specific values (lr, batch, epochs, λ per order and task) live in the LoRA-family method presets,
 which the planner applies after these stream presets.
 """

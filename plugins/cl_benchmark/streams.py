@@ -6,7 +6,7 @@ Layout: ``<root>/<Group>/<Task>/{train,test}.json`` (a JSON list of ``{"sentence
 shipped subset uses ``.jsonl``, one record a line) and ``labels.json`` (the label words, in file order).
 Every record is checked (fields, label inside ``labels.json``); a bad one raises :class:`DataError` naming
 the file and the record index. Missing files are reported together when the stream is built, i.e. at
-planning time, before any training.
+planning time, before any training. § numbers: docs/reference-code.md.
 """
 
 from __future__ import annotations

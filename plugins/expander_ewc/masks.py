@@ -13,12 +13,13 @@ matrix's output units (rows) and input units (columns). Three constructions:
     permutation (always possible because ``d_L ≤ cols``). So there are no collisions to repair, no
     edge is lost, and the whole thing is O(nnz) vectorised numpy.
 ``algebraic``
-    The Margulis–Gabber–Galil graph of networkx (8-regular on m² vertices, parallel edges collapsed)
-    as a *base* graph, blown up to the matrix shape: base vertex i owns a contiguous block of rows
-    (and of columns), and every base edge becomes a dense block (the Kronecker product with an
-    all-ones matrix). The non-trivial normalised spectrum of a blow-up with equal blocks is the base
-    graph's, so the expansion certificate carries over. m is chosen so that the base density
-    (≈ 8/m²) is the nearest to the requested density; when the shape is not a multiple of m the
+    The Margulis–Gabber–Galil graph of networkx on m² vertices (degree 8 as networkx builds it, a
+    multigraph; with parallel edges collapsed, 4 to 8 per vertex: docs/reference-code.md §4) as a
+    *base* graph, blown up to the matrix shape: base vertex i owns a contiguous block of rows (and of
+    columns), and every base edge becomes a dense block (the Kronecker product with an all-ones
+    matrix). The non-trivial normalised spectrum of a blow-up with equal blocks is the base
+    graph's, so the expansion certificate carries over. m is chosen so that 8/m² (an upper bound on the
+    base density) is the nearest to the requested density; when the shape is not a multiple of m the
     blocks differ by one row/column and degrees are only approximately regular (reported).
 ``block`` (``block_degree = d > 0``)
     The paper's "degree 4 or 8 at 10 % density" reading: a random d-left-regular base graph on

@@ -2,7 +2,7 @@
 
 Sources: the O-LoRA code and scripts (cmnfriend/O-LoRA: src/run_uie_lora.py, scripts/order_*.sh,
 configs/ds_configs/stage2.config) and N-LoRA's (PKU-YuanGroup/N-LoRA): LoRA targets, lengths and precision, prompts,
-evaluation. docs/lora-family.md lists where they differ from the papers.
+evaluation. docs/lora-family.md lists where they differ from the papers. § numbers: docs/reference-code.md.
 """
 
 from __future__ import annotations

@@ -251,7 +251,10 @@ def pad_rows(rows: list[list[int]], value: int, left: bool = False) -> Tensor:
 
 
 class CausalLMModel(GenerativeModel):
-    """A decoder-only LM (LLaMA, SmolLM2): prompt + label + EOS, no space after "Answer:" (§1.7)."""
+    """A decoder-only LM (LLaMA, SmolLM2): prompt + label + EOS, no space after "Answer:".
+
+    As O-LoRA's LLaMA collator does (docs/reference-code.md §1.7).
+    """
 
     def __init__(self, config: GenerativeConfig, info: StreamInfo, backbone: nn.Module, tokenizer: Any) -> None:
         super().__init__(config, info, backbone, tokenizer)
@@ -351,7 +354,7 @@ class CausalLMModel(GenerativeModel):
                                      max_new_tokens=self.config.max_new_tokens, pad_token_id=pad,
                                      eos_token_id=self.eos_id)
         texts = self.tokenizer.batch_decode(out[:, input_ids.shape[1]:], skip_special_tokens=True)
-        return [t.rsplit("Answer:", 1)[-1].strip() for t in texts]  # skip_instructions (§1.8)
+        return [t.rsplit("Answer:", 1)[-1].strip() for t in texts]  # skip_instructions (docs/reference-code.md §1.8)
 
 
 class Seq2SeqModel(GenerativeModel):

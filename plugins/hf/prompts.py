@@ -6,8 +6,8 @@ Prompt (O-LoRA ``src/uie_dataset_lora.py`` and ``src/uie_collator.py``)::
     + "Option: " + ", ".join(labels) + " \\n" + sentence + "\\nAnswer:"
 
 COPA has no instruction (its sentences hold the A/B choices): ``"Task:COPA\\nDataset:COPA\\n" + sentence
-+ "\\nAnswer:"``. The target is the label word. Exact match (``src/compute_metrics.py``, §1.8): lower-case,
-drop ASCII punctuation, collapse whitespace, compare strings.
++ "\\nAnswer:"``. The target is the label word. Exact match (``src/compute_metrics.py``; docs/reference-code.md
+§1.8): lower-case, drop ASCII punctuation, collapse whitespace, compare strings.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ class LPSConfig:
     beta: tuple[float, ...] = (0.9,)  # Table I, permuted MNIST: β = 90% (split CIFAR: 92%)
     projection: tuple[str, ...] = ("irregular",)  # Table I: irregular on MNIST and CIFAR (column on RF)
     rho: float = bounded(1e-3, gt=0)  # §V-A: "We set all ρ_i = 10^-3 and increase by a factor of 10 at equal intervals"
-    rho_stages: int = bounded(3, ge=1)  # the paper gives no count; run_cifar.sh --rho-num 3
+    rho_stages: int = bounded(3, ge=1)  # no count in the paper; run_cifar.sh --rho-num 3 (docs/reference-code.md §3.7)
     warmup_epochs: int = bounded(30, ge=0)  # Table I, permuted MNIST: warm-up/ADMM/final = 30/90/30
     admm_epochs: int = bounded(90, ge=0)  # Table I (split across the ρ stages)
     retrain_epochs: int = bounded(30, ge=0)  # Table I

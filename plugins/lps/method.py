@@ -7,9 +7,10 @@ whose gradient is ∂L/∂W_eff ⊙ W̄^{t-1} on old entries (set in ``after_bac
 ``admm_interval`` epochs (eq. 14). The final phase projects once more (top-α of the free entries,
 top-β of M) and retrains only the kept entries.
 
-Honest-protocol choices (the LPS code, neu-spiral/LPSforLifelong main.py/admm.py; docs/lps-packnet.md): Z projects the free entries only (the code's Z also
-sees the restored old weights); every task, the last included, is pruned and scored with its own
-weights and share mask; no epoch is selected on the test set (none is selected at all).
+Honest-protocol choices (the LPS code is neu-spiral/LPSforLifelong main.py/admm.py, summarised in
+docs/reference-code.md §3.6; the comparison is in docs/lps-packnet.md): Z projects the free entries only (the
+code's Z also sees the restored old weights); every task, the last included, is pruned and scored with its
+own weights and share mask; no epoch is selected on the test set (none is selected at all).
 """
 
 from __future__ import annotations

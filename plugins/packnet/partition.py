@@ -215,7 +215,10 @@ class PartitionMethod(Method):
         self.set_trainable({n: self.free(n) for n in self.layers})
 
     def _reinit_free(self, index: int) -> None:
-        """Free entries start from a fresh default init (LPS code §3.6 step 0), old ones keep their values."""
+        """Free entries start from a fresh default init, old ones keep their values.
+
+        As the LPS code does between tasks (docs/reference-code.md §3.6, step 0).
+        """
         g = self.ctx.generator(index, 7777)
         with torch.no_grad():
             for n, p in self.layers.items():

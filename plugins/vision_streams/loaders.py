@@ -3,8 +3,9 @@
 Formats, all read without pickle:
 
 * MNIST: the original idx files (``train-images-idx3-ubyte[.gz]`` …), as LeCun ships them.
-* CIFAR: either the numpy layout of the LPS code (``<dir>/<split>/X.npy`` N×32×32×3 uint8, ``y.npy``)
-  or the hub's parquet layout (``<dir>/**/<split>-*.parquet`` with a PNG ``img`` column and a
+* CIFAR: either the numpy layout of the LPS code (``<dir>/<split>/X.npy`` N×32×32×3, ``y.npy``; that code
+  applies no preprocessing and ships no preparation script, docs/reference-code.md §3.7: clbench reads
+  uint8 pixels only) or the hub's parquet layout (``<dir>/**/<split>-*.parquet`` with a PNG ``img`` column and a
   ``label`` / ``fine_label`` column). The python-pickle CIFAR archive is refused on purpose.
 
 Every reader returns ``(x uint8 N×C×H×W, y int64 N)``; callers scale to [0, 1]. Every file read is

@@ -1,7 +1,8 @@
 """The "default CIFAR10 architecture from Keras" the LPS paper uses for split CIFAR (§V-A, Table I).
 
-As in the LPS code's CifarNet (neu-spiral/LPSforLifelong, models/cifarnet.py): conv 3→32→32 (3×3, no padding), 2×2 max-pool,
-dropout, conv 32→64→64, max-pool, dropout, fc → 512 (ReLU, dropout), then one head per task.
+As in the LPS code's CifarNet (neu-spiral/LPSforLifelong, models/cifarnet.py; docs/reference-code.md §3.2):
+conv 3→32→32 (3×3, no padding), 2×2 max-pool, dropout, conv 32→64→64, max-pool, dropout, fc → 512 (ReLU,
+dropout), then one head per task.
 """
 
 from __future__ import annotations
