@@ -33,7 +33,7 @@ class ObserverError(PluginError):
 
 def describe(origin: Origin | None) -> str:
     """`` (plugin 'ewc', clbench 0.1.0)`` — appended to every message about a plugin's fault."""
-    return "" if origin is None else f" (plugin {origin.plugin!r}, {origin})"
+    return "" if origin is None else f" ({origin})"
 
 
 def check_type(obj: Any, cls: type, what: str, hook: str, origin: Origin | None) -> None:
@@ -132,7 +132,7 @@ def blame(exc: BaseException, regs: Registries) -> str:
         for package, plugin in packages:
             if name == package or name.startswith(package + "."):
                 o = origin_of(regs, plugin)
-                return f" in plugin {o.plugin!r} ({o}) at {_short(frame.f_code.co_filename)}:{frame.f_lineno}"
+                return f" in plugin {o.plugin!r} ({o.distribution}) at {_short(frame.f_code.co_filename)}:{frame.f_lineno}"
     return ""
 
 

@@ -22,7 +22,7 @@ import types
 import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from clbench.errors import ConfigError, did_you_mean
 
@@ -69,6 +69,15 @@ class TrainConfig:
     # rounds differently from 1), so it is a setting, stored in the config and its hash, never the
     # machine's core count. 1 is reproducible on any machine; profiles for larger models raise it.
     threads: int = bounded(1, ge=1)
+    # Every N-th optimizer step of the cell, hand the step observers (the `clbench_step` hook: `--logger csv`,
+    # `tensorboard`, `wandb`) the loss, each loss term, the learning rate and the gradient norm; 0: off (no
+    # hook call, no gradient norm, no extra sync on any step). Logging reads numbers and changes none, so
+    # this setting is stored in result.json but is not part of the cell's identity (see NOT_IDENTITY).
+    log_every: int = bounded(0, ge=0)
+
+    # Settings that change no number: clbench.plan.identity leaves them out of config_hash, so changing one
+    # neither refuses a rerun into the same --out nor invalidates a result or checkpoint.
+    NOT_IDENTITY: ClassVar[tuple[str, ...]] = ("log_every",)
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:

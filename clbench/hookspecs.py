@@ -13,7 +13,9 @@ Two families:
   ``clbench_run_end`` is reported, the run goes on, and its exit code is 1.
 
 Per-batch work (loss terms, gradient masks) is *not* a hook: it belongs to the method object a
-:class:`~clbench.specs.MethodSpec` builds, so the training loop pays no dispatch cost per step.
+:class:`~clbench.specs.MethodSpec` builds, so the training loop pays no dispatch cost per step. The one
+per-step observer, :func:`clbench_step`, is called only on logged steps (``train.log_every``, default 0:
+never); every other step pays no dispatch, no gradient norm and no extra device sync.
 
 A test (tests/test_hookspecs.py) fails when a spec here has no docstring.
 """
@@ -134,11 +136,37 @@ def clbench_task_start(cell: Cell, task: str, index: int) -> None:
 
 
 @hookspec
-def clbench_task_end(cell: Cell, task: str, index: int, accuracy_row: list[float]) -> None:
+def clbench_step(cell: Cell, task: str, index: int, phase: str, epoch: int, step: int,
+                 values: dict[str, float]) -> None:
+    """Observe one logged optimizer step: what a logger plots.
+
+    Called by the runner after the step (``opt.step()`` and the method's ``after_step``) every
+    ``train.log_every``-th optimizer step of the cell, and never when ``train.log_every`` is 0. ``task``
+    and ``index`` are the task being trained, ``phase`` the name of its phase, ``epoch`` the 0-based
+    epoch within the phase, ``step`` the 1-based optimizer step counted across the whole cell (a resumed
+    cell goes on counting from its checkpoint, so the same step has the same number). ``values`` maps
+    names to Python floats:
+
+    * ``loss``: the loss the step minimised (the model's task loss plus every loss term);
+    * ``loss/task``: the model's task loss alone; ``loss/<name>``: each of the method's loss terms;
+    * ``lr``: the learning rate of the optimizer's first parameter group;
+    * ``grad_norm``: the L2 norm of all trainable gradients after the method's ``after_backward``
+      and before ``train.grad_clip`` clips them.
+
+    The dict is the observer's to keep; observers must not change the model or the method.
+    """
+
+
+@hookspec
+def clbench_task_end(cell: Cell, task: str, index: int, accuracy_row: list[float], tasks: list[str],
+                     step: int) -> None:
     """Observe the end of task ``index``: training, the method's after-task step and evaluation done.
 
     ``accuracy_row`` is row ``index`` of the accuracy matrix: the score on every task of the order
-    (in run order) after training this one. Called by the runner after the checkpoint is written.
+    (in run order) after training this one; ``tasks`` is that order, so ``accuracy_row[j]`` is the score on
+    ``tasks[j]``. ``step`` is the number of optimizer steps the cell has taken so far (the x axis of
+    :func:`clbench_step`). Called by the runner after the checkpoint is written. An implementation may
+    take any subset of these arguments.
     """
 
 
@@ -146,7 +174,9 @@ def clbench_task_end(cell: Cell, task: str, index: int, accuracy_row: list[float
 def clbench_cell_end(cell: Cell, result: CellResult) -> None:
     """Observe the end of a cell, complete, failed or diverged.
 
-    Called by the runner after ``result.json`` is written. ``result.status`` says how it ended.
+    Called by the runner after ``result.json`` is written. ``result.status`` says how it ended;
+    ``result.metrics`` holds the cell's metrics (empty unless complete) and ``result.timings["tasks"]``
+    per task and phase its seconds, steps and per-epoch mean ``loss``.
     """
 
 

@@ -132,6 +132,8 @@ IDENTITY_EXCLUDES = ("sweep", "options")  # the label's sweep repeats the settin
 def identity(resolved: Mapping[str, Any], stream: str, order: str, seed: int) -> dict[str, Any]:
     """What makes a cell's numbers: every resolved setting, the stream, the order and the seed."""
     out = {k: v for k, v in resolved.items() if k not in IDENTITY_EXCLUDES}
+    if isinstance(out.get("train"), Mapping):  # settings that change no number (train.log_every)
+        out["train"] = {k: v for k, v in out["train"].items() if k not in cfg.TrainConfig.NOT_IDENTITY}
     out["cell"] = {"stream": stream, "order": str(order), "seed": int(seed)}
     return out
 
@@ -366,7 +368,7 @@ def _check_presets(regs: Registries, streams: Sequence[StreamSpec], methods: Map
                 problem = _unknown(f"order of stream {parts[1]!r}", parts[2], orders[parts[1]])
             if problem:
                 origin = reg.origins.get(spec.name)
-                who = f" (plugin {origin.plugin!r}, {origin})" if origin else ""
+                who = f" ({origin})" if origin else ""
                 raise PluginError(f"{what}{who} has a preset {key!r} that {problem}")
 
 

@@ -41,8 +41,13 @@ class Origin:
     dist: str
     version: str
 
-    def __str__(self) -> str:
+    @property
+    def distribution(self) -> str:
+        """``clbench 0.1.0``, or ``no installed distribution``."""
         return self.dist if self.version == "-" else f"{self.dist} {self.version}"
+
+    def __str__(self) -> str:
+        return f"plugin {self.plugin!r}, {self.distribution}"
 
 
 @dataclass
@@ -56,12 +61,12 @@ class Registry(Generic[T]):
     def add(self, spec: T, origin: Origin) -> None:
         name = getattr(spec, "name", None)
         if not isinstance(name, str) or not name:
-            raise PluginError(f"plugin {origin.plugin!r} ({origin}) registered a {self.kind} without a name")
+            raise PluginError(f"plugin {origin.plugin!r} ({origin.distribution}) registered a {self.kind} without a name")
         if name in self.items:
             other = self.origins[name]
             raise PluginError(
-                f"{self.kind} {name!r} is registered twice: by {other.plugin!r} ({other}) "
-                f"and by {origin.plugin!r} ({origin})"
+                f"{self.kind} {name!r} is registered twice: by {other.plugin!r} ({other.distribution}) "
+                f"and by {origin.plugin!r} ({origin.distribution})"
             )
         self.items[name] = spec
         self.origins[name] = origin
@@ -241,19 +246,19 @@ def collect(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) -> Registrie
                 specs = impl()
             except Exception as exc:
                 raise PluginError(
-                    f"plugin {name!r} ({origin}) raised in {hook}: {type(exc).__name__}: {exc}"
+                    f"plugin {name!r} ({origin.distribution}) raised in {hook}: {type(exc).__name__}: {exc}"
                 ) from exc
             if specs is None:
                 continue
             if not isinstance(specs, (list, tuple)):
                 raise PluginError(
-                    f"plugin {name!r} ({origin}): {hook} must return a list of {spec_type.__name__}, "
+                    f"plugin {name!r} ({origin.distribution}): {hook} must return a list of {spec_type.__name__}, "
                     f"got {type(specs).__name__}"
                 )
             for spec in specs:
                 if not isinstance(spec, spec_type):
                     raise PluginError(
-                        f"plugin {name!r} ({origin}): {hook} returned {type(spec).__name__}, "
+                        f"plugin {name!r} ({origin.distribution}): {hook} returned {type(spec).__name__}, "
                         f"expected {spec_type.__name__}"
                     )
                 _check_spec(spec, origin)
@@ -275,11 +280,11 @@ def _check_spec(spec: object, origin: Origin) -> None:
     for field_name, literal in closed.items():
         allowed = typing.get_args(literal)
         if hasattr(spec, field_name) and getattr(spec, field_name) not in allowed:
-            raise PluginError(f"plugin {origin.plugin!r} ({origin}): {type(spec).__name__} {name!r} has "
+            raise PluginError(f"plugin {origin.plugin!r} ({origin.distribution}): {type(spec).__name__} {name!r} has "
                               f"{field_name}={getattr(spec, field_name)!r}; choose one of {', '.join(map(repr, allowed))}")
     config_cls = getattr(spec, "config_cls", None)
     if config_cls is not None and not dataclasses.is_dataclass(config_cls):
-        raise PluginError(f"plugin {origin.plugin!r} ({origin}): {type(spec).__name__} {name!r} has "
+        raise PluginError(f"plugin {origin.plugin!r} ({origin.distribution}): {type(spec).__name__} {name!r} has "
                           f"config_cls={config_cls!r}, which is not a dataclass")
 
 

@@ -12,7 +12,7 @@ import math
 import time
 import traceback
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,11 +112,28 @@ def _epoch_batches(ctx: CellContext, tasks: list[str], batch_size: int, *salt: i
         yield pool[i]
 
 
-def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, what: str = "method") -> dict[str, Any]:
-    """All phases of task ``index``; returns per phase its seconds, steps, examples/s (and tokens/s).
-    ``what`` names the method in a boundary error (see :func:`method_label`)."""
+StepObserver = Callable[[str, int, int, dict[str, float]], None]
+"""``on_step(phase, epoch, step, values)``: what :func:`train_task` calls on a logged step (see clbench_step)."""
+
+
+def grad_norm(params: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The L2 norm of every gradient of ``params`` together (as ``clip_grad_norm_`` computes it; read only)."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return torch.zeros(())
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.detach()) for g in grads]))
+
+
+def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, what: str = "method",
+               on_step: StepObserver | None = None, step: int = 0) -> dict[str, Any]:
+    """All phases of task ``index``; returns per phase its seconds, steps, examples/s (and tokens/s) and the
+    mean loss of each epoch, and ``phases``: the phase names in run order. ``what`` names the method in a
+    boundary error (see :func:`method_label`). ``on_step`` is called after every ``ctx.train.log_every``-th
+    optimizer step, counted across the cell from ``step`` (the steps before this task); on other steps it
+    costs nothing."""
     task = ctx.order[index]
     train_tasks = method.train_tasks(index)
+    every = ctx.train.log_every if on_step is not None else 0
     stats: dict[str, Any] = {}
     model.train()
     for p_i, phase in enumerate(method.phases(task, index)):
@@ -126,30 +143,55 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
         t0 = time.perf_counter()
         steps = examples = 0
         tokens0 = model.tokens_seen
+        epoch_loss: list[float | None] = []
         for epoch in range(phase.epochs):
+            total, n = 0.0, 0
             for batch in _epoch_batches(ctx, train_tasks, ctx.train.batch_size, index, p_i, epoch):
                 batch = batch.to(ctx.device)
                 opt.zero_grad(set_to_none=True)
-                logits, loss = model.training_loss(batch.x, batch.task, batch.y, method.needs_logits)
-                for value in check_loss_terms(method.loss_terms(batch, logits), what).values():
-                    loss = loss + value
-                if not math.isfinite(float(loss.detach())):  # one sync per step; cheap next to backward
-                    raise Diverged(f"loss became {float(loss.detach())} on task {task!r} ({phase.name}, epoch {epoch + 1})")
+                logits, task_loss = model.training_loss(batch.x, batch.task, batch.y, method.needs_logits)
+                terms = check_loss_terms(method.loss_terms(batch, logits), what)
+                loss = task_loss
+                for term in terms.values():
+                    loss = loss + term
+                value = float(loss.detach())  # one sync per step; cheap next to backward
+                if not math.isfinite(value):
+                    raise Diverged(f"loss became {value} on task {task!r} ({phase.name}, epoch {epoch + 1})")
+                total += value
+                n += 1
                 loss.backward()
                 method.after_backward()
+                step += 1
+                logged = every and step % every == 0
+                norm = None
                 if ctx.train.grad_clip > 0:
-                    torch.nn.utils.clip_grad_norm_(params, ctx.train.grad_clip)
+                    norm = torch.nn.utils.clip_grad_norm_(params, ctx.train.grad_clip)
+                elif logged:
+                    norm = grad_norm(params)
                 opt.step()
                 method.after_step()
                 steps += 1
                 examples += len(batch)
+                if logged:
+                    values = {"loss": value, "loss/task": float(task_loss.detach())}
+                    values.update((f"loss/{name}", float(term.detach())) for name, term in terms.items())
+                    values.update(lr=float(opt.param_groups[0]["lr"]), grad_norm=float(norm))
+                    on_step(phase.name, epoch, step, values)
             method.after_epoch(phase, epoch)
+            epoch_loss.append(total / n if n else None)
         seconds = time.perf_counter() - t0
-        entry: dict[str, float] = {"seconds": seconds, "steps": steps, "examples_per_s": examples / max(seconds, 1e-9)}
+        entry: dict[str, Any] = {"seconds": seconds, "steps": steps, "examples_per_s": examples / max(seconds, 1e-9),
+                                 "loss": epoch_loss}  # the mean loss of each epoch: a loss curve without a logger
         if model.tokens_seen > tokens0:
             entry["tokens_per_s"] = (model.tokens_seen - tokens0) / max(seconds, 1e-9)
         stats[phase.name] = entry
+    stats["phases"] = [name for name, v in stats.items() if isinstance(v, dict)]  # result.json sorts keys
     return stats
+
+
+def steps_done(timings: list[dict[str, Any]]) -> int:
+    """Optimizer steps of the tasks whose timings these are (to go on counting after a resume)."""
+    return sum(int(v.get("steps", 0)) for t in timings for v in t.values() if isinstance(v, dict))
 
 
 class FailFast(ClbenchError):
@@ -264,7 +306,8 @@ class Runner:
                     torch.cuda.reset_peak_memory_stats(device)
                 t0 = time.perf_counter()
                 method.before_task(task, index)
-                stats = train_task(model, method, ctx, index, what)
+                stats = train_task(model, method, ctx, index, what, self._step_observer(cell, task, index),
+                                   steps_done(state.task_timings))
                 method.after_task(task, index)
                 state.footprints.append(method.footprint(task, index))
                 t1 = time.perf_counter()
@@ -277,9 +320,21 @@ class Runner:
                 state.report = check_report(method.report(), what)
                 if index < len(order) - 1:  # after the last task the result file is written at once
                     state.save_checkpoint(model, method)
-                notify(self.regs, "clbench_task_end", cell=cell, task=task, index=index, accuracy_row=row)
+                notify(self.regs, "clbench_task_end", cell=cell, task=task, index=index, accuracy_row=row,
+                       tasks=list(order), step=steps_done(state.task_timings))
                 bar.update(1)
         state.status = "complete"
+
+    def _step_observer(self, cell: Cell, task: str, index: int) -> StepObserver | None:
+        """What train_task calls on a logged step: the clbench_step observers (None: no logging)."""
+        if cell.train.log_every == 0 or not self.regs.pm.hook.clbench_step.get_hookimpls():
+            return None
+
+        def on_step(phase: str, epoch: int, step: int, values: dict[str, float]) -> None:
+            notify(self.regs, "clbench_step", cell=cell, task=task, index=index, phase=phase, epoch=epoch,
+                   step=step, values=values)
+
+        return on_step
 
     def _plugin_versions(self) -> dict[str, str]:
         from clbench.registry import _dist_of, plugin_name

@@ -363,13 +363,19 @@ def _tolerance(path: Path) -> tuple[float, float]:
     return float(atol), float(rtol)
 
 
+def table_smol_cells(results: Path, regs: Any) -> str:
+    """The committed `smol` profile's cells (results/smol beside results/quick), as ``cl-quick-cells``."""
+    return table_cells(results.parent / "smol", regs)
+
+
 GENERATORS: dict[str, Callable[[Path, Any], str]] = {
     "cl-quick-cells": table_cells,
+    "smol-cells": table_smol_cells,
     "acr-tau": table_acr_tau,
     "quick-excerpt": quick_excerpt,
     "reproducibility": reproducibility,
 }
-DOCUMENTS = (DOC, ROOT / "README.md")  # what `python scripts/docs_tables.py` regenerates
+DOCUMENTS = (DOC, ROOT / "README.md", ROOT / "docs" / "text-streams-and-models.md")  # what `python scripts/docs_tables.py` regenerates
 
 
 def generate(text: str, results: Path) -> str:

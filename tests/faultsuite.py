@@ -987,19 +987,15 @@ FAULTS += [
     Fault("file-mode-umask-022", "result files under umask 0o022 (mkstemp makes 0o600)", _under_umask(0o022), 0,
           "clbench: 1 cell: 1 complete; exit 0", "result.json and footprints.safetensors are 0o644",
           _modes(0o644)),
-    # BUG: clbench.results._umask() is functools.cache'd: a process that wrote a result under umask 0o022 keeps
-    # writing 0o644 files after os.umask(0o077) (a notebook, a test session, a long-lived worker), files more
-    # readable than the user's umask allows. Fails until the umask is read at each write (os.umask twice is cheap).
+    # the umask is read at each write: a long-lived process (a notebook, a worker) follows a changed umask
     Fault("file-mode-umask-077", "result files under umask 0o077, after an earlier run under 0o022 in the same process",
           _under_umask(0o077, earlier=0o022), 0, "clbench: 1 cell: 1 complete; exit 0",
           "result.json and footprints.safetensors are 0o600", _modes(0o600)),
 ]
 
 
-# BUG: the message is "aborted: ..." after a blank line, not "interrupted: ...": click turns a KeyboardInterrupt
-# raised inside a command (SIGTERM is one, clbench.cli._terminate) into click.Abort even with standalone_mode=False,
-# so clbench.cli.main's `except KeyboardInterrupt` branch is never reached once a command runs (Ctrl-C says
-# "aborted" too). Exit code 130, the kept cells and the resume are right.
+# click turns a KeyboardInterrupt raised inside a command (SIGTERM is one, clbench.cli._terminate) into click.Abort;
+# clbench.cli.main answers both with the same "interrupted" line and exit code 130.
 @fault("sigterm", "SIGTERM to `clbench run` (ewc, split-digits, orders 1-3) after its first cell", 130,
        "interrupted: finished cells and checkpoints are kept; rerun the same command to resume",
        "finished cells; no temp file; the same command again resumes to the matrices of an uninterrupted run")

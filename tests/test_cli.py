@@ -1,4 +1,6 @@
-"""The command line: user mistakes end in one clear line and exit 2; results, show, leaderboard."""
+"""The command line: user mistakes end in one clear line and exit 2; results, show, leaderboard.
+
+`clbench list` and `clbench list settings` are tested in test_cli_list.py."""
 
 from __future__ import annotations
 
@@ -60,7 +62,8 @@ def test_debug_shows_the_traceback(capsys, tmp_path, monkeypatch):
 def test_list_names_distributions(capsys):
     code, out, _ = clbench(capsys, "list")
     assert code == 0
-    for needle in ("methods:", "ewc", "permuted-digits", "AA", "quick", "local", "[clbench 0.1.0]"):
+    for needle in ("methods:", "ewc", "permuted-digits", "AA", "quick", "local", "(plugin ewc, clbench 0.1.0)",
+                   "(plugin clbench.executors, clbench 0.1.0)"):
         assert needle in out
 
 
@@ -71,7 +74,10 @@ def test_grid_show_and_deterministic_leaderboard(capsys, tmp_path, monkeypatch):
     cells = sorted(p.relative_to(tmp_path / "runs").as_posix() for p in (tmp_path / "runs").rglob("result.json"))
     assert cells == [f"split-digits/{m}/order-{o}/seed-{s}/result.json"
                      for m in ("ewc", "seqft") for o in (1, 2) for s in (0, 1)]
-    assert "#### AA" in out and "| ewc" in out
+    # a compact summary, no leaderboard: the command that makes one comes just before the last line
+    assert out == "" and "#### AA" not in err
+    assert err.splitlines()[-2:] == ["leaderboard: clbench leaderboard runs", "clbench: 8 cells: 8 complete; exit 0"]
+    assert not (tmp_path / "runs" / "leaderboard.md").exists()
 
     result = json.loads((tmp_path / "runs/split-digits/ewc/order-1/seed-0/result.json").read_text())
     assert result["config"]["methods"]["ewc"]["lambda"] == 1000.0  # quick preset reached the cell
@@ -149,3 +155,57 @@ def test_model_flag_takes_a_path_or_hub_name_for_the_streams_model(capsys, tmp_p
                 "--no-leaderboard", "--out", str(tmp_path / "runs"))
         cell = planned[-1].cells[0]
         assert (cell.model, cell.model_config["name_or_path"]) == ("encoder", value)
+
+
+def test_run_writes_its_leaderboard_when_asked(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = ["run", "--methods", "seqft", "--stream", "split-digits", "--orders", "1", "--set", "train.epochs=1",
+            "--no-progress", "--out", "o"]
+    code, out, err = clbench(capsys, *args, "--leaderboard")
+    assert code == 0, err
+    assert out == ""
+    assert err.splitlines()[-2:] == ["leaderboard: wrote o/leaderboard.md", "clbench: 1 cell: 1 complete; exit 0"]
+    text = (tmp_path / "o" / "leaderboard.md").read_text(encoding="utf-8")
+    assert text.startswith("# profile `quick` (o)\n") and "#### AA" in text and "| seqft" in text
+    assert "](split-digits/seqft/order-1/seed-0/result.json)" in text  # links relative to the file, in --out
+    # the cell is complete: a rerun skips it, and --no-leaderboard (kept for old scripts) changes nothing
+    code, out, err = clbench(capsys, *args, "--no-leaderboard")
+    assert code == 0 and out == "" and err.splitlines()[-2] == "leaderboard: clbench leaderboard o"
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_p_and_debug_are_group_options_given_anywhere(capsys, tmp_path, monkeypatch, where):
+    monkeypatch.chdir(tmp_path)
+    flags = ["-p", "no:lota", "--debug"]
+    args = [*flags, "list", "methods"] if where == "before" else ["list", "methods", *flags]
+    code, out, err = clbench(capsys, *args)
+    assert code == 0, err
+    assert "  ewc " in out and "lotto" not in out  # -p no:lota disabled lota and lotto
+    with pytest.raises(Exception, match="unknown method"):  # --debug after `run`: the traceback, as before
+        main(["run", "--methods", "ewcc", "--debug"])
+
+
+def test_p_takes_no_name(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = clbench(capsys, "-p", "lota", "list")
+    assert code == 2 and "-p lota: expected no:NAME, which disables plugin NAME" in err
+    code, _, err = clbench(capsys, "list", "-p", "no:lotaa")
+    assert code == 2 and "-p no:lotaa: no installed plugin is named 'lotaa' — did you mean 'lota'?" in err
+
+
+def test_build_cli_puts_the_registries_in_the_context(capsys):
+    from clbench.cli import build_cli
+    from clbench.registry import build_registry
+
+    regs = build_registry()
+    cli = build_cli(regs)
+    assert sorted(cli.commands) == ["compare", "doctor", "leaderboard", "list", "metrics", "run", "show", "verify"]
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["list", "profiles", "--debug"], prog_name="clbench")
+    assert exit_.value.code == 0
+    assert "quick" in capsys.readouterr().out
+    # -p and --debug are declared once, on the group; `run` has the options plugins add (ray's --address)
+    assert {p.name for p in cli.params} >= {"plugins", "debug"}
+    run_params = {p.name for p in cli.commands["run"].params}
+    assert not {"plugins", "debug"} & run_params
+    assert {spec.name.replace("-", "_") for spec in regs.options.values()} <= run_params

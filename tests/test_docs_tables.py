@@ -187,4 +187,7 @@ def test_committed_docs_have_the_markers():
     assert dt.section_names(text) == ["cl-quick-cells", "acr-tau"]
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert dt.section_names(readme) == ["reproducibility", "quick-excerpt"]
-    assert sorted(dt.GENERATORS) == sorted(dt.section_names(text) + dt.section_names(readme))  # none unused
+    streams = (ROOT / "docs" / "text-streams-and-models.md").read_text(encoding="utf-8")
+    assert dt.section_names(streams) == ["smol-cells"]
+    used = dt.section_names(text) + dt.section_names(readme) + dt.section_names(streams)
+    assert sorted(dt.GENERATORS) == sorted(used)  # none unused

@@ -30,9 +30,6 @@ def fault_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("faults")
 
 
-# BUG: two rows fail until clbench is fixed, each explained by a `# BUG:` comment in faultsuite.py:
-# `file-mode-umask-077` (the umask is cached for the life of the process) and `sigterm` (the user reads
-# "aborted: ...", not "interrupted: ...").
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.id for f in FAULTS])
 def test_fault_is_handled(fault: Fault, fault_base: Path) -> None:
     o = outcome(fault, fault_base)
@@ -76,10 +73,8 @@ def test_folder_names_never_leave_the_output_folder_and_never_collide() -> None:
     assert path_component("ewc@lambda=1") == "ewc@lambda=1"  # ordinary labels are kept as they are
 
 
-# BUG: a value given twice (`--orders 1,1`, `--seeds 0,0`, `--set ewc.lambda=1,1`, `--methods ewc,ewc`) plans two
-# cells for one folder: the cell is trained twice (the second overwrites the first), the summary says
-# "2 cells: 2 complete", and the leaderboard printed at the end of the run averages the one cell with itself
-# (a "± 0.00" over seeds that are one seed). The plan should hold each folder once, or refuse.
+# A value given twice (`--orders 1,1`, `--seeds 0,0`, `--set ewc.lambda=1,1`, `--methods ewc,ewc`) would plan two
+# cells for one folder (trained twice, averaged with itself as if two seeds): the plan refuses it.
 @pytest.mark.parametrize("request_", [
     dict(orders=["1", "1"]),
     dict(seeds=[0, 0]),

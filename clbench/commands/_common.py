@@ -1,0 +1,26 @@
+"""Small helpers shared by the subcommands."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import TypeVar
+
+import click
+
+T = TypeVar("T")
+
+
+def warned(fn: Callable[[], T]) -> T:
+    """``fn()``, with every warning it raises printed as one ``warning: ...`` line on stderr."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = fn()
+    for w in caught:
+        click.echo(f"warning: {w.message}", err=True)
+    return value
+
+
+def count(n: int, noun: str) -> str:
+    """``1 cell``, ``2 cells``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -1,0 +1,81 @@
+"""``clbench leaderboard``: markdown tables (and plots) from result directories."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from clbench.commands._common import warned
+from clbench.errors import ClbenchError
+from clbench.registry import Registries
+
+
+@click.command(name="leaderboard")
+@click.argument("runs", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option("--out", default="leaderboards", show_default=True, type=click.Path(path_type=Path))
+@click.option("--plots/--no-plots", default=True, help="Accuracy-over-time plot per stream.")
+@click.option("--heatmaps", is_flag=True, help="Also an accuracy-matrix heatmap per cell.")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 if the markdown on disk differs.")
+@click.pass_obj
+def command(regs: Registries, runs: tuple[Path, ...], out: Path, plots: bool, heatmaps: bool, check: bool) -> None:
+    """Markdown tables (and plots) from result directories (default: runs/)."""
+    from clbench.results import iter_results
+
+    def read() -> list[Any]:
+        found = []
+        for root in runs or (Path("runs"),):
+            found.extend(iter_results(root))
+        return found
+
+    results = warned(read)
+    if not results:
+        raise ClbenchError(f"no result files under {', '.join(map(str, runs or ('runs',)))}")
+    seen: dict[tuple[str, str], Path | None] = {}
+    for r in results:  # the same cell twice would be pooled as if it were two seeds
+        where = seen.setdefault((str(r.config.get("profile", "custom")), r.key), r.path)
+        if where != r.path:
+            raise ClbenchError(f"cell {r.key} of profile {r.config.get('profile', 'custom')!r} is in {where} and in "
+                               f"{r.path}; give one result tree per profile")
+    try:
+        stale = _write_leaderboards(regs, results, out, plots, heatmaps, check)
+    except OSError as exc:
+        raise ClbenchError(f"cannot write leaderboards to {out}/: {exc.strerror or exc}") from None
+    if stale:
+        for p in stale:
+            click.echo(f"stale: {p} differs from what the results give; run `clbench leaderboard`", err=True)
+        sys.exit(1)
+
+
+def _write_leaderboards(regs: Registries, results: list[Any], out: Path, plots: bool, heatmaps: bool,
+                        check: bool) -> list[Path]:
+    from clbench.leaderboard import by_profile, render
+
+    stale = []
+    for profile, group in by_profile(results).items():
+        path = out / f"{profile}.md"
+        text = render(group, regs.metrics.values(), f"clbench leaderboard — profile `{profile}`", out.resolve())
+        if check:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(path)
+            continue
+        from clbench.results import atomic_write_text
+
+        atomic_write_text(path, text)
+        click.echo(f"wrote {path}")
+        if plots:
+            from clbench.plots import accuracy_over_time, heatmap, sweep_plots
+
+            for stream in sorted({r.stream for r in group}):
+                p = accuracy_over_time(group, stream, out / "plots" / f"{profile}-{stream}-accuracy.png")
+                click.echo(f"wrote {p}")
+            for p in sweep_plots(group, out / "plots", profile):  # AA against a swept value (method@key=v)
+                click.echo(f"wrote {p}")
+            if heatmaps:
+                for r in group:
+                    if r.status == "complete":
+                        heatmap(r, out / "plots" / "heatmaps" / profile / r.stream / r.method /
+                                f"order-{r.order}-seed-{r.seed}.png")
+    return stale

@@ -1,0 +1,151 @@
+"""``clbench run``: train and evaluate a grid of cells, then a compact summary (exit 0, 1 or 2)."""
+
+from __future__ import annotations
+
+import copy
+import shlex
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from clbench.commands._common import count
+from clbench.errors import ClbenchError
+from clbench.registry import Registries
+from clbench.results import ERROR_LOG, CellResult
+from clbench.specs import OptionSpec
+
+LEADERBOARD_FILE = "leaderboard.md"  # `clbench run --leaderboard` writes <out>/leaderboard.md
+
+
+def _csv(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _seeds(value: str | None) -> list[int] | None:
+    items = _csv(value)
+    if items is None:
+        return None
+    try:
+        seeds = [int(v) for v in items]
+    except ValueError:
+        raise ClbenchError(f"--seeds {value!r}: expected integers separated by commas, e.g. 0,1,2") from None
+    if any(s < 0 for s in seeds):
+        raise ClbenchError(f"--seeds {value!r}: seeds are non-negative integers")
+    return seeds
+
+
+@click.command(name="run")
+@click.option("--methods", default=None, help="Comma-separated methods, 'a+b' to compose, or 'all' (default: the profile's).")
+@click.option("--stream", "streams", default=None, help="Comma-separated streams (default: the profile's).")
+@click.option("--orders", default=None, help="Comma-separated order names (default: the profile's).")
+@click.option("--seeds", default=None, help="Comma-separated seeds (default: the profile's).")
+@click.option("--profile", default="quick", show_default=True, help="Named defaults; see `clbench list profiles`.")
+@click.option("--set", "sets", multiple=True, metavar="SCOPE.KEY=VALUE",
+              help="Override a setting, e.g. ewc.lambda=100 or train.epochs=2; a,b,c sweeps "
+                   "(see `clbench list settings NAME`).")
+@click.option("--model", default=None, metavar="PLUGIN|NAME_OR_PATH",
+              help="Model plugin, or a hub name / local folder of weights for the stream's model plugin.")
+@click.option("--out", default="runs", show_default=True, type=click.Path(path_type=Path), help="Result directory.")
+@click.option("--data-dir", default=None, type=click.Path(path_type=Path),
+              help="Local data directory for streams that read one (e.g. a CL_Benchmark copy).")
+@click.option("--model-path", default=None, help="Local path (or hub name) of the model's weights.")
+@click.option("--executor", default="local", show_default=True, help="Where cells run; see `clbench list executors`.")
+@click.option("--fail-fast", is_flag=True, help="Stop at the first failed cell.")
+@click.option("--leaderboard/--no-leaderboard", "write_board", default=False,
+              help=f"Also write this run's leaderboard to OUT/{LEADERBOARD_FILE} (default: print the command "
+                   "that makes one; --no-leaderboard is accepted and does nothing).")
+@click.option("--progress/--no-progress", default=True, help="Progress bars.")
+@click.pass_obj
+def command(regs: Registries, methods: str | None, streams: str | None, orders: str | None, seeds: str | None,
+            profile: str, sets: tuple[str, ...], model: str | None, out: Path, data_dir: Path | None,
+            model_path: str | None, executor: str, fail_fast: bool, write_board: bool, progress: bool,
+            **options: Any) -> None:
+    """Train and evaluate a grid of cells (method × stream × order × seed).
+
+    -p no:NAME and --debug (options of `clbench`) may also be given after `run`.
+    """
+    from clbench.config import parse_sets
+    from clbench.executors import execute
+    from clbench.plan import RunRequest, make_plan
+
+    if model and model not in regs.models and ("/" in model or Path(model).expanduser().exists()):
+        if model_path:
+            raise click.UsageError(f"--model {model} is a path or hub name, and --model-path is given too")
+        model, model_path = None, model  # `--model google-t5/t5-large`: weights for the stream's plugin
+    req = RunRequest(profile=profile, methods=methods, streams=_csv(streams), orders=_csv(orders),
+                     seeds=_seeds(seeds), sets=parse_sets(sets), model=model, out=out, options=options,
+                     data_dir=str(data_dir) if data_dir else None, model_path=model_path)
+    plan = make_plan(regs, req)
+    regs.executors.get(executor)
+    for line in plan.skipped:
+        click.echo(f"skipped: {line}", err=True)
+    click.echo(f"clbench: {count(len(plan.cells), 'cell')}, profile {plan.profile!r}, results in {out}/", err=True)
+    results = execute(plan, regs, executor=executor, fail_fast=fail_fast, progress=progress, options=options)
+    lines, code = summary(results, getattr(results, "faults", ()))
+    if results:
+        line, written = _leaderboard_line(regs, results, plan.profile, out, write_board)
+        lines.insert(len(lines) - 1, line)  # the last line stays the count and the exit code
+        code = code or (0 if written else 2)
+    for line in lines:
+        click.echo(line, err=True)
+    sys.exit(code)
+
+
+def _leaderboard_line(regs: Registries, results: Sequence[CellResult], profile: str, out: Path,
+                      write: bool) -> tuple[str, bool]:
+    """Where this run's leaderboard is: written to OUT/leaderboard.md (``--leaderboard``), or the command
+    that makes one; and false when it was asked for and could not be written (the run then exits 2, not 0)."""
+    if not write:
+        return f"leaderboard: clbench leaderboard {shlex.quote(str(out))}", True
+    from clbench.leaderboard import render
+    from clbench.results import atomic_write_text
+
+    path = out / LEADERBOARD_FILE
+    text = render(results, regs.metrics.values(), f"profile `{profile}` ({out})", out.resolve())
+    try:
+        atomic_write_text(path, text)
+    except OSError as exc:
+        return f"leaderboard: cannot write {path}: {exc.strerror or exc}", False
+    return f"leaderboard: wrote {path}", True
+
+
+def with_plugin_options(cmd: click.Command, options: Iterable[OptionSpec]) -> click.Command:
+    """A copy of ``cmd`` with the options plugins add (``clbench_add_options``) after its own; their values
+    reach the command as keyword arguments and the run as ``RunRequest.options``."""
+    extra = [click.Option([f"--{spec.name}", spec.name.replace("-", "_")], default=spec.default,
+                          type=None if spec.is_flag else spec.type, is_flag=spec.is_flag, help=spec.help)
+             for spec in options]
+    if not extra:
+        return cmd
+    new = copy.copy(cmd)
+    new.params = [*cmd.params, *extra]
+    return new
+
+
+def summary(results: Sequence[CellResult], faults: Sequence[str] = ()) -> tuple[list[str], int]:
+    """The closing lines of a run and its exit code, as pytest's: 0 when every cell is complete or diverged
+    (a divergence is a result), 1 when a cell failed or an observer of the run raised."""
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    lines = []
+    for r in results:
+        if r.status == "diverged":
+            lines.append(f"diverged: {r.key}: {r.error}")
+    for r in results:
+        if r.status == "failed":
+            log = r.path.parent / ERROR_LOG if r.path else None
+            where = f" (traceback: {log})" if log is not None and log.exists() else ""
+            lines.append(f"failed: {r.key}: {r.error}{where}")
+    lines += [f"fault: {f}" for f in faults]
+    lines += [f"metric error: {r.key}: {msg}" for r in results for msg in sorted(r.metric_errors.values())]
+    parts = [f"{counts[s]} {s}" for s in ("complete", "diverged", "failed") if counts.get(s)]
+    failed = counts.get("failed", 0) + len(faults)
+    lines.append(f"clbench: {count(len(results), 'cell')}: {', '.join(parts) or 'none'}"
+                 + (f"; {count(len(faults), 'observer fault')}" if faults else "") + f"; exit {1 if failed else 0}")
+    return lines, 1 if failed else 0

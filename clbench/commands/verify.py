@@ -1,0 +1,72 @@
+"""``clbench verify`` (rerun a sample of committed cells and compare) and ``clbench compare`` (two trees)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from clbench.commands._common import warned
+from clbench.errors import ClbenchError
+from clbench.registry import Registries
+
+_ATOL_HELP = "Allowed |Δ| in percentage points (scores, AA, F.Ra, BWT)."
+_RTOL_HELP = "Allowed relative |Δ| of the other metrics."
+
+
+@click.command(name="verify")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--cells", "per_stream", default=2, show_default=True, help="Cells rerun per stream (the cheapest).")
+@click.option("--atol", default=0.0, show_default=True, help=_ATOL_HELP)
+@click.option("--rtol", default=0.0, show_default=True, help=_RTOL_HELP)
+@click.option("--keep", type=click.Path(path_type=Path), default=None, help="Keep the rerun cells here.")
+@click.pass_obj
+def command(regs: Registries, run_dir: Path, per_stream: int, atol: float, rtol: float, keep: Path | None) -> None:
+    """Rerun a sample of committed cells from their recorded settings and compare the numbers."""
+    from clbench.results import iter_results
+    from clbench.verify import rerun, sample
+
+    chosen = sample(warned(lambda: list(iter_results(run_dir))), per_stream)
+    if not chosen:
+        raise ClbenchError(f"no complete result under {run_dir}")
+    click.echo(f"clbench verify: rerunning {len(chosen)} cells of {run_dir}", err=True)
+    sys.exit(report_deltas(regs, chosen, rerun(regs, chosen, keep), atol, rtol))
+
+
+@click.command(name="compare")
+@click.argument("old", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("new", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--atol", default=0.0, show_default=True, help=_ATOL_HELP)
+@click.option("--rtol", default=0.0, show_default=True, help=_RTOL_HELP)
+@click.pass_obj
+def compare(regs: Registries, old: Path, new: Path, atol: float, rtol: float) -> None:
+    """Compare two result trees cell by cell; exit 1 when a number moved beyond the tolerance."""
+    from clbench.results import iter_results
+
+    a = warned(lambda: list(iter_results(old)))
+    b = warned(lambda: list(iter_results(new)))
+    sys.exit(report_deltas(regs, a, b, atol, rtol))
+
+
+def report_deltas(regs: Registries, old: list[Any], new: list[Any], atol: float, rtol: float) -> int:
+    """Print the cell-by-cell table and the missing/extra cells; 1 when a cell moved beyond the tolerance
+    or is missing from ``new``."""
+    from tabulate import tabulate
+
+    from clbench.verify import compare as compare_results
+    from clbench.verify import percent_metrics, table
+
+    deltas, only_old, only_new = compare_results(old, new)
+    percent = percent_metrics(regs)
+    click.echo(tabulate(table(deltas, atol, rtol, percent), headers=["cell", "max |Δa| (pp)", "changed", "verdict"],
+                        tablefmt="github", disable_numparse=True))
+    for key in only_old:
+        click.echo(f"missing: {key} (only in the first)", err=True)
+    for key in only_new:
+        click.echo(f"extra: {key} (only in the second)", err=True)
+    bad = [d for d in deltas if not d.within(atol, rtol, percent)]
+    click.echo(f"{len(deltas) - len(bad)} within tolerance, {len(bad)} beyond it (atol {atol:g} pp, rtol {rtol:g}); "
+               f"{len(only_old)} missing", err=True)
+    return 1 if bad or only_old else 0

@@ -1,0 +1,209 @@
+"""The three built-in loggers behind ``--logger``: one object per cell, opened at ``clbench_cell_start``.
+
+Each x axis is the optimizer step counted across the cell (``clbench_step``'s ``step``; the task rows and
+metrics at the step their task or cell ended), so steps, accuracies and metrics share one axis and a
+resumed cell goes on where its checkpoint left it.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+from typing import Any
+
+CSV_FILE = "log.csv"
+TB_DIR = "tb"
+WANDB_DIR = "wandb"
+
+
+class Logger:
+    """What a built-in logger does with each hook; :meth:`close` runs whether the cell ended or not."""
+
+    def __init__(self, cell: Any, resumed_from: int) -> None:
+        self.cell = cell
+        self.resumed_from = resumed_from
+        self.last_step = 0
+
+    def step(self, task: str, index: int, phase: str, epoch: int, step: int, values: dict[str, float]) -> None:
+        self.last_step = step
+
+    def task_end(self, task: str, index: int, row: list[float], tasks: list[str], step: int) -> None:
+        self.last_step = step
+
+    def cell_end(self, result: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def task_values(index: int, row: list[float], tasks: list[str]) -> dict[str, float]:
+    """``accuracy/<task>`` for every task of the order, and ``accuracy/seen``: the mean over tasks 0..index."""
+    out = {f"accuracy/{t}": float(v) for t, v in zip(tasks, row, strict=True)}
+    out["accuracy/seen"] = sum(row[: index + 1]) / (index + 1)
+    return out
+
+
+def metric_values(result: Any) -> dict[str, float]:
+    return {f"metric/{k}": float(v) for k, v in sorted(result.metrics.items()) if v is not None}
+
+
+# ------------------------------------------------------------------------------------------------ csv
+class CsvLogger(Logger):
+    """``<cell>/log.csv``, one row per event: ``kind`` is ``step`` (a logged step), ``task`` (a task's accuracy
+    row) or ``cell`` (status and metrics). Columns: kind, index, task, phase, epoch, step, then each value
+    in the order first seen (loss, loss/task, loss/<term>, lr, grad_norm, accuracy/<task>..., metric/<name>...);
+    a row leaves the columns it has no value for empty. Floats are written exactly (Python's repr)."""
+
+    FIXED = ["kind", "index", "task", "phase", "epoch", "step", "status"]
+
+    def __init__(self, cell: Any, resumed_from: int) -> None:
+        super().__init__(cell, resumed_from)
+        self.path = Path(cell.directory) / CSV_FILE
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        rows: list[dict[str, str]] = []
+        columns: list[str] = []
+        if resumed_from and self.path.exists():  # keep what the tasks before the resume logged
+            columns, old = self._read()
+            rows = [r for r in old if r.get("kind") in ("step", "task") and _index(r) < resumed_from]
+        self.columns = self.FIXED + [c for c in columns if c not in self.FIXED]
+        self.fh: Any = None
+        self._rewrite(rows)
+
+    def _read(self) -> tuple[list[str], list[dict[str, str]]]:
+        with self.path.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            return list(reader.fieldnames or []), list(reader)
+
+    def _rewrite(self, rows: list[dict[str, str]]) -> None:
+        """The file with the current columns and ``rows``, then open for appending."""
+        if self.fh is not None:
+            self.fh.close()
+        tmp = self.path.with_name(f".{CSV_FILE}.tmp")
+        with tmp.open("w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, self.columns)
+            writer.writeheader()
+            writer.writerows(rows)
+        os.replace(tmp, self.path)
+        self.fh = self.path.open("a", newline="", encoding="utf-8")
+        self.writer = csv.DictWriter(self.fh, self.columns)
+
+    def _write(self, row: dict[str, Any]) -> None:
+        new = [k for k in row if k not in self.columns]
+        if new:  # a value first seen (a loss term that starts on task 2, the task rows): widen the file
+            self.fh.close()
+            self.fh = None
+            _, rows = self._read()
+            self.columns += new
+            self._rewrite(rows)
+        self.writer.writerow(row)
+
+    def step(self, task: str, index: int, phase: str, epoch: int, step: int, values: dict[str, float]) -> None:
+        super().step(task, index, phase, epoch, step, values)
+        self._write({"kind": "step", "index": index, "task": task, "phase": phase, "epoch": epoch, "step": step,
+                     **values})
+
+    def task_end(self, task: str, index: int, row: list[float], tasks: list[str], step: int) -> None:
+        super().task_end(task, index, row, tasks, step)
+        self._write({"kind": "task", "index": index, "task": task, "step": step, **task_values(index, row, tasks)})
+        self.fh.flush()
+
+    def cell_end(self, result: Any) -> None:
+        self._write({"kind": "cell", "step": self.last_step, "status": result.status, **metric_values(result)})
+
+    def close(self) -> None:
+        if self.fh is not None:
+            self.fh.close()
+            self.fh = None
+
+
+def _index(row: dict[str, str]) -> int:
+    try:
+        return int(row.get("index") or -1)
+    except ValueError:
+        return -1
+
+
+# ---------------------------------------------------------------------------------------- tensorboard
+class TensorboardLogger(Logger):
+    """Event files under ``<cell>/tb/`` (``tensorboard --logdir runs/``): scalars ``loss``, ``loss/task``,
+    ``loss/<term>``, ``lr``, ``grad_norm`` per logged step, ``accuracy/<task>`` and ``accuracy/seen`` per task,
+    ``metric/<name>`` per cell, all against the cell's optimizer step."""
+
+    def __init__(self, cell: Any, resumed_from: int) -> None:
+        super().__init__(cell, resumed_from)
+        from torch.utils.tensorboard import SummaryWriter  # imports the tensorboard package
+
+        self._writer_cls = SummaryWriter
+        self.dir = Path(cell.directory) / TB_DIR
+        if not resumed_from:  # a fresh cell: the event files of an earlier attempt would draw beside ours
+            for old in self.dir.glob("events.out.tfevents.*"):
+                old.unlink(missing_ok=True)
+        self.writer: Any = None
+
+    def _at(self, step: int) -> Any:
+        if self.writer is None:  # opened at the first event: a resumed cell purges from there on
+            self.writer = self._writer_cls(log_dir=str(self.dir), purge_step=step if self.resumed_from else None)
+        return self.writer
+
+    def _scalars(self, values: dict[str, float], step: int) -> None:
+        writer = self._at(step)
+        for name, value in values.items():
+            writer.add_scalar(name, value, step)
+
+    def step(self, task: str, index: int, phase: str, epoch: int, step: int, values: dict[str, float]) -> None:
+        super().step(task, index, phase, epoch, step, values)
+        self._scalars(values, step)
+
+    def task_end(self, task: str, index: int, row: list[float], tasks: list[str], step: int) -> None:
+        super().task_end(task, index, row, tasks, step)
+        self._scalars(task_values(index, row, tasks), step)
+        self.writer.flush()
+
+    def cell_end(self, result: Any) -> None:
+        self._scalars(metric_values(result), self.last_step)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+# ---------------------------------------------------------------------------------------------- wandb
+class WandbLogger(Logger):
+    """One W&B run per cell attempt, named by the cell's key, grouped by stream/method, its config the cell's
+    resolved settings; files under ``<cell>/wandb/``. Project: ``$WANDB_PROJECT`` (default ``clbench``);
+    ``WANDB_MODE=offline`` logs without an account (``wandb sync`` uploads later)."""
+
+    def __init__(self, cell: Any, resumed_from: int) -> None:
+        super().__init__(cell, resumed_from)
+        try:
+            import wandb
+        except ImportError:
+            raise RuntimeError("--logger wandb needs the wandb package: pip install 'clbench[wandb]'") from None
+        directory = Path(cell.directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", "clbench"), dir=str(directory), name=cell.key,
+                              group=f"{cell.stream}/{cell.method}", job_type=cell.profile, reinit="create_new",
+                              config={**cell.resolved(), "config_hash": cell.config_hash,
+                                      "resumed_from": resumed_from})
+
+    def step(self, task: str, index: int, phase: str, epoch: int, step: int, values: dict[str, float]) -> None:
+        super().step(task, index, phase, epoch, step, values)
+        self.run.log(values, step=step)
+
+    def task_end(self, task: str, index: int, row: list[float], tasks: list[str], step: int) -> None:
+        super().task_end(task, index, row, tasks, step)
+        self.run.log(task_values(index, row, tasks), step=step)
+
+    def cell_end(self, result: Any) -> None:
+        self.run.summary.update({**metric_values(result), "status": result.status})
+
+    def close(self) -> None:
+        if self.run is not None:
+            self.run.finish()
+            self.run = None
+
+
+LOGGERS: dict[str, type[Logger]] = {"csv": CsvLogger, "tensorboard": TensorboardLogger, "wandb": WandbLogger}
