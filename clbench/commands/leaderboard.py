@@ -17,7 +17,7 @@ from clbench.registry import Registries
 @click.argument("runs", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @click.option("--out", default="leaderboards", show_default=True, type=click.Path(path_type=Path))
 @click.option("--plots/--no-plots", default=True, help="Accuracy-over-time plot per stream.")
-@click.option("--heatmaps", is_flag=True, help="Also an accuracy-matrix heatmap per cell.")
+@click.option("--heatmaps", is_flag=True, help="Also an accuracy-matrix heatmap and a loss curve per cell.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if the markdown on disk differs.")
 @click.pass_obj
 def command(regs: Registries, runs: tuple[Path, ...], out: Path, plots: bool, heatmaps: bool, check: bool) -> None:
@@ -66,16 +66,17 @@ def _write_leaderboards(regs: Registries, results: list[Any], out: Path, plots: 
         atomic_write_text(path, text)
         click.echo(f"wrote {path}")
         if plots:
-            from clbench.plots import accuracy_over_time, heatmap, sweep_plots
+            from clbench.plots import accuracy_over_time, heatmap, loss_curve, sweep_plots
 
             for stream in sorted({r.stream for r in group}):
                 p = accuracy_over_time(group, stream, out / "plots" / f"{profile}-{stream}-accuracy.png")
                 click.echo(f"wrote {p}")
             for p in sweep_plots(group, out / "plots", profile):  # AA against a swept value (method@key=v)
                 click.echo(f"wrote {p}")
-            if heatmaps:
+            if heatmaps:  # per cell: its accuracy matrix, and its loss curve where result.json has losses
                 for r in group:
                     if r.status == "complete":
-                        heatmap(r, out / "plots" / "heatmaps" / profile / r.stream / r.method /
-                                f"order-{r.order}-seed-{r.seed}.png")
+                        cell = out / "plots" / "heatmaps" / profile / r.stream / r.method
+                        heatmap(r, cell / f"order-{r.order}-seed-{r.seed}.png")
+                        loss_curve(r, cell / f"order-{r.order}-seed-{r.seed}-loss.png")
     return stale

@@ -11,8 +11,10 @@ import click
 @click.command(name="show")
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
 @click.option("--plot", type=click.Path(path_type=Path), default=None, help="Also write the heatmap PNG here.")
+@click.option("--loss-plot", type=click.Path(path_type=Path), default=None,
+              help="Also write the per-epoch loss curve PNG here (from result.json's timings).")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw result.json.")
-def command(path: Path, plot: Path | None, as_json: bool) -> None:
+def command(path: Path, plot: Path | None, loss_plot: Path | None, as_json: bool) -> None:
     """The accuracy matrix and metrics of one cell."""
     from clbench.leaderboard import render_cell
     from clbench.results import RESULT_FILE, read_result
@@ -28,3 +30,8 @@ def command(path: Path, plot: Path | None, as_json: bool) -> None:
         from clbench.plots import heatmap
 
         click.echo(f"wrote {heatmap(r, plot)}")
+    if loss_plot:
+        from clbench.plots import loss_curve
+
+        written = loss_curve(r, loss_plot)
+        click.echo(f"wrote {written}" if written else "no loss curve: this result records no per-epoch loss")
