@@ -56,6 +56,22 @@ def check_loss_terms(terms: Any, what: str) -> Mapping[str, Tensor]:
     return terms
 
 
+def check_footprint(footprint: Any, kind: str, what: str) -> Any:
+    """A task's footprint must be a mapping of parameter name → the form its ``MethodSpec.footprint_kind``
+    declares (``none``: empty); metrics pick their inputs by that form, so a lie would read as n/a."""
+    from clbench.footprints import Dense, LowRank, Masked
+
+    expected = {"dense": Dense, "lowrank": LowRank, "masked": Masked}.get(kind)
+    if not isinstance(footprint, Mapping):
+        raise PluginError(f"{what}: footprint returned {type(footprint).__name__}, expected a mapping")
+    for name, value in footprint.items():
+        if expected is None or not isinstance(value, expected):
+            want = "nothing (footprint_kind='none')" if expected is None else expected.__name__
+            raise PluginError(f"{what}: footprint[{name!r}] is {type(value).__name__}, but the spec's "
+                              f"footprint_kind={kind!r} promises {want}")
+    return footprint
+
+
 def check_report(report: Any, what: str) -> dict[str, Any]:
     """``report()`` must be a JSON-serialisable dict of finite values: it goes into result.json as it is."""
     if not isinstance(report, dict):
@@ -104,35 +120,38 @@ def origin_of(regs: Registries, plugin: object) -> Origin:
     return Origin(plugin_name(regs.pm, plugin), dist, version)
 
 
-def _plugin_packages(pm: pluggy.PluginManager) -> list[tuple[str, object]]:
-    """(package, plugin) for every plugin that is not the core: a plugin module's package (``a.b`` for
-    ``a.b.plugin``), a package plugin itself, a class instance's module; longest first."""
+def _plugin_modules(pm: pluggy.PluginManager) -> list[tuple[str, str, object]]:
+    """(module, package, plugin) for every plugin that is not the core: a plugin module and its package
+    (``a.b`` for ``a.b.plugin``; a package plugin is its own package), a class instance's module; sorted
+    longest package first, then by plugin name, so the answer never depends on registration order."""
     out = []
     for plugin in pm.get_plugins():
         is_module = isinstance(plugin, ModuleType)
-        name = plugin.__name__ if is_module else type(plugin).__module__
-        if is_module and not hasattr(plugin, "__path__") and "." in name:
-            name = name.rsplit(".", 1)[0]
-        if name and name != "clbench" and not name.startswith("clbench."):
-            out.append((name, plugin))
-    return sorted(out, key=lambda m: -len(m[0]))
+        module = plugin.__name__ if is_module else type(plugin).__module__
+        package = module.rsplit(".", 1)[0] if is_module and not hasattr(plugin, "__path__") and "." in module \
+            else module
+        if module and package != "clbench" and not package.startswith("clbench."):
+            out.append((module, package, plugin))
+    return sorted(out, key=lambda m: (-len(m[1]), pm.get_name(m[2]) or ""))
 
 
 def blame(exc: BaseException, regs: Registries) -> str:
     """`` in plugin 'ewc' (clbench 0.1.0) at clbench_plugins/ewc/method.py:42`` — the innermost frame of
-    the traceback in a registered plugin's package, or ``""`` when none is (then it is clbench's own bug)."""
+    the traceback in a registered plugin's code: its own module first, else its package (two plugins of one
+    package: the first by name; one module per plugin keeps blame exact), or ``""`` (then it is clbench's)."""
     tb: TracebackType | None = exc.__traceback__
     frames = []
     while tb is not None:
         frames.append(tb.tb_frame)
         tb = tb.tb_next
-    packages = _plugin_packages(regs.pm)
+    modules = _plugin_modules(regs.pm)
     for frame in reversed(frames):
         name = frame.f_globals.get("__name__", "")
-        for package, plugin in packages:
-            if name == package or name.startswith(package + "."):
-                o = origin_of(regs, plugin)
-                return f" in plugin {o.plugin!r} ({o.distribution}) at {_short(frame.f_code.co_filename)}:{frame.f_lineno}"
+        found = next((p for m, _, p in modules if name == m), None) or next(
+            (p for _, pkg, p in modules if name == pkg or name.startswith(pkg + ".")), None)
+        if found is not None:
+            o = origin_of(regs, found)
+            return f" in plugin {o.plugin!r} ({o.distribution}) at {_short(frame.f_code.co_filename)}:{frame.f_lineno}"
     return ""
 
 

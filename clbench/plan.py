@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clbench import config as cfg
-from clbench.boundary import check_type
+from clbench.boundary import blame, check_type, describe
 from clbench.data import Stream
-from clbench.errors import ConfigError, PluginError, did_you_mean
+from clbench.errors import ClbenchError, ConfigError, PluginError, did_you_mean
 from clbench.registry import Registries, Registry
 from clbench.specs import MethodSpec, ModelSpec, StreamSpec
 
@@ -309,7 +309,13 @@ def make_plan(regs: Registries, req: RunRequest) -> Plan:
                              **cfg.split_scoped({**profile.sets, **single}).get("stream", {})}
         stream_cfg_values = _with_path(sspec.config_cls, stream_cfg_values, "data_dir", req.data_dir)
         stream_cfg = cfg.apply(sspec.config_cls, None, stream_cfg_values, "stream")
-        stream = sspec.factory(stream_cfg)
+        try:
+            stream = sspec.factory(stream_cfg)
+        except ClbenchError:
+            raise
+        except Exception as exc:  # a plugin's bug at planning: one line naming it, not a traceback
+            raise PluginError(f"stream {sspec.name!r}{describe(regs.streams.origins.get(sspec.name))}: factory "
+                              f"raised {type(exc).__name__}: {exc}{blame(exc, regs)}") from exc
         check_type(stream, Stream, f"stream {sspec.name!r}", "factory", regs.streams.origins.get(sspec.name))
         known_orders[sspec.name] = list(stream.orders)
         orders = list(req.orders) if req.orders else list(base_preset.get("orders", stream.orders))

@@ -23,6 +23,7 @@ from clbench import footprints as fps
 from clbench.boundary import (
     ObserverError,
     blame,
+    check_footprint,
     check_loss_terms,
     check_report,
     check_type,
@@ -294,6 +295,7 @@ class Runner:
             start = 0
         ctx = method.ctx
         what = method_label(self.regs, cell)
+        kind = self.regs.methods.get(cell.parts[0]).footprint_kind  # the first part owns the footprint
         notify(self.regs, "clbench_cell_start", cell=cell, resumed_from=start)
         bar = tqdm(total=len(order), initial=start, desc=cell.key, leave=False, disable=not self.progress,
                    unit="task")
@@ -309,7 +311,7 @@ class Runner:
                 stats = train_task(model, method, ctx, index, what, self._step_observer(cell, task, index),
                                    steps_done(state.task_timings))
                 method.after_task(task, index)
-                state.footprints.append(method.footprint(task, index))
+                state.footprints.append(check_footprint(method.footprint(task, index), kind, what))
                 t1 = time.perf_counter()
                 row = evaluate(model, method, stream, order, train, device)
                 stats.update(task=task, train_s=t1 - t0, eval_s=time.perf_counter() - t1)

@@ -131,8 +131,9 @@ class ProfileSpec:
 
 @dataclass(frozen=True)
 class OptionSpec:
-    """An extra ``clbench run`` option a plugin adds: ``--<name>``; its value lands in ``Cell.options`` (by name) for
-    every plugin of the run; run plumbing, not part of a cell's config hash."""
+    """An extra ``clbench run`` option a plugin adds: ``--<name>``; its value lands in ``Cell.options`` for
+    every plugin of the run, under the option's name with ``-`` as ``_`` (``--task-log`` →
+    ``cell.options["task_log"]``); run plumbing, not part of a cell's config hash."""
 
     name: str
     help: str

@@ -590,6 +590,22 @@ def stream_type(tmp: Path) -> Outcome:
 stream_type.check(_nothing_written)
 
 
+def _broken_stream(config: object) -> object:
+    raise FileNotFoundError("labels.json")
+
+
+@fault("stream-factory-raises", "a stream factory raises while the grid is planned", 2,
+       "error: stream 'broken-stream' (plugin 'faultsuite.ListStreamPlugin', no installed distribution): factory "
+       "raised FileNotFoundError: labels.json in plugin 'faultsuite.ListStreamPlugin'", "nothing: refused before any cell")
+def stream_raises(tmp: Path) -> Outcome:
+    plugin = ListStreamPlugin(streams=[StreamSpec("broken-stream", _broken_stream, presets=_tiny_preset())])
+    return clbench(tmp, "run", "--profile", TEST_PROFILE, "--stream", "broken-stream", "--methods", "seqft",
+                   "--no-progress", "--out", str(out_of(tmp)), plugins=[plugin])
+
+
+stream_raises.check(_nothing_written)
+
+
 @fault("metric-direction", "`MetricSpec(direction=\"higher\")`", 2,
        "error: plugin 'faultsuite.HigherMetricPlugin' (no installed distribution): MetricSpec 'higher' has "
        "direction='higher'; choose one of 'up', 'down'", "nothing: refused when the plugins are loaded")

@@ -249,13 +249,17 @@ def test_check_method_keeps_its_signature(regs, tmp_path):
 
 
 @pytest.mark.parametrize(("method", "needle"), [
-    ("liar-lowrank", r"method 'liar-lowrank'.*declares footprint_kind='lowrank' but footprint\(\) of task 't0' "
-                     r"\(index 0\) returned Dense for 'backbone.1.weight'"),
-    ("liar-none", r"declares footprint_kind='none' but footprint\(\) of task 't0' \(index 0\) returned footprints of \['backbone.1.weight'\]"),
-    ("liar-dense", r"declares footprint_kind='dense' but .* returned LowRank .* declare footprint_kind='lowrank'"),
+    ("liar-lowrank", r"method 'liar-lowrank'.*footprint\['backbone.1.weight'\] is Dense, but the spec's "
+                     r"footprint_kind='lowrank' promises LowRank"),
+    ("liar-none", r"footprint\['backbone.1.weight'\] is Dense, but the spec's footprint_kind='none' promises nothing"),
+    ("liar-dense", r"footprint\[.*\] is LowRank, but the spec's footprint_kind='dense' promises Dense"),
 ])
-def test_check_method_fails_a_footprint_kind_that_lies(regs, method, needle, tmp_path):
-    with pytest.raises(AssertionError, match=needle):
+def test_a_footprint_kind_that_lies_fails_the_cell(regs, method, needle, tmp_path):
+    """The runner checks each task's footprint against the spec (clbench.boundary.check_footprint): the cell
+    fails, and check_method stops there (fail-fast) with the runner's message."""
+    from clbench.runner import FailFast
+
+    with pytest.raises(FailFast, match=needle):
         testing.check_method(regs, method, tmp_path)
 
 
