@@ -233,3 +233,15 @@ def test_every_installed_plugin_setting_is_readable():
         for name in regs.kind(kind + "s"):
             rows = settings_mod.settings(regs, name, kind)
             assert all(r.type for r in rows if r.in_config), (kind, name)
+
+
+def test_list_plugins_names_every_plugin_with_what_it_offers(capsys):
+    from clbench.cli import main
+
+    main(["list", "plugins"])  # returns: exit 0
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line for line in out.splitlines()[1:]}
+    # observer-only and option-only plugins appear too: what `-p no:NAME` takes
+    assert "options logger; observes cell_end, cell_start, step, task_end" in lines["loggers"]
+    assert lines["lota"].split(None, 1)[1].endswith("methods lota, lotto")
+    assert "methods dense-ewc, expander, expander-ewc, random-mask-ewc" in lines["expander_ewc"]

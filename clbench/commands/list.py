@@ -20,7 +20,7 @@ def where(origin: Origin) -> str:
 
 
 @click.command(name="list")
-@click.argument("kind", required=False, type=click.Choice([*KINDS, "settings"]))
+@click.argument("kind", required=False, type=click.Choice([*KINDS, "plugins", "settings"]))
 @click.argument("name", required=False)
 @click.option("--kind", "of_kind", type=click.Choice(settings_mod.KINDS), default=None,
               help="With `settings`: whether NAME is a method, model or stream (when it names more than one).")
@@ -40,6 +40,9 @@ def command(regs: Registries, kind: str | None, name: str | None, of_kind: str |
         raise click.UsageError(f"unexpected argument {name!r}: only `clbench list settings NAME` takes a name")
     if of_kind is not None:
         raise click.UsageError("--kind goes with `clbench list settings NAME`")
+    if kind == "plugins":
+        show_plugins(regs)
+        return
     for k in [kind] if kind else KINDS:
         reg = regs.kind(k)
         click.echo(f"{k}:")
@@ -49,6 +52,27 @@ def command(regs: Registries, kind: str | None, name: str | None, of_kind: str |
             spec = reg.get(item)
             desc = getattr(spec, "description", "")
             click.echo(f"  {item:<22} {desc}  ({where(reg.origins[item])})")
+
+
+def show_plugins(regs: Registries) -> None:
+    """Every loaded plugin — the name ``-p no:NAME`` takes — its distribution and what it registers (observers
+    and run options too, which no other list shows)."""
+    from clbench.boundary import origin_of
+
+    click.echo("plugins:")
+    rows = []
+    for plugin in regs.pm.get_plugins():
+        origin = origin_of(regs, plugin)
+        offers = [f"{k} {', '.join(n for n in regs.kind(k) if regs.kind(k).origins[n].plugin == origin.plugin)}"
+                  for k in (*KINDS, "options")]
+        offers = [o for o in offers if not o.endswith(" ")]
+        hooks = sorted(h.name.removeprefix("clbench_") for h in regs.pm.get_hookcallers(plugin) or ()
+                       if not h.name.startswith("clbench_add_"))
+        if hooks:
+            offers.append(f"observes {', '.join(hooks)}")
+        rows.append((origin.plugin, origin.distribution, "; ".join(offers) or "nothing"))
+    for name, dist, offers in sorted(rows):
+        click.echo(f"  {name:<22} {dist:<28} {offers}")
 
 
 def show_settings(regs: Registries, name: str, kind: str | None = None) -> None:
