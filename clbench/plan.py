@@ -12,6 +12,7 @@ import hashlib
 import itertools
 import json
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -363,19 +364,23 @@ def _check_presets(regs: Registries, streams: Sequence[StreamSpec], methods: Map
     for what, spec, reg in owners:
         for key in spec.presets:
             parts = str(key).split("/")
-            problem = None
+            problem, maybe_disabled = None, False
             if len(parts) > 3 or not all(parts):
                 problem = "is not 'profile', 'profile/stream' or 'profile/stream/order'"
             elif parts[0] not in regs.profiles and parts[0] != TEST_PROFILE:
-                problem = _unknown("profile", parts[0], regs.profiles)
+                problem, maybe_disabled = _unknown("profile", parts[0], regs.profiles), True
             elif len(parts) > 1 and parts[1] not in regs.streams:
-                problem = _unknown("stream", parts[1], regs.streams)
+                problem, maybe_disabled = _unknown("stream", parts[1], regs.streams), True
             elif len(parts) > 2 and parts[1] in orders and parts[2] not in orders[parts[1]]:
                 problem = _unknown(f"order of stream {parts[1]!r}", parts[2], orders[parts[1]])
             if problem:
                 origin = reg.origins.get(spec.name)
-                who = f" ({origin})" if origin else ""
-                raise PluginError(f"{what}{who} has a preset {key!r} that {problem}")
+                message = f"{what}{f' ({origin})' if origin else ''} has a preset {key!r} that {problem}"
+                if maybe_disabled and regs.disabled:  # -p no:NAME may have removed that profile or stream
+                    warnings.warn(f"{message} (or one of the disabled plugins {', '.join(regs.disabled)} "
+                                  "provides it); the preset is not used", stacklevel=2)
+                    continue
+                raise PluginError(message)
 
 
 def _unknown(kind: str, name: str, known: Any) -> str:

@@ -78,3 +78,14 @@ def test_a_sweep_multiplies_only_the_method_it_names(regs):
 ])
 def test_a_label_is_one_safe_folder_name(text, expected):
     assert path_component(text) == expected
+
+
+def test_a_preset_naming_a_disabled_plugins_stream_warns_instead_of_refusing():
+    """`-p no:digits` removes the streams ewc's presets are keyed to: a typo cannot be told from that, so the
+    preset is skipped with a warning naming the disabled plugin (a typo with nothing disabled is refused:
+    tests/faultsuite.py, preset-unknown-*)."""
+    regs = testing.registry(disabled=("digits",))
+    with pytest.warns(UserWarning, match=r"preset 'quick/split-digits' that names no stream 'split-digits' "
+                                         r"\(or one of the disabled plugins digits provides it\)"):
+        plan = make_plan(regs, RunRequest(methods="ewc", streams=["cl-quick"], seeds=[0]))
+    assert [c.method for c in plan.cells] == ["ewc"]
