@@ -11,7 +11,6 @@ import functools
 import hashlib
 import itertools
 import json
-import re
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from clbench.boundary import blame, check_type, describe
 from clbench.data import Stream
 from clbench.errors import ClbenchError, ConfigError, PluginError, did_you_mean
 from clbench.registry import Registries, Registry
+from clbench.results import cell_folders, cell_key, path_component  # noqa: F401 (path_component re-exported)
 from clbench.specs import MethodSpec, ModelSpec, StreamSpec
 
 if TYPE_CHECKING:
@@ -58,12 +58,11 @@ class Cell:
 
     @property
     def directory(self) -> Path:
-        parts = (self.stream, self.method, f"order-{self.order}", f"seed-{self.seed}")
-        return Path(self.out).joinpath(*map(path_component, parts))
+        return Path(self.out).joinpath(*cell_folders(self.stream, self.method, self.order, self.seed))
 
     @property
     def key(self) -> str:
-        return f"{self.stream}/{self.method}/order-{self.order}/seed-{self.seed}"
+        return cell_key(self.stream, self.method, self.order, self.seed)
 
     # dict views of the settings, as stored in result.json
     @property
@@ -165,18 +164,6 @@ def config_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     absent = "(absent)"
     return [f"{k}: {a.get(k, absent)!r} → {b.get(k, absent)!r}".replace(repr(absent), absent)
             for k in sorted(set(a) | set(b)) if a.get(k, absent) != b.get(k, absent)]
-
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9@=,.+_\-]")
-
-
-def path_component(text: str) -> str:
-    """``text`` as one folder name: a method label or sweep value can never add folders or leave ``--out``
-    (``/``, ``\\`` and other unsafe characters are %-escaped; ``.`` and ``..`` become ``%2E``…)."""
-    safe = _UNSAFE.sub(lambda m: "".join(f"%{b:02X}" for b in m.group().encode()), text)
-    if safe in ("", ".", ".."):
-        safe = safe.replace(".", "%2E") or "%00"
-    return safe
 
 
 @dataclass

@@ -34,6 +34,30 @@ CHECKPOINT_FILE = "checkpoint.pt"
 ERROR_LOG = "error.log"
 
 
+# --------------------------------------------------------------------------- layout
+_UNSAFE = re.compile(r"[^A-Za-z0-9@=,.+_\-]")
+
+
+def path_component(text: str) -> str:
+    """``text`` as one folder name: a method label or sweep value can never add folders or leave ``--out``
+    (``/``, ``\\`` and other unsafe characters are %-escaped; ``.`` and ``..`` become ``%2E``…)."""
+    safe = _UNSAFE.sub(lambda m: "".join(f"%{b:02X}" for b in m.group().encode()), text)
+    if safe in ("", ".", ".."):
+        safe = safe.replace(".", "%2E") or "%00"
+    return safe
+
+
+def cell_key(stream: str, method: str, order: str, seed: int) -> str:
+    """``split-digits/ewc/order-1/seed-0``: how a cell is named in messages and matched across result trees."""
+    return f"{stream}/{method}/order-{order}/seed-{seed}"
+
+
+def cell_folders(stream: str, method: str, order: str, seed: int) -> list[str]:
+    """The folder names of a cell below ``--out``, each a safe :func:`path_component` (a label with ``/`` stays
+    one folder, so the key cannot simply be split)."""
+    return [path_component(p) for p in (stream, method, f"order-{order}", f"seed-{seed}")]
+
+
 @functools.cache
 def schema() -> dict[str, Any]:
     return json.loads(resources.files("clbench").joinpath("schema/result.schema.json").read_text())
@@ -64,7 +88,7 @@ class CellResult:
 
     @property
     def key(self) -> str:
-        return f"{self.stream}/{self.method}/order-{self.order}/seed-{self.seed}"
+        return cell_key(self.stream, self.method, self.order, self.seed)
 
     def to_json(self) -> dict[str, Any]:
         data = {k: v for k, v in self.__dict__.items() if k != "path"}
@@ -166,10 +190,7 @@ def read_result(path: Path) -> CellResult:
 def check_location(result: CellResult, path: Path) -> None:
     """A result must sit in its own cell's folder, ``<stream>/<method>/order-<o>/seed-<s>/result.json``: one
     copied into another cell's folder would otherwise be read as that cell's."""
-    from clbench.plan import path_component
-
-    expected = [path_component(p) for p in (result.stream, result.method, f"order-{result.order}",
-                                            f"seed-{result.seed}")]
+    expected = cell_folders(result.stream, result.method, result.order, result.seed)
     found = list(Path(path).parent.parts[-4:])
     if found != expected:
         raise ResultFileError(f"{path}: records cell {result.key}, but sits in {'/'.join(found)}/ "

@@ -353,8 +353,7 @@ def stale_reason(result: CellResult, cell: Cell) -> str | None:
     """Why ``result`` (found in ``cell``'s folder) is not this cell's result, or None when it is."""
     recorded = (result.method, result.stream, str(result.order), int(result.seed))
     if recorded != (cell.method, cell.stream, cell.order, cell.seed):
-        return (f"holds the result of another cell ({result.stream}/{result.method}/order-{result.order}/"
-                f"seed-{result.seed}), not of {cell.key}")
+        return f"holds the result of another cell ({result.key}), not of {cell.key}"
     if result.config_hash == cell.config_hash:
         return None
     if result.config_hash is None:
@@ -414,9 +413,9 @@ class _CellState:
             warnings.warn(f"{self.path}: unreadable checkpoint ({type(exc).__name__}); the cell starts over",
                           stacklevel=2)
             return 0
-        if not isinstance(payload, dict) or payload.get("config_hash") != self.cell.config_hash:
-            warnings.warn(f"{self.path}: checkpoint of other settings (config hash "
-                          f"{str(payload.get('config_hash') if isinstance(payload, dict) else None)[:12]}, this cell "
+        recorded = payload.get("config_hash") if isinstance(payload, dict) else None
+        if recorded != self.cell.config_hash:
+            warnings.warn(f"{self.path}: checkpoint of other settings (config hash {str(recorded)[:12]}, this cell "
                           f"{self.cell.config_hash[:12]}); the cell starts over", stacklevel=2)
             return 0
         try:

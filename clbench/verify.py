@@ -134,9 +134,8 @@ def compare(old: Sequence[CellResult], new: Sequence[CellResult]) -> tuple[list[
             continue
         diff = max((abs(u - v) for ru, rv in zip(x.accuracy_matrix, y.accuracy_matrix, strict=True)
                     for u, v in zip(ru, rv, strict=True) if u is not None and v is not None), default=0.0)
-        changed = {k: v for k, v in _metric_changes(x.metrics, y.metrics, 0.0).items()}
         note = "" if x.config_hash == y.config_hash else "other settings (config hash differs)"
-        deltas.append(Delta(key, diff, changed, note))
+        deltas.append(Delta(key, diff, _metric_changes(x.metrics, y.metrics, 0.0), note))
     return deltas, sorted(set(a) - set(b)), sorted(set(b) - set(a))
 
 
