@@ -15,6 +15,7 @@ from clbench_plugins.mlp.model import MLPConfig, build
 
 from clbench import footprints, testing
 from clbench.config import TrainConfig
+from clbench.errors import ConfigError
 from clbench.method import CellContext
 from clbench.model import StreamInfo
 from clbench.results import FOOTPRINT_FILE
@@ -81,6 +82,7 @@ def test_report_gives_jaccard_and_spectral_gap_per_task():
     assert report[0]["layers"][name]["jaccard"] == []
     s = report[1]["layers"][name]
     assert s["spectral_gap"] == pytest.approx(1 - s["sigma2"]) and s["sigma2"] <= 1.1 * s["bound"]
+    assert jac == 0.0 and s["shared"] == 0  # two 25 % masks: disjoint by default (overlap_policy="avoid")
 
 
 def test_ablations_are_settings_of_one_method(tmp_path):
@@ -98,12 +100,20 @@ def test_ablations_are_settings_of_one_method(tmp_path):
     dense.before_task("t1", 1)
     assert set(dense.fisher) >= set(before) and float(dense.loss_terms(None, None)["ewc"]) == 0.0  # type: ignore[arg-type]
     regs = testing.registry()
-    [res] = testing.run(regs, tmp_path / "a", "random-mask-ewc", sets={"random-mask-ewc.density": [0.5]})
-    assert res.status == "failed" and "overlap" in res.error  # two 50 % masks overlap by ≈1/3 > δ = 0.2
-    sets = {"random-mask-ewc.density": [0.5], "random-mask-ewc.overlap": [0.6]}
-    [res] = testing.run(regs, tmp_path / "b", "random-mask-ewc", sets=sets)
-    assert res.status == "complete", res.error
-    saved = footprints.load(next(tmp_path.rglob(FOOTPRINT_FILE)))
-    for task in saved:
-        for fp in task.values():
-            assert fp.kind == "masked" and int(fp.mask.sum()) == round(0.5 * fp.mask.numel())
+    sets = {"random-mask-ewc.density": [0.5], "random-mask-ewc.overlap_policy": ["independent"]}
+    [res] = testing.run(regs, tmp_path / "a", "random-mask-ewc", sets=sets)
+    assert res.status == "failed" and "overlap" in res.error  # two independent 50 % masks overlap by ≈1/3 > δ = 0.2
+    [res] = testing.run(regs, tmp_path / "b", "random-mask-ewc", sets={"random-mask-ewc.density": [0.5]})
+    assert res.status == "complete", res.error  # the default avoids: the second mask is the first's complement
+    first, second = footprints.load(next((tmp_path / "b").rglob(FOOTPRINT_FILE)))
+    for name, fp in first.items():
+        assert fp.kind == "masked" and int(fp.mask.sum()) == round(0.5 * fp.mask.numel())
+        assert int(second[name].mask.sum()) == int(fp.mask.sum()) and not (fp.mask & second[name].mask).any()
+
+
+def test_overlap_policy_is_a_setting_with_the_paper_as_default():
+    assert ExpanderEWCConfig().overlap_policy == "avoid" == ExpanderEWCConfig().mask_spec().overlap_policy
+    assert ExpanderEWCConfig(overlap_policy="independent").mask_spec().overlap_policy == "independent"
+    assert DenseEWCConfig().overlap_policy == "independent"  # full matrices: nothing to avoid
+    with pytest.raises(ConfigError, match="expander-ewc setting: overlap_policy='none'"):
+        ExpanderEWCConfig(overlap_policy="none")

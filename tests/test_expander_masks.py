@@ -1,4 +1,5 @@
-"""Expander masks: exact density, balanced degrees, σ₂ against networkx and numpy, overlap control."""
+"""Expander masks: exact density, balanced degrees, σ₂ against networkx and numpy, overlap avoidance
+and its fallback when the matrix is full."""
 
 from __future__ import annotations
 
@@ -65,22 +66,87 @@ def test_structured_graph_fails_the_spectral_check(monkeypatch):
     band = sp.csr_matrix(nx.bipartite.biadjacency_matrix(g, row_order=range(80), column_order=range(80, 160)),
                          dtype=np.float32)
     assert M.second_singular_value(band) > 1.1 * M.ramanujan_bound(4, 4)  # here: disconnected, σ₂ = 1
-    monkeypatch.setattr(M, "sample", lambda rows, cols, spec, rng: (band, band, "ramanujan"))
+    monkeypatch.setattr(M, "sample", lambda rows, cols, spec, rng, used: (band, band, "ramanujan"))
     with pytest.raises(MaskError, match="σ₂"):
         make_mask((80, 80), MaskSpec(0.05, max_tries=3), np.random.default_rng(0))
 
 
-def test_jaccard_budget_and_clear_error():
+def _jaccard(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.logical_and(a, b).sum() / np.logical_or(a, b).sum())
+
+
+def test_independent_policy_overlaps_by_chance_and_fails_a_tight_budget():
+    # Before issue 15 (kept as overlap_policy="independent"): masks are independent, so two density-p
+    # masks overlap by p/(2−p) in expectation (≈ 0.0526 at 10 %), and δ below that is a MaskError.
     rng = np.random.default_rng(0)
-    first, _ = make_mask((50, 80), MaskSpec(0.3), rng)
-    packed = M.pack(first)
-    second, stats = make_mask((50, 80), MaskSpec(0.3, overlap=0.3), rng, [packed])
-    inter = np.logical_and(first, second).sum()
-    union = np.logical_or(first, second).sum()
-    assert stats.jaccard == (pytest.approx(inter / union),)
-    assert stats.jaccard[0] <= 0.3
-    with pytest.raises(MaskError, match="overlap"):  # two 30 % masks cannot be disjoint by chance
-        make_mask((50, 80), MaskSpec(0.3, overlap=0.0, max_tries=4), rng, [packed])
+    spec = MaskSpec(0.1, overlap_policy="independent")
+    first, _ = make_mask((300, 800), spec, rng)
+    second, stats = make_mask((300, 800), spec, rng, [M.pack(first)])
+    assert stats.jaccard == (pytest.approx(_jaccard(first, second)),)
+    assert stats.jaccard[0] == pytest.approx(0.1 / 1.9, abs=0.004)  # sd ≈ 0.0008 at 24 000 edges
+    assert stats.shared == np.logical_and(first, second).sum()
+    with pytest.raises(MaskError, match="overlap"):
+        make_mask((300, 800), MaskSpec(0.1, overlap=0.03, max_tries=3, overlap_policy="independent"), rng,
+                  [M.pack(first)])
+
+
+def test_avoid_policy_gives_disjoint_masks_with_exact_degrees_and_the_spectral_bound():
+    rows, cols, p = 120, 400, 0.1
+    rng = np.random.default_rng(1)
+    masks: list[np.ndarray] = []
+    for _ in range(4):
+        mask, stats = make_mask((rows, cols), MaskSpec(p, overlap=0.03), rng, [M.pack(m) for m in masks])
+        dl, dr = _degrees(mask)
+        assert mask.sum() == round(p * rows * cols) and set(dl) == {40} and set(dr) == {12}
+        assert stats.jaccard == tuple(_jaccard(mask, m) for m in masks) == (0.0,) * len(masks)  # vs p/(2−p) ≈ 0.053
+        assert stats.shared == 0
+        n = mask / np.sqrt(np.outer(dl, dr))
+        sigma2 = np.linalg.svd(n, compute_uv=False)[1]
+        assert stats.sigma2 == pytest.approx(sigma2, abs=1e-4) and sigma2 <= 1.1 * M.ramanujan_bound(40, 12)
+        masks.append(mask)
+    first, _ = make_mask((rows, cols), MaskSpec(p, overlap_policy="independent"), np.random.default_rng(1))
+    assert (first == masks[0]).all()  # nothing to avoid: the first task's mask is the independent one
+
+
+def test_avoid_policy_draws_uniform_masks_from_the_least_used_positions():
+    rng = np.random.default_rng(2)
+    spec = MaskSpec(0.4, construction="uniform")
+    masks = [make_mask((64, 96), spec, rng)[0]]
+    second, stats = make_mask((64, 96), spec, rng, [M.pack(masks[0])])
+    assert second.sum() == round(0.4 * 64 * 96) and not np.logical_and(masks[0], second).any()
+    assert stats.shared == 0 and stats.sigma2 == pytest.approx(_sigma2_networkx(second), abs=1e-4)
+    masks.append(second)
+    with pytest.warns(M.MaskWarning):  # 80 % used: the third takes every free position and 20 % of the rest
+        third, stats = make_mask((64, 96), spec, rng, [M.pack(m) for m in masks])
+    free = ~masks[0] & ~masks[1]
+    assert third[free].all() and stats.shared == third.sum() - free.sum() == np.logical_and(third, ~free).sum()
+    assert MaskSpec(0.1).avoids and MaskSpec(0.1, construction="uniform", block_degree=4).avoids
+    assert not MaskSpec(0.1, construction="algebraic").avoids and not MaskSpec(0.1, block_degree=4).avoids
+    assert not MaskSpec(0.1, overlap_policy="independent").avoids
+
+
+def test_full_matrix_falls_back_to_the_least_used_edges_with_a_warning():
+    # Three 30 % masks cover 90 %: the fourth must reuse at least 9000 − 3000 = 6000 edges, the fifth
+    # fits on positions used at most once and must not touch the ones the fourth reused.
+    rows, cols, p = 100, 300, 0.3
+    rng = np.random.default_rng(0)
+    masks: list[np.ndarray] = []
+    for _ in range(3):
+        masks.append(make_mask((rows, cols), MaskSpec(p), rng, [M.pack(m) for m in masks])[0])
+    assert np.sum(masks, axis=0).max() == 1  # pairwise disjoint
+    with pytest.warns(M.MaskWarning, match="reuse the least-used"):
+        fourth, stats = make_mask((rows, cols), MaskSpec(p, overlap=0.03), rng, [M.pack(m) for m in masks])
+    used = np.sum(masks, axis=0)
+    assert stats.shared == np.logical_and(fourth, used > 0).sum()
+    assert 6000 <= stats.shared <= 6000 * 1.02 and max(stats.jaccard) > 0.03  # over δ: warned, not raised
+    dl, dr = _degrees(fourth)
+    assert set(dl) == {90} and set(dr) == {30}
+    masks.append(fourth)
+    used = np.sum(masks, axis=0)
+    with pytest.warns(M.MaskWarning):
+        fifth, stats = make_mask((rows, cols), MaskSpec(p), rng, [M.pack(m) for m in masks])
+    assert not np.logical_and(fifth, used >= 2).any() and stats.shared == np.logical_and(fifth, used > 0).sum()
+    assert stats.sigma2 <= 1.1 * stats.bound
 
 
 def test_uniform_mask_is_exact_but_irregular():
@@ -120,3 +186,9 @@ def test_same_seed_same_mask_and_settings_are_validated():
         MaskSpec(0.1, construction="lps")
     with pytest.raises(ConfigError, match="density"):
         MaskSpec(0.0)
+    with pytest.raises(ConfigError, match="overlap_policy"):
+        MaskSpec(0.1, overlap_policy="disjoint")
+    earlier = [M.pack(a)]
+    c, _ = make_mask((40, 60), MaskSpec(0.2), np.random.default_rng(8), earlier)
+    d, _ = make_mask((40, 60), MaskSpec(0.2), np.random.default_rng(8), earlier)
+    assert (c == d).all() and not (a & c).any()

@@ -13,6 +13,9 @@ Ambiguities of the paper and how they are resolved here (each has a setting):
   (pre-trained) values and still take part in the forward pass (the issue's reading; LoTA does the same).
 * The overlap budget δ and damping γ have no published values; the Cheeger-constant test of App. A.4
   is replaced by the equivalent-in-spirit spectral test (Cheeger's inequality ties h to the gap).
+* "As disjoint as possible" (§4.1) with "resample edges" (Alg. 1 line 7, App. A.4 step 4): by default
+  (``overlap_policy = "avoid"``) each new mask's edges are swapped off earlier masks' edges, keeping its
+  degrees; ``"independent"`` keeps the earlier behaviour (independent masks, resampled whole above δ).
 """
 
 from __future__ import annotations
@@ -57,13 +60,18 @@ class ExpanderEWCConfig(MaskedTrainingConfig):
     construction: str = "random"  # random biregular ("rejection sampling", Alg. 1 line 5) | algebraic (MGG, networkx) | uniform
     block_degree: int = bounded(0, ge=0)  # 0: degrees from density; 4 or 8: block expander of §7's "degree 4 or 8" (see module doc)
     epsilon: float = bounded(0.1, ge=0)  # spectral check σ₂ ≤ (1+ε)·Ramanujan bound; finite-size slack, no published value
-    overlap: float = bounded(0.2, ge=0, le=1)  # δ, max Jaccard with every earlier task's mask (Alg. 1 line 7); random 10 % masks give ≈0.053
+    overlap: float = bounded(0.2, ge=0, le=1)  # δ, max Jaccard with every earlier task's mask (Alg. 1 line 7); independent 10 % masks give ≈0.053
+    # §4.1 "generate masks to be as disjoint as possible, minimizing the Jaccard index", Alg. 1 line 7 "resample
+    # edges", App. A.4 step 4 "greedily resampling edges": avoid = swap each new mask's edges off earlier masks'
+    # (exact degrees kept; least-used edges reused once the matrix is full, with a MaskWarning);
+    # independent = clbench ≤ issue 15: sample each mask independently, resample whole above δ (masks.py doc)
+    overlap_policy: str = "avoid"
     max_tries: int = bounded(20, ge=1)  # resamples per matrix before a clear error (Alg. 1 "resample ... until")
     spectral_check: bool = True  # compute σ₂ and resample above the bound (uniform masks: computed, never rejected)
 
     def mask_spec(self) -> MaskSpec:
         return MaskSpec(self.density, self.construction, self.block_degree, self.epsilon, self.overlap,
-                        self.max_tries, self.spectral_check)
+                        self.max_tries, self.spectral_check, self.overlap_policy)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -96,6 +104,7 @@ class DenseEWCConfig(ExpanderEWCConfig):
     density: float = bounded(1.0, gt=0, le=1)  # no mask
     construction: str = "uniform"  # the full matrix; no graph to check
     overlap: float = bounded(1.0, ge=0, le=1)  # every task's "mask" is the whole matrix
+    overlap_policy: str = "independent"  # nothing to avoid: every mask is the whole matrix
     spectral_check: bool = False
 
 

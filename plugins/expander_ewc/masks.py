@@ -30,6 +30,24 @@ matrix's output units (rows) and input units (columns). Three constructions:
     ``nnz`` positions drawn uniformly without replacement: the equally sparse random mask of the
     ablation. No regularity, no spectral check.
 
+Overlap with earlier tasks' masks of the same matrix (``MaskSpec.overlap_policy``):
+
+``avoid`` (default; paper §4.1 "as disjoint as possible", Alg. 1 line 7, App. A.4 step 4 "greedily
+resampling edges")
+    The sampled graph's edges that earlier masks already hold are moved off them by degree-preserving
+    edge swaps ((r₁,c₁),(r₂,c₂) → (r₁,c₂),(r₂,c₁)), so row and column degrees stay exactly those of
+    the sample. A swap is taken only when it lowers the number of earlier masks sharing the two edges,
+    so the mask ends disjoint from all earlier ones while the graph allows it. When capacity runs out
+    (the earlier masks cover so much that no disjoint mask with these degrees is left, or the swaps
+    stall near that point), the remaining shared edges sit on the least-used positions the swaps reached;
+    their number is ``MaskStats.shared`` and a :class:`MaskWarning` says so. A ``uniform`` mask, which has
+    no degrees to keep, is drawn uniformly among the least-used positions directly. The blow-ups
+    (``algebraic``, ``block``) have no single edges to move and are resampled whole, as under
+    ``independent``.
+``independent``
+    Each mask is sampled independently of the earlier ones (expected Jaccard p/(2−p) between two
+    density-p masks, ≈ 0.053 at 10 %) and resampled whole when it exceeds δ, up to ``max_tries``.
+
 Expansion is measured on the degree-normalised biadjacency N = D_L^{-1/2} A D_R^{-1/2}, whose top
 singular value is exactly 1 (singular vectors √d_L, √d_R). Its second singular value σ₂ is computed
 by Lanczos (``scipy.sparse.linalg.eigsh``) on the Gram operator of the deflated matrix N − u₁v₁ᵀ,
@@ -40,6 +58,7 @@ Ramanujan bound (√(d_L−1) + √(d_R−1)) / √(d_L·d_R) (= 2√(d−1)/d w
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -50,11 +69,18 @@ from scipy.sparse.linalg import LinearOperator, eigsh
 from clbench.errors import ConfigError
 
 CONSTRUCTIONS = ("random", "algebraic", "uniform")
+OVERLAP_POLICIES = ("avoid", "independent")
+SWAP_PATIENCE = 10  # rounds in a row with (almost) no accepted swap before the avoidance stops
+SWAP_BATCH = 1 << 14  # at least this many swap attempts a round (few movable edges: several partners each)
 MGG_BOUND = 5 * math.sqrt(2) / 8  # Gabber–Galil: λ₂ ≤ 5√2 for the degree-8 MGG graph, normalised by d = 8
 
 
 class MaskError(ConfigError):
     """No mask satisfying the constraints was found within the allowed number of tries."""
+
+
+class MaskWarning(UserWarning):
+    """A mask had to share edges with earlier masks: the matrix has no room left for a disjoint one."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +94,7 @@ class MaskSpec:
     overlap: float = 1.0  # δ: maximum Jaccard index against every earlier mask of the same matrix
     max_tries: int = 20  # resamples before giving up
     spectral_check: bool = True
+    overlap_policy: str = "avoid"  # avoid: swap edges off earlier masks (§4.1, App. A.4); independent: resample whole
 
     def __post_init__(self) -> None:
         if not 0.0 < self.density <= 1.0:
@@ -80,8 +107,17 @@ class MaskSpec:
             raise ConfigError(f"epsilon={self.epsilon} must be ≥ 0")
         if not 0.0 <= self.overlap <= 1.0:
             raise ConfigError(f"overlap={self.overlap} must lie in [0, 1]")
+        if self.overlap_policy not in OVERLAP_POLICIES:
+            raise ConfigError(f"overlap_policy={self.overlap_policy!r}: choose one of {list(OVERLAP_POLICIES)}")
         if self.max_tries < 1:
             raise ConfigError(f"max_tries={self.max_tries} must be ≥ 1")
+
+    @property
+    def avoids(self) -> bool:
+        """Whether masks avoid earlier masks' edges: under ``avoid``, for the constructions made of single
+        edges (``uniform``, and ``random`` without ``block_degree``; a blow-up's edges come in blocks)."""
+        single = self.construction == "uniform" or (self.construction == "random" and not self.block_degree)
+        return self.overlap_policy == "avoid" and single
 
 
 @dataclass(frozen=True)
@@ -96,6 +132,7 @@ class MaskStats:
     bound: float | None  # the bound σ₂ was checked against (Ramanujan for the mean degrees; MGG's for algebraic)
     jaccard: tuple[float, ...]  # against each earlier mask, in task order
     tries: int
+    shared: int = 0  # edges that some earlier mask also holds (> 0 under avoid only when capacity ran out)
 
     @property
     def spectral_gap(self) -> float | None:
@@ -104,7 +141,8 @@ class MaskStats:
     def as_dict(self) -> dict[str, object]:
         return {"nnz": self.nnz, "density": self.density, "row_degrees": list(self.row_degrees),
                 "col_degrees": list(self.col_degrees), "sigma2": self.sigma2, "bound": self.bound,
-                "spectral_gap": self.spectral_gap, "jaccard": list(self.jaccard), "tries": self.tries}
+                "spectral_gap": self.spectral_gap, "jaccard": list(self.jaccard), "tries": self.tries,
+                "shared": self.shared}
 
 
 # --------------------------------------------------------------------------- degrees
@@ -193,6 +231,16 @@ def uniform_random(rows: int, cols: int, nnz: int, rng: np.random.Generator) -> 
     return csr_from_edges(rows, cols, flat // cols, flat % cols)
 
 
+def least_used(rows: int, cols: int, nnz: int, used: np.ndarray, rng: np.random.Generator) -> sp.csr_matrix:
+    """``nnz`` positions drawn uniformly among the least-used ones (``used``: how many earlier masks hold
+    each flat position): all positions below some usage level, and a uniform sample of that level."""
+    level = int(np.searchsorted(np.cumsum(np.bincount(used)), nnz))
+    below = np.flatnonzero(used < level)
+    tied = rng.choice(np.flatnonzero(used == level), size=nnz - below.size, replace=False)
+    flat = np.sort(np.concatenate([below, tied]))
+    return csr_from_edges(rows, cols, flat // cols, flat % cols)
+
+
 def mgg_base(m: int) -> np.ndarray:
     """Biadjacency (m²×m², 0/1) of networkx's Margulis–Gabber–Galil graph with parallel edges collapsed.
 
@@ -242,6 +290,80 @@ def permute(a: sp.csr_matrix, rng: np.random.Generator) -> sp.csr_matrix:
     """Relabel rows and columns at random (the spectrum is unchanged)."""
     pr, pc = rng.permutation(a.shape[0]), rng.permutation(a.shape[1])
     return sp.csr_matrix(a[pr][:, pc])
+
+
+# --------------------------------------------------------------------------- overlap avoidance
+def usage(earlier: Sequence[np.ndarray], size: int) -> np.ndarray:
+    """How many of the bit-packed ``earlier`` masks (at least one) hold each of ``size`` flat positions."""
+    count = np.unpackbits(earlier[0], count=size)
+    if len(earlier) > 255:
+        count = count.astype(np.uint16)
+    for e in earlier[1:]:
+        count += np.unpackbits(e, count=size)
+    return count
+
+
+def avoid_used(a: sp.csr_matrix, mask: np.ndarray, used: np.ndarray, rng: np.random.Generator) -> sp.csr_matrix:
+    """``a`` with its edges moved off positions that earlier masks use (``used``: their count per flat
+    position) by degree-preserving edge swaps; ``mask``, the dense bool form of ``a``, is updated in place.
+
+    Each round pairs every edge that could still move (usage above the matrix's least usage) with a
+    random edge of the mask (with several when fewer than :data:`SWAP_BATCH` can move) and swaps their
+    columns, (r₁,c₁),(r₂,c₂) → (r₁,c₂),(r₂,c₁), when both new positions are free in the mask and their
+    total usage is lower. Swaps that share an edge or a new position keep one of them, so a round's
+    swaps apply at once. Rows keep their edges and columns are only exchanged: every degree is kept.
+    Stops when nothing can move or after :data:`SWAP_PATIENCE` rounds in a row that move fewer than 1 %
+    of the movable edges (capacity is out: what is left sits on the least-used positions reached).
+    """
+    rows, cols = a.shape
+    taken = mask.reshape(-1)
+    index = np.int32 if rows * cols < 2**31 else np.int64
+    base = np.repeat(np.arange(0, rows * cols, cols, dtype=index), np.diff(a.indptr))  # r·cols per edge
+    c = a.indices.astype(index)
+    floor = int(used.min())
+    cost = used[base + c].astype(np.int32)  # per edge: how many earlier masks hold it
+    cand = np.flatnonzero(cost > floor)
+    owner = np.empty(c.size, dtype=index)
+    idle = 0
+    while cand.size and idle < SWAP_PATIENCE:
+        i = np.repeat(cand.astype(index), max(1, SWAP_BATCH // cand.size))
+        j = rng.integers(c.size, size=i.size, dtype=index)
+        swaps = np.stack([i, j, base[i] + c[j], base[j] + c[i]])  # the edges and their new positions
+        swaps = swaps[:, ~taken[swaps[2]] & ~taken[swaps[3]]]
+        i, j, new_i, new_j = swaps
+        swaps = swaps[:, used[new_i].astype(np.int32) + used[new_j] < cost[i] + cost[j]]
+        i, j, new_i, new_j = swaps[:, _alone(swaps, owner, taken)]
+        taken[base[i] + c[i]] = taken[base[j] + c[j]] = False
+        taken[new_i] = taken[new_j] = True
+        c[i], c[j] = c[j], c[i]
+        cost[i], cost[j] = used[new_i], used[new_j]
+        idle = idle + 1 if i.size < max(1, cand.size // 100) else 0
+        movable = np.zeros(c.size, dtype=bool)
+        movable[cand] = movable[j] = True
+        cand = np.flatnonzero(movable)
+        cand = cand[cost[cand] > floor]
+    return sp.csr_matrix((a.data, c.astype(np.int32), a.indptr), shape=a.shape)
+
+
+def _alone(swaps: np.ndarray, owner: np.ndarray, taken: np.ndarray) -> np.ndarray:
+    """Which swaps (columns: edge i, edge j, new position of i, new position of j) share neither an edge
+    nor a new position with another, so that all can apply at once. An edge in several swaps stays
+    with the last one written into ``owner`` (scratch, one slot per edge), the edges to move written
+    last so that they win over partners; then a new position that several of the remaining swaps would
+    create drops them all (rare: they must agree on row and column). New positions are free in
+    ``taken`` (the flat mask), which marks the repeated ones for a moment."""
+    swap = np.arange(swaps.shape[1], dtype=owner.dtype)
+    owner[swaps[1]] = swap
+    owner[swaps[0]] = swap
+    alone = (owner[swaps[0]] == swap) & (owner[swaps[1]] == swap)
+    new = swaps[2:, alone]
+    ordered = np.sort(new, axis=None)
+    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+    if repeated.size:
+        taken[repeated] = True
+        alone[alone] = ~(taken[new[0]] | taken[new[1]])
+        taken[repeated] = False
+    return alone
 
 
 # --------------------------------------------------------------------------- checks
@@ -311,13 +433,14 @@ def to_dense(a: sp.csr_matrix) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- the entry point
-def sample(rows: int, cols: int, spec: MaskSpec,
-           rng: np.random.Generator) -> tuple[sp.csr_matrix, sp.csr_matrix, str]:
+def sample(rows: int, cols: int, spec: MaskSpec, rng: np.random.Generator,
+           used: np.ndarray | None = None) -> tuple[sp.csr_matrix, sp.csr_matrix, str]:
     """One candidate biadjacency, the graph whose σ₂ certifies it (itself, or the base graph of a
-    blow-up, whose non-trivial spectrum the blow-up inherits) and the bound: "ramanujan", "mgg", "none"."""
+    blow-up, whose non-trivial spectrum the blow-up inherits) and the bound: "ramanujan", "mgg", "none".
+    With ``used`` (earlier masks per flat position), a uniform mask takes the least-used positions."""
     nnz = edge_count(rows, cols, spec.density)
     if spec.construction == "uniform":
-        a = uniform_random(rows, cols, nnz, rng)
+        a = uniform_random(rows, cols, nnz, rng) if used is None else least_used(rows, cols, nnz, used, rng)
         return a, a, "none"
     if spec.block_degree:
         n_c = max(spec.block_degree, min(cols, int(round(spec.block_degree / spec.density))))
@@ -343,23 +466,28 @@ def make_mask(shape: Sequence[int], spec: MaskSpec, rng: np.random.Generator,
               earlier: Sequence[np.ndarray] = ()) -> tuple[np.ndarray, MaskStats]:
     """A bool mask of ``shape`` (2-D; higher ranks are flattened after the first axis) meeting ``spec``.
 
-    ``earlier`` holds the bit-packed masks (:func:`pack`) of the same matrix for earlier tasks.
-    Resamples until the overlap budget and (when it applies) the spectral check both hold; raises
-    :class:`MaskError` after ``spec.max_tries`` samples, naming the constraint that failed.
+    ``earlier`` holds the bit-packed masks (:func:`pack`) of the same matrix for earlier tasks. When
+    ``spec.avoids``, each sample is moved off the earlier masks' edges (:func:`avoid_used`, or a uniform
+    mask drawn on the least-used positions); edges still shared then mean the matrix is out of room,
+    which is a :class:`MaskWarning` (also above δ: a resample cannot do better), never an error.
+    Otherwise (``independent``) masks over δ are resampled. Resamples until the spectral check (when it
+    applies) holds; raises :class:`MaskError` after ``spec.max_tries`` samples, naming what failed.
     """
     rows = int(shape[0])
     cols = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+    used = usage(earlier, rows * cols) if earlier and spec.avoids else None
     last = ""
     for attempt in range(1, spec.max_tries + 1):
-        a, cert, kind = sample(rows, cols, spec, rng)
+        a, cert, kind = sample(rows, cols, spec, rng, used)
         mask = to_dense(a)
-        packed = pack(mask)
-        jac = tuple(jaccard_packed(packed, e) for e in earlier)
-        if jac and max(jac) > spec.overlap:
+        if used is not None and spec.construction == "random":
+            a = cert = avoid_used(a, mask, used, rng)
+        jac, shared = overlaps(pack(mask), earlier)
+        if used is None and jac and max(jac) > spec.overlap:
             last = f"Jaccard overlap {max(jac):.4f} > overlap={spec.overlap}"
             continue
         dl, dr = degrees(a)
-        bl, br = degrees(cert)
+        bl, br = (dl, dr) if cert is a else degrees(cert)
         bound = check_bound(kind, float(bl.mean()), float(br.mean()))
         sigma2 = None
         if spec.spectral_check and min(cert.shape) > 1 and cert.nnz:
@@ -368,11 +496,27 @@ def make_mask(shape: Sequence[int], spec: MaskSpec, rng: np.random.Generator,
                 last = f"σ₂ = {sigma2:.4f} > (1+ε)·bound = {(1 + spec.epsilon) * bound:.4f}"
                 continue
         stats = MaskStats(int(a.nnz), a.nnz / (rows * cols), (int(dl.min()), int(dl.max())),
-                          (int(dr.min()), int(dr.max())), sigma2, bound, jac, attempt)
+                          (int(dr.min()), int(dr.max())), sigma2, bound, jac, attempt, shared)
+        if used is not None and shared:
+            warnings.warn(MaskWarning(capacity_message(rows, cols, stats, used, spec)), stacklevel=2)
         return mask.reshape(tuple(int(s) for s in shape)), stats
     raise MaskError(f"no {spec.construction} mask for a {rows}×{cols} matrix at density {spec.density} "
                     f"after max_tries={spec.max_tries} samples: {last}. Raise overlap (δ), epsilon or max_tries, "
-                    "or lower the density")
+                    "lower the density, or (random and uniform masks) set overlap_policy='avoid'")
+
+
+def capacity_message(rows: int, cols: int, stats: MaskStats, used: np.ndarray, spec: MaskSpec) -> str:
+    free = int(np.count_nonzero(used == 0))
+    over = ">" if max(stats.jaccard) > spec.overlap else "≤"
+    return (f"{rows}×{cols} matrix: earlier masks leave {free} of {rows * cols} positions free for {stats.nnz} "
+            f"edges, so {stats.shared} edges reuse the least-used positions reached "
+            f"(max Jaccard {max(stats.jaccard):.4f} {over} overlap={spec.overlap})")
+
+
+def overlaps(packed: np.ndarray, earlier: Sequence[np.ndarray]) -> tuple[tuple[float, ...], int]:
+    """The Jaccard index with each earlier (bit-packed) mask, and how many edges any of them holds."""
+    jac = tuple(jaccard_packed(packed, e) for e in earlier)
+    return jac, int(np.bitwise_count(packed & np.bitwise_or.reduce(earlier)).sum()) if earlier else 0
 
 
 def describe(mask: np.ndarray, earlier: Sequence[np.ndarray] = (), spectral: bool = True) -> MaskStats:
@@ -380,8 +524,7 @@ def describe(mask: np.ndarray, earlier: Sequence[np.ndarray] = (), spectral: boo
     rows = int(mask.shape[0])
     a = sp.csr_matrix(mask.reshape(rows, -1), dtype=np.float32)
     dl, dr = degrees(a)
-    packed = pack(mask)
-    jac = tuple(jaccard_packed(packed, e) for e in earlier)
+    jac, shared = overlaps(pack(mask), earlier)
     sigma2 = second_singular_value(a) if spectral and min(a.shape) > 1 and a.nnz else None
     return MaskStats(int(a.nnz), a.nnz / mask.size, (int(dl.min()), int(dl.max())), (int(dr.min()), int(dr.max())),
-                     sigma2, ramanujan_bound(float(dl.mean()), float(dr.mean())), jac, 1)
+                     sigma2, ramanujan_bound(float(dl.mean()), float(dr.mean())), jac, 1, shared)
