@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from clbench_plugins.glue.model import REGRESSION_LABELS
 from clbench_plugins.glue.scoring import official
 from clbench_plugins.glue.streams import GlueConfig, GlueSparse
 from scipy.stats import pearsonr, spearmanr
@@ -54,11 +55,15 @@ def test_loads_every_task_in_the_real_format(glue_dir):
     mrpc = stream.data("mrpc")
     assert mrpc.test.x[0] == "Amrozi accused him . </s></s> He accused Amrozi ." and mrpc.test.y.tolist() == [1, 0, 1, 0]
     stsb = stream.data("stsb")
-    assert stsb.test.y.tolist() == [5, 4, 0, 3]  # rounded scores as 6 classes
+    assert stsb.test.y.tolist() == pytest.approx([5.0, 3.8, 0.4, 2.6])  # regression: the scores themselves
     assert stream.gold_scores["stsb"].tolist() == pytest.approx([5.0, 3.8, 0.4, 2.6])
+    assert stream.task("stsb").labels == REGRESSION_LABELS
     assert stream.data("rte").test.y.tolist() == [1, 1, 0, 0]
     assert stream.data("qnli").train.x[0] == "When did it open? </s></s> It opened in 1990."
-    assert stream.task("stsb").num_classes == 6 and stream.multi_head
+    assert stream.multi_head
+    classes = GlueSparse(GlueConfig(data_dir=str(glue_dir), val_fraction=0.0, stsb="classes"))
+    assert classes.data("stsb").test.y.tolist() == [5, 4, 0, 3]  # rounded scores as 6 classes
+    assert classes.task("stsb").num_classes == 6
 
 
 def test_bad_files_name_file_and_record(glue_dir):
@@ -73,6 +78,8 @@ def test_bad_files_name_file_and_record(glue_dir):
         GlueSparse(GlueConfig())
     with pytest.raises(ConfigError, match="unknown GLUE task"):
         GlueConfig(data_dir="x", tasks=("mnli2",))
+    with pytest.raises(ConfigError, match="stream.stsb='ordinal'"):
+        GlueConfig(data_dir="x", stsb="ordinal")
 
 
 def test_official_metrics_match_sklearn_and_scipy():
@@ -91,8 +98,9 @@ def test_official_metrics_match_sklearn_and_scipy():
 
 
 def test_stream_score_is_the_official_metric_times_100(glue_dir):
-    """What the runner records: Stream.evaluate → GlueSparse.score, on each task's dev rows."""
-    stream = GlueSparse(GlueConfig(data_dir=str(glue_dir), val_fraction=0.0))
+    """What the runner records: Stream.evaluate → GlueSparse.score, on each task's dev rows (STS-B as
+    classes: the predicted class is scored against the raw gold score)."""
+    stream = GlueSparse(GlueConfig(data_dir=str(glue_dir), val_fraction=0.0, stsb="classes"))
     stsb = [5.0, 3.8, 0.4, 2.6]  # the fabricated STS-B dev scores
     pred = torch.tensor([4, 4, 1, 3])
     gold = stream.data("stsb").test.y

@@ -1,67 +1,46 @@
-"""GLUE's official metrics (Wang et al. 2019, Table 1), computed from predicted class indices.
+"""GLUE's official metrics (Wang et al. 2019, Table 1), computed with scikit-learn and scipy.
 
 :meth:`clbench_plugins.glue.streams.GlueSparse.score` reports ``100 × official(metric, pred, gold)``,
 so the accuracy matrix of a glue-sparse run holds each task's official number: Matthews correlation
 (CoLA), F1 of the positive class (MRPC), accuracy (SST-2, RTE, QNLI) and, for STS-B, the mean of
-Pearson's and Spearman's correlations between the predicted class (the rounded score) and the gold
-score. Correlations can be negative, so a cell may lie in [−100, 100]; undefined correlations (a
-constant prediction) are 0, as in scikit-learn's ``matthews_corrcoef``.
+Pearson's and Spearman's correlations between the predicted and the gold similarity score (a float
+from the regression head, or the predicted class when STS-B runs as six rounded classes).
+Correlations can be negative, so a cell may lie in [−100, 100]. An undefined correlation (a constant
+prediction) is 0, as scikit-learn's ``matthews_corrcoef`` makes it; scipy returns NaN there.
 """
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
-import torch
+from scipy.stats import pearsonr, spearmanr
+from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 from torch import Tensor
 
 METRICS = ("matthews", "f1", "accuracy", "pearson_spearman")
 
 
-def matthews(pred: Tensor, gold: Tensor) -> float:
-    tp = float(((pred == 1) & (gold == 1)).sum())
-    tn = float(((pred == 0) & (gold == 0)).sum())
-    fp = float(((pred == 1) & (gold == 0)).sum())
-    fn = float(((pred == 0) & (gold == 1)).sum())
-    denom = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
-    return (tp * tn - fp * fn) / denom if denom else 0.0
-
-
-def f1(pred: Tensor, gold: Tensor) -> float:
-    tp = float(((pred == 1) & (gold == 1)).sum())
-    fp = float(((pred == 1) & (gold == 0)).sum())
-    fn = float(((pred == 0) & (gold == 1)).sum())
-    return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
-
-
-def pearson(pred: Tensor, gold: Tensor) -> float:
-    x = pred.double() - pred.double().mean()
-    y = gold.double() - gold.double().mean()
-    denom = float(x.norm() * y.norm())
-    return float((x * y).sum()) / denom if denom else 0.0
-
-
-def average_ranks(x: Tensor) -> Tensor:
-    """1-based ranks, ties sharing the mean of the ranks they span."""
-    _, inverse, counts = np.unique(x.double().numpy(), return_inverse=True, return_counts=True)
-    ends = np.cumsum(counts)  # last rank of each distinct value
-    return torch.from_numpy(ends - (counts - 1) / 2.0)[torch.from_numpy(inverse.ravel())]
-
-
-def spearman(pred: Tensor, gold: Tensor) -> float:
-    return pearson(average_ranks(pred.cpu()), average_ranks(gold.cpu()))
+def correlation(pred: Tensor, gold: Tensor) -> float:
+    """Mean of Pearson's and Spearman's r (STS-B's official number); 0 when either is undefined."""
+    x, y = pred.double().numpy(), gold.double().numpy()
+    if len(x) < 2 or x.min() == x.max() or y.min() == y.max():
+        return 0.0
+    r = 0.5 * (float(pearsonr(x, y).statistic) + float(spearmanr(x, y).statistic))
+    return 0.0 if math.isnan(r) else r
 
 
 def official(metric: str, pred: Tensor, gold: Tensor) -> float:
     """The official metric in [−1, 1] or [0, 1]; ``gold`` holds raw labels (STS-B: float scores)."""
-    pred, gold = pred.cpu(), gold.cpu()
-    if metric == "matthews":
-        return matthews(pred, gold.long())
-    if metric == "f1":
-        return f1(pred, gold.long())
+    pred, gold = pred.detach().cpu(), gold.detach().cpu()
     if metric == "pearson_spearman":
-        return 0.5 * (pearson(pred, gold) + spearman(pred, gold))
-    if metric == "accuracy":
-        return float((pred == gold.long()).double().mean()) if len(gold) else 0.0
-    raise ValueError(f"unknown GLUE metric {metric!r}; known: {METRICS}")
+        return correlation(pred, gold)
+    if metric not in METRICS:
+        raise ValueError(f"unknown GLUE metric {metric!r}; known: {METRICS}")
+    if len(gold) == 0:
+        return 0.0
+    p, g = pred.long().numpy(), gold.long().numpy()
+    if metric == "matthews":
+        return float(matthews_corrcoef(g, p))
+    if metric == "f1":
+        return float(f1_score(g, p, zero_division=0.0))
+    return float(accuracy_score(g, p))

@@ -6,10 +6,17 @@ as written by the GLUE download script) or, with ``source = "hub"``, from the Hu
 paper and every GLUE paper); a validation split is carved from train.
 
 Inputs are strings; a sentence pair is joined with ``pair_separator`` (RoBERTa's ``</s></s>``).
-STS-B is a regression task (scores 0-5): here it is 6 classes, the score rounded to an integer, and
-its official metric (mean of Pearson's and Spearman's correlations) is computed from the predicted
-class against the gold score. :meth:`GlueSparse.score` reports every task's official metric × 100
-(:mod:`clbench_plugins.glue.scoring`), so the accuracy matrix holds official numbers.
+STS-B is a regression task (scores 0-5). With ``stsb = "regression"`` (default) its labels are
+:data:`~clbench_plugins.glue.model.REGRESSION_LABELS`, ``y`` holds the float scores and a model with a
+regression head (``glue-encoder``) predicts a float; ``stsb = "classes"`` keeps the earlier reading, 6
+classes (the rounded score) for any classifier. Either way its official metric (mean of Pearson's and
+Spearman's correlations) is computed against the raw gold score. :meth:`GlueSparse.score` reports every
+task's official metric × 100 (:mod:`clbench_plugins.glue.scoring`), so the accuracy matrix holds
+official numbers.
+
+The six tasks form a stream (orders 1 and 2) for continual learning; Table 5's protocol — every task
+fine-tuned from the same base with its own mask — is the ``pertask-expander`` / ``pertask-random``
+methods on this stream (``--profile paper-expander --stream glue-sparse --methods all``).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from clbench.config import bounded
 from clbench.data import Split, Stream, TaskData, TaskInfo, confined, read_text, stratified_split
 from clbench.errors import ConfigError, DataError
 
+from .model import REGRESSION_LABELS
 from .scoring import official
 
 
@@ -67,6 +75,7 @@ class GlueConfig:
     max_test: int = bounded(0, ge=0)  # cap on dev examples per task (0: all)
     val_fraction: float = bounded(0.1, ge=0, lt=1)  # held out of train for methods that select
     pair_separator: str = " </s></s> "  # RoBERTa's pair format
+    stsb: str = "regression"  # regression (float scores, a regression head) | classes (6 rounded classes)
 
     def __post_init__(self) -> None:
         if self.source not in ("local", "hub"):
@@ -76,6 +85,8 @@ class GlueConfig:
             raise ConfigError(f"stream.tasks: unknown GLUE task(s) {unknown}; known: {sorted(GLUE_TASKS)}")
         if not 0.0 <= self.val_fraction < 1.0:
             raise ConfigError(f"stream.val_fraction={self.val_fraction} must lie in [0, 1)")
+        if self.stsb not in ("regression", "classes"):
+            raise ConfigError(f"stream.stsb={self.stsb!r}: choose regression or classes")
 
 
 def label_index(fmt: GlueTaskFormat, raw: str, where: str) -> int:
@@ -145,12 +156,19 @@ class GlueSparse(Stream):
     def __init__(self, config: GlueConfig) -> None:
         if config.source == "local" and not config.data_dir:
             raise ConfigError("stream.data_dir is empty: point it at a GLUE directory (or set stream.source=hub)")
-        tasks = [TaskInfo(t, GLUE_TASKS[t].labels, group="glue") for t in config.tasks]
+        tasks = [TaskInfo(t, self.task_labels(t, config), group="glue") for t in config.tasks]
         names = list(config.tasks)
         super().__init__("glue-sparse", tasks, {"1": names, "2": names[::-1]}, modality="text",
                          multi_head=True, provenance="GLUE (Wang et al. 2019); dev split as test")
         self.config = config
         self.gold_scores: dict[str, torch.Tensor] = {}  # raw dev labels (STS-B: float scores) for scoring
+
+    @staticmethod
+    def task_labels(task: str, config: GlueConfig) -> tuple[str, ...]:
+        return REGRESSION_LABELS if task == "stsb" and config.stsb == "regression" else GLUE_TASKS[task].labels
+
+    def regression(self, task: str) -> bool:
+        return self.task(task).labels == REGRESSION_LABELS
 
     def _read(self, task: str, split: str) -> tuple[list[str], list[int], list[float]]:
         fmt = GLUE_TASKS[task]
@@ -161,25 +179,26 @@ class GlueSparse(Stream):
 
     def load(self, info: TaskInfo) -> TaskData:
         c = self.config
-        tx, ty, _ = self._read(info.name, "train")
+        tx, ty, traw = self._read(info.name, "train")
         dx, dy, draw = self._read(info.name, "dev")
         if c.max_train:
-            tx, ty = tx[: c.max_train], ty[: c.max_train]
+            tx, ty, traw = tx[: c.max_train], ty[: c.max_train], traw[: c.max_train]
         if c.max_test:
             dx, dy, draw = dx[: c.max_test], dy[: c.max_test], draw[: c.max_test]
-        y = torch.tensor(ty)
-        train = Split(tx, y)
+        regression = self.regression(info.name)  # y: the float scores; else class indices
+        train = Split(tx, torch.tensor(traw) if regression else torch.tensor(ty))
         val = None
-        if c.val_fraction > 0 and len(ty) >= 10:
-            keep, held = stratified_split(y, c.val_fraction, torch.Generator().manual_seed(4321))
+        if c.val_fraction > 0 and len(ty) >= 10:  # stratified by class (STS-B: by rounded score)
+            keep, held = stratified_split(torch.tensor(ty), c.val_fraction, torch.Generator().manual_seed(4321))
             train, val = train.subset(keep), train.subset(held)
         self.gold_scores[info.name] = torch.tensor(draw)
-        return TaskData(info, train, Split(dx, torch.tensor(dy)), val)
+        return TaskData(info, train, Split(dx, torch.tensor(draw) if regression else torch.tensor(dy)), val)
 
     def score(self, task: str, pred: Tensor, gold: Tensor) -> float:
         """The task's official metric × 100 on the first ``len(gold)`` dev examples (the evaluated ones).
 
-        ``gold`` holds class indices; STS-B is scored against its raw float scores, kept at load time.
+        ``gold`` holds class indices or, for a regression task, the scores; STS-B is always scored against
+        its raw float scores, kept at load time (the rounded classes lose the decimals).
         """
         self.data(task)  # loads the task (and its raw scores) if the runner has not yet
         raw = self.gold_scores[task][: len(gold)]
@@ -188,3 +207,20 @@ class GlueSparse(Stream):
 
 def build(config: Any) -> GlueSparse:
     return GlueSparse(config)
+
+
+# The GLUE/SuperGLUE-style tasks that the CL benchmark copy holds offline (data/README.md): Table 5's
+# protocol on them needs no GLUE download. Labels are the CL benchmark's words; every task is scored by
+# accuracy (the CL benchmark's number; GLUE's official QQP number is the mean of F1 and accuracy).
+CL_GLUE_ORDER = ["MNLI", "QQP", "RTE", "SST-2", "CB", "BoolQA"]
+
+
+# Orders: the six tasks as a sequence (1, and 2 reversed), and one order per task holding that task alone:
+# a cell per task, which evaluates only its own task (a six-task cell scores all six after every task).
+CL_GLUE_ORDERS = {"1": CL_GLUE_ORDER, "2": CL_GLUE_ORDER[::-1], **{t: [t] for t in CL_GLUE_ORDER}}
+
+
+def build_cl(config: Any) -> Stream:
+    from clbench_plugins.cl_benchmark.streams import _from_dir
+
+    return _from_dir("glue-cl", CL_GLUE_ORDERS, config)

@@ -1,9 +1,29 @@
 from dataclasses import dataclass
 
+from clbench_plugins.expander_ewc.config import ExpanderEWCConfig
 from clbench_plugins.lora.config import LoRAConfig
+
+from clbench.config import bounded
 
 
 @dataclass(frozen=True)
 class PerTaskConfig(LoRAConfig):
     """PerTaskFT with LoRA (the N-LoRA tables' PerTaskFT row): a separate LoRA per task, each trained
     from the base model and evaluated with its own adapter (task identity at test time)."""
+
+
+@dataclass(frozen=True)
+class PerTaskMaskConfig(ExpanderEWCConfig):
+    """Sparse fine-tuning per task (Expander-EWC paper §6.2, Table 5): every task starts from the base
+    weights with a fresh mask and is evaluated with its own weights; no task sequence, so no EWC (λ = 0)
+    and no overlap budget between the tasks' masks."""
+
+    lambda_: float = bounded(0.0, ge=0)  # §6.2 compares masks alone: no penalty
+    overlap: float = bounded(1.0, ge=0, le=1)  # independent tasks: a mask need not avoid earlier ones
+
+
+@dataclass(frozen=True)
+class PerTaskRandomConfig(PerTaskMaskConfig):
+    """Table 5's "Random Mask" row: equally sparse uniform random masks."""
+
+    construction: str = "uniform"  # §6.2 "random masking" at the same sparsity

@@ -1,16 +1,28 @@
 from __future__ import annotations
 
+from clbench_plugins.expander_ewc.config import PAPER_PRESETS
 from clbench_plugins.lora.presets import BASELINE
 
 from clbench import hookimpl
 from clbench.specs import MethodSpec
 
-from .config import PerTaskConfig
+from .config import PerTaskConfig, PerTaskMaskConfig, PerTaskRandomConfig
+from .masked import PerTaskMasked
 from .method import PerTask
+
+# Table 5 (§6.2): 99 % sparsity on GLUE, also on the offline GLUE-style tasks of the CL benchmark.
+MASK_PRESETS = {**PAPER_PRESETS, "paper-expander/glue-cl": PAPER_PRESETS["paper-expander/glue-sparse"]}
 
 
 @hookimpl
 def clbench_add_methods() -> list[MethodSpec]:
     return [MethodSpec("pertask", PerTask, PerTaskConfig, "a separate LoRA per task, each evaluated with its own adapter",
                        footprint_kind="lowrank", requires=frozenset({"lora"}), presets=BASELINE,
-                       tags=frozenset({"upper-bound"}))]
+                       tags=frozenset({"upper-bound"})),
+            MethodSpec("pertask-expander", PerTaskMasked, PerTaskMaskConfig,
+                       "each task from the base weights with its own expander mask, no EWC (Table 5's protocol)",
+                       footprint_kind="masked", presets=MASK_PRESETS, tags=frozenset({"upper-bound"})),
+            MethodSpec("pertask-random", PerTaskMasked, PerTaskRandomConfig,
+                       "each task from the base weights with its own uniform random mask, no EWC (Table 5's "
+                       "Random Mask row)", footprint_kind="masked", presets=MASK_PRESETS,
+                       tags=frozenset({"upper-bound", "ablation"}))]
