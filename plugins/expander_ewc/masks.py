@@ -307,9 +307,9 @@ def avoid_used(a: sp.csr_matrix, mask: np.ndarray, used: np.ndarray, rng: np.ran
     """``a`` with its edges moved off positions that earlier masks use (``used``: their count per flat
     position) by degree-preserving edge swaps; ``mask``, the dense bool form of ``a``, is updated in place.
 
-    Each round pairs every edge that could still move (usage above the matrix's least usage) with a
-    random edge of the mask (with several when fewer than :data:`SWAP_BATCH` can move) and swaps their
-    columns, (r₁,c₁),(r₂,c₂) → (r₁,c₂),(r₂,c₁), when both new positions are free in the mask and their
+    Each round pairs the edges that could still move (usage above the matrix's least usage) with each
+    other, or, once fewer than 2·:data:`SWAP_BATCH` are left, each with random edges of the mask (several
+    when fewer than :data:`SWAP_BATCH`), and swaps their columns, (r₁,c₁),(r₂,c₂) → (r₁,c₂),(r₂,c₁), when both new positions are free in the mask and their
     total usage is lower. Swaps that share an edge or a new position keep one of them, so a round's
     swaps apply at once. Rows keep their edges and columns are only exchanged: every degree is kept.
     Stops when nothing can move or after :data:`SWAP_PATIENCE` rounds in a row that move fewer than 1 %
@@ -326,8 +326,11 @@ def avoid_used(a: sp.csr_matrix, mask: np.ndarray, used: np.ndarray, rng: np.ran
     owner = np.empty(c.size, dtype=index)
     idle = 0
     while cand.size and idle < SWAP_PATIENCE:
-        i = np.repeat(cand.astype(index), max(1, SWAP_BATCH // cand.size))
-        j = rng.integers(c.size, size=i.size, dtype=index)
+        if cand.size >= 2 * SWAP_BATCH:  # many movable edges: pair them with each other
+            i, j = rng.permutation(cand).astype(index)[:cand.size // 2 * 2].reshape(2, -1)
+        else:
+            i = np.repeat(cand.astype(index), max(1, SWAP_BATCH // cand.size))
+            j = rng.integers(c.size, size=i.size, dtype=index)
         swaps = np.stack([i, j, base[i] + c[j], base[j] + c[i]])  # the edges and their new positions
         swaps = swaps[:, ~taken[swaps[2]] & ~taken[swaps[3]]]
         i, j, new_i, new_j = swaps
