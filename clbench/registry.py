@@ -141,6 +141,13 @@ def _dist_of(plugin: object, pm: pluggy.PluginManager) -> tuple[str, str]:
     return "no installed distribution", "-"
 
 
+def in_process_plugins(pm: pluggy.PluginManager) -> list[str]:
+    """Plugins registered in this process only (neither core nor an entry point): a worker process that
+    rebuilds the registries with :func:`build_registry` would not have them."""
+    dists = getattr(pm, _DISTS_ATTR, {})
+    return [plugin_name(pm, p) for p in pm.get_plugins() if id(p) not in dists and pm.get_name(p) not in CORE_PLUGINS]
+
+
 def plugin_name(pm: pluggy.PluginManager, plugin: object) -> str:
     """The name ``-p no:NAME`` takes; for an object registered without one (pluggy then names it by its
     ``id``), its module or class, which a reader can find."""
@@ -163,11 +170,16 @@ def load_entry_points(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) ->
     for name in blocked:
         pm.set_blocked(name)
     seen: set[str] = set()
+    # each .metadata / .version parses the distribution's METADATA file again (~1 ms): once per distribution
+    dists: dict[int, tuple[str, str]] = {}
     for ep in sorted(md.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         if ep.name in blocked or ep.name in seen or pm.has_plugin(ep.name):
             continue
         seen.add(ep.name)
-        dist = ep.dist.metadata["name"] if ep.dist is not None else "unknown distribution"
+        if ep.dist is not None and id(ep.dist) not in dists:
+            meta = ep.dist.metadata
+            dists[id(ep.dist)] = (meta["name"], meta["version"])
+        dist, version = dists[id(ep.dist)] if ep.dist is not None else ("unknown distribution", "-")
         try:
             plugin = ep.load()
         except Exception as exc:  # a broken third-party package must not look like our bug
@@ -180,7 +192,7 @@ def load_entry_points(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) ->
         except pluggy.PluginValidationError as exc:
             raise PluginError(f"plugin {ep.name!r} from distribution {dist!r} is malformed: {exc}") from exc
         if ep.dist is not None:
-            getattr(pm, _DISTS_ATTR)[id(plugin)] = (ep.dist.metadata["name"], ep.dist.version)
+            getattr(pm, _DISTS_ATTR)[id(plugin)] = (dist, version)
 
 
 def check_disabled(disabled: Iterable[str]) -> None:
