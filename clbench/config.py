@@ -74,10 +74,15 @@ class TrainConfig:
     # hook call, no gradient norm, no extra sync on any step). Logging reads numbers and changes none, so
     # this setting is stored in result.json but is not part of the cell's identity (see NOT_IDENTITY).
     log_every: int = bounded(0, ge=0)
+    # Write the resume checkpoint after a task only when this many seconds have passed since the cell started
+    # or since its last checkpoint; 0: after every task but the last. A checkpoint holds the model, the
+    # method's state and every footprint so far, so after every task of a short cell it costs more than the
+    # work it saves: an interrupted cell redoes at most this many seconds (and resumes to the same numbers).
+    checkpoint_every_s: float = bounded(60.0, ge=0)
 
     # Settings that change no number: clbench.plan.identity leaves them out of config_hash, so changing one
     # neither refuses a rerun into the same --out nor invalidates a result or checkpoint.
-    NOT_IDENTITY: ClassVar[tuple[str, ...]] = ("log_every",)
+    NOT_IDENTITY: ClassVar[tuple[str, ...]] = ("log_every", "checkpoint_every_s")
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:

@@ -136,6 +136,7 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
     train_tasks = method.train_tasks(index)
     every = ctx.train.log_every if on_step is not None else 0
     stats: dict[str, Any] = {}
+    move = ctx.device.type != "cpu"  # streams hold CPU tensors: on CPU a batch is used as it is
     model.train()
     for p_i, phase in enumerate(method.phases(task, index)):
         method.before_phase(phase, task, index)
@@ -148,7 +149,8 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
         for epoch in range(phase.epochs):
             total, n = 0.0, 0
             for batch in _epoch_batches(ctx, train_tasks, ctx.train.batch_size, index, p_i, epoch):
-                batch = batch.to(ctx.device)
+                if move:
+                    batch = batch.to(ctx.device)
                 opt.zero_grad(set_to_none=True)
                 logits, task_loss = model.training_loss(batch.x, batch.task, batch.y, method.needs_logits)
                 terms = check_loss_terms(method.loss_terms(batch, logits), what)
@@ -299,6 +301,7 @@ class Runner:
         notify(self.regs, "clbench_cell_start", cell=cell, resumed_from=start)
         bar = tqdm(total=len(order), initial=start, desc=cell.key, leave=False, disable=not self.progress,
                    unit="task")
+        saved = time.perf_counter()  # the cell's start or its last checkpoint (train.checkpoint_every_s)
         with contextlib.closing(bar):
             for index in range(start, len(order)):
                 task = order[index]
@@ -320,8 +323,10 @@ class Runner:
                 state.rows.append(row)
                 state.task_timings.append(stats)
                 state.report = check_report(method.report(), what)
-                if index < len(order) - 1:  # after the last task the result file is written at once
+                # after the last task the result file is written at once
+                if index < len(order) - 1 and time.perf_counter() - saved >= train.checkpoint_every_s:
                     state.save_checkpoint(model, method)
+                    saved = time.perf_counter()
                 notify(self.regs, "clbench_task_end", cell=cell, task=task, index=index, accuracy_row=row,
                        tasks=list(order), step=steps_done(state.task_timings))
                 bar.update(1)

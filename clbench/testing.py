@@ -169,8 +169,9 @@ class TinyPlugin:
 
     @hookimpl
     def clbench_add_profiles(self) -> list[ProfileSpec]:
+        # a checkpoint after every task: the resume checks kill a cell after its first task
         return [ProfileSpec(TEST_PROFILE, "tiny synthetic streams for plugin tests", seeds=(0,),
-                            streams=("tiny-vector", "tiny-text"))]
+                            streams=("tiny-vector", "tiny-text"), sets={"train.checkpoint_every_s": 0})]
 
 
 # --------------------------------------------------------------------------- helpers
@@ -181,17 +182,21 @@ def registry(*plugins: object, autoload: bool = True, disabled: Iterable[str] = 
 
 def run(regs: Registries, out: Path, methods: str, stream: str = "tiny-vector", profile: str = TEST_PROFILE,
         sets: dict[str, list[Any]] | None = None, seeds: Iterable[int] = (0,), orders: Iterable[str] | None = None,
-        fail_fast: bool = False, model: str | None = None) -> list[CellResult]:
-    """Plan and run a grid in-process, without progress bars (``model``: as ``clbench run --model``)."""
-    return execute(make_plan(regs, _request(out, methods, stream, profile, sets, seeds, orders, model)), regs,
-                   fail_fast=fail_fast, progress=False)
+        fail_fast: bool = False, model: str | None = None, options: Mapping[str, Any] | None = None
+        ) -> list[CellResult]:
+    """Plan and run a grid in-process, without progress bars (``model``: as ``clbench run --model``;
+    ``options``: the run options plugins add, as ``{"logger": "csv"}`` for ``--logger csv``)."""
+    req = _request(out, methods, stream, profile, sets, seeds, orders, model, options)
+    return execute(make_plan(regs, req), regs, fail_fast=fail_fast, progress=False, options=req.options)
 
 
 def _request(out: Path, methods: str, stream: str, profile: str = TEST_PROFILE,
              sets: dict[str, list[Any]] | None = None, seeds: Iterable[int] = (0,),
-             orders: Iterable[str] | None = None, model: str | None = None) -> RunRequest:
+             orders: Iterable[str] | None = None, model: str | None = None,
+             options: Mapping[str, Any] | None = None) -> RunRequest:
     return RunRequest(profile=profile, methods=methods, streams=[stream], seeds=list(seeds),
-                      orders=list(orders) if orders else None, sets=sets or {}, out=out, model=model)
+                      orders=list(orders) if orders else None, sets=sets or {}, out=out, model=model,
+                      options=dict(options or {}))
 
 
 def fitting_stream(regs: Registries, method: str) -> str | None:

@@ -12,7 +12,7 @@ from clbench.hookspecs import hookimpl
 from clbench.method import Method
 from clbench.model import CLModel
 from clbench.results import CHECKPOINT_FILE, RESULT_FILE, read_result
-from clbench.runner import FailFast
+from clbench.runner import FailFast, _CellState
 from clbench.specs import MethodSpec, StreamSpec
 
 
@@ -123,7 +123,9 @@ def test_failed_cell_is_retried_and_complete_cell_never_rerun(tmp_path):
 
 def test_resume_on_real_digits_equals_uninterrupted(tmp_path):
     regs = testing.registry()
-    sets = {"train.epochs": [1], "ewc.fisher_samples": [32]}  # short, but EWC's state still crosses the kill
+    # short, but EWC's state still crosses the kill (a checkpoint after every task: the quick profile's cells
+    # are too short for the default train.checkpoint_every_s to write one)
+    sets = {"train.epochs": [1], "ewc.fisher_samples": [32], "train.checkpoint_every_s": [0]}
     kw = dict(stream="permuted-digits", profile="quick", sets=sets, orders=["3"])
     [reference] = testing.run(regs, tmp_path / "ref", "ewc", **kw)
     for kill_after in (0, 4):
@@ -164,6 +166,31 @@ def test_no_checkpoint_is_written_after_the_last_task(tmp_path):
         testing.run(regs, tmp_path, "seqft")
     [checkpoint] = tmp_path.rglob(CHECKPOINT_FILE)
     assert torch.load(checkpoint, weights_only=True)["done"] == 1  # task 2 is redone on resume
+
+
+def test_checkpoints_follow_checkpoint_every_s(tmp_path, monkeypatch):
+    saved: list[int] = []
+    monkeypatch.setattr(_CellState, "save_checkpoint", lambda self, model, method: saved.append(len(self.rows)))
+    regs = testing.registry()
+    for every, expected in ((0, list(range(1, 10))), (1e6, [])):  # after every task but the last of ten; never
+        saved.clear()
+        testing.run(regs, tmp_path / str(every), "seqft", stream="permuted-digits", profile="quick", orders=["1"],
+                    sets={"train.epochs": [1], "train.checkpoint_every_s": [every]})
+        assert saved == expected
+
+
+def test_a_killed_cell_without_a_checkpoint_starts_over_to_the_same_numbers(tmp_path):
+    regs = testing.registry()
+    sets = {"train.checkpoint_every_s": [3600]}
+    [reference] = testing.run(regs, tmp_path / "ref", "ewc", sets=sets)
+    killer = testing.KillAfterTask(0)
+    regs.pm.register(killer)
+    with pytest.raises(KeyboardInterrupt):
+        testing.run(regs, tmp_path / "killed", "ewc", sets=sets)
+    regs.pm.unregister(killer)
+    assert not list((tmp_path / "killed").rglob(CHECKPOINT_FILE))  # the first task took less than an hour
+    [again] = testing.run(regs, tmp_path / "killed", "ewc", sets=sets)
+    assert again.accuracy_matrix == reference.accuracy_matrix and again.config_hash == reference.config_hash
 
 
 def test_the_runner_tells_the_model_whether_the_method_reads_logits(tmp_path, monkeypatch):
