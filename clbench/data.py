@@ -39,10 +39,13 @@ class Split:
         return len(self.y)
 
     def subset(self, index: Tensor) -> Split:
+        return Split(self.take(index), self.y[index])
+
+    def take(self, index: Tensor) -> Tensor | list[Any]:
+        """The inputs at ``index`` (a tensor of positions)."""
         if isinstance(self.x, Tensor):
-            return Split(self.x[index], self.y[index])
-        idx = index.tolist()
-        return Split([self.x[i] for i in idx], self.y[index])
+            return self.x[index]
+        return [self.x[i] for i in index.tolist()]
 
 
 @dataclass(frozen=True)
@@ -223,8 +226,8 @@ def batches(split: Split, batch_size: int, task: str, generator: torch.Generator
     if generator is not None:
         order = torch.randperm(n, generator=generator)
         for start in range(0, n, batch_size):
-            sub = split.subset(order[start : start + batch_size])
-            yield Batch(sub.x, sub.y, task)
+            index = order[start : start + batch_size]
+            yield Batch(split.take(index), split.y[index], task)  # no Split (and its length check) per batch
     else:
         for start in range(0, n, batch_size):
             sl = slice(start, start + batch_size)
