@@ -39,6 +39,23 @@ def _seeds(value: str | None) -> list[int] | None:
     return seeds
 
 
+class Jobs(click.ParamType):
+    """``--jobs``: a positive integer or ``auto``."""
+
+    name = "N|auto"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | str:
+        if isinstance(value, int) or str(value).strip().lower() == "auto":
+            return value if isinstance(value, int) else "auto"
+        try:
+            jobs = int(value)
+        except ValueError:
+            self.fail(f"{value!r} is not a number of processes or 'auto'", param, ctx)
+        if jobs < 1:
+            self.fail(f"{value!r}: at least 1", param, ctx)
+        return jobs
+
+
 @click.command(name="run")
 @click.option("--methods", default=None, help="Comma-separated methods, 'a+b' to compose, or 'all' (default: the profile's).")
 @click.option("--stream", "streams", default=None, help="Comma-separated streams (default: the profile's).")
@@ -55,6 +72,9 @@ def _seeds(value: str | None) -> list[int] | None:
               help="Local data directory for streams that read one (e.g. a CL_Benchmark copy).")
 @click.option("--model-path", default=None, help="Local path (or hub name) of the model's weights.")
 @click.option("--executor", default="local", show_default=True, help="Where cells run; see `clbench list executors`.")
+@click.option("--jobs", "-j", default="auto", show_default=True, type=Jobs(),
+              help="Cells at once in worker processes (local executor): N, or auto: one per CPU when every cell "
+                   "runs on the CPU, else 1. Numbers do not depend on it (threads are `train.threads`).")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first failed cell.")
 @click.option("--leaderboard/--no-leaderboard", "write_board", default=False,
               help=f"Also write this run's leaderboard to OUT/{LEADERBOARD_FILE} (default: print the command "
@@ -63,8 +83,8 @@ def _seeds(value: str | None) -> list[int] | None:
 @click.pass_obj
 def command(regs: Registries, methods: str | None, streams: str | None, orders: str | None, seeds: str | None,
             profile: str, sets: tuple[str, ...], model: str | None, out: Path, data_dir: Path | None,
-            model_path: str | None, executor: str, fail_fast: bool, write_board: bool, progress: bool,
-            **options: Any) -> None:
+            model_path: str | None, executor: str, jobs: int | str, fail_fast: bool, write_board: bool,
+            progress: bool, **options: Any) -> None:
     """Train and evaluate a grid of cells (method × stream × order × seed).
 
     -p no:NAME and --debug (options of `clbench`) may also be given after `run`.
@@ -85,7 +105,8 @@ def command(regs: Registries, methods: str | None, streams: str | None, orders: 
     for line in plan.skipped:
         click.echo(f"skipped: {line}", err=True)
     click.echo(f"clbench: {count(len(plan.cells), 'cell')}, profile {plan.profile!r}, results in {out}/", err=True)
-    results = execute(plan, regs, executor=executor, fail_fast=fail_fast, progress=progress, options=options)
+    results = execute(plan, regs, executor=executor, fail_fast=fail_fast, progress=progress,
+                      options={**options, "jobs": jobs})
     lines, code = summary(results, getattr(results, "faults", ()))
     if results:
         line, written = _leaderboard_line(regs, results, plan.profile, out, write_board)

@@ -1,0 +1,97 @@
+"""The local executor's worker processes (`clbench run --jobs N`): the same numbers as in one process, threads
+never oversubscribed, plugins a worker cannot load refused, --fail-fast and usage errors as in one process."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from clbench import testing
+from clbench.config import TrainConfig
+from clbench.cli import main
+from clbench.errors import ClbenchError
+from clbench.executors import LocalExecutor, execute, next_cell
+from clbench.plan import RunRequest, make_plan
+from clbench.registry import build_registry
+from clbench.runner import FailFast
+
+GRID = ["run", "--stream", "split-digits", "--methods", "seqft,ewc", "--orders", "1,2", "--set", "train.epochs=1",
+        "--no-progress"]
+
+
+def _run(out: Path, jobs: int | str, fail_fast: bool = False, **sets: list) -> list:
+    regs = build_registry()  # no plugin of this process only: workers rebuild the same registries
+    plan = make_plan(regs, RunRequest(methods="seqft,ewc", streams=["split-digits"], orders=["1", "2"], out=out,
+                                      sets={"train.epochs": [1], **sets}))
+    return execute(plan, regs, fail_fast=fail_fast, progress=False, options={"jobs": jobs})
+
+
+def _results(out: Path) -> dict[str, dict]:
+    keep = ("accuracy_matrix", "metrics", "config_hash", "status")
+    return {str(p.parent.relative_to(out)): {k: json.loads(p.read_text())[k] for k in keep}
+            for p in sorted(out.rglob("result.json"))}
+
+
+@pytest.mark.slow
+def test_two_worker_processes_give_the_numbers_of_one_process(tmp_path):
+    one, two = _run(tmp_path / "one", 1), _run(tmp_path / "two", 2)
+    assert [r.key for r in two] == [r.key for r in one]  # plan order, whatever order the workers finished in
+    a, b = _results(tmp_path / "one"), _results(tmp_path / "two")
+    assert len(a) == 4 and all(r["status"] == "complete" for r in a.values())
+    assert a == b  # matrices, metrics and hashes, exactly
+
+
+def _cells(threads: list[int]):
+    plan = make_plan(build_registry(), RunRequest(methods="seqft", streams=["split-digits"], orders=["1", "2", "3"],
+                                                  seeds=[0, 1]))
+    return [replace(cell, train=TrainConfig(threads=t)) for cell, t in zip(plan.cells, threads, strict=False)]
+
+
+def test_a_cell_starts_when_a_worker_and_its_threads_are_free():
+    one, two, one_b, four = _cells([1, 2, 1, 4])
+    assert next_cell([one, two], {}, jobs=2, cpus=2) is one
+    assert next_cell([two, one_b], {one.key: 1}, jobs=2, cpus=2) is one_b  # two threads do not fit beside one
+    assert next_cell([two], {one.key: 1}, jobs=2, cpus=2) is None  # wait for the running cell
+    assert next_cell([two], {}, jobs=2, cpus=2) is two  # alone, it has both cores
+    assert next_cell([one], {one_b.key: 1, two.key: 1}, jobs=2, cpus=4) is None  # every worker busy
+    assert next_cell([four], {}, jobs=2, cpus=2) is four  # more threads than the machine: it runs alone
+    assert next_cell([four, one], {four.key: 2}, jobs=2, cpus=2) is None
+
+
+def test_auto_runs_in_this_process_when_a_worker_could_not_load_a_plugin():
+    cells = _cells([1, 1, 1])
+    assert LocalExecutor({"jobs": "auto", "in_process_plugins": ["clbench.testing.TinyPlugin"]}).workers(cells) == 1
+    assert LocalExecutor({"jobs": "auto"}).workers(cells[:1]) == 1  # one cell: no worker to start
+    assert LocalExecutor({}).workers(cells) == 1  # the API's default: this process
+    with pytest.raises(ClbenchError, match=r"--jobs 2: plugins registered in this process only "
+                                           r"\(clbench.testing.TinyPlugin\) would be missing"):
+        LocalExecutor({"jobs": 2, "in_process_plugins": ["clbench.testing.TinyPlugin"]}).workers(cells)
+
+
+def test_auto_is_one_process_for_cells_on_a_gpu():
+    cells = [replace(c, train=TrainConfig(device="cuda")) for c in _cells([1, 1])]
+    assert LocalExecutor({"jobs": "auto"}).workers(cells) == 1
+
+
+def test_tests_in_this_process_still_run_with_jobs_auto(tmp_path):
+    regs = testing.registry()  # the tiny plugin lives in this process only
+    plan = make_plan(regs, testing._request(tmp_path, "seqft,ewc", "tiny-vector"))
+    results = execute(plan, regs, progress=False, options={"jobs": "auto"})
+    assert [r.status for r in results] == ["complete", "complete"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine where train.device=cuda fails")
+def test_fail_fast_stops_the_workers(tmp_path):
+    with pytest.raises(FailFast, match=r"stopped at the first failed cell \(--fail-fast\): split-digits/"):
+        _run(tmp_path, 2, fail_fast=True, **{"train.device": ["cuda"]})
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_a_bad_jobs_value_is_a_usage_error(value, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([*GRID, "--jobs", value, "--out", str(tmp_path)])
+    assert exit_.value.code == 2 and "Invalid value for '--jobs' / '-j'" in capsys.readouterr().err
