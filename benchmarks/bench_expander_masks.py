@@ -110,7 +110,7 @@ def capacity_report(shape: tuple[int, int], density: float, tasks: int) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MaskWarning)  # the shared counts are printed below
         for task in range(tasks):
-            free = shape[0] * shape[1] - int(np.count_nonzero(np.bitwise_or.reduce(earlier))) if earlier else 0
+            free = shape[0] * shape[1] - int(np.bitwise_count(np.bitwise_or.reduce(earlier)).sum()) if earlier else 0
             mask, st = make_mask(shape, spec, np.random.default_rng(task), earlier)
             least = max(0, st.nnz - free) if earlier else 0
             print(f"  task {task + 1}: shared {st.shared} (least possible {least}), max Jaccard "
