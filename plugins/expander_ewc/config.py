@@ -60,7 +60,7 @@ class ExpanderEWCConfig(MaskedTrainingConfig):
     construction: str = "random"  # random biregular ("rejection sampling", Alg. 1 line 5) | algebraic (MGG, networkx) | uniform
     block_degree: int = bounded(0, ge=0)  # 0: degrees from density; 4 or 8: block expander of §7's "degree 4 or 8" (see module doc)
     epsilon: float = bounded(0.1, ge=0)  # spectral check σ₂ ≤ (1+ε)·Ramanujan bound; finite-size slack, no published value
-    overlap: float = bounded(0.2, ge=0, le=1)  # δ, max Jaccard with every earlier task's mask (Alg. 1 line 7); independent 10 % masks give ≈0.053
+    overlap: float = bounded(0.2, ge=0, le=1)  # δ, max Jaccard with every earlier task's mask (Alg. 1 line 7); independent 10 % masks give ≈0.053; under avoid only named in the capacity warning
     # §4.1 "generate masks to be as disjoint as possible, minimizing the Jaccard index", Alg. 1 line 7 "resample
     # edges", App. A.4 step 4 "greedily resampling edges": avoid = swap each new mask's edges off earlier masks'
     # (exact degrees kept; least-used edges reused once the matrix is full, with a MaskWarning);

@@ -91,7 +91,7 @@ class MaskSpec:
     construction: str = "random"
     block_degree: int = 0  # 0: degree implied by the density; d > 0: block expander on a d-regular base graph
     epsilon: float = 0.1  # slack on the Ramanujan bound (σ₂ ≤ (1+ε)·bound)
-    overlap: float = 1.0  # δ: maximum Jaccard index against every earlier mask of the same matrix
+    overlap: float = 1.0  # δ: max Jaccard against every earlier mask of the matrix (independent: resample above it)
     max_tries: int = 20  # resamples before giving up
     spectral_check: bool = True
     overlap_policy: str = "avoid"  # avoid: swap edges off earlier masks (§4.1, App. A.4); independent: resample whole
@@ -308,10 +308,10 @@ def avoid_used(a: sp.csr_matrix, mask: np.ndarray, used: np.ndarray, rng: np.ran
     position) by degree-preserving edge swaps; ``mask``, the dense bool form of ``a``, is updated in place.
 
     Each round pairs the edges that could still move (usage above the matrix's least usage) with each
-    other, or, once fewer than 2·:data:`SWAP_BATCH` are left, each with random edges of the mask (several
-    when fewer than :data:`SWAP_BATCH`), and swaps their columns, (r₁,c₁),(r₂,c₂) → (r₁,c₂),(r₂,c₁), when both new positions are free in the mask and their
-    total usage is lower. Swaps that share an edge or a new position keep one of them, so a round's
-    swaps apply at once. Rows keep their edges and columns are only exchanged: every degree is kept.
+    other, or, once fewer than 2·:data:`SWAP_BATCH` are left, each with random edges of the mask
+    (several when fewer than :data:`SWAP_BATCH`), and swaps their columns, (r₁,c₁),(r₂,c₂) →
+    (r₁,c₂),(r₂,c₁), when both new positions are free in the mask and their total usage is lower.
+    Swaps that share an edge or a new position keep one of them, so a round's swaps apply at once. Rows keep their edges and columns are only exchanged: every degree is kept.
     Stops when nothing can move or after :data:`SWAP_PATIENCE` rounds in a row that move fewer than 1 %
     of the movable edges (capacity is out: what is left sits on the least-used positions reached).
     """
