@@ -30,6 +30,18 @@ class LPSConfig:
     retrain_epochs: int = bounded(30, ge=0)  # Table I
     admm_interval: int = bounded(1, ge=1)  # epochs between Z/U and Y/K updates; main.py argparse default --admm-epochs 1
     mask_lr_scale: float = bounded(1.0, gt=0)  # the mask M shares the phase optimiser (main.py: one optimiser for W and M)
+    # Learning-rate schedule of the warm-up and retrain phases: lr × lr_gamma after each listed epoch of the
+    # phase (counted from 1 in each phase; a milestone ≥ the phase's epoch count never fires). The paper only
+    # says it "initialize[s] the learning rate to 0.001" (§V-A), so the default is a constant rate; the
+    # released code's MultiStepLR is (65, 100, 130, 190, 220, 250, 280) × 0.5 (main.py l.564–571 warm-up,
+    # l.323–331 retrain; docs/reference-code.md §3.8) and is the paper-lps preset's. The ADMM phase never
+    # gets it: there the code sets the rate per epoch (admm.py l.757, constant at --admm-epochs 1).
+    lr_milestones: tuple[int, ...] = ()
+    lr_gamma: float = bounded(0.5, gt=0, le=1)  # main.py l.571, l.331: gamma=0.5
+    # True: one optimizer for all ρ stages of a task's ADMM phase, its state (Adam's moments and step count)
+    # carried from stage to stage, as main.py l.217–222 builds it once before the ρ loop (l.271). False: a
+    # fresh optimizer per stage (clbench's phases; the paper says nothing).
+    optimizer_across_stages: bool = False
 
     def __post_init__(self) -> None:
         check_partition("lps", self.alpha, self.alpha_first, self.projection,
@@ -46,3 +58,8 @@ class LPSConfig:
             raise ConfigError(f"lps.rho={self.rho} must be positive")
         if not self.mask_lr_scale > 0:
             raise ConfigError(f"lps.mask_lr_scale={self.mask_lr_scale} must be positive")
+        if not 0 < self.lr_gamma <= 1:
+            raise ConfigError(f"lps.lr_gamma={self.lr_gamma} must lie in (0, 1]")
+        if any(m < 1 for m in self.lr_milestones) or list(self.lr_milestones) != sorted(set(self.lr_milestones)):
+            raise ConfigError(f"lps.lr_milestones={list(self.lr_milestones)} must be increasing epochs ≥ 1 "
+                              "(e.g. [65,100,130,190]; [] for a constant rate)")

@@ -9,6 +9,9 @@ from clbench.specs import MethodSpec, MetricSpec
 from .config import LPSConfig
 from .method import LPS
 
+# main.py l.564–571 (warm-up) and l.323–331 (retrain): MultiStepLR, ×0.5 after these epochs of the phase
+_RELEASED_LR = {"lr_milestones": [65, 100, 130, 190, 220, 250, 280], "lr_gamma": 0.5}
+
 # Quick profile (digits MLP 64-256-256, one head per task as in the paper); warm-up/ADMM/final epochs
 # in the paper's 1:3:1 ratio (Table I), shortened; α such that every task, the last included, gets a share.
 _QUICK = {"model.multi_head": True, "warmup_epochs": 3, "admm_epochs": 3, "retrain_epochs": 2}
@@ -17,11 +20,14 @@ QUICK_PRESETS = {
     "quick/split-digits": {**_QUICK, "alpha": [0.2]},
     # clbench.testing's tiny profile checks plumbing only (conformance, resume): a few epochs per phase
     "test": {"warmup_epochs": 1, "admm_epochs": 3, "retrain_epochs": 1},
-    # paper-lps: Table I values per stream (α, β, warm-up/ADMM/final epochs); optimiser in the stream preset
+    # paper-lps: Table I values per stream (α, β, warm-up/ADMM/final epochs); optimiser in the stream preset;
+    # the released code's learning-rate milestones in the warm-up and retrain phases (the paper gives none)
     "paper-lps/permuted-mnist": {"alpha": [0.1], "beta": [0.9], "warmup_epochs": 30, "admm_epochs": 90,
-                                 "retrain_epochs": 30},  # Table I, permuted MNIST: 10%, 90%, 30/90/30
+                                 "retrain_epochs": 30,  # Table I, permuted MNIST: 10%, 90%, 30/90/30
+                                 **_RELEASED_LR},  # none fires within 30 epochs: a constant rate, as the code's
     "paper-lps/split-cifar10-100": {"alpha": [0.1], "alpha_first": 0.5, "beta": [0.92], "warmup_epochs": 200,
-                                    "admm_epochs": 600, "retrain_epochs": 200},  # Table I, split CIFAR: 50%/10%, 92%, 200/600/200
+                                    "admm_epochs": 600, "retrain_epochs": 200,  # Table I, split CIFAR: 50%/10%, 92%, 200/600/200
+                                    **_RELEASED_LR},  # 65, 100, 130, 190 fire: each phase ends at 1/16 of its rate
 }
 
 
