@@ -264,6 +264,11 @@ def check_method(regs: Registries, method: str, tmp: Path, check_resume: bool = 
     what = f"{_who(regs, 'method', method)} on {stream!r}"
     [result] = run(regs, tmp / "a", method, stream, fail_fast=True)
     _complete(result, what)
+    assert result.path is not None
+    try:  # the runner does not validate what it writes: the method's report() and metrics land in the file
+        read_result(result.path)
+    except ClbenchError as exc:
+        _fail(f"{what}: its result.json does not validate: {exc}")
     T = len(result.tasks)
     _require(T == 2, f"{what}: {T} tasks recorded, expected the tiny stream's 2")
     _check_matrix(result, list(result.tasks), what)
