@@ -1,8 +1,10 @@
 """LPS: the share-mask gradient against autograd, the ADMM Z/U and Y/K updates, the final projection
-(exactly β of the old entries), task-aware evaluation with the share mask, resume, and bad settings."""
+(exactly β of the old entries), task-aware evaluation with the share mask, resume, bad settings, and the
+released code's optimizer handling (learning-rate milestones, one optimizer across ρ stages)."""
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -12,9 +14,11 @@ from clbench_plugins.lps.config import LPSConfig
 from clbench_plugins.lps.method import LPS
 from clbench_plugins.packnet.partition import keep_mask
 from test_packnet_method import make_cell, run_task  # tests/ is on sys.path (rootdir conftest)
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from clbench import plots, testing
 from clbench.cli import main
+from clbench.config import TrainConfig
 from clbench.data import Batch
 from clbench.errors import ConfigError
 from clbench.method import Phase
@@ -145,6 +149,10 @@ def test_runs_resumes_acr_zero_and_reports_share(tmp_path):
     ({"projection": ("diagonal",)}, "lps.projection='diagonal'"),
     ({"admm_epochs": 2, "rho_stages": 3}, "lps.rho_stages"),
     ({"rho": 0.0}, "lps.rho=0.0"),
+    ({"lr_milestones": (3, 1)}, "lps.lr_milestones=[3, 1]"),
+    ({"lr_milestones": (0, 2)}, "lps.lr_milestones=[0, 2]"),
+    ({"lr_milestones": (2, 2)}, "lps.lr_milestones=[2, 2]"),
+    ({"lr_gamma": 0.0}, "lps.lr_gamma=0.0"),
 ])
 def test_out_of_range_settings_fail_when_the_config_is_built(changes, needle):
     """Plan time: the planner builds every cell's config before the first cell runs."""
@@ -237,3 +245,158 @@ def test_beta_sweep_renders_its_own_rows_and_an_aa_against_beta_plot(capsys, tmp
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     again = plots.sweep_plots(list(iter_results(runs)), tmp_path / "again", "quick")
     assert [p.name for p in again] == [png.name] and again[0].read_bytes() == png.read_bytes()  # deterministic
+
+
+# --------------------------------------------------------------------------- the released code's optimizer handling
+ADAM = TrainConfig(epochs=1, batch_size=16, lr=0.01, optimizer="adam")
+
+
+class _Spy(LPS):
+    """Records the phase it is in and, per epoch of each phase, the learning rate of every step it takes."""
+
+    def setup(self, model):
+        super().setup(model)
+        self.phase_name = ""
+        self.lrs: dict[str, list[list[float]]] = {}
+
+    def before_phase(self, phase, task, index):
+        super().before_phase(phase, task, index)
+        self.phase_name = phase.name
+        self.lrs[f"{index}:{phase.name}"] = [[]]
+
+    def after_step(self):
+        super().after_step()
+        if self.optimizer is not None:
+            self.lrs[f"{self.index}:{self.phase_name}"][-1].append(self.optimizer.param_groups[0]["lr"])
+
+    def after_epoch(self, phase, epoch):
+        super().after_epoch(phase, epoch)
+        self.lrs[f"{self.index}:{phase.name}"].append([])
+
+
+def _batches(ctx, task: str) -> int:
+    return math.ceil(len(ctx.data(task).train) / ADAM.batch_size)
+
+
+def test_lr_milestones_halve_the_rate_of_warmup_and_retrain_only():
+    """Milestones 1, 3, 5, 65 over 5-epoch phases: ×0.5 after epochs 1 and 3; 5 and 65 never fire."""
+    cfg = LPSConfig(**{**CFG.__dict__, "warmup_epochs": 5, "retrain_epochs": 5, "lr_milestones": (1, 3, 5, 65)})
+    method, model, ctx = make_cell(_Spy, cfg, train=ADAM)
+    for i in range(2):
+        run_task(method, model, ctx, i)
+    per_epoch = [0.01, 0.005, 0.005, 0.0025, 0.0025]  # by hand: 0.01 × 0.5^(milestones passed)
+    n = _batches(ctx, "t0")
+    for key in ("0:warmup", "0:retrain", "1:warmup", "1:retrain"):
+        got = method.lrs[key][:-1]  # the last list is opened by the last epoch's end
+        assert got == [[lr] * n for lr in per_epoch], key
+    # ADMM stages keep the runner's constant-rate optimizer (the code's admm_adjust_learning_rate at interval 1)
+    assert all(lrs == [[]] * (len(lrs)) for k, lrs in method.lrs.items() if "admm" in k)
+
+
+def _weights_after_two_tasks(cfg: LPSConfig) -> dict[str, torch.Tensor]:
+    method, model, ctx = make_cell(LPS, cfg, train=ADAM)
+    for i in range(2):
+        run_task(method, model, ctx, i)
+    return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def test_own_optimizer_steps_exactly_as_the_runners():
+    """Milestones that never fire, and one optimizer over a single ρ stage, change no number: the method's own
+    optimizer takes the very steps the runner's would (same construction, gradients, clipping)."""
+    base = LPSConfig(**{**CFG.__dict__, "admm_epochs": 1, "rho_stages": 1})
+    want = _weights_after_two_tasks(base)
+    for changes in ({"lr_milestones": (65,)}, {"optimizer_across_stages": True}):
+        got = _weights_after_two_tasks(LPSConfig(**{**base.__dict__, **changes}))
+        assert all(torch.equal(got[n], want[n]) for n in want), changes
+
+
+def _admm_adam_steps(across: bool) -> tuple[list[tuple[str, int, float]], int]:
+    """(ρ stage, optimizer id, Adam step count after the step) for every weight-moving step of task 2's ADMM."""
+    cfg = LPSConfig(**{**CFG.__dict__, "admm_epochs": 2, "rho_stages": 2, "optimizer_across_stages": across})
+    method, model, ctx = make_cell(_Spy, cfg, train=ADAM)
+    run_task(method, model, ctx, 0)
+    seen: list[tuple[str, int, float]] = []
+
+    def hook(opt, args, kwargs):
+        if opt.state and method.phase_name.startswith("admm"):  # an idle runner optimizer has no state
+            seen.append((method.phase_name, id(opt), max(float(s["step"]) for s in opt.state.values())))
+
+    handle = register_optimizer_step_post_hook(hook)
+    try:
+        run_task(method, model, ctx, 1)
+    finally:
+        handle.remove()
+    return seen, _batches(ctx, "t1")
+
+
+def test_one_optimizer_across_rho_stages_keeps_adams_state():
+    seen, n = _admm_adam_steps(across=True)
+    assert [s[0] for s in seen] == ["admm1"] * n + ["admm2"] * n
+    assert len({s[1] for s in seen}) == 1  # one optimizer for both stages
+    assert [s[2] for s in seen] == list(range(1, 2 * n + 1))  # its step count runs on: moments carried over
+
+
+def test_by_default_each_rho_stage_starts_a_fresh_optimizer():
+    seen, n = _admm_adam_steps(across=False)
+    assert [s[0] for s in seen] == ["admm1"] * n + ["admm2"] * n
+    assert seen[0][1] != seen[n][1]  # another optimizer object
+    assert [s[2] for s in seen] == list(range(1, n + 1)) * 2  # Adam's state starts empty again
+
+
+def test_cli_settings_reach_the_cell_and_its_result(capsys, tmp_path):
+    """`--set lps.lr_milestones=[1] --set lps.optimizer_across_stages=true` runs end to end and is recorded."""
+    code, err = _cli(capsys, "--methods", "lps", "--stream", "split-digits", "--orders", "1", "--seeds", "0",
+                     "--set", "lps.lr_milestones=[1]", "--set", "lps.optimizer_across_stages=true",
+                     "--set", "lps.warmup_epochs=2", "--set", "lps.admm_epochs=2", "--set", "lps.rho_stages=2",
+                     "--set", "lps.retrain_epochs=2", "--out", str(tmp_path / "runs"))
+    assert code == 0, err
+    [result] = list(iter_results(tmp_path / "runs"))
+    assert result.status == "complete" and result.metrics["F.Ra"] == 0.0
+    lps = result.config["methods"]["lps"]
+    assert lps["lr_milestones"] == [1] and lps["optimizer_across_stages"] is True
+
+
+@pytest.mark.parametrize("stream", ["permuted-mnist", "split-cifar10-100"])
+def test_paper_lps_takes_the_released_schedule_and_a_fresh_optimizer_per_stage(stream, tmp_path):
+    from clbench.plan import RunRequest, make_plan
+    from clbench.registry import build_registry
+
+    req = RunRequest(profile="paper-lps", methods="lps", streams=[stream], seeds=[0], orders=None, sets={},
+                     out=tmp_path)
+    [cell] = make_plan(build_registry(), req).cells
+    lps = cell.method_config["lps"]
+    assert lps["lr_milestones"] == [65, 100, 130, 190, 220, 250, 280] and lps["lr_gamma"] == 0.5
+    assert lps["optimizer_across_stages"] is False
+    assert LPSConfig().lr_milestones == () and LPSConfig().optimizer_across_stages is False  # the paper: silent
+
+
+# --------------------------------------------------------------------------- scripts/lps_schedule_table.py
+def _table_script():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "lps_schedule_table.py"
+    spec = importlib.util.spec_from_file_location("lps_schedule_table", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_schedule_table_in_the_docs_is_what_the_committed_cells_give():
+    script = _table_script()
+    assert script.main(["--check"]) == 0  # exit 1 would mean: docs/lps-packnet.md is stale
+    body = script.render(script.RESULTS)
+    aa = [r.metrics["AA"] for r in iter_results(script.RESULTS)
+          if r.config["methods"]["lps"]["lr_milestones"] == [] and not r.config["methods"]["lps"]["optimizer_across_stages"]]
+    mean = sum(aa) / len(aa)
+    assert len(aa) == 3 and f"| {mean:.2f} ± " in body  # (a)'s mean, computed here without statistics
+
+
+def test_schedule_table_refuses_a_document_without_its_markers():
+    script = _table_script()
+    with pytest.raises(script.TableError, match="needs exactly one"):
+        script.replace_section("# no markers\n", "| x |")
+    text = f"a\n{script.BEGIN}\nold\n{script.END}\nb\n"
+    assert script.replace_section(text, "new\n") == f"a\n{script.BEGIN}\nnew\n{script.END}\nb\n"
