@@ -36,6 +36,7 @@ import torch
 from torch import Tensor, nn
 
 from clbench.data import Batch, Stream, TaskData
+from clbench.errors import ClbenchError
 from clbench.footprints import Dense, TaskFootprint
 
 if TYPE_CHECKING:
@@ -104,7 +105,13 @@ def derive_seed(seed: int, *salt: int) -> int:
 
 @dataclass(frozen=True)
 class Phase:
-    """One training phase of a task: epochs over the data with its own optimizer."""
+    """One training phase of a task: epochs over the data with its own optimizer.
+
+    ``lr_milestones``: the rate is multiplied by ``lr_gamma`` after each listed epoch of the phase (counted
+    from 1; torch's MultiStepLR, stepped once per epoch). ``optimizer_group``: consecutive phases of a task
+    with the same non-empty group share one optimizer, built for the first of them, its state (momentum,
+    Adam's moments and step count) carried on; they must train the same parameters.
+    """
 
     name: str
     epochs: int
@@ -112,6 +119,16 @@ class Phase:
     optimizer: str = "sgd"
     momentum: float = 0.0
     weight_decay: float = 0.0
+    lr_milestones: tuple[int, ...] = ()
+    lr_gamma: float = 0.1
+    optimizer_group: str = ""
+
+    def __post_init__(self) -> None:
+        if list(self.lr_milestones) != sorted(set(self.lr_milestones)) or any(m < 1 for m in self.lr_milestones):
+            raise ClbenchError(f"phase {self.name!r}: lr_milestones {list(self.lr_milestones)} must be increasing "
+                               "epochs ≥ 1")
+        if not self.lr_gamma > 0:
+            raise ClbenchError(f"phase {self.name!r}: lr_gamma {self.lr_gamma} must be positive")
 
     @classmethod
     def from_train(cls, train: TrainConfig, name: str = "train", **changes: Any) -> Phase:

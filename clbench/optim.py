@@ -45,6 +45,11 @@ def make_optimizer(params: Sequence[nn.Parameter], phase: Phase,
     return PackedState(params, coordinates, lambda packed: torch_optimizer(packed, phase))
 
 
+def torch_optimizer_of(opt: torch.optim.Optimizer | PackedState) -> torch.optim.Optimizer:
+    """The torch optimizer that holds the learning rate (what an LR scheduler takes)."""
+    return opt.inner if isinstance(opt, PackedState) else opt
+
+
 class PackedState:
     """Steps a torch optimizer over the masked coordinates of some parameters, packed into vectors.
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.optim.lr_scheduler import MultiStepLR
 from tqdm.auto import tqdm
 
 from clbench import footprints as fps
@@ -36,7 +37,7 @@ from clbench.errors import ClbenchError, Diverged, PluginError, ResultFileError
 from clbench.method import CellContext, CompositeMethod, Method, derive_seed
 from clbench.metrics import MetricInput, compute_metrics
 from clbench.model import CLModel, StreamInfo
-from clbench.optim import make_optimizer
+from clbench.optim import make_optimizer, torch_optimizer_of
 from clbench.plan import Cell
 from clbench.registry import Registries
 from clbench.results import (
@@ -138,10 +139,15 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
     stats: dict[str, Any] = {}
     move = ctx.device.type != "cpu"  # streams hold CPU tensors: on CPU a batch is used as it is
     model.train()
+    group: tuple[str, Any] = ("", None)  # the optimizer of the phase group going on (Phase.optimizer_group)
     for p_i, phase in enumerate(method.phases(task, index)):
         method.before_phase(phase, task, index)
         params = method.parameters(model, phase)
-        opt = make_optimizer(params, phase, method.sparse_coordinates(phase))
+        if not phase.optimizer_group or group[0] != phase.optimizer_group:
+            group = (phase.optimizer_group, make_optimizer(params, phase, method.sparse_coordinates(phase)))
+        opt = group[1]
+        schedule = MultiStepLR(torch_optimizer_of(opt), list(phase.lr_milestones), phase.lr_gamma) \
+            if phase.lr_milestones else None
         t0 = time.perf_counter()
         steps = examples = 0
         tokens0 = model.tokens_seen
@@ -181,6 +187,8 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
                     values.update(lr=float(opt.param_groups[0]["lr"]), grad_norm=float(norm))
                     on_step(phase.name, epoch, step, values)
             method.after_epoch(phase, epoch)
+            if schedule is not None:
+                schedule.step()
             epoch_loss.append(total / n if n else None)
         seconds = time.perf_counter() - t0
         entry: dict[str, Any] = {"seconds": seconds, "steps": steps, "examples_per_s": examples / max(seconds, 1e-9),

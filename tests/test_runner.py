@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from clbench import testing
 from clbench.hookspecs import hookimpl
-from clbench.method import Method
+from clbench.config import TrainConfig
+from clbench.method import CellContext, Method, Phase
 from clbench.model import CLModel
 from clbench.results import CHECKPOINT_FILE, RESULT_FILE, read_result
-from clbench.runner import FailFast, _CellState
+from clbench.runner import FailFast, _CellState, train_task
 from clbench.specs import MethodSpec, StreamSpec
 
 
@@ -260,3 +263,45 @@ def test_stream_preset_sets_the_streams_own_config_and_user_sets_win(tmp_path):
     assert sorted(c.method for c in quick) == ["inclora", "nlora", "olora", "olora+nlora", "seqlora"]
     assert {c.stream_config["train_per_task"] for c in quick} == {64}
     assert {c.stream_config["train_per_task"] for c in cells({"stream.train_per_task": [0]})} == {0}
+
+
+class _Phased(Method):
+    """Three Adam phases: "a" with milestones (1, 2) × 0.5, then "b1" and "b2" in one optimizer group."""
+
+    def phases(self, task, index):
+        base = Phase.from_train(self.ctx.train, optimizer="adam", lr=0.04, epochs=3)
+        return [replace(base, name="a", lr_milestones=(1, 2), lr_gamma=0.5),
+                replace(base, name="b1", epochs=1, optimizer_group="b"), replace(base, name="b2", epochs=1,
+                                                                                optimizer_group="b")]
+
+    def before_phase(self, phase, task, index):
+        self.phase = phase.name
+
+
+def test_phases_take_lr_milestones_and_share_an_optimizer_in_a_group():
+    stream = testing.TinyVectorStream(tasks=1, n=32)
+    ctx = CellContext(stream=stream, order=["t0"], train=TrainConfig(batch_size=16), device=torch.device("cpu"), seed=0)
+    model = _mlp(stream)
+    method = _Phased(None, ctx)
+    method.setup(model)
+    seen: list[tuple[str, float, int, float]] = []  # phase, lr, optimizer id, Adam's step count after the step
+    handle = register_optimizer_step_post_hook(lambda opt, args, kwargs: seen.append(
+        (method.phase, opt.param_groups[0]["lr"], id(opt), max(float(s["step"]) for s in opt.state.values()))))
+    try:
+        train_task(model, method, ctx, 0)
+    finally:
+        handle.remove()
+    # two batches an epoch; rate 0.04 × 0.5^(milestones passed), by hand
+    assert [(p, lr) for p, lr, _, _ in seen] == [("a", 0.04)] * 2 + [("a", 0.02)] * 2 + [("a", 0.01)] * 2 \
+        + [("b1", 0.04)] * 2 + [("b2", 0.04)] * 2
+    assert seen[0][2] != seen[6][2] == seen[8][2]  # "b1" and "b2" step one optimizer, not "a"'s
+    assert [s for _, _, _, s in seen] == [1, 2, 3, 4, 5, 6, 1, 2, 3, 4]  # and its Adam step count runs on
+
+
+def _mlp(stream):
+    from clbench_plugins.mlp.model import MLPConfig, build
+
+    from clbench.model import StreamInfo
+
+    torch.manual_seed(0)
+    return build(MLPConfig(hidden=(8,)), StreamInfo.of(stream))

@@ -13,13 +13,13 @@ code's Z also sees the restored old weights); every task, the last included, is 
 own weights and share mask; no epoch is selected on the test set (none is selected at all).
 
 The released code's optimizer handling is optional (``lr_milestones``: its MultiStepLR in the warm-up and
-retrain phases; ``optimizer_across_stages``: one optimizer for all ρ stages). The runner builds a fresh
-optimizer for each phase and offers no scheduler hook, so for those phases this method builds and steps an
-optimizer of its own (:meth:`LPS._own_optimizer`) and the runner's finds no gradients to apply.
+retrain phases; ``optimizer_across_stages``: one optimizer for all ρ stages), expressed with the phases'
+``lr_milestones`` and ``optimizer_group`` (docs/reference-code.md §3.8).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -32,12 +32,10 @@ from clbench_plugins.packnet.partition import (
     unpack,
 )
 from torch import Tensor, nn
-from torch.optim.lr_scheduler import MultiStepLR
 
 from clbench.data import Batch
 from clbench.method import Phase
 from clbench.model import CLModel
-from clbench.optim import PackedState, make_optimizer
 
 from .config import LPSConfig
 
@@ -54,7 +52,6 @@ class LPS(PartitionMethod):
         self.shares: dict[int, dict[str, Tensor]] = {}  # task index -> layer -> bool share mask
         self.learned: list[float] = []  # per task ≥ 2: share of old entries with M ≥ 0.5 before projection
         self._reset_admm()
-        self._drop_optimizer()
 
     def _reset_admm(self) -> None:
         self.M: dict[str, nn.Parameter] = {}
@@ -69,12 +66,19 @@ class LPS(PartitionMethod):
 
     # -- phases -----------------------------------------------------------------------
     def phases(self, task: str, index: int) -> list[Phase]:
+        """Warm-up and retrain with ``lr_milestones`` (main.py l.554/l.564–571, l.310–331: a new optimizer and
+        MultiStepLR per phase; the code steps it per batch, so it decays one batch before clbench's per-epoch
+        step); the ρ stages of ADMM at a constant rate (admm.py l.757 at --admm-epochs 1), in one optimizer
+        group with ``optimizer_across_stages`` (main.py l.217–222, built before the ρ loop of l.271)."""
         c = self.config
-        out = [self.base_phase("warmup", c.warmup_epochs)] if c.warmup_epochs else []
+        decay = {"lr_milestones": c.lr_milestones, "lr_gamma": c.lr_gamma}
+        out = [replace(self.base_phase("warmup", c.warmup_epochs), **decay)] if c.warmup_epochs else []
         if c.admm_epochs:
             per, extra = divmod(c.admm_epochs, c.rho_stages)
-            out += [self.base_phase(f"admm{i + 1}", per + (1 if i < extra else 0)) for i in range(c.rho_stages)]
-        return out + [self.base_phase("retrain", c.retrain_epochs)]
+            group = "admm" if c.optimizer_across_stages else ""
+            out += [replace(self.base_phase(f"admm{i + 1}", per + (1 if i < extra else 0)), optimizer_group=group)
+                    for i in range(c.rho_stages)]
+        return out + [replace(self.base_phase("retrain", c.retrain_epochs), **decay)]
 
     def parameters(self, model: CLModel, phase: Phase) -> list[nn.Parameter]:
         params = super().parameters(model, phase)
@@ -95,45 +99,6 @@ class LPS(PartitionMethod):
             self._start_admm(int(phase.name[4:]) - 1, index)
         elif phase.name == "retrain":
             self._final_projection(index)
-        self._own_optimizer(phase)
-
-    # -- the released code's optimizer handling (docs/reference-code.md §3.8) ----------------------
-    def _own_optimizer(self, phase: Phase) -> None:
-        """Build, keep or drop the optimizer this method steps itself in ``phase``.
-
-        Warm-up and retrain with ``lr_milestones``: a new optimizer and a MultiStepLR per phase (main.py
-        l.554/l.571, l.310–331). ADMM with ``optimizer_across_stages``: one optimizer built at the first ρ
-        stage and kept for the others (main.py l.217–222, before the ρ loop of l.271). Otherwise none: the
-        runner's optimizer trains, as it is built fresh for every phase.
-        """
-        c = self.config
-        admm = phase.name.startswith("admm")
-        if admm and c.optimizer_across_stages and phase.name != "admm1":
-            assert self.optimizer is not None, "a later ρ stage without the first one's optimizer"
-            return
-        self._drop_optimizer()
-        if not (c.optimizer_across_stages if admm else c.lr_milestones):
-            return
-        assert self.model is not None
-        self.own_params = self.parameters(self.model, phase)
-        self.optimizer = make_optimizer(self.own_params, phase, self.sparse_coordinates(phase))
-        if not admm:
-            torch_opt = self.optimizer.inner if isinstance(self.optimizer, PackedState) else self.optimizer
-            self.scheduler = MultiStepLR(torch_opt, list(c.lr_milestones), c.lr_gamma)
-
-    def _drop_optimizer(self) -> None:
-        self.optimizer: torch.optim.Optimizer | PackedState | None = None
-        self.scheduler: MultiStepLR | None = None
-        self.own_params: list[nn.Parameter] = []
-
-    def _step_own_optimizer(self) -> None:
-        """The step the runner would take (clip, then step), then no gradient is left for the runner's."""
-        assert self.optimizer is not None
-        if self.ctx.train.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.own_params, self.ctx.train.grad_clip)
-        self.optimizer.step()
-        for p in self.own_params:
-            p.grad = None
 
     def _start_admm(self, stage: int, index: int) -> None:
         """A ρ stage starts afresh (main.py re-creates its ADMM object): Z = Π(W), U = 0, Y = Π(M), K = 0."""
@@ -169,8 +134,6 @@ class LPS(PartitionMethod):
                     share_grad = g * self.w_old[n] * self.config.mask_lr_scale
                     m.grad = share_grad if m.grad is None else m.grad + share_grad
         super().after_backward()
-        if self.optimizer is not None:
-            self._step_own_optimizer()
 
     def after_step(self) -> None:
         if self.admm and self.M:  # old entries of the layer follow M ⊙ W̄^{t-1}
@@ -179,8 +142,6 @@ class LPS(PartitionMethod):
                     p.copy_(torch.where(self.old(n), self.M[n] * self.w_old[n], p))
 
     def after_epoch(self, phase: Phase, epoch: int) -> None:
-        if self.scheduler is not None:  # per epoch; the code steps per batch, decaying one batch earlier (§3.8)
-            self.scheduler.step()
         if not self.admm or (epoch + 1) % self.config.admm_interval:
             return
         self.admm_update()
@@ -227,7 +188,6 @@ class LPS(PartitionMethod):
                 if n in self.w_old:
                     p.copy_(torch.where(self.old(n), self.w_old[n], p))
         self._reset_admm()
-        self._drop_optimizer()
         super().after_task(task, index)
 
     # -- evaluation and reporting --------------------------------------------------------
