@@ -20,6 +20,7 @@ class PerTaskMaskConfig(ExpanderEWCConfig):
 
     lambda_: float = bounded(0.0, ge=0)  # §6.2 compares masks alone: no penalty
     overlap: float = bounded(1.0, ge=0, le=1)  # independent tasks: a mask need not avoid earlier ones
+    overlap_policy: str = "independent"  # each mask drawn on its own, never steered off earlier tasks' masks
 
 
 @dataclass(frozen=True)
