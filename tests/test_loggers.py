@@ -10,6 +10,7 @@ import math
 from collections import defaultdict
 
 import pytest
+from clbench_plugins.loggers.backends import Logger
 
 from clbench import testing
 from clbench.executors import execute
@@ -217,3 +218,28 @@ def test_wandb_logs_offline(regs, tmp_path, monkeypatch):
     assert data.count(b"grad_norm") >= _steps(on) // 2  # one history record per logged step
     for key in (b"loss/task", b"lr", b"accuracy/t1", b"metric/AA", b"config_hash", on.key.encode()):
         assert key in data, key
+
+
+class _Recorder(Logger):
+    def __init__(self) -> None:
+        super().__init__(cell=None, resumed_from=0)
+        self.batches: list[list[int]] = []
+
+    def write_steps(self, rows) -> None:
+        self.batches.append([row[4] for row in rows])
+
+
+def test_logged_steps_are_written_at_task_end_or_after_write_every_s(monkeypatch):
+    logger = _Recorder()
+    for step in (1, 2, 3):
+        logger.step("t0", 0, "train", 0, step, {"loss": 1.0})
+    assert logger.batches == []  # kept in memory during the task
+    logger.task_end("t0", 0, [50.0], ["t0"], 3)
+    logger.step("t1", 1, "train", 0, 4, {"loss": 1.0})
+    logger.close()  # an interrupted task's steps are written too (a resume drops them)
+    assert logger.batches == [[1, 2, 3], [4]]
+    monkeypatch.setattr(Logger, "WRITE_EVERY_S", 0.0)
+    logger = _Recorder()
+    for step in (1, 2):
+        logger.step("t0", 0, "train", 0, step, {"loss": 1.0})
+    assert logger.batches == [[1], [2]]  # due at once

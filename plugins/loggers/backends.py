@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,25 +18,53 @@ TB_DIR = "tb"
 WANDB_DIR = "wandb"
 
 
+StepRow = tuple[str, int, str, int, int, dict[str, float]]  # task, index, phase, epoch, step, values
+
+
 class Logger:
-    """What a built-in logger does with each hook; :meth:`close` runs whether the cell ended or not."""
+    """What a built-in logger does with each hook; :meth:`close` runs whether the cell ended or not.
+
+    Logged steps are kept in memory and handed to :meth:`write_steps` at the end of each task, or once
+    ``WRITE_EVERY_S`` have passed since the last write (TensorBoard itself flushes its file every 120 s), and
+    at :meth:`close`. Writing each step as it comes cost ~0.9 ms a logged step (an event, a queue put and a
+    wake-up of TensorBoard's writer thread, which then takes the GIL from the training loop): 10 % of the
+    quick MLP's time at ``log_every=10`` (benchmarks/bench_overhead.py). A killed process loses the kept
+    steps of its unfinished task, which its resume would drop anyway (it restarts that task).
+    """
+
+    WRITE_EVERY_S = 30.0
 
     def __init__(self, cell: Any, resumed_from: int) -> None:
         self.cell = cell
         self.resumed_from = resumed_from
         self.last_step = 0
+        self.kept: list[StepRow] = []
+        self.written = time.monotonic()
 
     def step(self, task: str, index: int, phase: str, epoch: int, step: int, values: dict[str, float]) -> None:
         self.last_step = step
+        self.kept.append((task, index, phase, epoch, step, values))
+        if time.monotonic() - self.written >= self.WRITE_EVERY_S:
+            self.write_kept()
+
+    def write_kept(self) -> None:
+        if self.kept:
+            self.write_steps(self.kept)
+            self.kept = []
+        self.written = time.monotonic()
+
+    def write_steps(self, rows: list[StepRow]) -> None:
+        """Write logged steps, in step order."""
 
     def task_end(self, task: str, index: int, row: list[float], tasks: list[str], step: int) -> None:
+        self.write_kept()
         self.last_step = step
 
     def cell_end(self, result: Any) -> None:
         pass
 
     def close(self) -> None:
-        pass
+        self.write_kept()
 
 
 def task_values(index: int, row: list[float], tasks: list[str]) -> dict[str, float]:
@@ -99,10 +128,10 @@ class CsvLogger(Logger):
             self._rewrite(rows)
         self.writer.writerow(row)
 
-    def step(self, task: str, index: int, phase: str, epoch: int, step: int, values: dict[str, float]) -> None:
-        super().step(task, index, phase, epoch, step, values)
-        self._write({"kind": "step", "index": index, "task": task, "phase": phase, "epoch": epoch, "step": step,
-                     **values})
+    def write_steps(self, rows: list[StepRow]) -> None:
+        for task, index, phase, epoch, step, values in rows:
+            self._write({"kind": "step", "index": index, "task": task, "phase": phase, "epoch": epoch, "step": step,
+                         **values})
 
     def task_end(self, task: str, index: int, row: list[float], tasks: list[str], step: int) -> None:
         super().task_end(task, index, row, tasks, step)
@@ -114,6 +143,7 @@ class CsvLogger(Logger):
 
     def close(self) -> None:
         if self.fh is not None:
+            super().close()
             self.fh.close()
             self.fh = None
 
@@ -155,9 +185,9 @@ class TensorboardLogger(Logger):
         summary = Summary(value=[Summary.Value(tag=name, simple_value=value) for name, value in values.items()])
         self._at(step).file_writer.add_summary(summary, step)
 
-    def step(self, task: str, index: int, phase: str, epoch: int, step: int, values: dict[str, float]) -> None:
-        super().step(task, index, phase, epoch, step, values)
-        self._scalars(values, step)
+    def write_steps(self, rows: list[StepRow]) -> None:
+        for *_, step, values in rows:
+            self._scalars(values, step)
 
     def task_end(self, task: str, index: int, row: list[float], tasks: list[str], step: int) -> None:
         super().task_end(task, index, row, tasks, step)
@@ -168,6 +198,7 @@ class TensorboardLogger(Logger):
         self._scalars(metric_values(result), self.last_step)
 
     def close(self) -> None:
+        super().close()
         if self.writer is not None:
             self.writer.close()
             self.writer = None
@@ -192,9 +223,9 @@ class WandbLogger(Logger):
                               config={**cell.resolved(), "config_hash": cell.config_hash,
                                       "resumed_from": resumed_from})
 
-    def step(self, task: str, index: int, phase: str, epoch: int, step: int, values: dict[str, float]) -> None:
-        super().step(task, index, phase, epoch, step, values)
-        self.run.log(values, step=step)
+    def write_steps(self, rows: list[StepRow]) -> None:
+        for *_, step, values in rows:
+            self.run.log(values, step=step)
 
     def task_end(self, task: str, index: int, row: list[float], tasks: list[str], step: int) -> None:
         super().task_end(task, index, row, tasks, step)
@@ -205,6 +236,7 @@ class WandbLogger(Logger):
 
     def close(self) -> None:
         if self.run is not None:
+            super().close()
             self.run.finish()
             self.run = None
 
