@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from clbench import testing
-from clbench.config import TrainConfig
 from clbench.cli import main
+from clbench.config import TrainConfig
 from clbench.errors import ClbenchError
 from clbench.executors import LocalExecutor, execute, next_cell
 from clbench.plan import RunRequest, make_plan

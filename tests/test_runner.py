@@ -10,8 +10,8 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from clbench import testing
-from clbench.hookspecs import hookimpl
 from clbench.config import TrainConfig
+from clbench.hookspecs import hookimpl
 from clbench.method import CellContext, Method, Phase
 from clbench.model import CLModel
 from clbench.results import CHECKPOINT_FILE, RESULT_FILE, read_result
