@@ -56,7 +56,9 @@ CLBENCH_SIDE = textwrap.dedent(
                       seeds=[int(sys.argv[1])])
     seconds = time.perf_counter() - t0
     assert r.status == "complete", r.error
-    print(json.dumps({"seconds": seconds, "AA": r.metrics["AA"]}))
+    tasks = r.timings["tasks"]
+    print(json.dumps({"seconds": seconds, "AA": r.metrics["AA"], "train": sum(t["train_s"] for t in tasks),
+                      "eval": sum(t["eval_s"] for t in tasks), "cell": r.timings["total_s"]}))
     """
 )
 
@@ -140,6 +142,10 @@ def main() -> None:
         for seed in range(args.reps):  # interleaved, so load drift hits both sides alike; one seed per rep
             ours.append(side(sys.executable, CLBENCH_SIDE, str(seed)))
             theirs.append(side(args.avalanche_python, AVALANCHE_SIDE, str(data), str(seed)))
+    for rep, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+        print(f"rep {rep}: clbench {a['seconds']:.2f} s (train {a['train']:.2f}, eval {a['eval']:.2f}, rest of the "
+              f"cell {a['cell'] - a['train'] - a['eval']:.2f}, outside it {a['seconds'] - a['cell']:.2f}); "
+              f"avalanche {b['seconds']:.2f} s")
     t_ours = statistics.median(r["seconds"] for r in ours)
     t_theirs = statistics.median(r["seconds"] for r in theirs)
     aa_ours = statistics.mean(r["AA"] for r in ours)
