@@ -61,6 +61,7 @@ def _run_task(method: PerTaskMasked, model: torch.nn.Module, ctx: CellContext, i
 
 @pytest.mark.parametrize("config", [PerTaskMaskConfig(density=0.25), PerTaskRandomConfig(density=0.25)], ids=str)
 def test_every_task_restarts_from_the_base_weights(config):
+    assert config.mask_spec().overlap_policy == "independent"  # no task steers another's mask
     method, model, ctx = _cell(config)
     base = {n: p.detach().clone() for n, p in method.masked_parameters().items()}
     _run_task(method, model, ctx, 0)
@@ -197,3 +198,34 @@ def test_glue_cl_preset_resolves_on_the_offline_copy():
     assert sorted(c.method for c in plan.cells) == ["pertask-expander", "pertask-random"]
     assert {c.model for c in plan.cells} == {"glue-encoder"} and {c.order for c in plan.cells} == {"1"}
     assert all(c.methods_cfg[c.method].density == 0.01 for c in plan.cells)
+
+
+# --------------------------------------------------------------------------- the write-up
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("glue_table5", ROOT / "scripts" / "glue_table5.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_verdict_compares_the_difference_with_the_seeds_spread():
+    v = _script().verdict
+    # means 62 vs 51, stds 2 and 1: 11 > 3
+    assert v([60.0, 62.0, 64.0], [50.0, 51.0, 52.0]) == "holds"
+    assert v([50.0, 51.0, 52.0], [60.0, 62.0, 64.0]) == "reversed"
+    assert v([60.0, 62.0, 64.0], [58.0, 59.0, 60.0]) == "not separated"  # 3 ≤ 2 + 1
+
+
+def test_glue_table5_doc_is_up_to_date():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "glue_table5.py"), "render", "--check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
