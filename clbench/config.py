@@ -56,7 +56,12 @@ class TrainConfig:
     """The training loop's settings for one cell."""
 
     epochs: int = bounded(1, ge=1)
-    batch_size: int = bounded(32, ge=1)
+    batch_size: int = bounded(32, ge=1)  # the global batch: examples per optimizer step
+    # Micro-batches per optimizer step: each runs forward and backward on batch_size/grad_accum examples
+    # with its loss scaled by its share of the batch, so the step sees the full batch's mean gradient
+    # (same numbers up to float summation order; batch-norm statistics are per micro-batch). Memory of a
+    # micro-batch, the result of the global batch.
+    grad_accum: int = bounded(1, ge=1)
     eval_batch_size: int = bounded(256, ge=1)
     lr: float = bounded(0.01, gt=0)
     optimizer: str = "sgd"  # sgd | adam | adamw | rmsprop
@@ -83,12 +88,23 @@ class TrainConfig:
     # Settings that change no number: clbench.plan.identity leaves them out of config_hash, so changing one
     # neither refuses a rerun into the same --out nor invalidates a result or checkpoint.
     NOT_IDENTITY: ClassVar[tuple[str, ...]] = ("log_every", "checkpoint_every_s")
+    # Settings added after results were committed: at this value they are left out of the identity, so a
+    # result written before they existed keeps its config hash (it was computed this way).
+    IDENTITY_SINCE: ClassVar[dict[str, Any]] = {"grad_accum": 1}
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
             raise ConfigError(f"train.optimizer={self.optimizer!r}: choose one of {sorted(OPTIMIZERS)}")
         if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", self.device):
             raise ConfigError(f"train.device={self.device!r}: choose auto, cpu, mps, cuda or cuda:N")
+        if self.batch_size % self.grad_accum:
+            raise ConfigError(f"train.grad_accum={self.grad_accum} does not divide train.batch_size="
+                              f"{self.batch_size}: the global batch is split into equal micro-batches")
+
+    @property
+    def micro_batch_size(self) -> int:
+        """Examples per forward/backward pass (per device: this process is the only one)."""
+        return self.batch_size // self.grad_accum
 
 
 OPTIMIZERS = {"sgd", "adam", "adamw", "rmsprop"}

@@ -133,7 +133,9 @@ def identity(resolved: Mapping[str, Any], stream: str, order: str, seed: int) ->
     """What makes a cell's numbers: every resolved setting, the stream, the order and the seed."""
     out = {k: v for k, v in resolved.items() if k not in IDENTITY_EXCLUDES}
     if isinstance(out.get("train"), Mapping):  # settings that change no number (train.log_every)
-        out["train"] = {k: v for k, v in out["train"].items() if k not in cfg.TrainConfig.NOT_IDENTITY}
+        since = cfg.TrainConfig.IDENTITY_SINCE
+        out["train"] = {k: v for k, v in out["train"].items()
+                        if k not in cfg.TrainConfig.NOT_IDENTITY and (k not in since or v != since[k])}
     out["cell"] = {"stream": stream, "order": str(order), "seed": int(seed)}
     return out
 

@@ -21,11 +21,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 
 from clbench.errors import ResultFileError
+
+if TYPE_CHECKING:
+    from clbench.config import TrainConfig
 
 SCHEMA_VERSION = 2  # 2: config_hash, metric_errors, footprints (1 is still read)
 RESULT_FILE = "result.json"
@@ -242,7 +245,9 @@ def _static_env() -> dict[str, Any]:
     }
 
 
-def environment(device: str, world_size: int, global_batch_size: int, plugins: dict[str, str]) -> dict[str, Any]:
+def environment(device: str, train: TrainConfig, plugins: dict[str, str], world_size: int = 1) -> dict[str, Any]:
+    """The ``env`` block: versions, device, threads, and how the global batch was split (per device × ranks ×
+    accumulation)."""
     import torch
 
     env = dict(_static_env())
@@ -251,7 +256,9 @@ def environment(device: str, world_size: int, global_batch_size: int, plugins: d
         device_name=torch.cuda.get_device_name(0) if device.startswith("cuda") else platform.processor() or "cpu",
         torch_threads=torch.get_num_threads(),
         world_size=world_size,
-        global_batch_size=global_batch_size,
+        global_batch_size=train.batch_size,
+        per_device_batch_size=train.batch_size // (world_size * train.grad_accum),
+        grad_accum=train.grad_accum,
         plugins=plugins,
     )
     return env

@@ -37,7 +37,7 @@ from clbench.errors import ClbenchError, Diverged, PluginError, ResultFileError
 from clbench.method import CellContext, CompositeMethod, Method, derive_seed
 from clbench.metrics import MetricInput, compute_metrics
 from clbench.model import CLModel, StreamInfo
-from clbench.optim import make_optimizer, torch_optimizer_of
+from clbench.optim import MASTERS, Masters, make_optimizer, torch_optimizer_of
 from clbench.plan import Cell
 from clbench.registry import Registries
 from clbench.results import (
@@ -126,16 +126,59 @@ def grad_norm(params: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.detach()) for g in grads]))
 
 
+def cell_masters(ctx: CellContext) -> Masters:
+    """The fp32 masters of the cell's low-precision weights (none for an fp32 model), kept from phase to phase and
+    task to task, and in the checkpoint."""
+    return ctx.stash.setdefault(MASTERS, Masters())
+
+
+def micro_batches(batch: Batch, parts: int) -> list[Batch]:
+    """``batch`` cut into ``parts`` consecutive pieces (sizes differ by at most one; fewer when it is shorter)."""
+    bounds = torch.linspace(0, len(batch), min(parts, len(batch)) + 1).round().long().tolist()
+    return [Batch(batch.x[a:b], batch.y[a:b], batch.task) for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def accumulate(model: CLModel, method: Method, batch: Batch, parts: int, what: str
+               ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """Forward and backward of ``batch`` in ``parts`` micro-batches (``train.grad_accum``); returns the batch's
+    loss, task loss and loss terms (detached), as one pass over the whole batch would.
+
+    Each micro-batch's loss, method terms included, is scaled by its share of the examples, so the summed
+    gradients are the batch's mean gradient. A term that depends on the batch (LwF's distillation, replay)
+    is then its batch mean; a term that does not (EWC's or O-LoRA's penalty: the weights do not move between
+    micro-batches) has shares summing to one: it counts once per optimizer step, as without accumulation.
+    """
+    losses: list[torch.Tensor] = []
+    task_losses: list[torch.Tensor] = []
+    terms: dict[str, list[torch.Tensor]] = {}
+    for micro in micro_batches(batch, parts):
+        share = len(micro) / len(batch)
+        logits, part_loss = model.training_loss(micro.x, micro.task, micro.y, method.needs_logits)
+        part_terms = check_loss_terms(method.loss_terms(micro, logits), what)
+        part = part_loss
+        for term in part_terms.values():
+            part = part + term
+        (part * share).backward()
+        losses.append(part.detach() * share)
+        task_losses.append(part_loss.detach() * share)
+        for name, term in part_terms.items():
+            terms.setdefault(name, []).append(term.detach() * share)
+    return (torch.stack(losses).sum(), torch.stack(task_losses).sum(),  # share-weighted: the whole batch's values
+            {name: torch.stack(values).sum() for name, values in terms.items()})
+
+
 def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, what: str = "method",
                on_step: StepObserver | None = None, step: int = 0) -> dict[str, Any]:
     """All phases of task ``index``; returns per phase its seconds, steps, examples/s (and tokens/s) and the
     mean loss of each epoch, and ``phases``: the phase names in run order. ``what`` names the method in a
     boundary error (see :func:`method_label`). ``on_step`` is called after every ``ctx.train.log_every``-th
     optimizer step, counted across the cell from ``step`` (the steps before this task); on other steps it
-    costs nothing."""
+    costs nothing. A step takes ``train.batch_size`` examples (the global batch), in ``train.grad_accum``
+    micro-batches (see :func:`accumulate`)."""
     task = ctx.order[index]
     train_tasks = method.train_tasks(index)
     every = ctx.train.log_every if on_step is not None else 0
+    accum = ctx.train.grad_accum
     stats: dict[str, Any] = {}
     move = ctx.device.type != "cpu"  # streams hold CPU tensors: on CPU a batch is used as it is
     model.train()
@@ -144,7 +187,8 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
         method.before_phase(phase, task, index)
         params = method.parameters(model, phase)
         if not phase.optimizer_group or group[0] != phase.optimizer_group:
-            group = (phase.optimizer_group, make_optimizer(params, phase, method.sparse_coordinates(phase)))
+            group = (phase.optimizer_group, make_optimizer(params, phase, method.sparse_coordinates(phase),
+                                                           cell_masters(ctx)))
         opt = group[1]
         schedule = MultiStepLR(torch_optimizer_of(opt), list(phase.lr_milestones), phase.lr_gamma) \
             if phase.lr_milestones else None
@@ -158,17 +202,20 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
                 if move:
                     batch = batch.to(ctx.device)
                 opt.zero_grad(set_to_none=True)
-                logits, task_loss = model.training_loss(batch.x, batch.task, batch.y, method.needs_logits)
-                terms = check_loss_terms(method.loss_terms(batch, logits), what)
-                loss = task_loss
-                for term in terms.values():
-                    loss = loss + term
+                if accum == 1:
+                    logits, task_loss = model.training_loss(batch.x, batch.task, batch.y, method.needs_logits)
+                    terms = check_loss_terms(method.loss_terms(batch, logits), what)
+                    loss = task_loss
+                    for term in terms.values():
+                        loss = loss + term
+                    loss.backward()
+                else:
+                    loss, task_loss, terms = accumulate(model, method, batch, accum, what)
                 value = float(loss.detach())  # one sync per step; cheap next to backward
                 if not math.isfinite(value):
                     raise Diverged(f"loss became {value} on task {task!r} ({phase.name}, epoch {epoch + 1})")
                 total += value
                 n += 1
-                loss.backward()
                 method.after_backward()
                 step += 1
                 logged = every and step % every == 0
@@ -297,7 +344,7 @@ class Runner:
         order = stream.order(cell.order)
         state.tasks = order
         model, method = self._build(cell, stream, order, device)
-        state.env = environment(str(device), 1, train.batch_size, self._plugin_versions())
+        state.env = environment(str(device), train, self._plugin_versions())
 
         start = state.load_checkpoint(model, method)
         if start < 0:  # a checkpoint that did not fit may have half-loaded: start from fresh objects
@@ -410,6 +457,7 @@ class _CellState:
             "model": model.state_dict(),
             "method": method.state_dict(),
             "footprints": fps.to_tensors(self.footprints),
+            "masters": cell_masters(method.ctx).state_dict({id(p): n for n, p in model.named_parameters()}),
         }
         # not fsynced: a killed process keeps it (the page cache survives), and the rare checkpoint a machine
         # crash garbles is read as absent below: the cell starts over, it does not fail
@@ -434,6 +482,7 @@ class _CellState:
         try:
             method.load_state_dict(payload["method"])  # first: it may rebuild structure the weights need
             model.load_state_dict(payload["model"])
+            cell_masters(method.ctx).load_state_dict(payload.get("masters", {}), dict(model.named_parameters()))
             self.rows = payload["rows"]
             self.task_timings = payload["timings"]
             self.report = payload["report"]

@@ -14,6 +14,14 @@ plugin built them, and the state-dict keys are the same before and after every t
 The :class:`Adapters` object lives in ``ctx.stash`` under :data:`ADAPTERS`, so ``olora+nlora`` act on
 one set of adapters; every structural step (start a task, finish a task) is idempotent per task index,
 so a composed method's parts may all call it.
+
+Low-precision bases (bf16/fp16 weights, e.g. the LLaMA profiles): the adapters are created in fp32 (their
+updates would round away in bf16, as PEFT's ``autocast_adapter_dtype`` also avoids) and computed in fp32 in
+the hook, the base's forward stays in its dtype. A finished adapter's merge is computed in fp32 and rounded
+once; its rounding error (the relative error of the realised update ‖round(W+ΔW)−W−ΔW‖/‖ΔW‖) is measured per
+layer and recorded per task in the method's report. Where it exceeds :data:`MERGE_ERROR_LIMIT` the layer's
+update is kept unmerged instead: frozen fp32 factors added in the hook (no dropout, as a merged W has none),
+like the released O-LoRA/N-LoRA code, which never merges. fp32 bases merge as they always did.
 """
 
 from __future__ import annotations
@@ -33,6 +41,13 @@ from clbench.model import CLModel
 
 from .config import LoRAConfig
 
+LOW_PRECISION = (torch.bfloat16, torch.float16)
+# A merge into a low-precision W that loses more than this share of the update (relative Frobenius error of
+# the realised ΔW) is not made: the layer keeps that task's factors unmerged. 1 %: the precision the fp32
+# masters give training (docs/scale-out.md). On N(0, 0.02²) bf16 weights an update of rms 1e-3 loses ~3 %,
+# 1e-4 ~30 %: LoRA updates of the papers' size stay unmerged, the extra forward is rank r per finished task.
+MERGE_ERROR_LIMIT = 0.01
+
 
 class LoRAHook:
     """The forward hook of one target: ``y ← y + scale · dropout(x) Aᵀ Bᵀ`` while enabled."""
@@ -42,6 +57,7 @@ class LoRAHook:
         self.scale = scale
         self.dropout = nn.Dropout(dropout)
         self.enabled = True
+        self.frozen: tuple[Tensor, Tensor] | None = None  # finished tasks' unmerged (A, scale·B), stacked
 
     def __call__(self, module: nn.Module, inputs: tuple[Tensor, ...], output: Tensor) -> Tensor:
         if not self.enabled:
@@ -49,7 +65,11 @@ class LoRAHook:
         x = inputs[0]
         self.dropout.train(module.training)
         A, B = module.lora_A, module.lora_B
-        return output + (self.dropout(x.to(A.dtype)) @ A.T @ B.T).to(output.dtype) * self.scale
+        if self.frozen is None:
+            return output + (self.dropout(x.to(A.dtype)) @ A.T @ B.T).to(output.dtype) * self.scale
+        x = x.to(A.dtype)
+        frozen_A, frozen_B = self.frozen
+        return output + (x @ frozen_A.T @ frozen_B.T + self.dropout(x) @ A.T @ B.T * self.scale).to(output.dtype)
 
 
 class Adapters:
@@ -64,9 +84,10 @@ class Adapters:
             for p in layer.parameters():
                 p.requires_grad_(False)
             w = layer.weight
-            layer.register_parameter("lora_A", nn.Parameter(torch.zeros(config.rank, w.shape[1], dtype=w.dtype,
+            dtype = torch.float32 if w.dtype in LOW_PRECISION else w.dtype
+            layer.register_parameter("lora_A", nn.Parameter(torch.zeros(config.rank, w.shape[1], dtype=dtype,
                                                                          device=w.device)))
-            layer.register_parameter("lora_B", nn.Parameter(torch.zeros(w.shape[0], config.rank, dtype=w.dtype,
+            layer.register_parameter("lora_B", nn.Parameter(torch.zeros(w.shape[0], config.rank, dtype=dtype,
                                                                         device=w.device)))
             hook = LoRAHook(layer, self.scale, config.dropout)
             layer.register_forward_hook(hook)
@@ -74,6 +95,8 @@ class Adapters:
         self.history: list[dict[str, tuple[Tensor, Tensor]]] = []  # finished tasks' (A, B), on CPU
         self.started = -1  # index of the task whose adapter is live
         self._previous_A: dict[str, Tensor] | None = None
+        self.merges: list[dict[str, Any]] = []  # per merge into a low-precision W: its error, layers kept unmerged
+        self.unmerged: list[tuple[int, str]] = []  # (task index, layer) whose update stays as frozen factors
 
     # -- parameters ---------------------------------------------------------------
     def parameters(self) -> list[nn.Parameter]:
@@ -120,16 +143,46 @@ class Adapters:
         self.history.append(self.snapshot())
         self._previous_A = None
         if merge:
-            self.merge()
+            self.merge(index)
 
     @torch.no_grad()
-    def merge(self) -> None:
-        """W ← W + scale·B·A, then A = B = 0: the forward of every later task costs what task 1's did."""
-        for layer in self.layers.values():
+    def merge(self, index: int) -> None:
+        """W ← W + scale·B·A, then A = B = 0: the forward of every later task costs what task 1's did. Into a
+        low-precision W: computed in fp32, rounded once, measured, and kept unmerged above the limit."""
+        low = [n for n, layer in self.layers.items() if layer.weight.dtype in LOW_PRECISION]
+        error = norm = 0.0
+        for name, layer in self.layers.items():
             delta = (layer.lora_B.float() @ layer.lora_A.float()) * self.scale
-            layer.weight.add_(delta.to(layer.weight.dtype))
+            if name not in low:
+                layer.weight.add_(delta.to(layer.weight.dtype))
+            else:
+                base = layer.weight.float()
+                merged = (base + delta).to(layer.weight.dtype)
+                lost = float(torch.linalg.vector_norm(merged.float() - base - delta))
+                size = float(torch.linalg.vector_norm(delta))
+                error, norm = error + lost**2, norm + size**2
+                if lost <= MERGE_ERROR_LIMIT * size:
+                    layer.weight.copy_(merged)
+                else:
+                    self.unmerged.append((index, name))
             layer.lora_A.zero_()
             layer.lora_B.zero_()
+        if low:
+            kept = sum(1 for i, _ in self.unmerged if i == index)
+            self.merges.append({"task": index, "error": math.sqrt(error / norm) if norm > 0 else 0.0,
+                                "unmerged_layers": kept, "layers": len(low)})
+            self._freeze()
+
+    def _freeze(self) -> None:
+        """Each hook's frozen factors: the stacked (A, scale·B) of the updates kept unmerged on its layer."""
+        for name, hook in self.hooks.items():
+            tasks = [i for i, n in self.unmerged if n == name]
+            if not tasks:
+                hook.frozen = None
+                continue
+            A = hook.layer.lora_A
+            hook.frozen = (torch.cat([self.history[i][name][0] for i in tasks]).to(A.device, A.dtype),
+                           torch.cat([self.history[i][name][1] * self.scale for i in tasks], 1).to(A.device, A.dtype))
 
     def previous_A(self) -> dict[str, Tensor]:
         """The finished tasks' A stacked per layer (r_sum × in, on the adapter's device): O-LoRA's lora_A."""
@@ -158,7 +211,7 @@ class Adapters:
     # -- resume -----------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """The finished tasks' factors; the live adapter and merged W are in the model's state dict."""
-        return {"started": self.started,
+        return {"started": self.started, "merges": self.merges, "unmerged": [list(u) for u in self.unmerged],
                 "history": [{f"{n}|{part}": t for n, (A, B) in task.items() for part, t in (("A", A), ("B", B))}
                             for task in self.history]}
 
@@ -171,6 +224,9 @@ class Adapters:
                 factors[n] = (task[f"{n}|A"].cpu(), task[f"{n}|B"].cpu())
             self.history.append(factors)
         self._previous_A = None
+        self.merges = list(state.get("merges", []))
+        self.unmerged = [(int(i), str(n)) for i, n in state.get("unmerged", [])]
+        self._freeze()
 
 
 ADAPTERS: StashKey[Adapters] = StashKey()

@@ -56,6 +56,12 @@ class LoRAMethod(Method):
     def footprint(self, task: str, index: int) -> TaskFootprint:
         return self.adapters.footprint(index)
 
+    def report(self) -> dict[str, Any]:
+        """Per merge into a low-precision base: the realised update's relative error and the layers kept unmerged
+        (see :mod:`.adapters`); nothing for fp32 bases."""
+        merges = self.adapters.merges
+        return {"merges": list(merges)} if merges else {}
+
     def state_dict(self) -> dict[str, Any]:
         return {"adapters": self.adapters.state_dict()}
 

@@ -1,0 +1,206 @@
+"""bf16 models: fp32 masters for every trainable weight, fp32 adapters, fp32 merges with their error recorded."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from clbench_plugins.lora.adapters import MERGE_ERROR_LIMIT, Adapters
+from clbench_plugins.lora.config import LoRAConfig
+from torch import Tensor, nn
+from torch.optim.optimizer import register_optimizer_step_post_hook
+
+import clbench.runner as runner
+from clbench import testing
+from clbench.config import TrainConfig
+from clbench.method import CellContext, Method, Phase
+from clbench.model import CLModel, StreamInfo
+from clbench.optim import Masters, PackedState, make_optimizer, torch_optimizer
+
+BF16 = torch.bfloat16
+
+
+class Net(CLModel):
+    """Two Linear layers of std 0.02 (an LLM's init) held in ``dtype``; the forward computes in ``compute``."""
+
+    def __init__(self, info: StreamInfo, dtype: torch.dtype, compute: torch.dtype = BF16, dim: int = 8) -> None:
+        super().__init__()
+        self.info, self.compute = info, compute
+        torch.manual_seed(0)
+        self.hidden, self.out = nn.Linear(dim, 64), nn.Linear(64, 2)
+        for p in self.parameters():
+            nn.init.normal_(p, std=0.02)
+        self.to(dtype)
+        self.lora_targets = ["hidden"]
+
+    def _linear(self, layer: nn.Linear, x: Tensor) -> Tensor:
+        return nn.functional.linear(x.to(self.compute), layer.weight.to(self.compute), layer.bias.to(self.compute))
+
+    def forward(self, x: Tensor, task: str) -> Tensor:
+        return self._linear(self.out, torch.tanh(self._linear(self.hidden, x))).float()
+
+
+def _train(dtype: torch.dtype, start: dict[str, Tensor] | None = None, tasks: int = 1, n: int = 256
+           ) -> tuple[Net, dict[str, Tensor], list[Tensor]]:
+    """Tasks of RMSProp at lr 1e-6 through the runner's loop, forward in bf16: the model, its start and the
+    tensors the torch optimizer stepped last (the fp32 masters of a bf16 model)."""
+    stream = testing.TinyVectorStream(tasks=tasks, n=n)
+    train = TrainConfig(batch_size=4, epochs=2, optimizer="rmsprop", lr=1e-6)
+    ctx = CellContext(stream=stream, order=stream.order("1"), train=train, device=torch.device("cpu"), seed=0)
+    model = Net(StreamInfo.of(stream), dtype)
+    if start is not None:
+        model.load_state_dict(start)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    stepped: list[list[Tensor]] = []
+    handle = register_optimizer_step_post_hook(lambda opt, args, kwargs: stepped.append(opt.param_groups[0]["params"]))
+    try:
+        method = Method(None, ctx)
+        method.setup(model)
+        for index in range(tasks):
+            runner.train_task(model, method, ctx, index)
+    finally:
+        handle.remove()
+    return model, before, stepped[-1]
+
+
+def _relative(a: Tensor, b: Tensor) -> float:
+    return float(torch.linalg.vector_norm(a.detach() - b.detach()) / torch.linalg.vector_norm(b.detach()))
+
+
+def test_a_bf16_model_trained_with_rmsprop_at_lr_1e_6_realises_its_fp32_update():
+    bf16, start, masters = _train(BF16)
+    fp32, _, _ = _train(torch.float32, {k: v.float() for k, v in start.items()})
+    names = [n for n, _ in bf16.named_parameters()]
+    assert len(masters) == len(names) and all(m.dtype == torch.float32 for m in masters)
+    for name, master, weight in zip(names, masters, bf16.parameters(), strict=True):
+        # the fp32 run (fp32 weights, the same bf16 forward: autocast's semantics) from the same start
+        reference = fp32.state_dict()[name] - start[name].float()
+        assert _relative(master.view_as(weight) - start[name].float(), reference) < 0.01, name
+        assert torch.equal(weight.detach(), master.view_as(weight).to(BF16))  # the weight is its rounding
+
+
+def test_without_masters_the_same_bf16_run_rounds_its_update_away(monkeypatch):
+    monkeypatch.setattr(runner, "make_optimizer", lambda params, phase, *rest: torch_optimizer(params, phase))
+    bf16, start, _ = _train(BF16)
+    fp32, _, _ = _train(torch.float32, {k: v.float() for k, v in start.items()})
+    name = "hidden.weight"
+    reference = fp32.state_dict()[name] - start[name].float()
+    realised = bf16.state_dict()[name].float() - start[name].float()
+    assert float((realised * reference).sum() / reference.pow(2).sum()) < 0.5  # what the issue's review found
+
+
+def test_masked_bf16_coordinates_get_packed_fp32_masters_and_take_a_methods_edits():
+    torch.manual_seed(0)
+    weight = nn.Parameter((torch.randn(16, 16) * 0.02).to(BF16))
+    reference = nn.Parameter(weight.detach().float())
+    mask = torch.rand(16, 16) < 0.5
+    phase = Phase("p", 1, 1e-6, "rmsprop")
+    opt = make_optimizer([weight], phase, [(weight, mask)])
+    ref_opt = make_optimizer([reference], phase, [(reference, mask)])
+    assert isinstance(opt, PackedState) and opt.packed[0][2].dtype == torch.float32
+    g = torch.Generator().manual_seed(1)
+    for _ in range(100):
+        grad = torch.randn(16, 16, generator=g) * mask
+        weight.grad = grad.to(BF16)
+        reference.grad = weight.grad.float()  # the gradient the bf16 model gets
+        opt.step()
+        ref_opt.step()
+    master, start = opt.packed[0][2].detach(), weight.detach().float()[mask]
+    assert torch.equal(master, reference.detach()[mask])  # same start, same gradients: the fp32 numbers exactly
+    assert torch.equal(weight.detach()[mask], master.to(BF16))
+    assert _relative(weight.detach()[mask].float() - start, master - start) > 0  # (bf16 alone cannot hold them)
+    with torch.no_grad():  # a method edits one coordinate (a projection, a restored value): the master takes it
+        first = int(mask.reshape(-1).nonzero()[0])
+        weight.view(-1)[first] = 0.5
+    weight.grad = torch.zeros(16, 16, dtype=BF16)
+    kept = master.clone()
+    opt.step()  # RMSProp with a zero gradient and no momentum does not move
+    assert float(master[0]) == 0.5 and torch.equal(master[1:], kept[1:])
+
+
+def test_masters_outlive_the_task_so_updates_below_the_ulp_are_kept():
+    """Two tasks of 10 steps: each task's movement is below bf16's ulp; the masters carry it to the next task."""
+    bf16, start, masters = _train(BF16, tasks=2, n=20)
+    fp32, _, _ = _train(torch.float32, {k: v.float() for k, v in start.items()}, tasks=2, n=20)
+    for (name, weight), master in zip(bf16.named_parameters(), masters, strict=True):
+        reference = fp32.state_dict()[name]
+        assert torch.equal(master.view_as(weight), reference), name  # what a master restarted per task is not
+        assert (weight.detach() == start[name]).float().mean() > 0.2  # (many bf16 weights show no movement yet)
+
+
+def test_masters_go_into_the_checkpoint_by_parameter_name():
+    model = Net(StreamInfo.of(testing.TinyVectorStream()), BF16)
+    masters = Masters()
+    master = masters.of(model.hidden.weight)
+    master.add_(1e-6)
+    names = {id(p): n for n, p in model.named_parameters()}
+    fresh = Net(StreamInfo.of(testing.TinyVectorStream()), BF16)
+    again = Masters()
+    again.load_state_dict(masters.state_dict(names), dict(fresh.named_parameters()))
+    assert torch.equal(again.of(fresh.hidden.weight), master)
+
+
+def test_fp32_models_take_the_plain_torch_optimizer():
+    params = list(nn.Linear(4, 4).parameters())
+    assert isinstance(make_optimizer(params, Phase("p", 1, 0.1)), torch.optim.SGD)
+
+
+# ------------------------------------------------------------------ adapters and merges
+def _adapted(rms: float) -> tuple[Net, Adapters, Tensor]:
+    """A bf16 Net with an adapter on ``hidden`` whose update ΔW (fp32) has entries of rms ``rms``."""
+    model = Net(StreamInfo.of(testing.TinyVectorStream()), BF16)
+    adapters = Adapters(model, LoRAConfig(rank=4, alpha=8, dropout=0.0))
+    layer = model.hidden
+    g = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        layer.lora_A.copy_(torch.randn(4, 8, generator=g))
+        layer.lora_B.copy_(torch.randn(64, 4, generator=g))
+        delta = layer.lora_B @ layer.lora_A * adapters.scale
+        layer.lora_B.mul_(rms / float(delta.pow(2).mean().sqrt()))
+    return model, adapters, (layer.lora_B @ layer.lora_A * adapters.scale).detach()
+
+
+# bf16 keeps 8 significant bits: one rounding of an output entry is 2^-9 relative. The adapted function (hidden
+# layer's output) stays within 2^-7 of the fp32 function W + ΔW, merged or not.
+FUNCTION_TOLERANCE = 2**-7
+
+
+@pytest.mark.parametrize("rms", [1e-4, 3e-2], ids=["small-update-kept-unmerged", "large-update-merged"])
+def test_a_bf16_merge_is_made_in_fp32_measured_and_keeps_the_function(rms):
+    model, adapters, delta = _adapted(rms)
+    layer = model.hidden
+    assert layer.lora_A.dtype == torch.float32 and layer.weight.dtype == BF16
+    W0 = layer.weight.detach().float().clone()
+    x = torch.randn(32, 8).to(BF16)
+    reference = x.float() @ (W0 + delta).T + layer.bias.float()  # the fp32 function
+    adapters.finish_task(0, merge=True)
+    expected_error = _relative((W0 + delta).to(BF16).float() - W0, delta)  # one rounding of W + ΔW
+    record = adapters.merges[0]
+    assert record["error"] == pytest.approx(expected_error, rel=1e-4)
+    merged = expected_error <= MERGE_ERROR_LIMIT
+    assert record["unmerged_layers"] == (0 if merged else 1) and merged == (rms > 1e-2)
+    if merged:
+        assert torch.equal(layer.weight.detach(), (W0 + delta).to(BF16))
+    else:  # W untouched, the update exact in the hook's frozen fp32 factors
+        assert torch.equal(layer.weight.detach().float(), W0)
+        frozen_A, frozen_B = adapters.hooks["hidden"].frozen
+        torch.testing.assert_close(frozen_B @ frozen_A, delta)
+    out = layer(x).float()
+    assert _relative(out, reference) < FUNCTION_TOLERANCE
+    # resuming rebuilds the unmerged factors from the recorded history
+    fresh, again, _ = _adapted(rms)
+    again.load_state_dict(adapters.state_dict())
+    fresh.load_state_dict(model.state_dict())
+    assert torch.equal(fresh.hidden(x), layer(x)) and again.merges == adapters.merges
+
+
+def test_fp32_merges_are_unchanged_and_unrecorded():
+    model, _ = testing.TinyTextModel(StreamInfo.of(testing.TinyTextStream()), dim=16), None
+    adapters = Adapters(model, LoRAConfig())
+    with torch.no_grad():
+        for A, B in adapters.current().values():
+            A.normal_()
+            B.normal_()
+    layer = model.blocks[0]["q"]
+    expected = layer.weight.detach() + (layer.lora_B.float() @ layer.lora_A.float()) * adapters.scale
+    adapters.finish_task(0, merge=True)
+    assert torch.equal(layer.weight.detach(), expected) and adapters.merges == [] and adapters.unmerged == []
