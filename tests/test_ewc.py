@@ -56,3 +56,27 @@ def test_batched_fisher_squares_batch_means():
             expected[n] += p.grad**2 / 2
     for n in params:
         torch.testing.assert_close(fisher[n], expected[n])
+
+
+@pytest.mark.parametrize("lam", [10.0, 0.3, 7e3])
+def test_the_penalty_gradient_is_autograds_to_the_last_bit(lam):
+    """EWC adds λF ⊙ (θ − θ*) in after_backward instead of differentiating (λ/2)ΣF(θ − θ*)² through autograd:
+    the very same float32 numbers, so no committed EWC result moves (and no graph of the penalty is kept)."""
+    from clbench_plugins.ewc.method import add_penalty_gradient, penalty_value
+
+    g = torch.Generator().manual_seed(5)
+    params = {n: torch.nn.Parameter(torch.randn(64, 32, generator=g)) for n in ("a", "b")}
+    fisher = {n: torch.rand(64, 32, generator=g) ** 3 for n in params}
+    anchor = {n: p.detach() + 0.01 * torch.randn(64, 32, generator=g) for n, p in params.items()}
+    task = sum((p * p.detach().sin()).sum() for p in params.values())  # a task loss with gradients of its own
+    total = sum((fisher[n] * (params[n] - anchor[n]) ** 2).sum() for n in params)
+    (task + 0.5 * lam * total).backward()
+    expected = {n: p.grad.clone() for n, p in params.items()}
+    for p in params.values():
+        p.grad = None
+    task = sum((p * p.detach().sin()).sum() for p in params.values())
+    task.backward()
+    add_penalty_gradient({n: lam * f for n, f in fisher.items()}, params, anchor)
+    assert all(torch.equal(params[n].grad, expected[n]) for n in params)
+    value = 0.5 * lam * penalty_value(fisher, params, anchor)
+    assert not value.requires_grad and value == pytest.approx(float(0.5 * lam * total.detach()), rel=1e-6)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -40,6 +41,30 @@ def diagonal_fisher(model: CLModel, data: Any, task: str, params: dict[str, nn.P
     return {n: f / max(n_batches, 1) for n, f in fisher.items()}
 
 
+# The quadratic penalty Σ w ⊙ (θ − θ*)² and its gradient 2w ⊙ (θ − θ*), without autograd. Through autograd the
+# penalty keeps θ − θ* and its square for backward (two copies of every penalised weight: of a whole model for
+# EWC over an LLM) and costs ~0.35 ms a step on the quick MLP, against ~0.06 ms here. The gradient is the very
+# float32 product autograd forms (×2 is exact in binary floating point, so round(2w·d) = 2·round(w·d)); the
+# runner's checks and logs read the value from loss_terms, the gradient is added in after_backward.
+@torch.no_grad()
+def penalty_value(weights: Mapping[str, Tensor], params: Mapping[str, Tensor], anchor: Mapping[str, Tensor]) -> Tensor:
+    """Σ_n Σ w_n ⊙ (θ_n − θ*_n)², a scalar without a graph."""
+    return torch.stack([(w * (params[n] - anchor[n]).square()).sum() for n, w in weights.items()]).sum()
+
+
+@torch.no_grad()
+def add_penalty_gradient(doubled: Mapping[str, Tensor], params: Mapping[str, nn.Parameter],
+                         anchor: Mapping[str, Tensor]) -> None:
+    """θ.grad += 2w ⊙ (θ − θ*) for each weighted parameter (``doubled`` holds 2w): the penalty's gradient."""
+    for n, w2 in doubled.items():
+        p = params[n]
+        g = w2 * (p - anchor[n])
+        if p.grad is None:
+            p.grad = g
+        else:
+            p.grad.add_(g)
+
+
 class EWC(Method):
     name = "ewc"
     needs_logits = False  # loss_terms does not read the logits
@@ -49,6 +74,7 @@ class EWC(Method):
         super().setup(model)
         self.fisher: dict[str, Tensor] = {}
         self.anchor: dict[str, Tensor] = {}
+        self._lambda_fisher: dict[str, Tensor] = {}
 
     def penalized(self) -> dict[str, nn.Parameter]:
         assert self.model is not None
@@ -56,11 +82,14 @@ class EWC(Method):
         return {n: p for n, p in self.model.named_parameters() if p.requires_grad and n not in heads}
 
     def loss_terms(self, batch: Batch, logits: Tensor | None) -> dict[str, Tensor]:
+        """(λ/2) Σ F ⊙ (θ − θ*)², its value only: the gradient is added in :meth:`after_backward`."""
         if not self.fisher:
             return {}
-        params = self.penalized()
-        total = sum((self.fisher[n] * (params[n] - self.anchor[n]) ** 2).sum() for n in self.fisher)
-        return {"ewc": 0.5 * self.config.lambda_ * total}
+        return {"ewc": 0.5 * self.config.lambda_ * penalty_value(self.fisher, self.penalized(), self.anchor)}
+
+    def after_backward(self) -> None:
+        if self.fisher:
+            add_penalty_gradient(self._lambda_fisher, self.penalized(), self.anchor)  # λF ⊙ (θ − θ*)
 
     def after_task(self, task: str, index: int) -> None:
         assert self.model is not None
@@ -70,6 +99,10 @@ class EWC(Method):
         for n, f in fk.items():
             self.fisher[n] = self.config.decay * self.fisher[n] + f if n in self.fisher else f
         self.anchor = {n: p.detach().clone() for n, p in params.items()}
+        self._weigh()
+
+    def _weigh(self) -> None:
+        self._lambda_fisher = {n: self.config.lambda_ * f for n, f in self.fisher.items()}  # 2 × (λ/2)F
 
     def report(self) -> dict[str, Any]:
         if not self.fisher:
@@ -84,3 +117,4 @@ class EWC(Method):
         dev = self.ctx.device
         self.fisher = {n: t.to(dev) for n, t in state.get("fisher", {}).items()}
         self.anchor = {n: t.to(dev) for n, t in state.get("anchor", {}).items()}
+        self._weigh()

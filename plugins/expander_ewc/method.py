@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from clbench_plugins.ewc.method import diagonal_fisher
+from clbench_plugins.ewc.method import add_penalty_gradient, diagonal_fisher, penalty_value
 from torch import Tensor, nn
 
 from clbench.data import Batch
@@ -111,11 +111,14 @@ class MaskedTraining(Method):
         # (λ/2)(F + γ) once per task rather than per step
         self._weights = {n: 0.5 * c.lambda_ * (self.fisher[n] + c.gamma if n in self.fisher else
                                                torch.full_like(a, c.gamma)) for n, a in self.anchor.items()}
+        self._doubled = {n: 2 * w for n, w in self._weights.items()}  # the penalty's gradient is 2w ⊙ (θ − θ*)
 
     def before_phase(self, phase: Phase, task: str, index: int) -> None:
         self._phase = phase
 
     def after_backward(self) -> None:
+        if self.config.lambda_ != 0:  # the penalty's gradient first: the mask applies to it as to the loss's
+            add_penalty_gradient(self._doubled, self.penalized(), self.anchor)
         for n, p in self.masked_parameters().items():
             if p.grad is not None and n in self.masks:
                 p.grad.mul_(self.masks[n])
@@ -132,9 +135,7 @@ class MaskedTraining(Method):
     def loss_terms(self, batch: Batch, logits: Tensor | None) -> dict[str, Tensor]:
         if self.config.lambda_ == 0:
             return {}
-        params = self.penalized()
-        terms = [(w * (params[n] - self.anchor[n]).square()).sum() for n, w in self._weights.items()]
-        return {"ewc": torch.stack(terms).sum()}
+        return {"ewc": penalty_value(self._weights, self.penalized(), self.anchor)}  # gradient: after_backward
 
     def after_task(self, task: str, index: int) -> None:
         assert self.model is not None
