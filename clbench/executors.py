@@ -11,6 +11,7 @@ import multiprocessing
 import os
 import queue
 import signal
+import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -90,6 +91,9 @@ def _start_worker(disabled: tuple[str, ...], fail_fast: bool) -> None:
     from clbench.registry import build_registry
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent ends us
+    # tqdm's default lock is a multiprocessing lock, a named semaphore of the parent's resource tracker; a worker
+    # terminated on Ctrl-C could not release it ("leaked semaphore" at exit). No bar is drawn in a worker.
+    tqdm.set_lock(threading.RLock())
     _worker_runner = Runner(build_registry(disabled=disabled), fail_fast=fail_fast, progress=False)
 
 
@@ -108,7 +112,8 @@ def _in_workers(cells: list[Cell], jobs: int, cpus: int, disabled: tuple[str, ..
     pending = list(cells)
     running: dict[str, int] = {}  # cell key -> the threads it holds
     # spawn, not fork: a forked child of a process that has run torch's OpenMP pool can hang in its first op
-    with multiprocessing.get_context("spawn").Pool(jobs, _start_worker, (disabled, fail_fast)) as pool:
+    pool = multiprocessing.get_context("spawn").Pool(jobs, _start_worker, (disabled, fail_fast))
+    try:
         while pending or running:
             while (cell := next_cell(pending, running, jobs, cpus)) is not None:
                 pending.remove(cell)
@@ -119,6 +124,13 @@ def _in_workers(cells: list[Cell], jobs: int, cpus: int, disabled: tuple[str, ..
                 raise item
             running.pop(item.key)
             yield item
+    except BaseException:  # an interrupt, --fail-fast, an error, or the caller stopped early
+        pool.terminate()  # the cells still running stop (their last checkpoints stay)
+        raise
+    else:
+        pool.close()  # every cell is done: the workers exit on their own
+    finally:
+        pool.join()
 
 
 @hookimpl
