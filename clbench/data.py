@@ -150,12 +150,14 @@ class Stream:
         """
         split = self.data(task).test
         n = len(split) if not limit else min(limit, len(split))
+        move = device.type != "cpu"  # the split is on the CPU: there a slice is used as it is
         preds = []
         for start in range(0, n, batch_size):
-            sl = slice(start, min(start + batch_size, n))
-            batch = Batch(split.x[sl], split.y[sl], task).to(device)
-            preds.append(model.predict(batch.x, task).cpu())
-        return self.score(task, torch.cat(preds), split.y[:n])
+            x = split.x[start : min(start + batch_size, n)]
+            if move and isinstance(x, Tensor):
+                x = x.to(device, non_blocking=True)
+            preds.append(model.predict(x, task).cpu())
+        return self.score(task, preds[0] if len(preds) == 1 else torch.cat(preds), split.y[:n])
 
 
 def cache_dir() -> Path:
