@@ -196,6 +196,9 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
         steps = examples = 0
         tokens0 = model.tokens_seen
         epoch_loss: list[float | None] = []
+        # looked up once: the step below is the harness's whole per-step cost (benchmarks/bench_overhead.py)
+        needs_logits, loss_terms = method.needs_logits, method.loss_terms
+        after_backward, after_step, clip = method.after_backward, method.after_step, ctx.train.grad_clip
         for epoch in range(phase.epochs):
             total, n = 0.0, 0
             for batch in _epoch_batches(ctx, train_tasks, ctx.train.batch_size, index, p_i, epoch):
@@ -203,31 +206,33 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
                     batch = batch.to(ctx.device)
                 opt.zero_grad(set_to_none=True)
                 if accum == 1:
-                    logits, task_loss = model.training_loss(batch.x, batch.task, batch.y, method.needs_logits)
-                    terms = check_loss_terms(method.loss_terms(batch, logits), what)
+                    logits, task_loss = model.training_loss(batch.x, batch.task, batch.y, needs_logits)
+                    terms = loss_terms(batch, logits)
+                    if type(terms) is not dict or terms:  # {}, most steps of most methods, has nothing to check
+                        terms = check_loss_terms(terms, what)
                     loss = task_loss
                     for term in terms.values():
                         loss = loss + term
                     loss.backward()
                 else:
                     loss, task_loss, terms = accumulate(model, method, batch, accum, what)
-                value = float(loss.detach())  # one sync per step; cheap next to backward
+                value = loss.item()  # the step's one host sync: the non-finite check and the epoch's mean loss
                 if not math.isfinite(value):
                     raise Diverged(f"loss became {value} on task {task!r} ({phase.name}, epoch {epoch + 1})")
                 total += value
                 n += 1
-                method.after_backward()
+                after_backward()
                 step += 1
                 logged = every and step % every == 0
                 norm = None
-                if ctx.train.grad_clip > 0:
-                    norm = torch.nn.utils.clip_grad_norm_(params, ctx.train.grad_clip)
+                if clip > 0:
+                    norm = torch.nn.utils.clip_grad_norm_(params, clip)
                 elif logged:
                     norm = grad_norm(params)
                 opt.step()
-                method.after_step()
+                after_step()
                 steps += 1
-                examples += len(batch)
+                examples += len(batch.y)
                 if logged:
                     values = {"loss": value, "loss/task": float(task_loss.detach())}
                     values.update((f"loss/{name}", float(term.detach())) for name, term in terms.items())
