@@ -363,18 +363,18 @@ def adapter_weight_overlap(footprints: Sequence[TaskFootprint] | None) -> float 
             if isinstance(fp, LowRank) and isinstance(other, LowRank):
                 total += _spectral_lowrank(fp, other, r_last)
             else:
-                dense_prev.append(other.dense().float().reshape(other.shape[0], -1))
+                dense_prev.append(other.dense().double().reshape(other.shape[0], -1))
         if dense_prev:
-            total += sum(_spectral_dense(fp.dense().float().reshape(fp.shape[0], -1), dense_prev))
+            total += sum(_spectral_dense(fp.dense().double().reshape(fp.shape[0], -1), dense_prev))
     return total
 
 
 def _spectral_dense(last: torch.Tensor, prevs: list[torch.Tensor]) -> list[float]:
     """‖ΔW_Tᵀ ΔW_i‖₂ for every i, exactly: with ΔW_Tᵀ = Q R (thin QR, R of k × out rows, k = min(out, in)),
     ‖ΔW_Tᵀ ΔW_i‖₂ = ‖R ΔW_i‖₂ = √λmax of the k × k Gram (R ΔW_i)(R ΔW_i)ᵀ — one batched symmetric
-    eigensolve for all i instead of an SVD per pair (~1.6× faster at 256 × 256). In float32: the footprints are
-    float32 (or bf16) differences of weights, so float64 adds digits the inputs do not have, at twice the time
-    (256 × 256, nine earlier tasks: 57 → 32 ms; largest relative difference to float64 4e-7)."""
+    eigensolve for all i instead of an SVD per pair (~1.6× faster at 256 × 256). In float64: the Gram squares
+    the condition number, and in float32 the eigensolver failed to converge on a seqft cell of the quick
+    profile (LinAlgError); float64 costs twice the time (256 × 256, nine earlier tasks: 32 → 57 ms)."""
     R = torch.linalg.qr(last.T, mode="reduced").R
     Y = R @ torch.stack(prevs)
     return torch.linalg.eigvalsh(Y @ Y.transpose(1, 2))[:, -1].clamp(min=0).sqrt().tolist()
