@@ -243,3 +243,39 @@ def test_logged_steps_are_written_at_task_end_or_after_write_every_s(monkeypatch
     for step in (1, 2):
         logger.step("t0", 0, "train", 0, step, {"loss": 1.0})
     assert logger.batches == [[1], [2]]  # due at once
+
+
+class _KillAtStep:
+    """Ctrl-C at a given optimizer step of the cell (inside the clbench_step hook)."""
+
+    def __init__(self, step: int) -> None:
+        self.at = step
+
+    @hookimpl
+    def clbench_step(self, cell, task, index, phase, epoch, step, values) -> None:
+        if step == self.at:
+            raise KeyboardInterrupt
+
+
+def test_tensorboard_shows_each_step_once_after_a_kill_mid_task_and_a_resume(regs, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    [reference] = _run(regs, tmp_path / "a", "seqft", logger="tensorboard", log_every=1)
+    first_task = reference.timings["tasks"][0]["train"]["steps"]
+    killer = _KillAtStep(first_task + 2)  # two steps into the second task: logged, then lost with the task
+    regs.pm.register(killer)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _run(regs, tmp_path / "b", "seqft", logger="tensorboard", log_every=1)
+    finally:
+        regs.pm.unregister(killer)
+    [resumed] = _run(regs, tmp_path / "b", "seqft", logger="tensorboard", log_every=1)
+    tb = resumed.path.parent / "tb"
+    assert len(list(tb.glob("events.out.tfevents.*"))) == 2  # the killed attempt's file and the resumed one's
+
+    def losses(result):
+        acc = EventAccumulator(str(result.path.parent / "tb"))
+        acc.Reload()
+        return [(e.step, e.value) for e in acc.Scalars("loss")]
+
+    assert losses(resumed) == losses(reference)  # the killed attempt's steps of task 2 purged, none twice

@@ -8,12 +8,15 @@ resumed cell goes on where its checkpoint left it.
 from __future__ import annotations
 
 import csv
+import itertools
 import os
+import socket
 import time
 from pathlib import Path
 from typing import Any
 
 CSV_FILE = "log.csv"
+_FILE_IDS = itertools.count()  # event files opened by this process (their names' last part, as TensorBoard's)
 TB_DIR = "tb"
 WANDB_DIR = "wandb"
 
@@ -24,12 +27,14 @@ StepRow = tuple[str, int, str, int, int, dict[str, float]]  # task, index, phase
 class Logger:
     """What a built-in logger does with each hook; :meth:`close` runs whether the cell ended or not.
 
-    Logged steps are kept in memory and handed to :meth:`write_steps` at the end of each task, or once
-    ``WRITE_EVERY_S`` have passed since the last write (TensorBoard itself flushes its file every 120 s), and
-    at :meth:`close`. Writing each step as it comes cost ~0.9 ms a logged step (an event, a queue put and a
-    wake-up of TensorBoard's writer thread, which then takes the GIL from the training loop): 10 % of the
-    quick MLP's time at ``log_every=10`` (benchmarks/bench_overhead.py). A killed process loses the kept
-    steps of its unfinished task, which its resume would drop anyway (it restarts that task).
+    Logged steps are kept in memory and handed to :meth:`write_steps` at the end of each task (before its
+    accuracy row, so a file stays in step order), and files are flushed (:meth:`flush`) only once
+    ``WRITE_EVERY_S`` have passed since the last flush — then kept steps are written mid-task too — and at
+    :meth:`close` (TensorBoard itself flushes every 120 s). Writing and flushing as events came cost
+    ~0.9 ms a logged step (an event, a queue put and a wake-up of TensorBoard's writer thread, which then
+    takes the GIL from the training loop) and a TensorBoard flush ~3.7 ms a task: 10 % of the quick MLP's
+    time at ``log_every=10`` (benchmarks/bench_overhead.py). A killed process loses what it had not
+    flushed of its unfinished task, which its resume drops anyway (it restarts that task).
     """
 
     WRITE_EVERY_S = 30.0
@@ -39,26 +44,41 @@ class Logger:
         self.resumed_from = resumed_from
         self.last_step = 0
         self.kept: list[StepRow] = []
-        self.written = time.monotonic()
+        self.flushed = time.monotonic()
 
     def step(self, task: str, index: int, phase: str, epoch: int, step: int, values: dict[str, float]) -> None:
         self.last_step = step
         self.kept.append((task, index, phase, epoch, step, values))
-        if time.monotonic() - self.written >= self.WRITE_EVERY_S:
+        if self.due():
             self.write_kept()
+            self.flush_now()
+
+    def due(self) -> bool:
+        return time.monotonic() - self.flushed >= self.WRITE_EVERY_S
 
     def write_kept(self) -> None:
         if self.kept:
             self.write_steps(self.kept)
             self.kept = []
-        self.written = time.monotonic()
+
+    def flush_now(self) -> None:
+        self.flush()
+        self.flushed = time.monotonic()
 
     def write_steps(self, rows: list[StepRow]) -> None:
         """Write logged steps, in step order."""
 
+    def flush(self) -> None:
+        """Push what was written to the file."""
+
     def task_end(self, task: str, index: int, row: list[float], tasks: list[str], step: int) -> None:
+        """Subclasses write the task's row after this, then call :meth:`task_written`."""
         self.write_kept()
         self.last_step = step
+
+    def task_written(self) -> None:
+        if self.due():
+            self.flush_now()
 
     def cell_end(self, result: Any) -> None:
         pass
@@ -136,6 +156,9 @@ class CsvLogger(Logger):
     def task_end(self, task: str, index: int, row: list[float], tasks: list[str], step: int) -> None:
         super().task_end(task, index, row, tasks, step)
         self._write({"kind": "task", "index": index, "task": task, "step": step, **task_values(index, row, tasks)})
+        self.task_written()
+
+    def flush(self) -> None:
         self.fh.flush()
 
     def cell_end(self, result: Any) -> None:
@@ -159,31 +182,46 @@ def _index(row: dict[str, str]) -> int:
 class TensorboardLogger(Logger):
     """Event files under ``<cell>/tb/`` (``tensorboard --logdir runs/``): scalars ``loss``, ``loss/task``,
     ``loss/<term>``, ``lr``, ``grad_norm`` per logged step, ``accuracy/<task>`` and ``accuracy/seen`` per task,
-    ``metric/<name>`` per cell, all against the cell's optimizer step."""
+    ``metric/<name>`` per cell, all against the cell's optimizer step.
+
+    Written with TensorBoard's own record format and protos (``RecordWriter``, ``Event``, ``Summary``), in this
+    thread: ``SummaryWriter`` hands every event to a writer thread through a queue, ~44 µs an event of which
+    the protos are 5 µs, and wakes that thread to take the GIL from training. One event holds a step's values
+    (as ``add_scalar`` writes each: ``simple_value``, the same tags). A resumed cell's file starts with
+    ``SessionLog.START`` at its first step, what ``SummaryWriter(purge_step=...)`` writes: TensorBoard drops
+    the earlier attempt's events from that step on.
+    """
 
     def __init__(self, cell: Any, resumed_from: int) -> None:
         super().__init__(cell, resumed_from)
-        from tensorboard.compat.proto.summary_pb2 import Summary
-        from torch.utils.tensorboard import SummaryWriter  # imports the tensorboard package
+        from tensorboard.compat.proto import event_pb2, summary_pb2
+        from tensorboard.summary.writer.record_writer import RecordWriter
 
-        self._writer_cls, self._summary = SummaryWriter, Summary
+        self._event, self._session_log, self._summary = event_pb2.Event, event_pb2.SessionLog, summary_pb2.Summary
+        self._record_writer = RecordWriter
         self.dir = Path(cell.directory) / TB_DIR
         if not resumed_from:  # a fresh cell: the event files of an earlier attempt would draw beside ours
             for old in self.dir.glob("events.out.tfevents.*"):
                 old.unlink(missing_ok=True)
+        self.fh: Any = None
         self.writer: Any = None
 
-    def _at(self, step: int) -> Any:
+    def _write(self, step: int, **fields: Any) -> None:
         if self.writer is None:  # opened at the first event: a resumed cell purges from there on
-            self.writer = self._writer_cls(log_dir=str(self.dir), purge_step=step if self.resumed_from else None)
-        return self.writer
+            self.dir.mkdir(parents=True, exist_ok=True)
+            now = time.time()
+            name = f"events.out.tfevents.{int(now):010d}.{socket.gethostname()}.{os.getpid()}.{next(_FILE_IDS)}"
+            self.fh = (self.dir / name).open("xb")  # never another attempt's file (a resume within the second)
+            self.writer = self._record_writer(self.fh)
+            self.writer.write(self._event(wall_time=now, file_version="brain.Event:2").SerializeToString())
+            if self.resumed_from:
+                start = self._session_log(status=self._session_log.START)
+                self.writer.write(self._event(wall_time=now, step=step, session_log=start).SerializeToString())
+        self.writer.write(self._event(wall_time=time.time(), step=step, **fields).SerializeToString())
 
     def _scalars(self, values: dict[str, float], step: int) -> None:
-        # one event holding every value, as add_scalar would write each (simple_value, the same tags): a
-        # fourth of add_scalar's cost per value, which builds, converts and queues an event of its own
         Summary = self._summary
-        summary = Summary(value=[Summary.Value(tag=name, simple_value=value) for name, value in values.items()])
-        self._at(step).file_writer.add_summary(summary, step)
+        self._write(step, summary=Summary(value=[Summary.Value(tag=k, simple_value=v) for k, v in values.items()]))
 
     def write_steps(self, rows: list[StepRow]) -> None:
         for *_, step, values in rows:
@@ -192,16 +230,20 @@ class TensorboardLogger(Logger):
     def task_end(self, task: str, index: int, row: list[float], tasks: list[str], step: int) -> None:
         super().task_end(task, index, row, tasks, step)
         self._scalars(task_values(index, row, tasks), step)
-        self.writer.flush()
+        self.task_written()
+
+    def flush(self) -> None:
+        if self.fh is not None:
+            self.fh.flush()
 
     def cell_end(self, result: Any) -> None:
         self._scalars(metric_values(result), self.last_step)
 
     def close(self) -> None:
         super().close()
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
+        if self.fh is not None:
+            self.fh.close()
+            self.fh = self.writer = None
 
 
 # ---------------------------------------------------------------------------------------------- wandb
