@@ -34,7 +34,7 @@ from clbench.boundary import (
 from clbench.config import TrainConfig
 from clbench.data import Batch, Stream, batches
 from clbench.errors import ClbenchError, Diverged, PluginError, ResultFileError
-from clbench.method import CellContext, CompositeMethod, Method, derive_seed
+from clbench.method import CellContext, CompositeMethod, Method, derive_seed, seed_torch
 from clbench.metrics import MetricInput, compute_metrics
 from clbench.model import CLModel, StreamInfo
 from clbench.optim import MASTERS, Masters, make_optimizer, torch_optimizer_of
@@ -336,7 +336,7 @@ class Runner:
                ) -> tuple[CLModel, Method]:
         ctx = CellContext(stream=stream, order=order, train=cell.train, device=device, seed=cell.seed,
                           options=dict(cell.options))
-        torch.manual_seed(derive_seed(cell.seed, 0))
+        seed_torch(derive_seed(cell.seed, 0))
         model = build_model(self.regs, cell, stream).to(device)
         method = build_method(self.regs, cell, ctx)
         method.setup(model)
@@ -366,7 +366,7 @@ class Runner:
             for index in range(start, len(order)):
                 task = order[index]
                 notify(self.regs, "clbench_task_start", cell=cell, task=task, index=index)
-                torch.manual_seed(derive_seed(cell.seed, index + 1))
+                seed_torch(derive_seed(cell.seed, index + 1))
                 if device.type == "cuda":
                     torch.cuda.reset_peak_memory_stats(device)
                 t0 = time.perf_counter()

@@ -43,7 +43,7 @@ from clbench.data import Batch, Split, Stream, TaskData, TaskInfo
 from clbench.errors import ClbenchError
 from clbench.executors import execute
 from clbench.hookspecs import hookimpl
-from clbench.method import CellContext, Method, derive_seed
+from clbench.method import CellContext, Method, derive_seed, seed_torch
 from clbench.metrics import MetricInput
 from clbench.model import CLModel, StreamInfo
 from clbench.plan import TEST_PROFILE, RunRequest, make_plan  # TEST_PROFILE: plugins key test presets to it
@@ -684,7 +684,7 @@ def check_model(regs: Registries, name: str, tmp_path: Path, *, stream: str | No
     def build(seed_salt: int) -> tuple[CLModel, Method]:
         ctx = CellContext(stream=stream_obj, order=order, train=cell.train, device=device, seed=cell.seed,
                           options=dict(cell.options))
-        torch.manual_seed(derive_seed(cell.seed, seed_salt))
+        seed_torch(derive_seed(cell.seed, seed_salt))
         try:
             model = build_model(regs, cell, stream_obj)
         except Exception as exc:

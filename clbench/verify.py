@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from clbench import config as cfg
 from clbench import footprints as fps
 from clbench.errors import ConfigError, ResultFileError
@@ -73,7 +75,14 @@ def recompute(regs: Registries, result: CellResult) -> tuple[dict[str, float | N
     inp = _metric_input(result)
     has_footprints = inp.footprints is not None or result.footprints is None
     specs = [s for s in regs.metrics.values() if has_footprints or s.needs in ("matrix", "report")]
-    metrics, errors = compute_metrics(specs, inp, regs.metrics.origins)
+    # with the cell's own thread count, as the runner computed them: a float64 QR or eigensolve split over
+    # two threads rounds differently from one
+    threads = torch.get_num_threads()
+    torch.set_num_threads(int(result.config.get("train", {}).get("threads", 1)))
+    try:
+        metrics, errors = compute_metrics(specs, inp, regs.metrics.origins)
+    finally:
+        torch.set_num_threads(threads)
     return metrics, errors, has_footprints
 
 
