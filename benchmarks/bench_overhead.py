@@ -9,7 +9,9 @@ Both sides train the quick MLP on permuted-digits (10 tasks, order 1) with SGD(l
 ``train.eval_batch_size`` (256, clbench's default: the same forward passes). The bare side gets its stream and
 model factories from a registry built before its clock starts; clbench's side pays for everything a
 ``clbench run`` does: loading the plugins, planning, footprints, metrics, checkpoints (by
-``train.checkpoint_every_s``) and result files. The three sides alternate within each repetition.
+``train.checkpoint_every_s``) and result files. Each repetition runs the three sides back to back, each going
+first in turn; the ratio is the median of the repetitions' own ratios (the machine's speed drifts by more
+than the overhead between repetitions on a shared host).
 
 Where clbench's fixed cost per 10-task cell went (cProfile of the 3-epoch cell, before → after this file's
 version): loading the plugins parsed the clbench METADATA file three times per entry point (28 × 3 email
@@ -25,6 +27,7 @@ file, the JSON Schema check of result.json, per-task hook calls, one loss sync p
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -84,6 +87,15 @@ def clbench_loop(epochs: int, out: Path, options: dict[str, Any] | None = None, 
     return r.accuracy_matrix
 
 
+def steal_seconds() -> float:
+    """CPU seconds the hypervisor has taken from this machine (``steal`` of /proc/stat; 0 where absent)."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=5)
@@ -96,29 +108,40 @@ def main() -> None:
         bare_loop(1, regs)  # warm caches (data, imports) of both sides
         clbench_loop(1, Path(tmp) / "warm", {"logger": "tensorboard,csv"}, args.log_every)
         times: dict[str, list[float]] = {"bare": [], "clbench": [], "loggers": []}
+        cpu: dict[str, list[float]] = {k: [] for k in times}
+        matrices: dict[str, list[list[float]]] = {}
+        steal0 = steal_seconds()
         for rep in range(args.reps):
-            t0 = time.perf_counter()
-            a = bare_loop(args.epochs, regs)
-            times["bare"].append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            b = clbench_loop(args.epochs, Path(tmp) / f"off{rep}")
-            times["clbench"].append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            c = clbench_loop(args.epochs, Path(tmp) / f"on{rep}", {"logger": "tensorboard,csv"}, args.log_every)
-            times["loggers"].append(time.perf_counter() - t0)
+            sides = [("bare", lambda: bare_loop(args.epochs, regs)),
+                     ("clbench", lambda rep=rep: clbench_loop(args.epochs, Path(tmp) / f"off{rep}")),
+                     ("loggers", lambda rep=rep: clbench_loop(args.epochs, Path(tmp) / f"on{rep}",
+                                                      {"logger": "tensorboard,csv"}, args.log_every))]
+            for side, run in sides[rep % 3 :] + sides[: rep % 3]:  # each side goes first in turn
+                t0, c0 = time.perf_counter(), time.process_time()
+                matrices[side] = run()
+                times[side].append(time.perf_counter() - t0)
+                cpu[side].append(time.process_time() - c0)
+        steal = steal_seconds() - steal0
     med = {k: statistics.median(v) for k, v in times.items()}
-    same = max(abs(x - y) for m in (b, c) for ra, rb in zip(a, m, strict=True) for x, y in zip(ra, rb, strict=True))
+    med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
+    same = max(abs(x - y) for side in ("clbench", "loggers")
+               for ra, rb in zip(matrices["bare"], matrices[side], strict=True) for x, y in zip(ra, rb, strict=True))
     stream = regs.streams.get("permuted-digits")
     data = stream.factory(stream.config_cls())
     steps = args.epochs * sum(-(-len(data.data(t).train) // 32) for t in data.order("1"))
     logged = steps // args.log_every if args.log_every else 0
-    extra = med["loggers"] - med["clbench"]
+    extra = statistics.median(on - off for off, on in zip(times["clbench"], times["loggers"], strict=True))
     print(f"epochs {args.epochs}, {steps} optimizer steps, reps {args.reps}, torch threads 1")
     for name in ("bare", "clbench", "loggers"):
         label = {"bare": "bare loop", "clbench": "clbench", "loggers": "clbench + loggers"}[name]
         print(f"{label:18s} median {med[name]:.3f}s  {[round(t, 3) for t in times[name]]}")
-    print(f"overhead ratio clbench/bare = {med['clbench'] / med['bare']:.3f}  "
-          f"(goal ≤ 1.03 at 10 epochs, ≤ 1.10 at 3)")
+    paired = sorted(c / b for b, c in zip(times["bare"], times["clbench"], strict=True))
+    print(f"overhead ratio clbench/bare = {statistics.median(paired):.3f}, the median of the {len(paired)} reps' own "
+          f"ratios (each rep runs both sides back to back), from {paired[0]:.3f} to {paired[-1]:.3f}; of the "
+          f"medians {med['clbench'] / med['bare']:.3f}  (goal ≤ 1.03 at 10 epochs, ≤ 1.10 at 3)")
+    print(f"the same in process CPU time: bare {med_cpu['bare']:.3f}s, clbench {med_cpu['clbench']:.3f}s, "
+          f"ratio {med_cpu['clbench'] / med_cpu['bare']:.3f}; the hypervisor took {steal:.2f} s of CPU (steal) "
+          "during the run: wall-clock ratios are only as good as that is small")
     print(f"loggers tensorboard,csv, a step logged every {args.log_every}: {100 * extra / med['clbench']:+.1f} % "
           f"over loggers off (goal ≤ 2 %), {1e6 * extra / steps:.1f} µs per step"
           + (f", {1e6 * extra / logged:.0f} µs per logged step" if logged else ""))
