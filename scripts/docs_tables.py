@@ -14,6 +14,7 @@ Sections (all from ``results/quick/cl-quick/*/order-1/seed-0``, the LoRA-family 
 
 - ``cl-quick-cells``: AA, F.Ra, OO, AWOM, GSR, ACR and ‖A_T‖_F as recorded in each cell's result.json.
 - ``quick-excerpt`` (README.md): the AA and F.Ra `avg` columns of every quick stream.
+- ``quick-size`` (README.md): the committed quick default's cell count per stream.
 - ``reproducibility`` (README.md): how far the quick cells move with AVX2 kernels or another thread count
   (``results/reproducibility/*``, result.json only, compared with ``clbench.verify.compare``).
 - ``acr-tau``: ACR recomputed from each cell's committed ``footprints.safetensors`` at several τ, with the
@@ -294,6 +295,20 @@ def quick_excerpt(results: Path, regs: Any) -> str:
     return head + "\n" + "\n".join(rows)
 
 
+def quick_size(results: Path, regs: Any) -> str:
+    """How many cells the committed quick default has: methods × orders × seeds per stream."""
+    from clbench.results import iter_results
+
+    cells = list(iter_results(results))
+    parts = []
+    for stream in sorted({r.stream for r in cells}, key=lambda s: (s == "cl-quick", s)):
+        mine = [r for r in cells if r.stream == stream]
+        methods, orders, seeds = ({getattr(r, k) for r in mine} for k in ("method", "order", "seed"))
+        parts.append(f"{len(methods)} methods × {len(orders)} order{'s' * (len(orders) > 1)} × "
+                     f"{len(seeds)} seed{'s' * (len(seeds) > 1)} on `{stream}`")
+    return f"The quick default is {len(cells)} cells ({'; '.join(parts)})."
+
+
 # folder under results/reproducibility -> (how it was made, the one setting allowed to differ from the committed cell)
 REPRO_RUNS = {
     "quick-avx2": ("AVX2 kernels instead of AVX-512: `ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 "
@@ -373,6 +388,7 @@ GENERATORS: dict[str, Callable[[Path, Any], str]] = {
     "smol-cells": table_smol_cells,
     "acr-tau": table_acr_tau,
     "quick-excerpt": quick_excerpt,
+    "quick-size": quick_size,
     "reproducibility": reproducibility,
 }
 DOCUMENTS = (DOC, ROOT / "README.md", ROOT / "docs" / "text-streams-and-models.md")  # what `python scripts/docs_tables.py` regenerates

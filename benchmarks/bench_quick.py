@@ -1,0 +1,62 @@
+"""Wall time of the quick default, `clbench run --methods all`, as a user runs it. Goal: ≤ 5 min on a
+2-core laptop CPU.
+
+    python benchmarks/bench_quick.py [--jobs auto] [--jobs 1] [--compare results/quick]
+
+Each ``--jobs`` value (default: auto) runs the whole profile into a fresh temporary folder, one after the
+other, timed from outside the process (start-up, plugin loading and the worker processes included). With
+``--compare DIR`` every run's cells are then compared with ``DIR`` (``clbench compare``, exact): the numbers
+do not depend on ``--jobs``. Run it on a quiet machine: a benchmark or a test run beside it slows it down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", action="append", help="a --jobs value to time (repeatable; default auto)")
+    ap.add_argument("--compare", type=Path, help="a result tree every run must equal")
+    args = ap.parse_args()
+    import os
+
+    print(f"{cpu_model()}, {os.cpu_count()} CPUs")
+    with tempfile.TemporaryDirectory() as tmp:
+        for jobs in args.jobs or ["auto"]:
+            out = Path(tmp) / f"jobs-{jobs}"
+            t0 = time.perf_counter()
+            done = subprocess.run([sys.executable, "-m", "clbench.cli", "run", "--methods", "all", "--jobs", jobs,
+                                   "--out", str(out), "--no-progress"], capture_output=True, text=True, check=False)
+            seconds = time.perf_counter() - t0
+            if done.returncode:
+                sys.exit(f"clbench run --jobs {jobs} exited {done.returncode}:\n{done.stderr[-3000:]}")
+            cells = list(out.rglob("result.json"))
+            busy = sum(json.loads(p.read_text())["timings"]["total_s"] for p in cells)
+            print(f"--jobs {jobs}: {len(cells)} cells in {seconds / 60:.0f} min {seconds % 60:.0f} s wall "
+                  f"({seconds:.1f} s; the cells' own times add up to {busy:.1f} s)  (goal ≤ 5 min)")
+            if args.compare:
+                cmp = subprocess.run([sys.executable, "-m", "clbench.cli", "compare", str(args.compare), str(out)],
+                                     capture_output=True, text=True, check=False)
+                print(f"  vs {args.compare}: {cmp.stdout.strip().splitlines()[-1] if cmp.stdout.strip() else cmp.stderr}")
+
+
+if __name__ == "__main__":
+    main()
