@@ -8,6 +8,7 @@ checkpoint written after task k follows exactly the path of an uninterrupted one
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import time
 import traceback
@@ -349,7 +350,7 @@ class Runner:
         order = stream.order(cell.order)
         state.tasks = order
         model, method = self._build(cell, stream, order, device)
-        state.env = environment(str(device), train, self._plugin_versions())
+        state.env = environment(str(device), train, dict(self._versions))
 
         start = state.load_checkpoint(model, method)
         if start < 0:  # a checkpoint that did not fit may have half-loaded: start from fresh objects
@@ -362,6 +363,7 @@ class Runner:
         bar = tqdm(total=len(order), initial=start, desc=cell.key, leave=False, disable=not self.progress,
                    unit="task")
         saved = time.perf_counter()  # the cell's start or its last checkpoint (train.checkpoint_every_s)
+        step = steps_done(state.task_timings)  # optimizer steps of the tasks done (by a checkpoint, on resume)
         with contextlib.closing(bar):
             for index in range(start, len(order)):
                 task = order[index]
@@ -371,8 +373,8 @@ class Runner:
                     torch.cuda.reset_peak_memory_stats(device)
                 t0 = time.perf_counter()
                 method.before_task(task, index)
-                stats = train_task(model, method, ctx, index, what, self._step_observer(cell, task, index),
-                                   steps_done(state.task_timings))
+                stats = train_task(model, method, ctx, index, what, self._step_observer(cell, task, index), step)
+                step += steps_done([stats])
                 method.after_task(task, index)
                 state.footprints.append(check_footprint(method.footprint(task, index), kind, what))
                 t1 = time.perf_counter()
@@ -388,7 +390,7 @@ class Runner:
                     state.save_checkpoint(model, method)
                     saved = time.perf_counter()
                 notify(self.regs, "clbench_task_end", cell=cell, task=task, index=index, accuracy_row=row,
-                       tasks=list(order), step=steps_done(state.task_timings))
+                       tasks=list(order), step=step)
                 bar.update(1)
         state.status = "complete"
 
@@ -403,7 +405,9 @@ class Runner:
 
         return on_step
 
-    def _plugin_versions(self) -> dict[str, str]:
+    @functools.cached_property
+    def _versions(self) -> dict[str, str]:
+        """Every plugin's distribution and version, for each result's ``env`` (the registries do not change)."""
         from clbench.registry import _dist_of, plugin_name
 
         pm = self.regs.pm
