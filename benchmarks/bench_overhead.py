@@ -13,15 +13,31 @@ model factories from a registry built before its clock starts; clbench's side pa
 first in turn; the ratio is the median of the repetitions' own ratios (the machine's speed drifts by more
 than the overhead between repetitions on a shared host).
 
-Where clbench's fixed cost per 10-task cell went (cProfile of the 3-epoch cell, before → after this file's
-version): loading the plugins parsed the clbench METADATA file three times per entry point (28 × 3 email
-parses, ~85 ms) → once per distribution; a checkpoint after every task rewrote every footprint so far
-(O(T²) bytes: ~18 MB for ten tasks, ~45 ms) → a checkpoint only when ``train.checkpoint_every_s`` (60 s) has
-passed, so a cell shorter than that writes none; dense AWOM in float64 (~60 ms) → float32 Grams (the
-footprints are float32 differences: float64 added digits the inputs do not have); a ``Split`` and its
-length check per batch, and a device copy per batch on CPU → direct indexing. What stays: building the
-registry and the plan, a copy of the weights before each task for its footprint, metrics and the footprint
-file, the JSON Schema check of result.json, per-task hook calls, one loss sync per step (the non-finite check).
+Where clbench's cost went (cProfile of 3- and 1-epoch cells, and the components timed alone: the minimum of
+200 back-to-back alternations with the bare code; AMD EPYC, 2 vCPUs, torch 2.13 CPU, 2026-11-23):
+
+- per cell, fixed, before → after: loading the plugins parsed clbench's METADATA three times per entry point
+  (~85 ms) → once per distribution; a checkpoint after every task rewrote every footprint so far (O(T²)
+  bytes: ~18 MB, ~45 ms for ten tasks) → a checkpoint only once ``train.checkpoint_every_s`` (60 s) has
+  passed; ``torch.manual_seed`` on a CPU-only machine queued a lazy CUDA call with a formatted stack trace
+  (~1 ms, 11 a cell) → the CPU generator alone (``seed_torch``); result.json validated against the JSON
+  Schema as this process wrote it (~2 ms) → on read only; plugin versions and the cell's step count
+  recomputed per task → once.
+- per step: a ``Split`` with its length check and a device copy per batch on the CPU, attribute lookups of
+  the method's hooks, the loss-terms boundary check of an empty dict → none of them.
+- left (after): ~58 ms a 10-task cell inside it, of which AWOM over the dense footprints is ~25 ms (exact,
+  float64: float32 saved half but failed to converge on an ill-conditioned Gram) and writing the footprint
+  file ~10 ms; ~12 ms outside it (plugins, plan); evaluation ~0.5 ms a row (a method's ``evaluating``
+  context and mode switches per task); ~17 µs a step including each task's phase and optimizer set-up.
+- loggers on: per logged step the values, a gradient norm and one hook call; TensorBoard events written in
+  this thread with its own ``RecordWriter`` (``SummaryWriter``'s queue and writer thread cost 44 µs an
+  event) and files flushed every 30 s rather than after each task.
+
+Measured (quiet by the load average, 2026-11-23), ``--epochs 10 --reps 9``: before (f5c8775, its own
+version of this file: registry in the bare side's clock, the bare side evaluating each task in one batch)
+1.096; after 1.037 (median of the reps' own ratios, 0.977–1.130; 1.012 of the medians; process CPU time
+1.011), loggers +4.1 % (285 µs a logged step). On this shared VM the speed drifts by ±10 % between
+repetitions: one run's ratio is good to a few percent, no better.
 """
 
 from __future__ import annotations
