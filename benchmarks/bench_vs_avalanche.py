@@ -1,6 +1,6 @@
 """`clbench` EWC vs Avalanche 0.6 EWC on the same permuted-digits stream: time ratio and both AAs.
 
-Goal: clbench ≤ 0.7× Avalanche's wall time, AA within 2 points.
+Goal: clbench ≤ 0.5× Avalanche's wall time, AA within 2 points.
 
     python benchmarks/bench_vs_avalanche.py --avalanche-python /path/to/venv/bin/python [--reps 3]
 
@@ -20,6 +20,15 @@ torchvision + ``avalanche-lib==0.6.0``), as a subprocess. Both sides get the sam
 Each side is timed from inside its process (imports, data loading and start-up excluded: clbench runs an
 untimed one-epoch warm-up cell first, because it imports and loads lazily); the ratio is of medians,
 the AAs are means over the reps' seeds (initialisation and batch order differ between the two libraries).
+Each rep's line splits clbench's time into training, evaluation, the rest of the cell (footprints, metrics,
+files) and what lies outside the cell, so a figure that moves shows where it moved.
+
+Stability (2026-11-23, AMD EPYC, 2 vCPUs): an earlier pair of runs read 0.848 and 0.577. Not reproduced:
+the code of that time (f5c8775) and today's both read within the machine's own drift, which moves both
+sides by ±10 % from one run to the next (here 0.48–0.59 for either code) and the per-rep split shows it in
+the training time, not in clbench's fixed work. What could move with the file system is gone from the
+timed cell: short cells write no checkpoints (each wrote nine, EWC's Fisher and anchor and every footprint
+so far). EWC's step also got cheaper: its penalty's gradient is added directly (0.35 → 0.06 ms a step).
 """
 
 from __future__ import annotations
@@ -152,7 +161,7 @@ def main() -> None:
     aa_theirs = statistics.mean(r["AA"] for r in theirs)
     print(f"clbench ewc:   {t_ours:7.2f} s (median of {args.reps})  AA {aa_ours:6.2f}")
     print(f"avalanche ewc: {t_theirs:7.2f} s (median of {args.reps})  AA {aa_theirs:6.2f}")
-    print(f"time ratio clbench/avalanche = {t_ours / t_theirs:.3f} (goal ≤ 0.7); AA difference = {aa_ours - aa_theirs:+.2f} "
+    print(f"time ratio clbench/avalanche = {t_ours / t_theirs:.3f} (goal ≤ 0.5); AA difference = {aa_ours - aa_theirs:+.2f} "
           "points (goal within 2)")
 
 
