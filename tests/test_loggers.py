@@ -170,17 +170,23 @@ def test_clbench_step_fires_only_on_logged_steps(tmp_path, every):
         assert set(keys) == STEP_KEYS  # seqft: no loss term of its own
 
 
-def test_a_resumed_cell_logs_each_step_once(regs, tmp_path):
-    [reference] = _run(regs, tmp_path / "a", "seqft", logger="csv", log_every=1)
-    killer = testing.KillAfterTask(0)
+def _killed_and_resumed(regs, tmp_path, logger: str, killer: object):
+    """(reference, resumed): an uninterrupted seqft cell logging every step, and one killed by ``killer`` then
+    run again to its end."""
+    [reference] = _run(regs, tmp_path / "a", "seqft", logger=logger, log_every=1)
     regs.pm.register(killer)
     try:
         with pytest.raises(KeyboardInterrupt):
-            _run(regs, tmp_path / "b", "seqft", logger="csv", log_every=1)
+            _run(regs, tmp_path / "b", "seqft", logger=logger, log_every=1)
     finally:
         regs.pm.unregister(killer)
-    [resumed] = _run(regs, tmp_path / "b", "seqft", logger="csv", log_every=1)
+    [resumed] = _run(regs, tmp_path / "b", "seqft", logger=logger, log_every=1)
     assert resumed.accuracy_matrix == reference.accuracy_matrix
+    return reference, resumed
+
+
+def test_a_resumed_cell_logs_each_step_once(regs, tmp_path):
+    reference, resumed = _killed_and_resumed(regs, tmp_path, "csv", testing.KillAfterTask(0))
 
     def steps(result):
         return [(r["index"], r["step"], r["loss"]) for r in _rows(result.path.parent / "log.csv") if r["kind"] == "step"]
@@ -260,16 +266,10 @@ class _KillAtStep:
 def test_tensorboard_shows_each_step_once_after_a_kill_mid_task_and_a_resume(regs, tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    [reference] = _run(regs, tmp_path / "a", "seqft", logger="tensorboard", log_every=1)
-    first_task = reference.timings["tasks"][0]["train"]["steps"]
-    killer = _KillAtStep(first_task + 2)  # two steps into the second task: logged, then lost with the task
-    regs.pm.register(killer)
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            _run(regs, tmp_path / "b", "seqft", logger="tensorboard", log_every=1)
-    finally:
-        regs.pm.unregister(killer)
-    [resumed] = _run(regs, tmp_path / "b", "seqft", logger="tensorboard", log_every=1)
+    first_task = 8  # tiny-vector, test profile: 8 steps a task (checked below)
+    # two steps into the second task: logged, then lost with the task
+    reference, resumed = _killed_and_resumed(regs, tmp_path, "tensorboard", _KillAtStep(first_task + 2))
+    assert reference.timings["tasks"][0]["train"]["steps"] == first_task
     tb = resumed.path.parent / "tb"
     assert len(list(tb.glob("events.out.tfevents.*"))) == 2  # the killed attempt's file and the resumed one's
 
