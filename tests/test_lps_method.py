@@ -5,7 +5,6 @@ released code's optimizer handling (learning-rate milestones, one optimizer acro
 from __future__ import annotations
 
 import contextlib
-
 import math
 import re
 
