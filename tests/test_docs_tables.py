@@ -186,8 +186,17 @@ def test_committed_docs_have_the_markers():
     text = (ROOT / "docs" / "lora-family.md").read_text(encoding="utf-8")
     assert dt.section_names(text) == ["cl-quick-cells", "acr-tau"]
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert dt.section_names(readme) == ["reproducibility", "quick-excerpt"]
+    assert dt.section_names(readme) == ["quick-size", "reproducibility", "quick-excerpt"]
     streams = (ROOT / "docs" / "text-streams-and-models.md").read_text(encoding="utf-8")
     assert dt.section_names(streams) == ["smol-cells"]
     used = dt.section_names(text) + dt.section_names(readme) + dt.section_names(streams)
     assert sorted(dt.GENERATORS) == sorted(used)  # none unused
+
+
+def test_quick_size_counts_the_committed_cells():
+    quick = ROOT / "results" / "quick"
+    cells = [p.parent.relative_to(quick).parts for p in quick.rglob("result.json")]  # stream/method/order/seed
+    text = dt.quick_size(quick, None)
+    assert text.startswith(f"The quick default is {len(cells)} cells (")
+    digits = {m for s, m, *_ in cells if s == "split-digits"}
+    assert f"{len(digits)} methods × 3 orders × 1 seed on `split-digits`" in text
