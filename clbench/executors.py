@@ -12,6 +12,7 @@ import os
 import queue
 import signal
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -91,10 +92,19 @@ def _start_worker(disabled: tuple[str, ...], fail_fast: bool) -> None:
     from clbench.registry import build_registry
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent ends us
+    threading.Thread(target=_exit_with, args=(os.getppid(),), daemon=True).start()
     # tqdm's default lock is a multiprocessing lock, a named semaphore of the parent's resource tracker; a worker
     # terminated on Ctrl-C could not release it ("leaked semaphore" at exit). No bar is drawn in a worker.
     tqdm.set_lock(threading.RLock())
     _worker_runner = Runner(build_registry(disabled=disabled), fail_fast=fail_fast, progress=False)
+
+
+def _exit_with(parent: int) -> None:
+    """End this worker within a second of its parent's death (a SIGKILL gives the parent no chance to stop
+    it): an orphan would go on with its cell while the rerun of the same command starts that cell again."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
 
 
 def _run_in_worker(cell: Cell) -> CellResult:

@@ -95,3 +95,47 @@ def test_a_bad_jobs_value_is_a_usage_error(value, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         main([*GRID, "--jobs", value, "--out", str(tmp_path)])
     assert exit_.value.code == 2 and "Invalid value for '--jobs' / '-j'" in capsys.readouterr().err
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_workers_end_when_their_parent_is_killed(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    long_cells = ["run", "--stream", "permuted-digits", "--methods", "seqft", "--orders", "1,2", "--set",
+                  "train.epochs=60", "--no-progress"]  # ~20 s a cell: the workers are mid-cell at the kill
+    proc = subprocess.Popen([sys.executable, "-m", "clbench.cli", *long_cells, "--jobs", "2", "--out", str(tmp_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while len(workers := [p for p in _children(proc.pid) if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()
+                          ]) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert len(workers) == 2, "the run did not start its two workers"
+    time.sleep(6)  # start-up done, cells under way
+    proc.send_signal(signal.SIGKILL)  # no chance to stop them
+    proc.wait()
+    def alive(pid: int) -> bool:  # a zombie (exited, not yet reaped by init) counts as gone
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 5
+    while any(alive(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [p for p in workers if alive(p)]  # gone within ~1 s, not after their cells
