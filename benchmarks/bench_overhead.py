@@ -33,11 +33,13 @@ Where clbench's cost went (cProfile of 3- and 1-epoch cells, and the components 
   this thread with its own ``RecordWriter`` (``SummaryWriter``'s queue and writer thread cost 44 µs an
   event) and files flushed every 30 s rather than after each task.
 
-Measured (quiet by the load average, 2026-11-23), ``--epochs 10 --reps 9``: before (f5c8775, its own
-version of this file: registry in the bare side's clock, the bare side evaluating each task in one batch)
-1.096; after 1.037 (median of the reps' own ratios, 0.977–1.130; 1.012 of the medians; process CPU time
-1.011), loggers +4.1 % (285 µs a logged step). On this shared VM the speed drifts by ±10 % between
-repetitions: one run's ratio is good to a few percent, no better.
+Measured 2026-11-23 (quiet: load < 1, no steal; bare side within ±3 %): before (f5c8775, its own version
+of this file: registry in the bare side's clock, each task evaluated in one batch), ``--epochs 10 --reps 5``:
+1.096. After, ``--epochs 10 --reps 9``: 1.058 (median of the reps' own ratios; 1.060 of the medians; process
+CPU time 1.059), loggers +4.5 % (311 µs a logged step); ``--epochs 3 --reps 11``: 1.116 (1.114; CPU 1.112),
+loggers +4.2 %. The goals (1.03, 1.10, 2 %) are not met: ~9 µs a step (timed alone, 360-step calls) and the
+fixed cost above remain. At other times the same commands read 1.01–1.07 at 10 epochs: this shared VM's speed
+drifts by up to ±10 % between repetitions, so compare only figures of one run.
 """
 
 from __future__ import annotations
