@@ -11,32 +11,20 @@ from clbench_plugins.expander_ewc.config import (
     RandomMaskEWCConfig,
 )
 from clbench_plugins.expander_ewc.method import ExpanderEWC
-from clbench_plugins.mlp.model import MLPConfig, build
+from test_packnet_method import make_cell, run_task  # tests/ is on sys.path (rootdir conftest)
 
 from clbench import footprints, testing
 from clbench.config import TrainConfig
 from clbench.errors import ConfigError
 from clbench.method import CellContext
-from clbench.model import StreamInfo
 from clbench.results import FOOTPRINT_FILE
-from clbench.runner import train_task
 
 
 def _cell(config: ExpanderEWCConfig) -> tuple[ExpanderEWC, torch.nn.Module, CellContext]:
-    stream = testing.TinyVectorStream(tasks=2, n=64)
-    ctx = CellContext(stream=stream, order=["t0", "t1"], train=TrainConfig(epochs=1, batch_size=16, lr=0.01),
-                      device=torch.device("cpu"), seed=0)
-    torch.manual_seed(0)
-    model = build(MLPConfig(hidden=(32, 32)), StreamInfo.of(stream))
-    method = ExpanderEWC(config, ctx)
-    method.setup(model)
-    return method, model, ctx
+    return make_cell(ExpanderEWC, config, train=TrainConfig(epochs=1, batch_size=16, lr=0.01))
 
 
-def _run_task(method: ExpanderEWC, model: torch.nn.Module, ctx: CellContext, index: int) -> None:
-    method.before_task(ctx.order[index], index)
-    train_task(model, method, ctx, index)
-    method.after_task(ctx.order[index], index)
+_run_task = run_task
 
 
 def test_only_masked_coordinates_move_and_fisher_lives_on_the_mask():

@@ -11,10 +11,10 @@ import torch
 from clbench_plugins.glue.model import REGRESSION_LABELS, GlueEncoder, GlueEncoderConfig
 from clbench_plugins.glue.scoring import official
 from clbench_plugins.glue.streams import GlueConfig, GlueSparse
-from clbench_plugins.mlp.model import MLPConfig, build
 from clbench_plugins.pertask.config import PerTaskMaskConfig, PerTaskRandomConfig
 from clbench_plugins.pertask.masked import PerTaskMasked
 from scipy.stats import pearsonr, spearmanr
+from test_packnet_method import make_cell, run_task  # tests/ is on sys.path (rootdir conftest)
 
 from clbench import testing
 from clbench.config import TrainConfig
@@ -22,7 +22,6 @@ from clbench.data import TaskInfo
 from clbench.method import CellContext
 from clbench.model import StreamInfo
 from clbench.plan import RunRequest, make_plan
-from clbench.runner import train_task
 
 
 # --------------------------------------------------------------------------- metrics, by hand
@@ -42,21 +41,11 @@ def test_metrics_on_hand_computed_values():
 
 # --------------------------------------------------------------------------- per-task masked method
 def _cell(config: PerTaskMaskConfig, tasks: int = 3) -> tuple[PerTaskMasked, torch.nn.Module, CellContext]:
-    stream = testing.TinyVectorStream(tasks=tasks, n=64)
-    ctx = CellContext(stream=stream, order=[f"t{i}" for i in range(tasks)],
-                      train=TrainConfig(epochs=1, batch_size=16, lr=0.01, optimizer="rmsprop"),
-                      device=torch.device("cpu"), seed=0)
-    torch.manual_seed(0)
-    model = build(MLPConfig(hidden=(32, 32)), StreamInfo.of(stream))
-    method = PerTaskMasked(config, ctx)
-    method.setup(model)
-    return method, model, ctx
+    return make_cell(PerTaskMasked, config, tasks=tasks,
+                     train=TrainConfig(epochs=1, batch_size=16, lr=0.01, optimizer="rmsprop"))
 
 
-def _run_task(method: PerTaskMasked, model: torch.nn.Module, ctx: CellContext, index: int) -> None:
-    method.before_task(ctx.order[index], index)
-    train_task(model, method, ctx, index)
-    method.after_task(ctx.order[index], index)
+_run_task = run_task
 
 
 @pytest.mark.parametrize("config", [PerTaskMaskConfig(density=0.25), PerTaskRandomConfig(density=0.25)], ids=str)
