@@ -139,6 +139,19 @@ def micro_batches(batch: Batch, parts: int) -> list[Batch]:
     return [Batch(batch.x[a:b], batch.y[a:b], batch.task) for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
+def batch_loss(model: CLModel, method: Method, batch: Batch, what: str
+               ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """The loss of ``batch`` (the model's task loss plus the method's loss terms), the task loss and the terms."""
+    logits, task_loss = model.training_loss(batch.x, batch.task, batch.y, method.needs_logits)
+    terms = method.loss_terms(batch, logits)
+    if type(terms) is not dict or terms:  # {}, most steps of most methods, has nothing to check
+        terms = check_loss_terms(terms, what)
+    loss = task_loss
+    for term in terms.values():
+        loss = loss + term
+    return loss, task_loss, terms
+
+
 def accumulate(model: CLModel, method: Method, batch: Batch, parts: int, what: str
                ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
     """Forward and backward of ``batch`` in ``parts`` micro-batches (``train.grad_accum``); returns the batch's
@@ -154,11 +167,7 @@ def accumulate(model: CLModel, method: Method, batch: Batch, parts: int, what: s
     terms: dict[str, list[torch.Tensor]] = {}
     for micro in micro_batches(batch, parts):
         share = len(micro) / len(batch)
-        logits, part_loss = model.training_loss(micro.x, micro.task, micro.y, method.needs_logits)
-        part_terms = check_loss_terms(method.loss_terms(micro, logits), what)
-        part = part_loss
-        for term in part_terms.values():
-            part = part + term
+        part, part_loss, part_terms = batch_loss(model, method, micro, what)
         (part * share).backward()
         losses.append(part.detach() * share)
         task_losses.append(part_loss.detach() * share)
@@ -198,7 +207,6 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
         tokens0 = model.tokens_seen
         epoch_loss: list[float | None] = []
         # looked up once: the step below is the harness's whole per-step cost (benchmarks/bench_overhead.py)
-        needs_logits, loss_terms = method.needs_logits, method.loss_terms
         after_backward, after_step, clip = method.after_backward, method.after_step, ctx.train.grad_clip
         for epoch in range(phase.epochs):
             total, n = 0.0, 0
@@ -207,13 +215,7 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
                     batch = batch.to(ctx.device)
                 opt.zero_grad(set_to_none=True)
                 if accum == 1:
-                    logits, task_loss = model.training_loss(batch.x, batch.task, batch.y, needs_logits)
-                    terms = loss_terms(batch, logits)
-                    if type(terms) is not dict or terms:  # {}, most steps of most methods, has nothing to check
-                        terms = check_loss_terms(terms, what)
-                    loss = task_loss
-                    for term in terms.values():
-                        loss = loss + term
+                    loss, task_loss, terms = batch_loss(model, method, batch, what)
                     loss.backward()
                 else:
                     loss, task_loss, terms = accumulate(model, method, batch, accum, what)
