@@ -6,7 +6,14 @@ from __future__ import annotations
 from clbench import hookimpl
 from clbench.specs import ProfileSpec, StreamSpec
 
-from .presets import LONG_PRESETS, QUICK_PRESETS, STANDARD_PRESETS, paper_profiles, smol_profile
+from .presets import (
+    LONG_PRESETS,
+    QUICK_PRESETS,
+    STANDARD_PRESETS,
+    claims_profiles,
+    paper_profiles,
+    smol_profile,
+)
 from .streams import CLBenchmarkConfig, QuickConfig, long_stream, quick_stream, standard_stream
 
 
@@ -27,4 +34,4 @@ def clbench_add_streams() -> list[StreamSpec]:
 
 @hookimpl
 def clbench_add_profiles() -> list[ProfileSpec]:
-    return [smol_profile(), *paper_profiles()]
+    return [smol_profile(), *claims_profiles(), *paper_profiles()]

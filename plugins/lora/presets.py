@@ -20,6 +20,9 @@ SMOL_TRAIN: dict[str, Any] = {"train.optimizer": "adamw", "train.lr": 3e-3, "tra
 
 # ------------------------------------------------------------------ paper profiles
 _ADAMW = {"train.optimizer": "adamw", "train.grad_clip": 1.0}
+# cl-claims (MiniLM, CPU, issue 13): the scripts' values, unscaled — 100 steps a task is enough for lr 1e-3.
+# Equal steps: N-LoRA scripts/order_{2,3}.sh (1 GPU × batch 32, 10 epochs, lr 1e-3) for every method.
+_CLAIMS = {**_ADAMW, "train.lr": 1e-3, "train.epochs": 10, "train.batch_size": 32}
 # O-LoRA scripts/order_{1,2,3}.sh: 8 GPUs × bs 8, lr 1e-3, 1 epoch, λ1 0.5, λ2 0.
 _OLORA_T5 = {**_ADAMW, "train.lr": 1e-3, "train.epochs": 1, "train.batch_size": 64, "lambda1": 0.5, "lambda2": 0.0}
 # O-LoRA scripts/long.sh (= N-LoRA order 6), λ per task: yelp 0 (first task), 0.5 for the next eight, 5 after.
@@ -35,6 +38,8 @@ _FIRST = {"1": "dbpedia", "2": "dbpedia", "3": "yahoo"}  # first task of standar
 OLORA: dict[str, dict[str, Any]] = {
     "quick": QUICK_TRAIN,
     "smol": SMOL_TRAIN,
+    "cl-claims": {**_CLAIMS, "lambda1": 0.5, "lambda2": 0.0},  # λ1, λ2 of scripts/order_{1,2,3}.sh
+    "cl-claims-scripts": {**_OLORA_T5},
     "paper-t5/standard": _OLORA_T5,
     # No O-LoRA script for long orders 4 and 5: the standard-order values (λ1 0.5, λ2 0), MNLI 2 epochs as long.sh.
     "paper-t5/long": {**_OLORA_T5, "epochs_per_task": {"MNLI": 2}},
@@ -51,6 +56,8 @@ NLORA: dict[str, dict[str, Any]] = {
     "quick": QUICK_TRAIN,
     # SmolLM2 uses grouped-query attention: v_proj is 576→192, so the code's r×r ‖A·B‖₁ does not exist there.
     "smol": {**SMOL_TRAIN, "penalty": "paper"},
+    "cl-claims": {**_CLAIMS, "lambda": 0.4},  # λ1 of scripts/order_{1,2,3}.sh
+    "cl-claims-scripts": {**_CLAIMS, "lambda": 0.4},
     "paper-t5/standard": {**_NLORA_T5, "lambda": 0.4},
     "paper-t5/standard/1": {"train.batch_size": 48},
     "paper-t5/long": _NLORA_T5,
@@ -74,6 +81,8 @@ NLORA: dict[str, dict[str, Any]] = {
 BASELINE: dict[str, dict[str, Any]] = {
     "quick": QUICK_TRAIN,
     "smol": SMOL_TRAIN,
+    "cl-claims": _CLAIMS,
+    "cl-claims-scripts": {k: v for k, v in _OLORA_T5.items() if not k.startswith("lambda")},
     "paper-t5/standard": {k: v for k, v in _OLORA_T5.items() if not k.startswith("lambda")},
     "paper-t5/long": {k: v for k, v in _OLORA_T5.items() if not k.startswith("lambda")},
     "paper-llama/standard": {k: v for k, v in _OLORA_LLAMA.items() if not k.startswith("lambda")},
