@@ -22,7 +22,7 @@ import types
 import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from clbench.errors import ConfigError, did_you_mean
 
@@ -114,12 +114,36 @@ OPTIMIZERS = {"sgd", "adam", "adamw", "rmsprop"}
 class MetricsConfig:
     """How the footprint metrics of one cell are computed (``--set metrics.…``); stored in result.json."""
 
-    # ACR's "non-zero": |x| > tolerance·max|ΔW|, relative. The paper gives no value; 1e-3 is ours
-    # (our choice, stored in each result; sensitivity in docs/lora-family.md)
-    tolerance: float = bounded(1e-3, gt=0, lt=1)
+    # ACR's "non-zero" (N-LoRA eq. 11 gives no threshold): |x| > tolerance·max|ΔW| over what ``acr`` names.
+    # 1e-3 is ours (stored in each result; the calibration against the paper's SeqLoRA 0.542 is in
+    # docs/lora-family.md); 0 is the literal definition (every entry that is not exactly 0).
+    tolerance: float = bounded(1e-3, ge=0, lt=1)
     # GSR/ACR: 0 = the exact streaming pass; N > 0 = the sampled estimator at ≈N positions per matrix
     # (low-rank footprints only; clbench.metrics.scan) — for 7B-scale adapters, where the exact pass takes ~1 min
     samples: int = bounded(0, ge=0)
+    # ACR's threshold: "layer" τ·max|ΔW_t| of each task and layer (cannot see a layer shrunk as a whole), "task"
+    # τ·max|ΔW_t| over all layers of a task, "absolute" τ itself. Masked footprints count their mask.
+    acr: Literal["layer", "task", "absolute"] = "layer"
+    # AWOM's product: "eq8" ‖ΔW_T ΔW_iᵀ‖₂ in PEFT's out × in layout, i.e. N-LoRA eq. 8's ΔW_Tᵀ ΔW_i with its
+    # ΔW = A·B, A ∈ R^{d×r} on the input side (sums over the input index); "transposed" ‖ΔW_Tᵀ ΔW_i‖₂ in
+    # PEFT's layout (sums over the output index; clbench before 2026-11-24).
+    awom: Literal["eq8", "transposed"] = "eq8"
+    # ΔW of a LoRA footprint: "applied" α/r·B·A, the update the forward adds (W − W₀; what dense footprints are),
+    # "factors" B·A. Changes AWOM (by (α/r)²), the nuclear norms (α/r) and absolute-τ ACR; the paper writes
+    # ΔW = AB without α/r and its repository has no metric code, so it does not settle this.
+    delta_w: Literal["applied", "factors"] = "applied"
+
+    # Forms added after results were committed: at these values a form is left out of the identity (those
+    # results keep their hash). awom=eq8 is a change: the committed results were recomputed in its commit.
+    IDENTITY_SINCE: ClassVar[dict[str, Any]] = {"acr": "layer", "awom": "eq8", "delta_w": "applied"}
+
+    def describe(self) -> str:
+        """The forms in words, for the leaderboard's heading."""
+        where = {"layer": "per task and layer", "task": "per task, all layers", "absolute": "absolute"}[self.acr]
+        tau = f"τ={self.tolerance:g}" + ("" if self.acr == "absolute" else "·max|ΔW|")
+        awom = "ΔW_T ΔW_iᵀ (eq. 8)" if self.awom == "eq8" else "ΔW_Tᵀ ΔW_i (transposed)"
+        dw = "α/r·B·A" if self.delta_w == "applied" else "B·A (no α/r)"
+        return f"ACR non-zero |x| > {tau} ({where}); AWOM {awom}; LoRA ΔW = {dw}"
 
 
 # --------------------------------------------------------------------------- parsing

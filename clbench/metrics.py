@@ -10,18 +10,19 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
 from clbench.config import MetricsConfig
-from clbench.footprints import LowRank, TaskFootprint
+from clbench.footprints import LowRank, Masked, TaskFootprint
 from clbench.specs import MetricSpec
 
 if TYPE_CHECKING:
     from clbench.registry import Origin
 
 DEFAULT_TOLERANCE = MetricsConfig.tolerance  # relative "non-zero" threshold: |x| > τ·max|ΔW|
+AcrForm = Literal["layer", "task", "absolute"]
 CHUNK_ELEMENTS = 1 << 22  # ~16 MB of float32 per dense chunk
 
 
@@ -34,14 +35,28 @@ class MetricInput:
     tolerance: float = DEFAULT_TOLERANCE
     samples: int = 0  # GSR/ACR: 0 exact; N > 0 the sampled estimator at ≈N positions per matrix (see scan)
     cache: dict[str, Any] = field(default_factory=dict)  # shared by the metrics of one cell (one scan)
+    # the metric forms of MetricsConfig (its comments say what each means)
+    acr: AcrForm = MetricsConfig.acr
+    awom: Literal["eq8", "transposed"] = MetricsConfig.awom
+    delta_w: Literal["applied", "factors"] = MetricsConfig.delta_w
+
+    @classmethod
+    def with_settings(cls, settings: MetricsConfig, **fields: Any) -> MetricInput:
+        """The input of a cell whose metrics settings are ``settings``."""
+        return cls(**fields, tolerance=settings.tolerance, samples=settings.samples, acr=settings.acr,
+                   awom=settings.awom, delta_w=settings.delta_w)
+
+    @property
+    def factors(self) -> bool:
+        return self.delta_w == "factors"
 
     def footprint_scan(self) -> FootprintScan | None:
         """The one streaming pass GSR and ACR share (computed on first use)."""
         if not self.footprints:
             return None
-        key = f"scan:{self.tolerance}:{self.samples}"
+        key = f"scan:{self.tolerance}:{self.samples}:{self.acr}:{self.delta_w}"
         if key not in self.cache:
-            self.cache[key] = scan(self.footprints, self.tolerance, self.samples)
+            self.cache[key] = scan(self.footprints, self.tolerance, self.samples, acr=self.acr, factors=self.factors)
         return self.cache[key]
 
 
@@ -164,10 +179,30 @@ class FootprintScan:
         return sum(self.sparsity) / len(self.sparsity) if self.sparsity else None
 
 
+def thresholds(footprints: Sequence[TaskFootprint], tolerance: float, acr: AcrForm = "layer",
+               factors: bool = False) -> list[dict[str, float]]:
+    """ACR's "non-zero" threshold of every task and layer: |x| > threshold, x an entry of the applied ΔW.
+
+    ``layer``: τ·max|ΔW_t| of that layer; ``task``: τ·max|ΔW_t| over all the task's layers, so a layer the
+    task shrank as a whole counts as zero; ``absolute``: τ on ΔW as ``factors`` defines it (B·A without α/r
+    when true: on the applied α/r·B·A that is τ·α/r). N-LoRA eq. 11 names none of them: τ = 0 is its literal
+    form (every entry not exactly 0)."""
+    if acr == "absolute":
+        return [{n: tolerance * (fp.scale if factors and isinstance(fp, LowRank) else 1.0) for n, fp in t.items()}
+                for t in footprints]
+    if acr not in ("layer", "task"):
+        raise ValueError(f"acr={acr!r}: choose layer, task or absolute")
+    maxima = [{n: abs_max(fp) for n, fp in t.items()} for t in footprints]
+    if acr == "task":
+        maxima = [dict.fromkeys(m, max(m.values(), default=0.0)) for m in maxima]
+    return [{n: tolerance * v for n, v in m.items()} for m in maxima]
+
+
 def scan(footprints: Sequence[TaskFootprint], tolerance: float = DEFAULT_TOLERANCE, samples: int = 0,
-         seed: int = 0) -> FootprintScan:
+         seed: int = 0, acr: AcrForm = "layer", factors: bool = False) -> FootprintScan:
     """One streaming pass: per layer, ‖ΔW_t‖₁ and ‖ΔW_t‖₂ of every task and the per-position count c of
-    tasks non-zero there (|x| > τ·max|ΔW_t|); Σ_{i<j}[nz_i ∧ nz_j] = c(c−1)/2, so the pass is linear in T.
+    tasks non-zero there (|x| > the :func:`thresholds` of ``acr``; a :class:`Masked` footprint is non-zero on
+    its mask, whatever its values); Σ_{i<j}[nz_i ∧ nz_j] = c(c−1)/2, so the pass is linear in T.
 
     ``samples > 0`` is the *sampled estimator*, for low-rank footprints only: at ``samples`` positions
     per layer drawn uniformly (the same for every task) ΔW is evaluated exactly (r multiply-adds each);
@@ -175,14 +210,15 @@ def scan(footprints: Sequence[TaskFootprint], tolerance: float = DEFAULT_TOLERAN
     """
     out = FootprintScan([], 0.0, 0, len(footprints), samples)
     g = torch.Generator().manual_seed(seed)
+    cuts = thresholds(footprints, tolerance, acr, factors)
     for name in _layer_names(footprints):
         present = [t[name] for t in footprints if name in t]
         shape = _shape_of(footprints, name)
-        thresholds = [tolerance * abs_max(fp) for fp in present]
+        layer_cuts = [c[name] for c in cuts if name in c]
         if samples:
-            l1, l2sq, pairs = _scan_sampled(present, shape, thresholds, samples, g)
+            l1, l2sq, pairs = _scan_sampled(present, shape, layer_cuts, samples, g)
         else:
-            l1, l2sq, pairs = _scan_exact(present, shape, thresholds)
+            l1, l2sq, pairs = _scan_exact(present, shape, layer_cuts)
         size = math.prod(shape)
         out.sparsity += [a / math.sqrt(b) / math.sqrt(size) for a, b in zip(l1, l2sq, strict=True) if b > 0]
         out.pairs += pairs
@@ -198,15 +234,17 @@ def _scan_exact(present: list[Any], shape: tuple[int, ...], thresholds: list[flo
     l1 = [0.0] * len(present)
     l2sq = [0.0] * len(present)
     iters = [fp.rows(chunk) for fp in present]
+    supports = [fp.mask.reshape(shape[0], -1).split(chunk) if isinstance(fp, Masked) else None for fp in present]
     pairs = 0.0
-    for _ in range(0, shape[0], chunk):
+    for i in range(-(-shape[0] // chunk)):
         count: torch.Tensor | None = None
         for k, (it, thr) in enumerate(zip(iters, thresholds, strict=True)):
             r = next(it)
             l2sq[k] += float((r.double() ** 2).sum())
             a = r.abs()
             l1[k] += float(a.sum(dtype=torch.float64))
-            nz = a > thr if thr > 0 else torch.zeros(a.shape, dtype=torch.bool)
+            support = supports[k]
+            nz = support[i].reshape(a.shape) if support is not None else a > thr
             count = nz.to(torch.int16) if count is None else count.add_(nz)
         assert count is not None
         pairs += float((count.int() * (count.int() - 1)).sum(dtype=torch.float64)) / 2
@@ -237,9 +275,8 @@ def _scan_lowrank(present: list[LowRank], shape: tuple[int, ...], thresholds: li
             torch.mm(Bs[k][s : s + n], As[k], out=b)
             b.abs_()
             l1[k] += float(b.sum(dtype=torch.float64))
-            if thresholds[k] > 0:
-                torch.gt(b, thresholds[k], out=z)
-                c.add_(z)
+            torch.gt(b, thresholds[k], out=z)
+            c.add_(z)
         ci = c.int()
         pairs += float((ci * (ci - 1)).sum(dtype=torch.float64)) / 2
     return l1, l2sq, pairs
@@ -270,21 +307,21 @@ def _scan_sampled(present: list[Any], shape: tuple[int, ...], thresholds: list[f
         full_bound = float(row_norms.sum() * col_norms.sum())
         l1.append(float(values.sum(dtype=torch.float64)) * full_bound / grid_bound if grid_bound > 0 else 0.0)
         l2sq.append(_frobenius_sq(fp))
-        if thr > 0:
-            count += values > thr
+        count += values > thr
     pairs = float((count * (count - 1)).sum(dtype=torch.float64)) / 2 * math.prod(shape) / (n_rows * n_cols)
     return l1, l2sq, pairs
 
 
 def collision_rate(footprints: Sequence[TaskFootprint], tolerance: float = DEFAULT_TOLERANCE,
-                   samples: int = 0) -> float | None:
+                   samples: int = 0, acr: AcrForm = "layer", factors: bool = False) -> float | None:
     """ACR = (2/(T(T−1))) Σ_{i<j} CR_ij, CR_ij = fraction of positions where ΔW_i and ΔW_j are both non-zero.
 
-    Positions are pooled over all layers; see :func:`scan` for how it streams and what ``samples`` does.
+    Positions are pooled over all layers; see :func:`scan` for how it streams and what ``samples`` does,
+    :func:`thresholds` for ``acr`` and ``factors``.
     """
     if len(footprints) < 2 or not _layer_names(footprints):
         return None
-    return scan(footprints, tolerance, samples).collision_rate()
+    return scan(footprints, tolerance, samples, acr=acr, factors=factors).collision_rate()
 
 
 def sparsity_ratio(fp: Any) -> float | None:
@@ -337,41 +374,71 @@ def _r_factor(fp: LowRank) -> torch.Tensor:
     return torch.linalg.qr(fp.A.double().T, mode="reduced").R
 
 
-def _spectral_lowrank(a: LowRank, b: LowRank, ra: torch.Tensor | None = None, rb: torch.Tensor | None = None
-                      ) -> float:
-    """‖ΔW_aᵀ ΔW_b‖₂ for ΔW = s·B·A without forming ΔW: with A_aᵀ = Q_a R_a and A_bᵀ = Q_b R_b,
-    ΔW_aᵀΔW_b = Q_a (s_a s_b R_a B_aᵀ B_b R_bᵀ) Q_bᵀ, whose spectral norm is that of the r×r core."""
-    Ra = _r_factor(a) if ra is None else ra
-    Rb = _r_factor(b) if rb is None else rb
-    core = (a.scale * b.scale) * (Ra @ (a.B.double().T @ b.B.double()) @ Rb.T)
+def _r_factor_b(fp: LowRank) -> torch.Tensor:
+    return torch.linalg.qr(fp.B.double(), mode="reduced").R
+
+
+def _scale(fp: LowRank, factors: bool) -> float:
+    return 1.0 if factors else fp.scale
+
+
+def _spectral_lowrank(a: LowRank, b: LowRank, ra: torch.Tensor | None = None, rb: torch.Tensor | None = None,
+                      eq8: bool = True, factors: bool = False) -> float:
+    """AWOM's term for ΔW = s·B·A (PEFT layout) without forming ΔW; the spectral norm of an r×r core.
+
+    eq8: ‖ΔW_a ΔW_bᵀ‖₂ = ‖s_a s_b B_a (A_a A_bᵀ) B_bᵀ‖₂; with B = Q R, = ‖s_a s_b R_a (A_a A_bᵀ) R_bᵀ‖₂.
+    transposed: ‖ΔW_aᵀ ΔW_b‖₂ = ‖s_a s_b A_aᵀ (B_aᵀ B_b) A_b‖₂; with Aᵀ = Q R, = ‖s_a s_b R_a (B_aᵀ B_b) R_bᵀ‖₂.
+    ``ra``/``rb``: those R factors when already computed."""
+    r_of = _r_factor_b if eq8 else _r_factor
+    Ra = r_of(a) if ra is None else ra
+    Rb = r_of(b) if rb is None else rb
+    inner = a.A.double() @ b.A.double().T if eq8 else a.B.double().T @ b.B.double()
+    core = (_scale(a, factors) * _scale(b, factors)) * (Ra @ inner @ Rb.T)
     return float(torch.linalg.matrix_norm(core, ord=2))
 
 
-def adapter_weight_overlap(footprints: Sequence[TaskFootprint] | None) -> float | None:
-    """AWOM = Σ_{i<T} ‖ΔW_Tᵀ ΔW_i‖₂ summed over layers (low-rank: r×r cores; otherwise dense)."""
+def adapter_weight_overlap(footprints: Sequence[TaskFootprint] | None, awom: str = "eq8",
+                           factors: bool = False) -> float | None:
+    """AWOM = Σ_{i<T} ‖ΔW_Tᵀ ΔW_i‖₂ of N-LoRA eq. 8, summed over layers (low-rank: r×r cores; otherwise dense).
+
+    Eq. 8 writes ΔW = A·B with A ∈ R^{d×r} the input-side factor (as in eqs. 1 and 7), so its ΔW is PEFT's
+    transposed and its ΔW_Tᵀ ΔW_i is ΔW_T ΔW_iᵀ here (out × out: it sums over the input index). ``awom=
+    "transposed"`` is the other product, ΔW_Tᵀ ΔW_i in PEFT's layout (in × in). ``factors``: LoRA ΔW without α/r.
+    """
+    if awom not in ("eq8", "transposed"):
+        raise ValueError(f"awom={awom!r}: choose eq8 or transposed")
     if not footprints or len(footprints) < 2:
         return None
+    eq8 = awom == "eq8"
     last = footprints[-1]
     total = 0.0
     for name, fp in last.items():
-        r_last = _r_factor(fp) if isinstance(fp, LowRank) else None
+        r_last = (_r_factor_b(fp) if eq8 else _r_factor(fp)) if isinstance(fp, LowRank) else None
         dense_prev = []
         for prev in footprints[:-1]:
             if name not in prev:
                 continue
             other = prev[name]
             if isinstance(fp, LowRank) and isinstance(other, LowRank):
-                total += _spectral_lowrank(fp, other, r_last)
+                total += _spectral_lowrank(fp, other, r_last, eq8=eq8, factors=factors)
             else:
-                dense_prev.append(other.dense().double().reshape(other.shape[0], -1))
+                dense_prev.append(_dense_2d(other, factors, eq8))
         if dense_prev:
-            total += sum(_spectral_dense(fp.dense().double().reshape(fp.shape[0], -1), dense_prev))
+            total += sum(_spectral_dense(_dense_2d(fp, factors, eq8), dense_prev))
     return total
 
 
+def _dense_2d(fp: Any, factors: bool, eq8: bool) -> torch.Tensor:
+    """ΔW as an out × rest float64 matrix (its transpose for eq. 8, so that ‖Lᵀ P‖ is ‖ΔW_T ΔW_iᵀ‖)."""
+    d = fp.dense().double().reshape(fp.shape[0], -1)
+    if factors and isinstance(fp, LowRank):
+        d = d / fp.scale
+    return d.T if eq8 else d
+
+
 def _spectral_dense(last: torch.Tensor, prevs: list[torch.Tensor]) -> list[float]:
-    """‖ΔW_Tᵀ ΔW_i‖₂ for every i, exactly: with ΔW_Tᵀ = Q R (thin QR, R of k × out rows, k = min(out, in)),
-    ‖ΔW_Tᵀ ΔW_i‖₂ = ‖R ΔW_i‖₂ = √λmax of the k × k Gram (R ΔW_i)(R ΔW_i)ᵀ — one batched symmetric
+    """‖Lᵀ P_i‖₂ for every i (L = ΔW_T, P_i = ΔW_i, or both transposed), exactly: with Lᵀ = Q R (thin QR, R of
+    k rows, k = min of L's sides), ‖Lᵀ P_i‖₂ = ‖R P_i‖₂ = √λmax of the k × k Gram (R P_i)(R P_i)ᵀ — one batched symmetric
     eigensolve for all i instead of an SVD per pair (~1.6× faster at 256 × 256). In float64: the Gram squares
     the condition number, and in float32 the eigensolver failed to converge on a seqft cell of the quick
     profile (LinAlgError); float64 costs twice the time (256 × 256, nine earlier tasks: 32 → 57 ms)."""
@@ -380,22 +447,24 @@ def _spectral_dense(last: torch.Tensor, prevs: list[torch.Tensor]) -> list[float
     return torch.linalg.eigvalsh(Y @ Y.transpose(1, 2))[:, -1].clamp(min=0).sqrt().tolist()
 
 
-def nuclear_norm(fp: Any) -> float:
-    """‖ΔW‖_* (N-LoRA Figure 3). Low-rank: with Bᵀ = Q_B R_B and Aᵀ = Q_A R_A, ΔW = Q_B (s·R_B R_Aᵀ) Q_Aᵀ,
-    so the singular values are those of the r×r core; otherwise from the dense ΔW."""
+def nuclear_norm(fp: Any, factors: bool = False) -> float:
+    """‖ΔW‖_* (N-LoRA Figure 3). Low-rank: with B = Q_B R_B and Aᵀ = Q_A R_A, ΔW = Q_B (s·R_B R_Aᵀ) Q_Aᵀ,
+    so the singular values are those of the r×r core; otherwise from the dense ΔW. ``factors``: without α/r."""
     if isinstance(fp, LowRank):
-        rb = torch.linalg.qr(fp.B.double(), mode="reduced").R
-        core = fp.scale * (rb @ _r_factor(fp).T)
+        core = _scale(fp, factors) * (_r_factor_b(fp) @ _r_factor(fp).T)
         return float(torch.linalg.svdvals(core).sum())
     return float(torch.linalg.svdvals(fp.dense().double().reshape(fp.shape[0], -1)).sum())
 
 
-def nuclear_norms(footprints: Sequence[TaskFootprint]) -> list[dict[str, float]]:
+def nuclear_norms(footprints: Sequence[TaskFootprint], factors: bool = False) -> list[dict[str, float]]:
     """‖ΔW_t‖_* per task and layer (the per-layer plot of N-LoRA's Figure 3)."""
-    return [{name: nuclear_norm(fp) for name, fp in sorted(task.items())} for task in footprints]
+    return [{name: nuclear_norm(fp, factors) for name, fp in sorted(task.items())} for task in footprints]
 
 
-def mean_nuclear_norm(footprints: Sequence[TaskFootprint] | None) -> float | None:
-    """Mean of ‖ΔW_t‖_* over tasks and layers (Figure 3's dashed line, averaged over tasks too)."""
-    values = [v for task in nuclear_norms(footprints or []) for v in task.values()]
+def mean_nuclear_norm(footprints: Sequence[TaskFootprint] | None, factors: bool = False,
+                      first: bool = False) -> float | None:
+    """Mean of ‖ΔW_t‖_* over tasks and layers (Figure 3's dashed line, averaged over tasks too); ``first``:
+    over the layers of the first task only, as N-LoRA §3.3 reports it (6.80 for O-LoRA, 0.14 for N-LoRA)."""
+    values = [v for task in nuclear_norms(list(footprints or [])[:1] if first else footprints or [], factors)
+              for v in task.values()]
     return sum(values) / len(values) if values else None

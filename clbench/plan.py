@@ -132,10 +132,10 @@ IDENTITY_EXCLUDES = ("sweep", "options")  # the label's sweep repeats the settin
 def identity(resolved: Mapping[str, Any], stream: str, order: str, seed: int) -> dict[str, Any]:
     """What makes a cell's numbers: every resolved setting, the stream, the order and the seed."""
     out = {k: v for k, v in resolved.items() if k not in IDENTITY_EXCLUDES}
-    if isinstance(out.get("train"), Mapping):  # settings that change no number (train.log_every)
-        since = cfg.TrainConfig.IDENTITY_SINCE
-        out["train"] = {k: v for k, v in out["train"].items()
-                        if k not in cfg.TrainConfig.NOT_IDENTITY and (k not in since or v != since[k])}
+    for scope, cls in (("train", cfg.TrainConfig), ("metrics", cfg.MetricsConfig)):
+        if isinstance(out.get(scope), Mapping):  # settings that change no number (train.log_every)
+            since, never = cls.IDENTITY_SINCE, getattr(cls, "NOT_IDENTITY", ())
+            out[scope] = {k: v for k, v in out[scope].items() if k not in never and (k not in since or v != since[k])}
     out["cell"] = {"stream": stream, "order": str(order), "seed": int(seed)}
     return out
 

@@ -517,9 +517,8 @@ class _CellState:
         errors: dict[str, str] = {}
         footprints = None
         if self.status == "complete":
-            inp = MetricInput(matrix=[list(map(float, r)) for r in self.rows], footprints=self.footprints,
-                              report=self.report, tasks=self.tasks, tolerance=cell.metrics.tolerance,
-                              samples=cell.metrics.samples)
+            inp = MetricInput.with_settings(cell.metrics, matrix=[list(map(float, r)) for r in self.rows],
+                                            footprints=self.footprints, report=self.report, tasks=self.tasks)
             metrics, errors = compute_metrics(regs.metrics.values(), inp, regs.metrics.origins)
             try:
                 footprints = fps.save(self.footprints, cell.directory / FOOTPRINT_FILE)

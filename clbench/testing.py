@@ -610,7 +610,7 @@ def check_metric(regs: Registries, name: str, tmp_path: Path, *, method: str | N
         _require(_close(recomputed.get(name), value),
                  f"{who}: `clbench metrics` recomputes it{attempt} from result.json and {FOOTPRINT_FILE} as "
                  f"{recomputed.get(name)!r}, but the run recorded {value!r}: the value must depend only on the "
-                 "MetricInput (matrix, footprints, report, tasks, tolerance, samples), deterministically")
+                 "MetricInput (matrix, footprints, report, tasks and the metrics settings), deterministically")
 
     inp = verify._metric_input(stored)
     before = (copy.deepcopy(inp.matrix), copy.deepcopy(inp.report), list(inp.tasks),
@@ -625,7 +625,8 @@ def check_metric(regs: Registries, name: str, tmp_path: Path, *, method: str | N
     if spec.needs in ("matrix", "report"):
         bare = MetricInput(matrix=copy.deepcopy(inp.matrix), footprints=None,
                            report=copy.deepcopy(inp.report) if spec.needs == "report" else {}, tasks=list(inp.tasks),
-                           tolerance=inp.tolerance, samples=inp.samples)
+                           tolerance=inp.tolerance, samples=inp.samples, acr=inp.acr, awom=inp.awom,
+                           delta_w=inp.delta_w)
         try:
             without = metric_value(spec.fn(bare))
         except Exception as exc:

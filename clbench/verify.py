@@ -54,6 +54,11 @@ def _close(is_percent: bool, a: float | None, b: float | None, atol: float, rtol
     return abs(a - b) <= rtol * max(abs(a), abs(b)) or a == b
 
 
+def metric_settings(result: CellResult) -> cfg.MetricsConfig:
+    """The metrics settings a result records, with the defaults of forms it predates."""
+    return cfg.apply(cfg.MetricsConfig, None, result.config.get("metrics", {}), "metrics")
+
+
 def _metric_input(result: CellResult) -> MetricInput:
     """The inputs a result's metrics were computed from; ``footprints`` is None when the file is absent."""
     if result.path is None:
@@ -62,11 +67,11 @@ def _metric_input(result: CellResult) -> MetricInput:
     path = result.path.parent / FOOTPRINT_FILE
     if path.exists():
         footprints = fps.load(path, result.footprints)  # schema 1 records no digest: read as it is
-    settings = cfg.apply(cfg.MetricsConfig, None, result.config.get("metrics", {}), "metrics")
+    settings = metric_settings(result)
     report = {k: v for k, v in result.report.items() if k != "metric_errors"}  # schema 1 kept errors there
     matrix = [[float(v) for v in row] for row in result.accuracy_matrix]  # complete: no nulls
-    return MetricInput(matrix=matrix, footprints=footprints, report=report, tasks=list(result.tasks),
-                       tolerance=settings.tolerance, samples=settings.samples)
+    return MetricInput.with_settings(settings, matrix=matrix, footprints=footprints, report=report,
+                                     tasks=list(result.tasks))
 
 
 def recompute(regs: Registries, result: CellResult) -> tuple[dict[str, float | None], dict[str, str], bool]:
@@ -113,11 +118,15 @@ def recompute_tree(regs: Registries, roots: Iterable[Path], write: bool) -> Reco
             if not whole:
                 out.without_footprints.append(result.key)
             delta = Delta(result.key, 0.0, _metric_changes(stored, metrics))
+            settings = cfg.to_dict(metric_settings(result))
             if delta.metrics or errors != stored_errors:
                 out.deltas.append(delta)
-                if write and whole:
-                    result.metrics, result.metric_errors = metrics, errors
-                    write_result(result, result.path.parent)
+            # written also when only the record of the settings is incomplete: a result written before a metric
+            # form existed then names the form its numbers now follow (its config hash stays: IDENTITY_SINCE)
+            if write and whole and (delta.metrics or errors != stored_errors or result.config.get("metrics") != settings):
+                result.metrics, result.metric_errors = metrics, errors
+                result.config["metrics"] = settings
+                write_result(result, result.path.parent)
     return out
 
 

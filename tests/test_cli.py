@@ -34,7 +34,7 @@ def clbench(capsys, *args):
         (["run", "--set", "ewcc.lambda=3"], "unknown scope 'ewcc'"),
         (["run", "--set", "train.epochs"], "expected SCOPE.FIELD=VALUE"),
         (["run", "--set", "train.optimizer=lbfgs"], "train.optimizer='lbfgs'"),
-        (["run", "--set", "metrics.tolerance=2"], "metrics.tolerance=2.0 is out of range: it must be > 0 and < 1"),
+        (["run", "--set", "metrics.tolerance=2"], "metrics.tolerance=2.0 is out of range: it must be >= 0 and < 1"),
         (["run", "--seeds", "a"], "--seeds 'a'"),
         (["run", "--executor", "slurm", "--methods", "seqft"], "unknown executor 'slurm'"),
         (["run", "--methods", "seqft+joint"], "cannot be composed"),

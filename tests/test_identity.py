@@ -25,7 +25,8 @@ def test_same_settings_same_hash_and_every_scope_changes_it(regs):
     base = _cells(regs)["ewc"]
     assert _cells(regs)["ewc"].config_hash == base.config_hash  # a second plan: the same identity
     for key, value in [("ewc.lambda", 3.0), ("train.lr", 0.5), ("train.threads", 2), ("model.dropout", 0.1),
-                       ("stream.test_fraction", 0.25), ("metrics.tolerance", 1e-2)]:
+                       ("stream.test_fraction", 0.25), ("metrics.tolerance", 1e-2), ("metrics.acr", "task"),
+                       ("metrics.awom", "transposed"), ("metrics.delta_w", "factors")]:
         changed = _cells(regs, sets={key: [value]})["ewc"]
         assert changed.config_hash != base.config_hash, key
     # the seed and order are part of the identity; where results go and plugin run options are not
@@ -35,6 +36,14 @@ def test_same_settings_same_hash_and_every_scope_changes_it(regs):
     moved = make_plan(regs, RunRequest(methods="ewc", streams=["split-digits"], orders=["1"], seeds=[0],
                                        out="elsewhere", options={"x": 1})).cells[0]
     assert moved.config_hash == base.config_hash
+
+
+def test_metric_forms_added_later_keep_the_hash_of_results_written_before_them(regs):
+    cell = _cells(regs)["ewc"]
+    resolved = cell.resolved()
+    assert resolved["metrics"]["awom"] == "eq8" and resolved["metrics"]["acr"] == "layer"
+    before = {**resolved, "metrics": {"tolerance": 1e-3, "samples": 0}}  # a result of 2026-11-23
+    assert config_hash(before, cell.stream, cell.order, cell.seed) == cell.config_hash
 
 
 def test_the_hash_is_sha256_of_the_canonical_identity(regs):

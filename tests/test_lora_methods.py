@@ -239,14 +239,20 @@ def test_bad_settings_fail_before_training() -> None:
 
 def test_metric_settings_reach_the_result_and_match_the_saved_footprints(tmp_path) -> None:
     regs = testing.registry()
-    sets = {"metrics.tolerance": [0.2], "metrics.samples": [40]}
+    sets = {"metrics.tolerance": [0.2], "metrics.samples": [40], "metrics.acr": ["task"],
+            "metrics.awom": ["transposed"], "metrics.delta_w": ["factors"]}
     [cell] = testing.run(regs, tmp_path, "nlora", "tiny-text", sets=sets, fail_fast=True)
     assert cell.status == "complete", cell.error
     directory = tmp_path / "tiny-text" / "nlora" / f"order-{cell.order}" / "seed-0"
     saved = json.loads((directory / RESULT_FILE).read_text())
-    assert saved["config"]["metrics"] == {"tolerance": 0.2, "samples": 40}
+    assert saved["config"]["metrics"] == {"tolerance": 0.2, "samples": 40, "acr": "task", "awom": "transposed",
+                                          "delta_w": "factors"}
     footprints = fps.load(directory / FOOTPRINT_FILE)
     # the runner draws the sampled grid with the scan's default seed, so the same call gives the same numbers
-    assert cell.metrics["ACR"] == pytest.approx(m.scan(footprints, 0.2, samples=40).collision_rate())
-    assert cell.metrics["ACR"] != pytest.approx(m.collision_rate(footprints, 1e-3))
-    assert cell.metrics["GSR"] == pytest.approx(m.scan(footprints, 0.2, samples=40).sparsity_rate())
+    scan = m.scan(footprints, 0.2, samples=40, acr="task", factors=True)
+    assert cell.metrics["ACR"] == pytest.approx(scan.collision_rate())
+    assert cell.metrics["ACR"] != pytest.approx(m.collision_rate(footprints, 0.2, samples=40))  # the per-layer cut
+    assert cell.metrics["GSR"] == pytest.approx(scan.sparsity_rate())
+    assert cell.metrics["AWOM"] == pytest.approx(m.adapter_weight_overlap(footprints, "transposed", factors=True))
+    assert cell.metrics["AWOM"] != pytest.approx(m.adapter_weight_overlap(footprints))
+    assert cell.metrics["NucNorm.1"] == pytest.approx(m.mean_nuclear_norm(footprints, factors=True, first=True))

@@ -27,12 +27,15 @@ def as_dense(fps: list[dict]) -> list[dict]:
 
 def test_awom_lowrank_equals_largest_singular_value_of_dense_product() -> None:
     fps = lowrank_stream()
-    expected = 0.0
+    eq8 = transposed = 0.0
     for name in ("l0.q", "l0.v"):
         wt = dense64(fps[-1][name])
         for prev in fps[:-1]:
-            expected += float(torch.linalg.svdvals(wt.T @ dense64(prev[name]))[0])
-    assert m.adapter_weight_overlap(fps) == pytest.approx(expected, rel=1e-9)
+            eq8 += float(torch.linalg.svdvals(wt @ dense64(prev[name]).T)[0])  # out × out
+            transposed += float(torch.linalg.svdvals(wt.T @ dense64(prev[name]))[0])  # in × in
+    assert m.adapter_weight_overlap(fps) == pytest.approx(eq8, rel=1e-9)
+    assert m.adapter_weight_overlap(fps, "transposed") == pytest.approx(transposed, rel=1e-9)
+    assert eq8 != pytest.approx(transposed)
 
 
 def test_oo_equals_entrywise_sum() -> None:
@@ -57,6 +60,11 @@ def test_nuclear_norm_lowrank_equals_dense() -> None:
             assert m.nuclear_norm(fp) == pytest.approx(dense, rel=1e-9)
     per_layer = m.nuclear_norms(fps)
     assert m.mean_nuclear_norm(fps) == pytest.approx(sum(sum(t.values()) for t in per_layer) / 4)
+    # N-LoRA §3.3: the first task's layers only; without α/r (= 4) every norm is 4× smaller
+    first = [float(torch.linalg.matrix_norm(dense64(fp), ord="nuc")) for fp in fps[0].values()]
+    assert m.mean_nuclear_norm(fps, first=True) == pytest.approx(sum(first) / 2, rel=1e-9)
+    assert m.mean_nuclear_norm(fps, factors=True, first=True) == pytest.approx(sum(first) / 8, rel=1e-9)
+    assert m.mean_nuclear_norm(fps) != pytest.approx(m.mean_nuclear_norm(fps, first=True))
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -75,23 +75,54 @@ def test_sparsity_ratio_bounds_and_value():
     assert m.sparsity_ratio(Dense(torch.zeros(3, 3))) is None
 
 
+def _product(last, other, awom):
+    """N-LoRA eq. 8 with its ΔW = A·B (A ∈ R^{d×r}, d the input side): ΔW_paper = ΔW_peftᵀ, so its
+    ΔW_Tᵀ ΔW_i is built here from the transposes literally, not from the identity the code uses."""
+    if awom == "eq8":
+        paper_last, paper_other = last.T, other.T  # PEFT out × in → the paper's in × out
+        return paper_last.T @ paper_other
+    return last.T @ other
+
+
+@pytest.mark.parametrize("awom", ["eq8", "transposed"])
 @pytest.mark.parametrize("shape", [(30, 12), (12, 30), (6, 3, 2, 2)])
-def test_dense_awom_is_the_sum_of_spectral_norms(shape):
+def test_dense_awom_is_the_sum_of_spectral_norms(shape, awom):
     g = torch.Generator().manual_seed(3)
     deltas = [torch.randn(*shape, generator=g) for _ in range(4)]
     flat = [d.double().reshape(shape[0], -1) for d in deltas]
-    expected = sum(float(torch.linalg.matrix_norm(flat[-1].T @ d, ord=2)) for d in flat[:-1])
-    assert m.adapter_weight_overlap([{"w": Dense(d)} for d in deltas]) == pytest.approx(expected, rel=1e-9)
+    expected = sum(float(torch.linalg.matrix_norm(_product(flat[-1], d, awom), ord=2)) for d in flat[:-1])
+    assert m.adapter_weight_overlap([{"w": Dense(d)} for d in deltas], awom) == pytest.approx(expected, rel=1e-9)
 
 
-def test_lowrank_metrics_match_dense_route():
+def test_awom_forms_differ_and_eq8_sums_over_the_input_index():
+    # ΔW_T = e_0 e_0ᵀ (out 0 ← in 0) and ΔW_1 = e_1 e_0ᵀ (out 1 ← in 0): they read the same input and write
+    # different outputs. Eq. 8 contracts the input index: ΔW_T ΔW_1ᵀ = e_0 e_1ᵀ, norm 1. The transposed
+    # product contracts the output index: ΔW_Tᵀ ΔW_1 = 0.
+    t, one = torch.zeros(2, 2), torch.zeros(2, 2)
+    t[0, 0], one[1, 0] = 1.0, 1.0
+    fps = [{"w": Dense(one)}, {"w": Dense(t)}]
+    assert m.adapter_weight_overlap(fps, "eq8") == pytest.approx(1.0)
+    assert m.adapter_weight_overlap(fps, "transposed") == 0.0
+    lowrank = [{"w": LowRank(torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0], [1.0]]))},
+               {"w": LowRank(torch.tensor([[1.0, 0.0]]), torch.tensor([[1.0], [0.0]]))}]
+    assert m.adapter_weight_overlap(lowrank, "eq8") == pytest.approx(1.0)
+    assert m.adapter_weight_overlap(lowrank, "transposed") == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(ValueError, match="eq8 or transposed"):
+        m.adapter_weight_overlap(fps, "paper")
+
+
+@pytest.mark.parametrize("awom", ["eq8", "transposed"])
+def test_lowrank_metrics_match_dense_route(awom):
     g = torch.Generator().manual_seed(2)
     fps = [{"q": LowRank(torch.randn(3, 12, generator=g), torch.randn(10, 3, generator=g), 4.0)} for _ in range(3)]
     dense = [f["q"].B.double() @ f["q"].A.double() * 4.0 for f in fps]
-    awom = sum(float(torch.linalg.matrix_norm(dense[-1].T @ d, ord=2)) for d in dense[:-1])
-    assert m.adapter_weight_overlap(fps) == pytest.approx(awom, rel=1e-9)
+    awom_value = sum(float(torch.linalg.matrix_norm(_product(dense[-1], d, awom), ord=2)) for d in dense[:-1])
+    assert m.adapter_weight_overlap(fps, awom) == pytest.approx(awom_value, rel=1e-9)
+    # without α/r: each ΔW is 4× smaller, the product 16×
+    assert m.adapter_weight_overlap(fps, awom, factors=True) == pytest.approx(awom_value / 16, rel=1e-9)
     dense_fps = [{"q": Dense(d.float())} for d in dense]
-    assert m.adapter_weight_overlap(dense_fps) == pytest.approx(awom, rel=1e-5)
+    assert m.adapter_weight_overlap(dense_fps, awom) == pytest.approx(awom_value, rel=1e-5)
+    assert m.adapter_weight_overlap(dense_fps, awom, factors=True) == pytest.approx(awom_value, rel=1e-5)  # no α/r
     oo = sum(float(((f["q"].A.double() @ fps[-1]["q"].A.double().T) ** 2).sum()) for f in fps[:-1])
     assert m.orthogonal_overlap(fps) == pytest.approx(oo)
     assert m.orthogonal_overlap(dense_fps) is None  # OO needs the down-projections
@@ -107,3 +138,52 @@ def test_metric_that_raises_is_recorded_not_a_number():
 
     values, errors = m.compute_metrics([MetricSpec("x", boom, "up")], m.MetricInput(matrix=A))
     assert values == {"x": None} and "ValueError: bad" in errors["x"]
+
+
+def _pooled_acr(tasks, cut):
+    """Eq. 10–11 literally: per pair, the fraction of all positions (pooled over layers) non-zero in both."""
+    nz = [torch.cat([(d.abs() > cut(t, name)).reshape(-1) for name, d in sorted(task.items())])
+          for t, task in enumerate(tasks)]
+    pairs = [float((nz[i] & nz[j]).float().mean()) for i in range(len(nz)) for j in range(i + 1, len(nz))]
+    return sum(pairs) / len(pairs)
+
+
+def test_acr_threshold_forms_against_the_pooled_definition():
+    g = torch.Generator().manual_seed(4)
+    # layer "small" is shrunk as a whole (1e-4 of "big"): per layer it still counts, per task it does not
+    tasks = [{"big": torch.randn(5, 4, generator=g), "small": 1e-4 * torch.randn(3, 4, generator=g)} for _ in range(3)]
+    fps = [{n: Dense(d) for n, d in t.items()} for t in tasks]
+    tau = 1e-2
+    per_layer = _pooled_acr(tasks, lambda t, n: tau * float(tasks[t][n].abs().max()))
+    per_task = _pooled_acr(tasks, lambda t, n: tau * max(float(d.abs().max()) for d in tasks[t].values()))
+    absolute = _pooled_acr(tasks, lambda t, n: 5e-5)
+    assert m.collision_rate(fps, tau, acr="layer") == pytest.approx(per_layer)
+    assert m.collision_rate(fps, tau, acr="task") == pytest.approx(per_task)
+    assert m.collision_rate(fps, 5e-5, acr="absolute") == pytest.approx(absolute)
+    assert per_task < per_layer  # the shrunk layer's 12 of 32 positions drop out
+    assert m.collision_rate(fps, 0.0, acr="layer") == 1.0  # τ = 0, the literal eq. 11: every entry is non-zero
+
+
+def test_acr_literal_zero_threshold_and_masks_count_their_support():
+    a = torch.tensor([[1e-30, 0.0, 2.0, 0.0]])
+    b = torch.tensor([[3.0, 0.0, 1e-20, 0.0]])
+    dense = [{"w": Dense(a)}, {"w": Dense(b)}]
+    assert m.collision_rate(dense, 0.0) == pytest.approx(2 / 4)  # positions 0 and 2: non-zero in both
+    assert m.collision_rate(dense, 1e-3) == 0.0  # relative: 1e-30 and 1e-20 are below τ·max
+    # a masked footprint is non-zero where its mask says, whatever its values (an entry can be trained to 0)
+    m1, m2 = torch.tensor([[True, True, False, False]]), torch.tensor([[False, True, True, False]])
+    masked = [{"w": Masked(m1, torch.tensor([5.0, 0.0]))}, {"w": Masked(m2, torch.tensor([0.0, 7.0]))}]
+    assert m.collision_rate(masked, 1e-3) == pytest.approx(1 / 4)
+
+
+def test_absolute_acr_threshold_follows_the_delta_w_form():
+    # ΔW = 4·B·A: B·A ("factors") has entries {1, 2} in each row, the applied update {4, 8}
+    A, B = torch.tensor([[1.0, 2.0]]), torch.tensor([[1.0], [1.0]])
+    fps = [{"w": LowRank(A, B, 4.0)}, {"w": LowRank(A, B, 4.0)}]
+    assert m.collision_rate(fps, 0.75, acr="absolute") == 1.0  # 4 and 8 > 0.75
+    assert m.collision_rate(fps, 1.5, acr="absolute") == 1.0
+    assert m.collision_rate(fps, 1.5, acr="absolute", factors=True) == pytest.approx(2 / 4)  # only the 2s
+    assert m.collision_rate(fps, 2.5, acr="absolute", factors=True) == 0.0
+    assert m.collision_rate(fps, 5.0, acr="absolute") == pytest.approx(2 / 4)  # only the 8s
+    with pytest.raises(ValueError, match="layer, task or absolute"):
+        m.collision_rate(fps, 0.5, acr="global")

@@ -39,7 +39,7 @@ def _oo(inp: MetricInput) -> float | None:
 
 
 def _awom(inp: MetricInput) -> float | None:
-    return m.adapter_weight_overlap(inp.footprints)
+    return m.adapter_weight_overlap(inp.footprints, inp.awom, inp.factors)
 
 
 def _a_norm(inp: MetricInput) -> float | None:
@@ -48,7 +48,11 @@ def _a_norm(inp: MetricInput) -> float | None:
 
 def _nuclear(inp: MetricInput) -> float | None:
     # low-rank only: an r×r SVD per layer; a dense ΔW of a large model would need a full SVD each
-    return m.mean_nuclear_norm(inp.footprints) if m.lowrank_only(inp.footprints) else None
+    return m.mean_nuclear_norm(inp.footprints, inp.factors) if m.lowrank_only(inp.footprints) else None
+
+
+def _nuclear_first(inp: MetricInput) -> float | None:
+    return m.mean_nuclear_norm(inp.footprints, inp.factors, first=True) if m.lowrank_only(inp.footprints) else None
 
 
 @hookimpl
@@ -59,12 +63,14 @@ def clbench_add_metrics() -> list[MetricSpec]:
         MetricSpec("BWT", _bwt, "up", "matrix", "backward transfer: final minus just-trained score"),
         MetricSpec("unseen", _unseen, "up", "matrix", "score on the last task before training it, a[T-1][T]",
                    leaderboard=False),
-        MetricSpec("ACR", _acr, "down", "footprint", "average collision rate of task updates (relative τ=1e-3)"),
+        MetricSpec("ACR", _acr, "down", "footprint", "average collision rate of task updates (N-LoRA eq. 10)"),
         MetricSpec("GSR", _gsr, "down", "footprint", "generalised sparsity rate of task updates (N-LoRA eq. 9)"),
         MetricSpec("OO", _oo, "down", "lowrank", "orthogonal overlap Σ‖A_i A_Tᵀ‖_F² of LoRA down-projections"),
         MetricSpec("A_T.norm", _a_norm, "up", "lowrank",
                    "‖A_T‖_F of the last task's LoRA down-projections, beside OO (a penalty can shrink A_T to 0)"),
-        MetricSpec("AWOM", _awom, "down", "footprint", "adapter weight overlap Σ‖ΔW_Tᵀ ΔW_i‖₂"),
+        MetricSpec("AWOM", _awom, "down", "footprint", "adapter weight orthogonality magnitude Σ‖ΔW_Tᵀ ΔW_i‖₂ (N-LoRA eq. 8)"),
         MetricSpec("NucNorm", _nuclear, "down", "lowrank",
                    "mean nuclear norm ‖ΔW_t‖_* over tasks and layers (N-LoRA Fig. 3: subspace dimension used)"),
+        MetricSpec("NucNorm.1", _nuclear_first, "down", "lowrank",
+                   "mean nuclear norm ‖ΔW_1‖_* of the first task over layers, as N-LoRA §3.3 reports it"),
     ]
