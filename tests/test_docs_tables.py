@@ -4,12 +4,15 @@ and the committed document is what the committed results give."""
 from __future__ import annotations
 
 import importlib.util
+import math
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+
+from clbench.footprints import LowRank
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "docs_tables.py"
@@ -200,3 +203,54 @@ def test_quick_size_counts_the_committed_cells():
     assert text.startswith(f"The quick default is {len(cells)} cells (")
     digits = {m for s, m, *_ in cells if s == "split-digits"}
     assert f"{len(digits)} methods × 3 orders × 1 seed on `split-digits`" in text
+
+
+# --------------------------------------------------------------------------- cl-claims helpers
+def test_untrained_oo_matches_sampled_peft_init():
+    # PEFT's lora_A is a Linear(in → r) with torch's default init (Kaiming-uniform, a=√5); average OO over draws
+    torch.manual_seed(0)
+    r, n, layers, tasks, draws = 4, 48, 3, 3, 400
+    total = 0.0
+    for _ in range(draws):
+        A = [[torch.nn.Linear(n, r, bias=False).weight.double() for _ in range(layers)] for _ in range(tasks)]
+        total += sum(float(((A[i][k] @ A[-1][k].T) ** 2).sum()) for i in range(tasks - 1) for k in range(layers))
+    expected = dt.untrained_oo([(r, n)] * layers, tasks)
+    assert expected == pytest.approx(2 * 3 * 16 / (9 * 48))
+    assert total / draws == pytest.approx(expected, rel=0.05)
+
+
+@pytest.mark.parametrize(("ours", "theirs", "lower", "want"), [
+    ([1.0, 2.0, 3.0], [4.0, 5.0, 6.0], True, "holds"),
+    ([1.0, 2.0, 3.0], [4.0, 5.0, 6.0], False, "**reversed**"),
+    ([1.0, 2.0, 4.5], [4.0, 5.0, 6.0], True, "not separated"),
+    ([7.0, 8.0, 9.0], [4.0, 5.0, 6.0], False, "holds"),
+    ([1.0], [4.0], True, "one seed: not separated"),
+    ([1.0, None, 3.0], [4.0, 5.0, 6.0], True, "n/a"),
+])
+def test_verdict_needs_every_seed_on_one_side(ours, theirs, lower, want):
+    assert dt.verdict(ours, theirs, lower) == want
+
+
+def test_calibrate_finds_the_tau_of_the_target_acr(monkeypatch):
+    # a fake ACR falling in τ: 1 − log10(τ)/−9 … the bisection must land where the mean over "cells" is 0.5
+    monkeypatch.setattr(dt, "_acr", lambda r, tau, form: min(1.0, max(0.0, -math.log10(tau) / 9 + r)))
+    tau = dt.calibrate([0.0, 0.1], "layer", target=0.5)
+    assert (-math.log10(tau) / 9 + 0.05) == pytest.approx(0.5, abs=1e-6)
+    with pytest.raises(dt.DocsTableError, match="does not reach"):
+        dt.calibrate([5.0], "layer", target=0.5)
+
+
+def test_orth_ratio_is_one_for_an_adapter_left_at_init():
+    torch.manual_seed(1)
+    n, r, draws = 96, 4, 300
+    trained = torch.randn(r, n)  # any earlier A
+    ratios = []
+    for _ in range(draws):
+        new = torch.nn.Linear(n, r, bias=False).weight.detach()  # PEFT's init of lora_A
+        ratios += dt.orth_ratios([{"q": LowRank(trained, torch.zeros(8, r))}, {"q": LowRank(new, torch.zeros(8, r))}])
+    assert sum(ratios) / draws == pytest.approx(1.0, abs=0.02)
+    orthogonal = torch.zeros(r, n)
+    orthogonal[:, -r:] = torch.eye(r)
+    first = torch.zeros(r, n)
+    first[:, :r] = torch.eye(r)
+    assert dt.orth_ratios([{"q": LowRank(first, torch.zeros(8, r))}, {"q": LowRank(orthogonal, torch.zeros(8, r))}]) == [0.0]
