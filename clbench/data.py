@@ -145,18 +145,33 @@ class Stream:
         """Score of ``model`` on ``task``'s test split (the first ``limit`` examples when given).
 
         The runner calls it inside ``method.evaluating(task)`` with the model in eval mode. The default
-        runs ``model.predict`` over batches and hands the predictions to :meth:`score`; override it for
-        evaluations ``predict`` cannot express (an lm-eval task, generation scored by ROUGE).
+        runs ``model.predict`` over batches (:meth:`predictions`) and hands the predictions to :meth:`score`;
+        override it for evaluations ``predict`` cannot express (an lm-eval task, generation scored by ROUGE).
         """
+        return self.score_batches(task, self.predictions(model, task, batch_size=batch_size, limit=limit,
+                                                         device=device), limit)
+
+    @torch.no_grad()
+    def predictions(self, model: CLModel, task: str, *, batch_size: int, limit: int | None, device: torch.device,
+                    shard: tuple[int, int] = (0, 1)) -> list[Tensor]:
+        """``model.predict`` on the test batches of ``task`` (CPU tensors, in order); with ``shard=(r, N)`` only
+        on batches r, r+N, ... (data-parallel evaluation: each rank its batches, the same batches as one process)."""
         split = self.data(task).test
         n = len(split) if not limit else min(limit, len(split))
         move = device.type != "cpu"  # the split is on the CPU: there a slice is used as it is
         preds = []
-        for start in range(0, n, batch_size):
+        rank, world = shard
+        for start in range(rank * batch_size, n, world * batch_size):
             x = split.x[start : min(start + batch_size, n)]
             if move and isinstance(x, Tensor):
                 x = x.to(device, non_blocking=True)
             preds.append(model.predict(x, task).cpu())
+        return preds
+
+    def score_batches(self, task: str, preds: list[Tensor], limit: int | None) -> float:
+        """:meth:`score` of the predictions of every test batch of ``task``, in order (see :meth:`predictions`)."""
+        split = self.data(task).test
+        n = len(split) if not limit else min(limit, len(split))
         return self.score(task, preds[0] if len(preds) == 1 else torch.cat(preds), split.y[:n])
 
 

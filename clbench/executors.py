@@ -7,6 +7,7 @@ plugin); the local executor only spreads cells over this machine's cores with :m
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import queue
@@ -22,6 +23,7 @@ from filelock import FileLock, Timeout
 from tqdm.auto import tqdm
 
 from clbench.boundary import ObserverError, notify
+from clbench.distributed import SINGLE, Dist, RankPool, from_torchrun, launched_by_torchrun
 from clbench.errors import ClbenchError, ResultFileError
 from clbench.hookspecs import hookimpl
 from clbench.plan import Cell, Plan
@@ -47,12 +49,18 @@ class LocalExecutor:
 
     def __init__(self, options: Mapping[str, Any]) -> None:
         self.jobs = options.get("jobs") or 1
+        self.nproc = int(options.get("nproc") or 1)
         self.disabled = tuple(options.get("disabled", ()))
         self.fail_fast = bool(options.get("fail_fast", False))
         self.in_process = list(options.get("in_process_plugins", ()))
 
     def workers(self, cells: list[Cell]) -> int:
         """How many worker processes to start (1: run in this process)."""
+        if self.nproc > 1:  # a data-parallel cell takes N processes (and cores, or GPUs) of its own
+            if self.jobs != "auto" and int(self.jobs) > 1:
+                raise ClbenchError(f"--nproc {self.nproc} runs one cell at a time on {self.nproc} processes; it does "
+                                   f"not combine with --jobs {self.jobs} (use --jobs 1, or leave --jobs at auto)")
+            return 1
         if self.jobs == "auto":
             if self.in_process or any(resolve_device(c.train.device).type != "cpu" for c in cells):
                 return 1  # several cells on one GPU would share its memory: one at a time
@@ -164,6 +172,52 @@ def clbench_add_profiles() -> list[ProfileSpec]:
 LOCK_FILE = ".clbench.lock"
 
 
+def data_parallel(plan: Plan, options: Mapping[str, Any]) -> tuple[Dist, int]:
+    """This process's rank when torchrun started it (its group joined), else :data:`SINGLE`; and the ranks each
+    cell runs on (``--nproc``, or torchrun's world size)."""
+    nproc = options.get("nproc")
+    if nproc is not None and (isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1):
+        raise ClbenchError(f"--nproc {nproc!r}: the processes a cell runs on, at least 1")
+    if not launched_by_torchrun():
+        return SINGLE, nproc or 1
+    world = int(os.environ["WORLD_SIZE"])
+    if nproc not in (None, world):
+        raise ClbenchError(f"--nproc {nproc}: torchrun started {world} processes (WORLD_SIZE); leave --nproc out "
+                           "under torchrun, every process is a rank of each cell")
+    device = resolve_device(plan.cells[0].train.device) if plan.cells else resolve_device("cpu")
+    return from_torchrun(device), world
+
+
+def _name_of(spec: str) -> str:
+    """The plugin name of a ``rank_plugins`` entry (``module:Class`` → ``module.Class``, as registered)."""
+    return spec.replace(":", ".")
+
+
+def check_data_parallel(plan: Plan, regs: Registries, nproc: int, executor: str, options: Mapping[str, Any]) -> None:
+    """Refuse, before anything runs, a data-parallel run whose global batches do not split into ``nproc`` ranks ×
+    ``train.grad_accum`` equal micro-batches, or whose plugins the rank processes could not load."""
+    if nproc == 1:
+        return
+    for cell in plan.cells:
+        batch, accum = cell.train.batch_size, cell.train.grad_accum
+        if batch % (nproc * accum):
+            why = (f"--nproc {nproc} is more ranks than train.batch_size={batch} has examples" if nproc > batch else
+                   f"train.batch_size={batch} does not split into {nproc} ranks × train.grad_accum={accum} equal "
+                   "micro-batches")
+            raise ClbenchError(f"{why} ({cell.key}); choose --nproc and train.grad_accum whose product divides "
+                               "the global batch")
+    if executor != "local" or launched_by_torchrun():
+        return
+    local_only = set(in_process_plugins(regs.pm)) - {_name_of(spec) for spec in options.get("rank_plugins", ())}
+    for cell in plan.cells:
+        for kind, name in [*(("methods", p) for p in cell.parts), ("streams", cell.stream), ("models", cell.model)]:
+            origin = regs.kind(kind).origins.get(name)
+            if origin is not None and origin.plugin in local_only:
+                raise ClbenchError(f"--nproc {nproc}: {kind[:-1]} {name!r} comes from plugin {origin.plugin!r}, "
+                                   "registered in this process only: the rank processes load plugins from entry "
+                                   "points; install it as a package with a `clbench` entry point")
+
+
 def output_lock(out: Path) -> FileLock:
     """One ``clbench run`` per output directory at a time: a second one refuses instead of racing."""
     out.mkdir(parents=True, exist_ok=True)
@@ -175,9 +229,12 @@ def execute(plan: Plan, regs: Registries, executor: str = "local", fail_fast: bo
     """Run every cell of ``plan`` (complete ones of the same settings are read back, not rerun) and return
     all results. Refuses, before running anything, when a cell's folder holds another cell's result or a
     result of other settings."""
+    options = dict(options or {})
+    dist, nproc = data_parallel(plan, options)
+    check_data_parallel(plan, regs, nproc, executor, options)
     try:
-        with output_lock(plan.out):
-            return _execute(plan, regs, executor, fail_fast, progress, options)
+        with output_lock(plan.out) if dist.is_main else contextlib.nullcontext():  # torchrun: rank 0 holds it
+            return _execute(plan, regs, executor, fail_fast, progress, {**options, "nproc": nproc}, dist)
     except Timeout:
         raise ClbenchError(
             f"another clbench run is writing to {plan.out}/ (lock {plan.out / LOCK_FILE}); wait for it to "
@@ -216,11 +273,17 @@ def _stale(plan: Plan, runner: Runner) -> tuple[dict[str, CellResult], list[Cell
 
 
 def _execute(plan: Plan, regs: Registries, executor: str, fail_fast: bool, progress: bool,
-             options: Mapping[str, Any] | None) -> RunResults:
-    for path in remove_orphan_temp_files(plan.out):
+             options: Mapping[str, Any], dist: Dist) -> RunResults:
+    for path in remove_orphan_temp_files(plan.out) if dist.is_main else ():
         warnings.warn(f"removed {path}, a temp file left by an interrupted write", stacklevel=2)
-    runner = Runner(regs, fail_fast=fail_fast, progress=progress)
+    runner = Runner(regs, fail_fast=fail_fast, progress=progress, dist=dist)
     results, todo, stale = _stale(plan, runner)
+    if dist.active:  # torchrun: every rank runs the cells rank 0 found to do (and each checks again, see Runner.run)
+        keys = set(dist.broadcast([c.key for c in todo]))
+        todo = [c for c in plan.cells if c.key in keys]
+        if executor != "local":
+            raise ClbenchError(f"--executor {executor} under torchrun: torchrun's processes are the ranks of each "
+                               "cell; run them with the local executor")
     if stale:
         shown = "\n  ".join(stale[:10]) + (f"\n  ... and {len(stale) - 10} more" if len(stale) > 10 else "")
         raise ClbenchError(
@@ -230,25 +293,33 @@ def _execute(plan: Plan, regs: Registries, executor: str, fail_fast: bool, progr
         )
     faults = []
     try:
-        notify(regs, "clbench_run_start", plan=plan)
+        if dist.is_main:
+            notify(regs, "clbench_run_start", plan=plan)
     except ObserverError as exc:
         faults.append(str(exc))
         warnings.warn(f"{exc}; the run goes on", stacklevel=2)
     spec = regs.executors.get(executor)
-    engine = spec.factory({**(options or {}), "disabled": regs.disabled, "fail_fast": fail_fast,
+    engine = spec.factory({**options, "disabled": regs.disabled, "fail_fast": fail_fast,
                            "requires_gpu": regs.profiles.get(plan.profile).requires_gpu,
                            "in_process_plugins": in_process_plugins(regs.pm)})
-    bar = tqdm(total=len(plan.cells), initial=len(results), desc="grid", unit="cell", disable=not progress)
+    bar = tqdm(total=len(plan.cells), initial=len(results), desc="grid", unit="cell",
+               disable=not progress or not dist.is_main)
+    nproc = int(options.get("nproc") or 1)
+    # --nproc N: each cell on N rank processes (started at the first cell that runs, kept for the next ones)
+    pool = RankPool(runner, nproc, regs.disabled, tuple(options.get("rank_plugins", ()))) \
+        if nproc > 1 and not dist.active else None
     try:
-        for result in engine.run(todo, runner.run):
-            results[result.key] = result
-            bar.update(1)
-            bar.set_postfix_str(f"{result.method} {result.stream} o{result.order} s{result.seed}: {result.status}")
+        with pool or contextlib.nullcontext():
+            for result in engine.run(todo, pool.run if pool else runner.run):
+                results[result.key] = result
+                bar.update(1)
+                bar.set_postfix_str(f"{result.method} {result.stream} o{result.order} s{result.seed}: {result.status}")
     finally:
         bar.close()
     ordered = RunResults((results[c.key] for c in plan.cells if c.key in results), faults)
     try:
-        notify(regs, "clbench_run_end", plan=plan, results=list(ordered))
+        if dist.is_main:
+            notify(regs, "clbench_run_end", plan=plan, results=list(ordered))
     except ObserverError as exc:
         ordered.faults.append(str(exc))
         warnings.warn(str(exc), stacklevel=2)

@@ -36,6 +36,7 @@ import torch
 from torch import Tensor, nn
 
 from clbench.data import Batch, Stream, TaskData
+from clbench.distributed import SINGLE, Dist
 from clbench.errors import ClbenchError
 from clbench.footprints import Dense, TaskFootprint
 
@@ -85,6 +86,9 @@ class CellContext:
     seed: int
     stash: Stash = field(default_factory=Stash)
     options: dict[str, Any] = field(default_factory=dict)
+    # data parallelism (``--nproc``): this process's rank; every rank runs the method on the same weights, a
+    # step's batch is split between them and gradients are summed before ``after_backward`` (clbench.distributed)
+    dist: Dist = SINGLE
 
     def data(self, task: str) -> TaskData:
         return self.stream.data(task)

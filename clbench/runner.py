@@ -34,6 +34,7 @@ from clbench.boundary import (
 )
 from clbench.config import TrainConfig
 from clbench.data import Batch, Stream, batches
+from clbench.distributed import SINGLE, Dist
 from clbench.errors import ClbenchError, Diverged, PluginError, ResultFileError
 from clbench.method import CellContext, CompositeMethod, Method, derive_seed, seed_torch
 from clbench.metrics import MetricInput, compute_metrics
@@ -92,15 +93,33 @@ def method_label(regs: Registries, cell: Cell) -> str:
 
 @torch.no_grad()
 def evaluate(model: CLModel, method: Method, stream: Stream, tasks: list[str], train: TrainConfig,
-             device: torch.device) -> list[float]:
-    """Score (0-100, by the stream's :meth:`Stream.score`) on every task of ``tasks`` with the model as it is now."""
+             device: torch.device, dist: Dist = SINGLE) -> list[float]:
+    """Score (0-100, by the stream's :meth:`Stream.score`) on every task of ``tasks`` with the model as it is now.
+
+    Data-parallel (``dist``), each rank predicts its share of the test batches (:meth:`Stream.predictions`) and
+    every rank scores all predictions gathered: the same batches, predictions and score as one process. A
+    stream with an evaluation of its own (an overridden :meth:`Stream.evaluate`) is run whole on rank 0."""
     was_training = model.training
     model.eval()
     row = []
-    for task in tasks:
-        with method.evaluating(task):
-            row.append(float(stream.evaluate(model, task, batch_size=train.eval_batch_size,
-                                             limit=train.eval_limit, device=device)))
+    if not dist.active or type(stream).evaluate is not Stream.evaluate:
+        for task in tasks if dist.is_main else ():
+            with method.evaluating(task):
+                row.append(float(stream.evaluate(model, task, batch_size=train.eval_batch_size,
+                                                 limit=train.eval_limit, device=device)))
+        row = dist.broadcast(row)
+    else:
+        mine = {}
+        for task in tasks:
+            with method.evaluating(task):
+                mine[task] = stream.predictions(model, task, batch_size=train.eval_batch_size, limit=train.eval_limit,
+                                                device=device, shard=(dist.rank, dist.world_size))
+        every = dist.gather(mine)
+        n = dist.world_size
+        for task in tasks:
+            count = sum(len(part[task]) for part in every)
+            preds = [every[i % n][task][i // n] for i in range(count)]  # batch i was rank i mod N's
+            row.append(float(stream.score_batches(task, preds, train.eval_limit)))
     model.train(was_training)
     return row
 
@@ -152,8 +171,11 @@ def batch_loss(model: CLModel, method: Method, batch: Batch, what: str
     return loss, task_loss, terms
 
 
-def accumulate(model: CLModel, method: Method, batch: Batch, parts: int, what: str
-               ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+Losses = tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]
+"""A step's loss, task loss and loss terms (see :func:`batch_loss`)."""
+
+
+def accumulate(model: CLModel, method: Method, batch: Batch, parts: int, what: str) -> Losses:
     """Forward and backward of ``batch`` in ``parts`` micro-batches (``train.grad_accum``); returns the batch's
     loss, task loss and loss terms (detached), as one pass over the whole batch would.
 
@@ -162,11 +184,16 @@ def accumulate(model: CLModel, method: Method, batch: Batch, parts: int, what: s
     is then its batch mean; a term that does not (EWC's or O-LoRA's penalty: the weights do not move between
     micro-batches) has shares summing to one: it counts once per optimizer step, as without accumulation.
     """
+    pieces = micro_batches(batch, parts)
+    return _backward(model, method, pieces, [len(micro) / len(batch) for micro in pieces], what)
+
+
+def _backward(model: CLModel, method: Method, pieces: list[Batch], shares: list[float], what: str) -> Losses:
+    """Forward and backward of each micro-batch of ``pieces``, its loss scaled by its share; the shared sums."""
     losses: list[torch.Tensor] = []
     task_losses: list[torch.Tensor] = []
     terms: dict[str, list[torch.Tensor]] = {}
-    for micro in micro_batches(batch, parts):
-        share = len(micro) / len(batch)
+    for micro, share in zip(pieces, shares, strict=True):
         part, part_loss, part_terms = batch_loss(model, method, micro, what)
         (part * share).backward()
         losses.append(part.detach() * share)
@@ -175,6 +202,24 @@ def accumulate(model: CLModel, method: Method, batch: Batch, parts: int, what: s
             terms.setdefault(name, []).append(term.detach() * share)
     return (torch.stack(losses).sum(), torch.stack(task_losses).sum(),  # share-weighted: the whole batch's values
             {name: torch.stack(values).sum() for name, values in terms.items()})
+
+
+def data_parallel_step(model: CLModel, method: Method, batch: Batch, accum: int, params: Sequence[torch.Tensor],
+                       dist: Dist, what: str) -> Losses:
+    """This rank's part of a step on the global ``batch``: micro-batches rank, rank+N, ... of ``batch`` cut into
+    N × ``accum`` (each scaled by its share of the global batch, as :func:`accumulate` does), then the gradients
+    and the losses summed over the ranks. Returns the global batch's loss, task loss and terms (every rank the
+    same), the gradients of ``params`` being the one-process mean gradient."""
+    pieces = micro_batches(batch, accum * dist.world_size)
+    mine = dist.shard(pieces)
+    if mine:
+        loss, task_loss, terms = _backward(model, method, mine, [len(m) / len(batch) for m in mine], what)
+    else:  # a short last batch, fewer micro-batches than ranks: piece 0 at weight 0 adds nothing, and this rank
+        # reduces the same loss terms and gradients as the others (a missing one would leave them waiting)
+        loss, task_loss, terms = _backward(model, method, pieces[:1], [0.0], what)
+    total = dist.sum(torch.stack([loss.float(), task_loss.float(), *(t.float() for t in terms.values())]))
+    dist.all_reduce_grads(params)  # before after_backward: a method edits (and adds to) the global gradient
+    return total[0], total[1], dict(zip(terms, total[2:], strict=True))
 
 
 def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, what: str = "method",
@@ -189,6 +234,7 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
     train_tasks = method.train_tasks(index)
     every = ctx.train.log_every if on_step is not None else 0
     accum = ctx.train.grad_accum
+    dist = ctx.dist
     stats: dict[str, Any] = {}
     move = ctx.device.type != "cpu"  # streams hold CPU tensors: on CPU a batch is used as it is
     model.train()
@@ -214,7 +260,9 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
                 if move:
                     batch = batch.to(ctx.device)
                 opt.zero_grad(set_to_none=True)
-                if accum == 1:
+                if dist.active:  # the losses summed over the ranks: every rank diverges at the same step or none
+                    loss, task_loss, terms = data_parallel_step(model, method, batch, accum, params, dist, what)
+                elif accum == 1:
                     loss, task_loss, terms = batch_loss(model, method, batch, what)
                     loss.backward()
                 else:
@@ -246,12 +294,15 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
                 schedule.step()
             epoch_loss.append(total / n if n else None)
         seconds = time.perf_counter() - t0
+        if dist.active:  # each rank counted the tokens of its micro-batches
+            model.tokens_seen = tokens0 + int(dist.sum(torch.tensor(model.tokens_seen - tokens0, device=ctx.device)))
         entry: dict[str, Any] = {"seconds": seconds, "steps": steps, "examples_per_s": examples / max(seconds, 1e-9),
                                  "loss": epoch_loss}  # the mean loss of each epoch: a loss curve without a logger
         if model.tokens_seen > tokens0:
             entry["tokens_per_s"] = (model.tokens_seen - tokens0) / max(seconds, 1e-9)
         stats[phase.name] = entry
     stats["phases"] = [name for name, v in stats.items() if isinstance(v, dict)]  # result.json sorts keys
+    dist.broadcast_buffers(model)
     return stats
 
 
@@ -267,12 +318,19 @@ class FailFast(ClbenchError):
 
 
 class Runner:
-    """Runs cells in this process. Built once per worker from the registries."""
+    """Runs cells in this process. Built once per worker from the registries. With ``dist`` (data parallelism,
+    see :mod:`clbench.distributed`) this process is one rank of every cell it runs: rank 0 alone writes files and
+    notifies the observers, the others return their (unwritten) result."""
 
-    def __init__(self, regs: Registries, fail_fast: bool = False, progress: bool = True) -> None:
+    def __init__(self, regs: Registries, fail_fast: bool = False, progress: bool = True, dist: Dist = SINGLE) -> None:
         self.regs = regs
         self.fail_fast = fail_fast
-        self.progress = progress
+        self.progress = progress and dist.is_main
+        self.dist = dist
+
+    def _notify(self, hook: str, **kwargs: Any) -> None:
+        if self.dist.is_main:  # observers write files (loggers): once per cell, not once per rank
+            notify(self.regs, hook, **kwargs)
 
     def existing(self, cell: Cell) -> CellResult | None:
         """The final result of this very cell (same folder, same config hash), or None. A result of another
@@ -291,6 +349,9 @@ class Runner:
 
     def run(self, cell: Cell) -> CellResult:
         done = self.existing(cell)
+        if self.dist.active and self.dist.broadcast(done is not None) != (done is not None):
+            raise ClbenchError(f"{cell.directory}: rank {self.dist.rank} reads another result there than rank 0; "
+                               "--out must be one folder every rank sees")
         if done is not None:
             return done
         directory = cell.directory
@@ -311,17 +372,31 @@ class Runner:
             result = self._finish(cell, state)
         finally:
             torch.set_num_threads(threads)
+        return self._stop_if_failed(cell, result)
+
+    def record_failure(self, cell: Cell, error: str) -> CellResult:
+        """Write a failed result for ``cell``, which did not run to its end here (a data-parallel cell whose rank
+        0 is gone, see :class:`clbench.distributed.RankPool`); a checkpoint stays for the rerun."""
+        state = _CellState(cell)
+        state.fail("failed", error)
+        return self._stop_if_failed(cell, self._finish(cell, state))
+
+    def _stop_if_failed(self, cell: Cell, result: CellResult) -> CellResult:
         if self.fail_fast and result.status == "failed":
             raise FailFast(f"stopped at the first failed cell (--fail-fast): {cell.key}: {result.error} "
-                           f"(traceback in {directory / ERROR_LOG})")
+                           f"(traceback in {cell.directory / ERROR_LOG})")
         return result
 
     def _failed(self, cell: Cell, state: _CellState, error: str) -> None:
         state.fail("failed", error)
+        if not self.dist.is_main:
+            return
         with contextlib.suppress(OSError):  # a full disk must not hide the cell's own error
             atomic_write_text(cell.directory / ERROR_LOG, traceback.format_exc())
 
     def _finish(self, cell: Cell, state: _CellState) -> CellResult:
+        if not self.dist.is_main:  # rank 0 writes the result and tells the observers
+            return state.result(self.regs, write=False)
         result = state.result(self.regs)
         result.path = write_result(result, cell.directory)
         if result.status == "complete":
@@ -338,7 +413,7 @@ class Runner:
     def _build(self, cell: Cell, stream: Stream, order: list[str], device: torch.device
                ) -> tuple[CLModel, Method]:
         ctx = CellContext(stream=stream, order=order, train=cell.train, device=device, seed=cell.seed,
-                          options=dict(cell.options))
+                          options=dict(cell.options), dist=self.dist)
         seed_torch(derive_seed(cell.seed, 0))
         model = build_model(self.regs, cell, stream).to(device)
         method = build_method(self.regs, cell, ctx)
@@ -347,21 +422,26 @@ class Runner:
 
     def _run(self, cell: Cell, state: _CellState) -> None:
         train = cell.train
-        device = resolve_device(train.device)
+        dist = self.dist
+        device = dist.device(resolve_device(train.device))
         stream = build_stream(self.regs, cell)
         order = stream.order(cell.order)
         state.tasks = order
         model, method = self._build(cell, stream, order, device)
-        state.env = environment(str(device), train, dict(self._versions))
+        state.env = environment(str(device), train, dict(self._versions), world_size=dist.world_size)
 
         start = state.load_checkpoint(model, method)
+        starts = dist.gather(start)
+        if len(set(starts)) > 1:
+            raise ClbenchError(f"{state.path}: the ranks would resume from different tasks {starts}; "
+                               "--out must be one folder every rank sees")
         if start < 0:  # a checkpoint that did not fit may have half-loaded: start from fresh objects
             model, method = self._build(cell, stream, order, device)
             start = 0
         ctx = method.ctx
         what = method_label(self.regs, cell)
         kind = self.regs.methods.get(cell.parts[0]).footprint_kind  # the first part owns the footprint
-        notify(self.regs, "clbench_cell_start", cell=cell, resumed_from=start)
+        self._notify("clbench_cell_start", cell=cell, resumed_from=start)
         bar = tqdm(total=len(order), initial=start, desc=cell.key, leave=False, disable=not self.progress,
                    unit="task")
         saved = time.perf_counter()  # the cell's start or its last checkpoint (train.checkpoint_every_s)
@@ -369,7 +449,7 @@ class Runner:
         with contextlib.closing(bar):
             for index in range(start, len(order)):
                 task = order[index]
-                notify(self.regs, "clbench_task_start", cell=cell, task=task, index=index)
+                self._notify("clbench_task_start", cell=cell, task=task, index=index)
                 seed_torch(derive_seed(cell.seed, index + 1))
                 if device.type == "cuda":
                     torch.cuda.reset_peak_memory_stats(device)
@@ -380,7 +460,7 @@ class Runner:
                 method.after_task(task, index)
                 state.footprints.append(check_footprint(method.footprint(task, index), kind, what))
                 t1 = time.perf_counter()
-                row = evaluate(model, method, stream, order, train, device)
+                row = evaluate(model, method, stream, order, train, device, dist)
                 stats.update(task=task, train_s=t1 - t0, eval_s=time.perf_counter() - t1)
                 if device.type == "cuda":
                     stats["peak_memory_bytes"] = torch.cuda.max_memory_allocated(device)  # this task's peak
@@ -388,17 +468,20 @@ class Runner:
                 state.task_timings.append(stats)
                 state.report = check_report(method.report(), what)
                 # after the last task the result file is written at once
-                if index < len(order) - 1 and time.perf_counter() - saved >= train.checkpoint_every_s:
-                    state.save_checkpoint(model, method)
+                due = index < len(order) - 1 and time.perf_counter() - saved >= train.checkpoint_every_s
+                if dist.broadcast(due):  # rank 0's clock decides: every rank goes on knowing the file is written
+                    if dist.is_main:
+                        state.save_checkpoint(model, method)
+                    dist.barrier()
                     saved = time.perf_counter()
-                notify(self.regs, "clbench_task_end", cell=cell, task=task, index=index, accuracy_row=row,
+                self._notify("clbench_task_end", cell=cell, task=task, index=index, accuracy_row=row,
                        tasks=list(order), step=step)
                 bar.update(1)
         state.status = "complete"
 
     def _step_observer(self, cell: Cell, task: str, index: int) -> StepObserver | None:
         """What train_task calls on a logged step: the clbench_step observers (None: no logging)."""
-        if cell.train.log_every == 0 or not self.regs.pm.hook.clbench_step.get_hookimpls():
+        if cell.train.log_every == 0 or not self.dist.is_main or not self.regs.pm.hook.clbench_step.get_hookimpls():
             return None
 
         def on_step(phase: str, epoch: int, step: int, values: dict[str, float]) -> None:
@@ -509,14 +592,16 @@ class _CellState:
             return -1
         return done
 
-    def result(self, regs: Registries) -> CellResult:
+    def result(self, regs: Registries, write: bool = True) -> CellResult:
+        """The result so far; with ``write`` (the process that writes: rank 0) its metrics computed and its
+        footprints saved, else the matrix and status only."""
         cell = self.cell
         T = len(self.tasks)
         matrix: list[list[float | None]] = [list(r) for r in self.rows] + [[None] * T for _ in range(T - len(self.rows))]
         metrics: dict[str, float | None] = {}
         errors: dict[str, str] = {}
         footprints = None
-        if self.status == "complete":
+        if self.status == "complete" and write:
             inp = MetricInput.with_settings(cell.metrics, matrix=[list(map(float, r)) for r in self.rows],
                                             footprints=self.footprints, report=self.report, tasks=self.tasks)
             metrics, errors = compute_metrics(regs.metrics.values(), inp, regs.metrics.origins)

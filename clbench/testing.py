@@ -182,12 +182,16 @@ def registry(*plugins: object, autoload: bool = True, disabled: Iterable[str] = 
 
 def run(regs: Registries, out: Path, methods: str, stream: str = "tiny-vector", profile: str = TEST_PROFILE,
         sets: dict[str, list[Any]] | None = None, seeds: Iterable[int] = (0,), orders: Iterable[str] | None = None,
-        fail_fast: bool = False, model: str | None = None, options: Mapping[str, Any] | None = None
-        ) -> list[CellResult]:
+        fail_fast: bool = False, model: str | None = None, options: Mapping[str, Any] | None = None,
+        nproc: int | None = None) -> list[CellResult]:
     """Plan and run a grid in-process, without progress bars (``model``: as ``clbench run --model``;
-    ``options``: the run options plugins add, as ``{"logger": "csv"}`` for ``--logger csv``)."""
+    ``options``: the run options plugins add, as ``{"logger": "csv"}`` for ``--logger csv``; ``nproc``: as
+    ``--nproc``, each cell on that many rank processes, which load the tiny plugin too)."""
     req = _request(out, methods, stream, profile, sets, seeds, orders, model, options)
-    return execute(make_plan(regs, req), regs, fail_fast=fail_fast, progress=False, options=req.options)
+    run_options = dict(req.options)
+    if nproc is not None:
+        run_options.update(nproc=nproc, rank_plugins=[f"{__name__}:{TinyPlugin.__name__}"])
+    return execute(make_plan(regs, req), regs, fail_fast=fail_fast, progress=False, options=run_options)
 
 
 def _request(out: Path, methods: str, stream: str, profile: str = TEST_PROFILE,

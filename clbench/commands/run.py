@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import shlex
 import sys
 from collections.abc import Iterable, Sequence
@@ -75,6 +76,9 @@ class Jobs(click.ParamType):
 @click.option("--jobs", "-j", default="auto", show_default=True, type=Jobs(),
               help="Cells at once in worker processes (local executor): N, or auto: one per CPU when every cell "
                    "runs on the CPU, else 1. Numbers do not depend on it (threads are `train.threads`).")
+@click.option("--nproc", type=click.IntRange(min=1), default=None,
+              help="Data-parallel cells: each on N processes (torch.distributed; gloo on the CPU, NCCL on GPUs), "
+                   "the global batch split between them. Under torchrun its processes are the ranks.")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first failed cell.")
 @click.option("--leaderboard/--no-leaderboard", "write_board", default=False,
               help=f"Also write this run's leaderboard to OUT/{LEADERBOARD_FILE} (default: print the command "
@@ -83,13 +87,14 @@ class Jobs(click.ParamType):
 @click.pass_obj
 def command(regs: Registries, methods: str | None, streams: str | None, orders: str | None, seeds: str | None,
             profile: str, sets: tuple[str, ...], model: str | None, out: Path, data_dir: Path | None,
-            model_path: str | None, executor: str, jobs: int | str, fail_fast: bool, write_board: bool,
-            progress: bool, **options: Any) -> None:
+            model_path: str | None, executor: str, jobs: int | str, nproc: int | None, fail_fast: bool,
+            write_board: bool, progress: bool, **options: Any) -> None:
     """Train and evaluate a grid of cells (method × stream × order × seed).
 
     -p no:NAME and --debug (options of `clbench`) may also be given after `run`.
     """
     from clbench.config import parse_sets
+    from clbench.distributed import launched_by_torchrun
     from clbench.executors import execute
     from clbench.plan import RunRequest, make_plan
 
@@ -102,11 +107,15 @@ def command(regs: Registries, methods: str | None, streams: str | None, orders: 
                      data_dir=str(data_dir) if data_dir else None, model_path=model_path)
     plan = make_plan(regs, req)
     regs.executors.get(executor)
+    if launched_by_torchrun() and os.environ["RANK"] != "0":  # a rank of torchrun's: rank 0 says what happens
+        results = execute(plan, regs, executor=executor, fail_fast=fail_fast, progress=False,
+                          options={**options, "jobs": 1, "nproc": nproc})
+        sys.exit(summary(results, getattr(results, "faults", ()))[1])
     for line in plan.skipped:
         click.echo(f"skipped: {line}", err=True)
     click.echo(f"clbench: {count(len(plan.cells), 'cell')}, profile {plan.profile!r}, results in {out}/", err=True)
     results = execute(plan, regs, executor=executor, fail_fast=fail_fast, progress=progress,
-                      options={**options, "jobs": jobs})
+                      options={**options, "jobs": jobs, "nproc": nproc})
     lines, code = summary(results, getattr(results, "faults", ()))
     if results:
         line, written = _leaderboard_line(regs, results, plan.profile, out, write_board)

@@ -35,7 +35,11 @@ class Replay(Method):
             return {}
         assert self.model is not None
         k = self.config.replay_batch_size or len(batch)
-        pick = torch.randint(len(self.buf_task), (k,))
+        dist = self.ctx.dist
+        if dist.active:  # the ranks share one RNG state: each replays its own slice of one draw for all of them
+            pick = torch.randint(len(self.buf_task), (k * dist.world_size,))[dist.rank * k : (dist.rank + 1) * k]
+        else:
+            pick = torch.randint(len(self.buf_task), (k,))
         total = logits.new_zeros(())
         for t in torch.unique(self.buf_task[pick]).tolist():
             rows = self.buf_index[pick][self.buf_task[pick] == t]
