@@ -410,6 +410,10 @@ def claims_cells(results: Path, regs: Any) -> dict[tuple[str, str], list[Any]]:
     return out
 
 
+def _budget(folder: str) -> str:
+    return "equal steps" if folder == "equal-steps" else "scripts'"
+
+
 def budget_cells(cells: Mapping[tuple[str, str], list[Any]], budget: str, method: str) -> list[Any]:
     folder = "equal-steps" if budget == "equal-steps" else SCRIPTS_BUDGET.get(method, "scripts")
     return list(cells.get((folder, method), []))
@@ -514,9 +518,8 @@ def _claim_rows(cells: Mapping[tuple[str, str], list[Any]], taus: Mapping[str, f
         for budget in CLAIMS_FOLDERS:
             a = [value(r) for r in budget_cells(cells, budget, ours)]
             b = [value(r) for r in budget_cells(cells, budget, theirs)]
-            rows.append((claim, f"`{ours}` vs `{theirs}`", paper, form, "equal steps" if budget == "equal-steps"
-                         else "scripts'", _fmt_ms(_mean_std(a), fmt), _fmt_ms(_mean_std(b), fmt),
-                         verdict(a, b, lower)))
+            rows.append((claim, f"`{ours}` vs `{theirs}`", paper, form, _budget(budget), _fmt_ms(_mean_std(a), fmt),
+                         _fmt_ms(_mean_std(b), fmt), verdict(a, b, lower)))
     return rows
 
 
@@ -604,10 +607,16 @@ def claims_oo(results: Path, regs: Any) -> str:
             oo, norm = _mean_std([r.metrics.get("OO") for r in rs]), _mean_std([r.metrics.get("A_T.norm") for r in rs])
             ratio = "n/a" if oo is None else f"{oo[0] / oo0:.2f}"
             nratio = "n/a" if norm is None else f"{norm[0] / norm0:.2f}"
-            lines.append(f"| {'equal steps' if budget == 'equal-steps' else 'scripts'}' | `{method}` | "
-                         f"{_fmt_ms(oo, _sig)} | {ratio} | {_fmt_ms(norm, _sig)} | {nratio} |")
+            lines.append(f"| {_budget(budget)} | `{method}` | {_fmt_ms(oo, _sig)} | {ratio} | {_fmt_ms(norm, _sig)} | "
+                         f"{nratio} |")
     if reference is None:
         raise DocsTableError("results/cl-claims: no LoRA cell")
+    n, (r, inp), tasks, oo0, norm0 = reference
+    t5 = untrained_oo([(8, 1024)] * 144, 4)  # T5-large, q and v: 144 Linear 1024→1024, r 8 (docs/reference-code.md)
+    lines += ["", f"Untrained here: {n} layers of rank {r} on {inp} inputs, {tasks} tasks: OO {_sig(oo0)}, "
+              f"‖A_T‖_F {_sig(norm0)}. The paper's T5-large order 1 (144 layers, 1024 inputs, r 8, 4 tasks): "
+              f"OO {_sig(t5)} untrained, so its O-LoRA 21.00 is {21.00 / t5:.1f}× and its N-LoRA 3.80 "
+              f"{3.80 / t5:.1f}× that level (Table 3)."]
     lines += ["", "O-LoRA's loss term in its code form, L = Σ_layers Σ_{i<t} Σ|A_i A_tᵀ| (entrywise l1), at the end of "
               "task t over its expected value at the task's start (A_t at PEFT's init, A_i as trained), mean over "
               "tasks 2..T and seeds:", "",
@@ -617,14 +626,7 @@ def claims_oo(results: Path, regs: Any) -> str:
             ratios = [x for r in budget_cells(cells, budget, method) for x in orth_ratios(_cell_footprints(r))]
             if ratios:
                 mean = sum(ratios) / len(ratios)
-                lines.append(f"| {'equal steps' if budget == 'equal-steps' else 'scripts'}' | `{method}` | "
-                             f"{_sig(mean)} (tasks × seeds: {len(ratios)}) |")
-    n, (r, inp), tasks, oo0, norm0 = reference
-    t5 = untrained_oo([(8, 1024)] * 144, 4)  # T5-large, q and v: 144 Linear 1024→1024, r 8 (docs/reference-code.md)
-    lines += ["", f"Untrained here: {n} layers of rank {r} on {inp} inputs, {tasks} tasks: OO {_sig(oo0)}, "
-              f"‖A_T‖_F {_sig(norm0)}. The paper's T5-large order 1 (144 layers, 1024 inputs, r 8, 4 tasks): "
-              f"OO {_sig(t5)} untrained, so its O-LoRA 21.00 is {21.00 / t5:.1f}× and its N-LoRA 3.80 "
-              f"{3.80 / t5:.1f}× that level (Table 3)."]
+                lines.append(f"| {_budget(budget)} | `{method}` | {_sig(mean)} (tasks × seeds: {len(ratios)}) |")
     return "\n".join(lines)
 
 
