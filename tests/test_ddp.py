@@ -1,0 +1,207 @@
+"""Data-parallel cells (`clbench run --nproc N`): two gloo ranks on the CPU give the numbers of one process at the
+same global batch, for every method; rank 0 alone writes; a killed cell resumes; bad settings are refused.
+
+Two ranks run micro-batches 0 and 1 of the global batch and sum their gradients: the arithmetic of one process
+with train.grad_accum=2, so the results must be *bit-identical* to that run. Against one process without
+accumulation only the float summation order of the mean gradient differs (as tests/test_grad_accum.py measures
+for accumulation itself).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from clbench import footprints as fps
+from clbench import testing
+from clbench.cli import main
+from clbench.errors import ClbenchError
+from clbench.executors import execute
+from clbench.plan import make_plan
+from clbench.results import CHECKPOINT_FILE, FOOTPRINT_FILE, RESULT_FILE, CellResult
+
+# Every method the quick profile runs on split-digits (replay runs on tiny-vector, see REPLAY), and the LoRA family
+# on the tiny text stream (O-LoRA's earlier adapters, IncLoRA's merges, MTL's joint data, per-task adapters).
+DIGITS = ("dense-ewc", "ewc", "expander", "expander-ewc", "joint", "lota", "lotto", "lps", "lwf", "packnet",
+          "pertask-expander", "pertask-random", "random-mask-ewc", "seqft")
+# Replay draws its replayed examples per micro-batch; with two ranks each takes its slice of one draw, which is
+# what one process with grad_accum=2 draws when the two micro-batches have equal sizes. split-digits' tasks have
+# odd sizes (a last batch of 3 cuts into 2 + 1), tiny-vector's 64 examples cut into batches of 16 evenly.
+REPLAY = ("replay",)
+LORA = ("inclora", "mtl", "nlora", "olora", "pertask", "seqlora")
+NO_DROPOUT = {f"{m}.dropout": [0.0] for m in LORA}  # LoRA dropout's masks fall on other examples in each rank
+
+
+def _grid(out: Path, nproc: int | None, accum: int) -> dict[str, CellResult]:
+    regs = testing.registry()
+    sets = {"train.grad_accum": [accum]}
+    results = testing.run(regs, out / "digits", ",".join(DIGITS), "split-digits", profile="quick", orders=["1"],
+                          sets={**sets, "train.epochs": [1]}, nproc=nproc)
+    results += testing.run(regs, out / "vector", ",".join(REPLAY), "tiny-vector", sets=sets, nproc=nproc)
+    results += testing.run(regs, out / "text", ",".join(LORA), "tiny-text", sets={**sets, **NO_DROPOUT}, nproc=nproc)
+    return {r.method: r for r in results}
+
+
+@pytest.fixture(scope="module")
+def grids(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, CellResult]]:
+    root = tmp_path_factory.mktemp("ddp")
+    return {"two ranks": _grid(root / "n2", 2, 1), "accumulated": _grid(root / "n1k2", None, 2),
+            "one": _grid(root / "n1", None, 1)}
+
+
+def _footprints(result: CellResult) -> dict[str, torch.Tensor]:
+    assert result.path is not None
+    return fps.to_tensors(fps.load(result.path.parent / FOOTPRINT_FILE, result.footprints))
+
+
+def _differences(a: CellResult, b: CellResult) -> tuple[float, float, float]:
+    """Max |Δ| of the accuracy matrices (pp), max relative |Δ| of the metrics, max |Δ| of the footprints."""
+    matrix = max(abs(x - y) for ra, rb in zip(a.accuracy_matrix, b.accuracy_matrix, strict=True)
+                 for x, y in zip(ra, rb, strict=True))
+    assert a.metrics.keys() == b.metrics.keys()
+    metrics = max((abs(a.metrics[k] - b.metrics[k]) / max(abs(b.metrics[k]), 1e-9) for k in a.metrics
+                   if a.metrics[k] is not None and b.metrics[k] is not None), default=0.0)
+    fa, fb = _footprints(a), _footprints(b)
+    assert fa.keys() == fb.keys()
+    foot = max((float((fa[k].double() - fb[k].double()).abs().max()) for k in fa if fa[k].numel()), default=0.0)
+    return matrix, metrics, foot
+
+
+@pytest.mark.parametrize("method", DIGITS + REPLAY + LORA)
+def test_two_ranks_give_the_numbers_of_one_process_at_the_same_global_batch(method, grids):
+    two, accumulated, one = (grids[k][method] for k in ("two ranks", "accumulated", "one"))
+    for r in (two, accumulated, one):
+        assert r.status == "complete", r.error
+    # the same arithmetic as one process accumulating the two micro-batches: bit for bit
+    assert two.accuracy_matrix == accumulated.accuracy_matrix
+    assert two.metrics == accumulated.metrics
+    assert two.footprints["sha256"] == accumulated.footprints["sha256"]
+    # one process, one pass over the batch: the float summation order of the mean gradient only. Measured max
+    # over every method: matrix 0 pp, metrics 1.1e-4 relative (joint; the others ≤ 1.1e-7), footprints 1.2e-3
+    # (joint's, whose entries reach 3.4; the others ≤ 6e-5).
+    matrix, metrics, foot = _differences(two, one)
+    assert matrix <= 1.0  # an argmax a last bit flips moves one test example: ≤ 0.93 pp on split-digits
+    assert metrics <= 1e-3
+    assert foot <= 5e-3
+    assert (two.env["world_size"], two.env["global_batch_size"], two.env["grad_accum"]) == \
+        (2, one.env["global_batch_size"], 1)
+    assert two.env["per_device_batch_size"] == one.env["global_batch_size"] // 2
+    assert (one.env["world_size"], accumulated.env["world_size"]) == (1, 1)
+    assert two.config_hash == one.config_hash  # --nproc is how a cell runs, like --jobs: not its identity
+
+
+def test_the_two_rank_runs_differ_from_one_process_where_they_should(grids):
+    """The comparisons above can fail: one process without accumulation is not bit-identical (the tolerance is
+    needed), and the LoRA family with dropout is not equal at all (each rank draws masks for other examples)."""
+    moved = [m for m in DIGITS if grids["two ranks"][m].footprints["sha256"] != grids["one"][m].footprints["sha256"]]
+    assert len(moved) >= len(DIGITS) // 2
+
+
+def _files(root: Path) -> list[str]:
+    """The files under ``root``, a tensorboard event file named ``events`` (its name holds the time and the pid)."""
+    return sorted(str(p.relative_to(root).parent / ("events" if "tfevents" in p.name else p.name))
+                  for p in root.rglob("*") if p.is_file() and p.name != ".clbench.lock")
+
+
+def test_rank_zero_alone_writes_results_checkpoints_and_logs(tmp_path):
+    regs = testing.registry()
+    sets = {"train.log_every": [1], "train.checkpoint_every_s": [0]}
+    options = {"logger": "csv,tensorboard"}
+    [two] = testing.run(regs, tmp_path / "two", "ewc", sets=sets, options=options, nproc=2)
+    [one] = testing.run(regs, tmp_path / "one", "ewc", sets={**sets, "train.grad_accum": [2]}, options=options)
+    assert two.status == one.status == "complete"
+    # the same files as one process: one result, one footprint file, one csv, one tensorboard event file
+    assert _files(tmp_path / "two") == _files(tmp_path / "one")
+    assert len(list((tmp_path / "two").rglob("*tfevents*"))) == 1
+    log_two = (two.path.parent / "log.csv").read_text().splitlines()
+    log_one = (one.path.parent / "log.csv").read_text().splitlines()
+    assert len(log_two) == len(log_one) == 1 + 16 + 2 + 1  # header, 2 tasks × 2 epochs × 4 steps, 2 tasks, metrics
+    # the logged losses are the global batch's (summed over the ranks), as one process logs them
+    assert [row.split(",")[:6] for row in log_two] == [row.split(",")[:6] for row in log_one]
+
+
+class KillAfterFirstTask(testing.KillAfterTask):
+    """Loaded by the ranks by name (``rank_plugins``): rank 0's observer interrupts the cell after task 1."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+
+
+def test_a_killed_data_parallel_cell_resumes_to_the_same_numbers(tmp_path):
+    regs = testing.registry()
+    sets = {"train.checkpoint_every_s": [0]}
+    plan = make_plan(regs, testing._request(tmp_path / "killed", "lwf", "tiny-vector", sets=sets))
+    killer = f"{__name__}:{KillAfterFirstTask.__name__}"
+    tiny = "clbench.testing:TinyPlugin"
+    with pytest.raises(KeyboardInterrupt):
+        execute(plan, regs, progress=False, options={"nproc": 2, "rank_plugins": [tiny, killer]})
+    [checkpoint] = (tmp_path / "killed").rglob(CHECKPOINT_FILE)
+    assert not any((tmp_path / "killed").rglob(RESULT_FILE))
+    saved = torch.load(checkpoint, weights_only=True)
+    assert saved["done"] == 1
+    [resumed] = testing.run(regs, tmp_path / "killed", "lwf", sets=sets, nproc=2)
+    # uninterrupted: one process accumulating the ranks' two micro-batches (bit-identical, as tested above)
+    [straight] = testing.run(regs, tmp_path / "straight", "lwf", sets={**sets, "train.grad_accum": [2]})
+    assert resumed.status == straight.status == "complete"
+    assert resumed.timings["tasks"][0] == saved["timings"][0]  # task 1 came from the checkpoint, not run again
+    assert resumed.accuracy_matrix == straight.accuracy_matrix
+    assert resumed.metrics == straight.metrics
+    assert resumed.footprints["sha256"] == straight.footprints["sha256"]
+    assert not checkpoint.exists()
+
+
+GRID = ["run", "--stream", "split-digits", "--methods", "seqft", "--orders", "1", "--set", "train.epochs=1",
+        "--no-progress"]  # the quick profile: a global batch of 32
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--nproc", "0"], "Invalid value for '--nproc': 0 is not in the range x>=1"),
+    (["--nproc", "3"], "train.batch_size=32 does not split into 3 ranks × train.grad_accum=1 equal micro-batches"),
+    (["--nproc", "2", "--set", "train.grad_accum=32"],
+     "train.batch_size=32 does not split into 2 ranks × train.grad_accum=32 equal micro-batches"),
+    (["--nproc", "64"], "--nproc 64 is more ranks than train.batch_size=32 has examples"),
+    (["--nproc", "2", "--jobs", "2"], "--nproc 2 runs one cell at a time on 2 processes; it does not combine with "
+                                      "--jobs 2"),
+])
+def test_bad_nproc_settings_are_refused_before_anything_runs(args, message, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([*GRID, *args, "--out", str(tmp_path)])
+    assert exit_.value.code == 2
+    assert message in " ".join(capsys.readouterr().err.split())
+    assert not any(tmp_path.rglob(RESULT_FILE))
+
+
+def test_plugins_of_this_process_only_are_refused_for_the_ranks(tmp_path):
+    regs = testing.registry()
+    plan = make_plan(regs, testing._request(tmp_path, "seqft", "tiny-vector"))
+    with pytest.raises(ClbenchError, match="stream 'tiny-vector' comes from plugin 'clbench.testing.TinyPlugin', "
+                                           "registered in this process only"):
+        execute(plan, regs, progress=False, options={"nproc": 2})
+
+
+def test_torchrun_processes_are_the_ranks(tmp_path, grids):
+    """`torchrun --nproc-per-node 2 -m clbench.cli run ...`: the same group code, joined through env://; the cell
+    equals the one `--nproc 2` ran (and the other rank writes nothing, prints nothing)."""
+    out = tmp_path / "torchrun"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           "-m", "clbench.cli", "run", "--profile", "quick", "--methods", "ewc", "--stream", "split-digits",
+           "--orders", "1", "--set", "train.epochs=1", "--out", str(out), "--no-progress"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.count("clbench: 1 cell:") == 1  # the summary, from rank 0 only
+    [path] = out.rglob(RESULT_FILE)
+    from clbench.results import read_result
+
+    result = read_result(path)
+    reference = grids["two ranks"]["ewc"]
+    assert result.env["world_size"] == 2
+    assert result.accuracy_matrix == reference.accuracy_matrix
+    assert result.footprints["sha256"] == reference.footprints["sha256"]
+    assert all(math.isfinite(v) for v in result.metrics.values() if v is not None)
