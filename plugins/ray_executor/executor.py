@@ -16,11 +16,20 @@ from clbench.plan import Cell
 from clbench.results import CellResult
 
 
-def _run_remote(cell: Cell, disabled: tuple[str, ...], fail_fast: bool) -> CellResult:
+def _run_remote(cell: Cell, disabled: tuple[str, ...], fail_fast: bool, nproc: int = 1) -> CellResult:
+    from clbench.distributed import RankPool
     from clbench.registry import build_registry
     from clbench.runner import Runner
 
-    return Runner(build_registry(disabled=disabled), fail_fast=fail_fast, progress=False).run(cell)
+    runner = Runner(build_registry(disabled=disabled), fail_fast=fail_fast, progress=False)
+    if nproc == 1:
+        return runner.run(cell)
+    if runner.existing(cell) is not None:  # complete on another worker since the driver looked
+        return runner.run(cell)
+    # data-parallel inside the task: its ranks are processes of this worker, one per GPU Ray gave it
+    # (CUDA_VISIBLE_DEVICES, inherited by the ranks), or CPU processes with gloo
+    with RankPool(runner, nproc, disabled) as pool:
+        return pool.run(cell)
 
 
 class RayExecutor:
@@ -35,6 +44,13 @@ class RayExecutor:
         self.cpus = float(options.get("cell_cpus") or 1)
         gpus = options.get("cell_gpus")
         self.gpus = float(gpus if gpus is not None else (1 if options.get("requires_gpu") else 0))
+        # a cell given N GPUs runs data-parallel on them (--nproc N inside its task); --nproc alone, on the CPU
+        nproc = options.get("nproc")
+        whole = int(self.gpus) if self.gpus >= 1 and self.gpus.is_integer() else 1
+        if nproc not in (None, 1) and self.gpus >= 1 and nproc != whole:
+            raise ClbenchError(f"--nproc {nproc} with --cell-gpus {gpus:g}: a data-parallel cell runs one rank per "
+                               "GPU; give --cell-gpus N alone (it implies --nproc N)")
+        self.nproc = int(nproc) if nproc not in (None, 1) else whole
 
     def run(self, cells: Iterable[Cell], run_cell: Callable[[Cell], CellResult]) -> Iterator[CellResult]:
         import ray
@@ -42,7 +58,7 @@ class RayExecutor:
         if not ray.is_initialized():
             ray.init(address=self.address, ignore_reinit_error=True, log_to_driver=False)
         task = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_retries=0)(_run_remote)
-        pending = [task.remote(cell, self.disabled, self.fail_fast) for cell in cells]
+        pending = [task.remote(cell, self.disabled, self.fail_fast, self.nproc) for cell in cells]
         try:
             while pending:
                 done, pending = ray.wait(pending, num_returns=1)
