@@ -193,11 +193,16 @@ class RunRequest:
     model_path: str | None = None  # --model-path: sets `name_or_path` of the model config
 
 
-def _with_path(cls: type, values: dict[str, Any], key: str, value: str | None) -> dict[str, Any]:
+def _with_path(cls: type, values: dict[str, Any], key: str, value: str | None, explicit: Mapping[str, Any]
+               ) -> dict[str, Any]:
+    """``values`` (presets, then the user's settings) with a path flag's ``value`` for ``key``: it wins over every
+    preset (a profile's ``model.name_or_path`` is a hub name the flag replaces), and an explicit ``--set`` of the
+    same key (in ``explicit``) wins over it."""
     import dataclasses
 
-    if value is not None and dataclasses.is_dataclass(cls) and key in {f.name for f in dataclasses.fields(cls)}:
-        values = {key: value, **values}  # an explicit --set wins over the flag
+    if value is not None and dataclasses.is_dataclass(cls) and key in {f.name for f in dataclasses.fields(cls)} \
+            and key not in explicit:
+        values = {**values, key: value}
     return values
 
 
@@ -297,7 +302,8 @@ def make_plan(regs: Registries, req: RunRequest) -> Plan:
         base_preset = base_presets[sspec.name]
         stream_cfg_values = {**cfg.split_scoped(base_preset).get("stream", {}),
                              **cfg.split_scoped({**profile.sets, **single}).get("stream", {})}
-        stream_cfg_values = _with_path(sspec.config_cls, stream_cfg_values, "data_dir", req.data_dir)
+        stream_cfg_values = _with_path(sspec.config_cls, stream_cfg_values, "data_dir", req.data_dir,
+                                       cfg.split_scoped(single).get("stream", {}))
         stream_cfg = cfg.apply(sspec.config_cls, None, stream_cfg_values, "stream")
         try:
             stream = sspec.factory(stream_cfg)
@@ -424,11 +430,12 @@ def _make_cell(
 
     train = cfg.apply(cfg.TrainConfig, None, layered("train"), "train")
     metrics_cfg = cfg.apply(cfg.MetricsConfig, None, layered("metrics"), "metrics")
-    model_values = _with_path(mspec.config_cls, layered("model"), "name_or_path", req.model_path)
+    model_values = _with_path(mspec.config_cls, layered("model"), "name_or_path", req.model_path,
+                              _select(user, "model"))
     model_cfg = cfg.apply(mspec.config_cls, None, model_values, "model")
     stream_values = _with_path(sspec.config_cls, {**_select(stream_preset, "stream"), **_select(prof, "stream"),
                                                    **_select(user, "stream")},
-                               "data_dir", req.data_dir)
+                               "data_dir", req.data_dir, _select(user, "stream"))
     stream_cfg = cfg.apply(sspec.config_cls, None, stream_values, "stream")
     method_cfgs = {}
     for m, mp in zip(mspecs, method_presets, strict=True):

@@ -98,3 +98,34 @@ def test_a_preset_naming_a_disabled_plugins_stream_warns_instead_of_refusing():
                                          r"\(or one of the disabled plugins digits provides it\)"):
         plan = make_plan(regs, RunRequest(methods="ewc", streams=["cl-quick"], seeds=[0]))
     assert [c.method for c in plan.cells] == ["ewc"]
+
+
+def _cl_benchmark_folder(root):
+    """Planning the standard stream checks its files exist (they are read when a cell trains)."""
+    from clbench_plugins.cl_benchmark.streams import GROUPS, STANDARD_ORDERS
+
+    for task in {t for order in STANDARD_ORDERS.values() for t in order}:
+        folder = root / GROUPS[task] / task
+        folder.mkdir(parents=True)
+        (folder / "labels.json").write_text('["x"]')
+        for name in ("train", "test"):
+            (folder / f"{name}.json").write_text('[{"sentence": "s", "label": "x"}]')
+    return str(root)
+
+
+def test_path_flags_win_over_presets_and_lose_to_an_explicit_set(regs, tmp_path):
+    # the paper-t5 profile's presets name the hub model; --model-path must reach the cell (under the preset it
+    # silently loaded google-t5/t5-large), and an explicit --set of the same key wins over either flag
+    data, other = _cl_benchmark_folder(tmp_path / "a"), _cl_benchmark_folder(tmp_path / "b")
+
+    def plan(**kw):
+        req = RunRequest(methods="nlora", profile="paper-t5", streams=["standard"], orders=["1"], seeds=[0], **kw)
+        [cell] = make_plan(regs, req).cells
+        return cell
+
+    assert plan(data_dir=data).model_cfg.name_or_path == "google-t5/t5-large"
+    flagged = plan(data_dir=data, model_path="/models/t5")
+    assert flagged.model_cfg.name_or_path == "/models/t5" and flagged.stream_cfg.data_dir == data
+    explicit = plan(data_dir=data, model_path="/models/t5",
+                    sets={"model.name_or_path": ["/other"], "stream.data_dir": [other]})
+    assert explicit.model_cfg.name_or_path == "/other" and explicit.stream_cfg.data_dir == other
