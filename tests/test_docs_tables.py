@@ -187,7 +187,7 @@ def test_committed_docs_are_generated():
 
 def test_committed_docs_have_the_markers():
     text = (ROOT / "docs" / "lora-family.md").read_text(encoding="utf-8")
-    assert dt.section_names(text) == ["cl-quick-cells", "acr-tau"]
+    assert dt.section_names(text) == ["cl-quick-cells", "acr-tau", "claims-verdict", "claims-oo", "claims-cost"]
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert dt.section_names(readme) == ["quick-size", "reproducibility", "quick-excerpt"]
     streams = (ROOT / "docs" / "text-streams-and-models.md").read_text(encoding="utf-8")
