@@ -192,7 +192,8 @@ def thresholds(footprints: Sequence[TaskFootprint], tolerance: float, acr: AcrFo
                 for t in footprints]
     if acr not in ("layer", "task"):
         raise ValueError(f"acr={acr!r}: choose layer, task or absolute")
-    maxima = [{n: abs_max(fp) for n, fp in t.items()} for t in footprints]
+    # a mask is its own support: its layers need no threshold and are not a pass over their values
+    maxima = [{n: 0.0 if isinstance(fp, Masked) else abs_max(fp) for n, fp in t.items()} for t in footprints]
     if acr == "task":
         maxima = [dict.fromkeys(m, max(m.values(), default=0.0)) for m in maxima]
     return [{n: tolerance * v for n, v in m.items()} for m in maxima]
