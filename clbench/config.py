@@ -141,7 +141,8 @@ class MetricsConfig:
         """The forms in words, for the leaderboard's heading."""
         where = {"layer": "per task and layer", "task": "per task, all layers", "absolute": "absolute"}[self.acr]
         tau = f"τ={self.tolerance:g}" + ("" if self.acr == "absolute" else "·max|ΔW|")
-        awom = "ΔW_T ΔW_iᵀ (eq. 8)" if self.awom == "eq8" else "ΔW_Tᵀ ΔW_i (transposed)"
+        awom = "eq. 8 (ΔW_T ΔW_iᵀ in PEFT's out × in layout)" if self.awom == "eq8" \
+            else "transposed (ΔW_Tᵀ ΔW_i in PEFT's layout)"
         dw = "α/r·B·A" if self.delta_w == "applied" else "B·A (no α/r)"
         return f"ACR non-zero |x| > {tau} ({where}); AWOM {awom}; LoRA ΔW = {dw}"
 
