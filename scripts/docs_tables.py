@@ -30,6 +30,7 @@ import difflib
 import functools
 import math
 import re
+import statistics
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -434,10 +435,6 @@ def _acr(r: Any, tau: float, form: str) -> float | None:
     return m.collision_rate(_cell_footprints(r), tau, acr=form)  # type: ignore[arg-type]
 
 
-def _acr_at(r: Any, tau: float, form: str) -> float | None:
-    return _acr(r, tau, form)
-
-
 def calibrate(seqlora: list[Any], form: str, target: float = PAPER_SEQLORA_ACR) -> float:
     """The τ at which the mean ACR of ``seqlora`` over seeds is ``target`` (bisection on log τ; ACR falls as τ
     rises). Relative forms search (1e-9, 0.99), the absolute form (1e-12, 1)."""
@@ -456,11 +453,11 @@ def calibrate(seqlora: list[Any], form: str, target: float = PAPER_SEQLORA_ACR) 
 
 
 def _mean_std(values: list[float | None]) -> tuple[float, float] | None:
-    xs = [v for v in values if v is not None]
-    if len(xs) != len(values) or not xs:
+    """Mean and sample std over seeds (std 0 for one seed); None when a seed has no value."""
+    if not values or any(v is None for v in values):
         return None
-    mean = sum(xs) / len(xs)
-    return mean, (math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0)
+    xs = [float(v) for v in values if v is not None]
+    return statistics.fmean(xs), statistics.stdev(xs) if len(xs) > 1 else 0.0
 
 
 def verdict(ours: list[float | None], theirs: list[float | None], lower: bool) -> str:
@@ -501,7 +498,7 @@ def _claim_rows(cells: Mapping[tuple[str, str], list[Any]], taus: Mapping[str, f
         ("ACR ↓", "×58 lower (§1)", "τ = 0 (eq. 11 literally)", lambda r: _acr(r, 0.0, "layer"), True, "nlora",
          "olora", _sig),
         *[("ACR ↓", "×58 lower (§1)", f"{form}, τ={_sig(taus[form], 2)} (SeqLoRA at 0.542)",
-           functools.partial(_acr_at, tau=taus[form], form=form), True, "nlora", "olora", _sig) for form in CALIBRATED],
+           functools.partial(_acr, tau=taus[form], form=form), True, "nlora", "olora", _sig) for form in CALIBRATED],
         ("OO ↓", "3.80 vs 21.00 (Table 3, order 1)", "eq. 7", recorded("OO"), True, "nlora", "olora", _sig),
         ("AWOM ↓", "0.13 vs 55.42 (Table 3, order 1)", "eq. 8: ΔW_T ΔW_iᵀ (default)",
          fp(lambda f: m.adapter_weight_overlap(f, "eq8")), True, "nlora", "olora", _sig),
