@@ -23,6 +23,7 @@ The tiny streams are synthetic on purpose: they test plumbing, never accuracy cl
 from __future__ import annotations
 
 import copy
+import dataclasses
 import io
 import math
 import warnings
@@ -44,7 +45,6 @@ from clbench.errors import ClbenchError
 from clbench.executors import execute
 from clbench.hookspecs import hookimpl
 from clbench.method import CellContext, Method, derive_seed, seed_torch
-from clbench.metrics import MetricInput
 from clbench.model import CLModel, StreamInfo
 from clbench.plan import TEST_PROFILE, RunRequest, make_plan  # TEST_PROFILE: plugins key test presets to it
 from clbench.registry import Registries, build_registry
@@ -627,10 +627,9 @@ def check_metric(regs: Registries, name: str, tmp_path: Path, *, method: str | N
              f"{who}: fn(inp) changed its input (matrix, report, tasks or footprints); the metrics of a cell share "
              "one MetricInput, so a metric must not modify it")
     if spec.needs in ("matrix", "report"):
-        bare = MetricInput(matrix=copy.deepcopy(inp.matrix), footprints=None,
-                           report=copy.deepcopy(inp.report) if spec.needs == "report" else {}, tasks=list(inp.tasks),
-                           tolerance=inp.tolerance, samples=inp.samples, acr=inp.acr, awom=inp.awom,
-                           delta_w=inp.delta_w)
+        # the same input and settings, without footprints (and without the report for needs="matrix")
+        bare = dataclasses.replace(inp, matrix=copy.deepcopy(inp.matrix), footprints=None, tasks=list(inp.tasks),
+                                   report=copy.deepcopy(inp.report) if spec.needs == "report" else {}, cache={})
         try:
             without = metric_value(spec.fn(bare))
         except Exception as exc:
