@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+import scipy.linalg
 import torch
 
 from clbench.config import MetricsConfig
@@ -438,14 +439,20 @@ def _dense_2d(fp: Any, factors: bool, eq8: bool) -> torch.Tensor:
 
 
 def _spectral_dense(last: torch.Tensor, prevs: list[torch.Tensor]) -> list[float]:
-    """‖Lᵀ P_i‖₂ for every i (L = ΔW_T, P_i = ΔW_i, or both transposed), exactly: with Lᵀ = Q R (thin QR, R of
-    k rows, k = min of L's sides), ‖Lᵀ P_i‖₂ = ‖R P_i‖₂ = √λmax of the k × k Gram (R P_i)(R P_i)ᵀ — one batched symmetric
-    eigensolve for all i instead of an SVD per pair (~1.6× faster at 256 × 256). In float64: the Gram squares
-    the condition number, and in float32 the eigensolver failed to converge on a seqft cell of the quick
-    profile (LinAlgError); float64 costs twice the time (256 × 256, nine earlier tasks: 32 → 57 ms)."""
-    R = torch.linalg.qr(last.T, mode="reduced").R
-    Y = R @ torch.stack(prevs)
-    return torch.linalg.eigvalsh(Y @ Y.transpose(1, 2))[:, -1].clamp(min=0).sqrt().tolist()
+    """‖Lᵀ P_i‖₂ for every i (L = ΔW_T, P_i = ΔW_i, or both transposed), exactly: ‖Lᵀ P_i‖₂ = √λmax of the Gram
+    Y_i Y_iᵀ, Y_i = Lᵀ P_i, or Y_i = R P_i where Lᵀ is tall (Lᵀ = Q R, thin QR: R has k = Lᵀ's column count rows,
+    a smaller Gram). In float64: the Gram squares the condition number, and in float32 the eigensolver failed
+    to converge on a seqft cell of the quick profile (LinAlgError).
+
+    Only λmax is computed (LAPACK ``?syevx`` by bisection, scipy's ``subset_by_index``, to machine precision):
+    ~2× faster than every eigenvalue (``torch.linalg.eigvalsh``) at 256 × 256, and the Gram's eigensolve was
+    most of a 10-task dense cell's metrics time (benchmarks/bench_overhead.py)."""
+    Lt = last.T
+    Y = (torch.linalg.qr(Lt, mode="reduced").R if Lt.shape[0] > Lt.shape[1] else Lt) @ torch.stack(prevs)
+    grams = (Y @ Y.transpose(1, 2)).numpy()
+    top = len(grams[0]) - 1
+    return [math.sqrt(max(float(scipy.linalg.eigh(g, eigvals_only=True, subset_by_index=[top, top], driver="evx",
+                                                    check_finite=False)[0]), 0.0)) for g in grams]
 
 
 def nuclear_norm(fp: Any, factors: bool = False) -> float:
