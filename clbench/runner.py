@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from threadpoolctl import ThreadpoolController
 from torch.optim.lr_scheduler import MultiStepLR
 from tqdm.auto import tqdm
 
@@ -359,6 +360,7 @@ class Runner:
         state = _CellState(cell)
         threads = torch.get_num_threads()
         torch.set_num_threads(cell.train.threads)
+        blas = self._blas.limit(limits=cell.train.threads, user_api="blas")
         try:
             try:
                 self._run(cell, state)
@@ -371,8 +373,18 @@ class Runner:
                 self._failed(cell, state, f"{type(exc).__name__}: {exc}{where}")
             result = self._finish(cell, state)
         finally:
+            blas.restore_original_limits()
             torch.set_num_threads(threads)
         return self._stop_if_failed(cell, result)
+
+    @functools.cached_property
+    def _blas(self) -> ThreadpoolController:
+        """The BLAS thread pools loaded in this process (numpy's and scipy's OpenBLAS), held to ``train.threads``
+        during a cell as torch's pool is: scipy's eigensolver in the dense AWOM otherwise ran on every core,
+        and OpenBLAS's idle workers spin after a call, taking a core beside the next cell's training (measured
+        with benchmarks/bench_vs_avalanche.py: process CPU time 8 % above wall time). Found once per process
+        (~1.4 ms; a BLAS loaded later is not held)."""
+        return ThreadpoolController()
 
     def record_failure(self, cell: Cell, error: str) -> CellResult:
         """Write a failed result for ``cell``, which did not run to its end here (a data-parallel cell whose rank

@@ -305,3 +305,27 @@ def _mlp(stream):
 
     torch.manual_seed(0)
     return build(MLPConfig(hidden=(8,)), StreamInfo.of(stream))
+
+
+def test_a_cell_holds_the_blas_pools_to_train_threads(clbench_registry, tmp_path, monkeypatch):
+    """numpy/scipy's OpenBLAS runs with ``train.threads`` inside a cell, as torch does, and gets its own count
+    back after it (scipy's eigensolver in the dense AWOM used every core, and its idle workers spun)."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from clbench import runner
+
+    if not threadpoolctl.threadpool_info():
+        pytest.skip("no BLAS thread pool loaded")
+    seen: list[int] = []
+    evaluate = runner.evaluate
+
+    def recording(*args, **kwargs):
+        seen.extend(p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas")
+        return evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "evaluate", recording)
+    with threadpoolctl.threadpool_limits(limits=3, user_api="blas"):
+        [r] = testing.run(clbench_registry, tmp_path, "seqft", sets={"train.threads": [1]})
+        after = {p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"}
+    assert r.status == "complete", r.error
+    assert seen and set(seen) == {1}
+    assert after == {3}
