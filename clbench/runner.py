@@ -318,6 +318,16 @@ class FailFast(ClbenchError):
     exit_code = 1
 
 
+@functools.cache
+def blas_pools() -> ThreadpoolController:
+    """The BLAS thread pools loaded in this process (numpy's and scipy's OpenBLAS), which a cell holds to
+    ``train.threads`` as it does torch's: scipy's eigensolver in the dense AWOM otherwise ran on every core, and
+    OpenBLAS's idle workers spin after a call, taking a core beside the next cell's training (measured with
+    benchmarks/bench_vs_avalanche.py: process CPU time 8 % above wall time). Found once per process (~1.4 ms);
+    a BLAS loaded later is not held."""
+    return ThreadpoolController()
+
+
 class Runner:
     """Runs cells in this process. Built once per worker from the registries. With ``dist`` (data parallelism,
     see :mod:`clbench.distributed`) this process is one rank of every cell it runs: rank 0 alone writes files and
@@ -360,7 +370,7 @@ class Runner:
         state = _CellState(cell)
         threads = torch.get_num_threads()
         torch.set_num_threads(cell.train.threads)
-        blas = self._blas.limit(limits=cell.train.threads, user_api="blas")
+        blas = blas_pools().limit(limits=cell.train.threads, user_api="blas")
         try:
             try:
                 self._run(cell, state)
@@ -376,15 +386,6 @@ class Runner:
             blas.restore_original_limits()
             torch.set_num_threads(threads)
         return self._stop_if_failed(cell, result)
-
-    @functools.cached_property
-    def _blas(self) -> ThreadpoolController:
-        """The BLAS thread pools loaded in this process (numpy's and scipy's OpenBLAS), held to ``train.threads``
-        during a cell as torch's pool is: scipy's eigensolver in the dense AWOM otherwise ran on every core,
-        and OpenBLAS's idle workers spin after a call, taking a core beside the next cell's training (measured
-        with benchmarks/bench_vs_avalanche.py: process CPU time 8 % above wall time). Found once per process
-        (~1.4 ms; a BLAS loaded later is not held)."""
-        return ThreadpoolController()
 
     def record_failure(self, cell: Cell, error: str) -> CellResult:
         """Write a failed result for ``cell``, which did not run to its end here (a data-parallel cell whose rank
