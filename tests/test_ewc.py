@@ -80,3 +80,25 @@ def test_the_penalty_gradient_is_autograds_to_the_last_bit(lam):
     assert all(torch.equal(params[n].grad, expected[n]) for n in params)
     value = 0.5 * lam * penalty_value(fisher, params, anchor)
     assert not value.requires_grad and value == pytest.approx(float(0.5 * lam * total.detach()), rel=1e-6)
+
+
+def test_the_penalty_and_its_gradient_from_one_difference_are_the_two_passes_to_the_last_bit():
+    """EWC's step computes θ − θ* once (penalty_terms) for the value and the gradient it adds: the same
+    float32 gradient as add_penalty_gradient, the value as penalty_value's up to rounding."""
+    from clbench_plugins.ewc.method import add_penalty_gradient, penalty_terms, penalty_value
+
+    g = torch.Generator().manual_seed(7)
+    params = {n: torch.nn.Parameter(torch.randn(48, 16, generator=g)) for n in ("a", "b", "c")}
+    weights = {n: torch.rand(48, 16, generator=g) ** 3 for n in params}
+    anchor = {n: p.detach() + 0.01 * torch.randn(48, 16, generator=g) for n, p in params.items()}
+    doubled = {n: 2 * w for n, w in weights.items()}
+    add_penalty_gradient(doubled, params, anchor)
+    expected = {n: p.grad.clone() for n, p in params.items()}
+    value, grads = penalty_terms(doubled, params, anchor)
+    assert [p for p, _ in grads] == list(params.values())
+    assert all(torch.equal(gr, expected[n]) for n, (_, gr) in zip(params, grads, strict=True))
+    assert not value.requires_grad
+    assert float(value) == pytest.approx(float(penalty_value(weights, params, anchor)), rel=1e-6)
+    manual = sum(float((weights[n].double() * (params[n].detach().double() - anchor[n].double()) ** 2).sum())
+                 for n in params)
+    assert float(value) == pytest.approx(manual, rel=1e-5)
