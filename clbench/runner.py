@@ -368,9 +368,9 @@ class Runner:
         directory = cell.directory
         directory.mkdir(parents=True, exist_ok=True)
         state = _CellState(cell)
+        blas = blas_pools().limit(limits=cell.train.threads, user_api="blas")
         threads = torch.get_num_threads()
         torch.set_num_threads(cell.train.threads)
-        blas = blas_pools().limit(limits=cell.train.threads, user_api="blas")
         try:
             try:
                 self._run(cell, state)

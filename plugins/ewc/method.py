@@ -56,9 +56,13 @@ def penalty_value(weights: Mapping[str, Tensor], params: Mapping[str, Tensor], a
 def add_penalty_gradient(doubled: Mapping[str, Tensor], params: Mapping[str, nn.Parameter],
                          anchor: Mapping[str, Tensor]) -> None:
     """θ.grad += 2w ⊙ (θ − θ*) for each weighted parameter (``doubled`` holds 2w): the penalty's gradient."""
-    for n, w2 in doubled.items():
-        p = params[n]
-        g = w2 * (p - anchor[n])
+    add_gradients([(params[n], w2 * (params[n] - anchor[n])) for n, w2 in doubled.items()])
+
+
+@torch.no_grad()
+def add_gradients(grads: list[tuple[nn.Parameter, Tensor]]) -> None:
+    """p.grad += g for each (p, g) (p.grad = g where it has none)."""
+    for p, g in grads:
         if p.grad is None:
             p.grad = g
         else:
@@ -119,12 +123,7 @@ class EWC(Method):
         if self.fisher:
             grads = self._gradients or penalty_terms(self._lambda_fisher, self.penalized(), self.anchor)[1]
             self._gradients = []  # this step's: never a later step's
-            with torch.no_grad():
-                for p, g in grads:  # λF ⊙ (θ − θ*)
-                    if p.grad is None:
-                        p.grad = g
-                    else:
-                        p.grad.add_(g)
+            add_gradients(grads)  # λF ⊙ (θ − θ*)
 
     def after_task(self, task: str, index: int) -> None:
         assert self.model is not None
