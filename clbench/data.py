@@ -156,8 +156,7 @@ class Stream:
                     shard: tuple[int, int] = (0, 1)) -> list[Tensor]:
         """``model.predict`` on the test batches of ``task`` (CPU tensors, in order); with ``shard=(r, N)`` only
         on batches r, r+N, ... (data-parallel evaluation: each rank its batches, the same batches as one process)."""
-        split = self.data(task).test
-        n = len(split) if not limit else min(limit, len(split))
+        split, n = self._test_split(task, limit)
         move = device.type != "cpu"  # the split is on the CPU: there a slice is used as it is
         preds = []
         rank, world = shard
@@ -168,10 +167,14 @@ class Stream:
             preds.append(model.predict(x, task).cpu())
         return preds
 
+    def _test_split(self, task: str, limit: int | None) -> tuple[Split, int]:
+        """``task``'s test split and how many of its examples are evaluated (the first ``limit``, when given)."""
+        split = self.data(task).test
+        return split, len(split) if not limit else min(limit, len(split))
+
     def score_batches(self, task: str, preds: list[Tensor], limit: int | None) -> float:
         """:meth:`score` of the predictions of every test batch of ``task``, in order (see :meth:`predictions`)."""
-        split = self.data(task).test
-        n = len(split) if not limit else min(limit, len(split))
+        split, n = self._test_split(task, limit)
         return self.score(task, preds[0] if len(preds) == 1 else torch.cat(preds), split.y[:n])
 
 

@@ -7,6 +7,7 @@ Footprint metrics never hold more than one row-chunk of a dense ΔW in memory; O
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,8 +45,7 @@ class MetricInput:
     @classmethod
     def with_settings(cls, settings: MetricsConfig, **fields: Any) -> MetricInput:
         """The input of a cell whose metrics settings are ``settings``."""
-        return cls(**fields, tolerance=settings.tolerance, samples=settings.samples, acr=settings.acr,
-                   awom=settings.awom, delta_w=settings.delta_w)
+        return cls(**fields, **{f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)})
 
     @property
     def factors(self) -> bool:
