@@ -446,13 +446,19 @@ def _spectral_dense(last: torch.Tensor, prevs: list[torch.Tensor]) -> list[float
 
     Only λmax is computed (LAPACK ``?syevx`` by bisection, scipy's ``subset_by_index``, to machine precision):
     ~2× faster than every eigenvalue (``torch.linalg.eigvalsh``) at 256 × 256, and the Gram's eigensolve was
-    most of a 10-task dense cell's metrics time (benchmarks/bench_overhead.py)."""
+    most of a 10-task dense cell's metrics time (benchmarks/bench_overhead.py). The products run in numpy, one
+    pair at a time: ``y @ y.T`` is a symmetric rank-k update there (half a GEMM's work), and the transposed
+    footprints need no stacked copy (together 15 → 11 ms of a 10-task seqft cell, the same values)."""
     Lt = last.T
-    Y = (torch.linalg.qr(Lt, mode="reduced").R if Lt.shape[0] > Lt.shape[1] else Lt) @ torch.stack(prevs)
-    grams = (Y @ Y.transpose(1, 2)).numpy()
-    top = len(grams[0]) - 1
-    return [math.sqrt(max(float(scipy.linalg.eigh(g, eigvals_only=True, subset_by_index=[top, top], driver="evx",
-                                                    check_finite=False)[0]), 0.0)) for g in grams]
+    left = (torch.linalg.qr(Lt, mode="reduced").R if Lt.shape[0] > Lt.shape[1] else Lt).numpy()
+    top = left.shape[0] - 1
+    norms = []
+    for prev in prevs:
+        y = left @ prev.numpy()
+        lam = scipy.linalg.eigh(y @ y.T, eigvals_only=True, subset_by_index=[top, top], driver="evx",
+                                check_finite=False, overwrite_a=True)[0]
+        norms.append(math.sqrt(max(float(lam), 0.0)))
+    return norms
 
 
 def nuclear_norm(fp: Any, factors: bool = False) -> float:
