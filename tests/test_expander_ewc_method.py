@@ -105,3 +105,24 @@ def test_overlap_policy_is_a_setting_with_the_paper_as_default():
     assert DenseEWCConfig().overlap_policy == "independent"  # full matrices: nothing to avoid
     with pytest.raises(ConfigError, match="expander-ewc setting: overlap_policy='none'"):
         ExpanderEWCConfig(overlap_policy="none")
+
+
+def test_the_penalized_parameters_are_found_once_a_phase_and_again_when_a_phase_freezes_one(monkeypatch):
+    method, model, ctx = _cell(ExpanderEWCConfig(density=0.25, lambda_=1.0, fisher_samples=8, train_vectors=True))
+    phase = method.phases("t0", 0)[0]
+    method.before_task("t0", 0)
+    method.before_phase(phase, "t0", 0)
+    bias = next(n for n in method.penalized() if n.endswith(".bias"))
+    walks: list[str] = []
+    named_parameters, named_modules = type(model).named_parameters, type(model).named_modules
+    monkeypatch.setattr(type(model), "named_parameters", lambda self, *a, **k: walks.append("p") or named_parameters(self, *a, **k))
+    monkeypatch.setattr(type(model), "named_modules", lambda self, *a, **k: walks.append("m") or named_modules(self, *a, **k))
+    for _ in range(3):  # steps: the penalty's value and gradient, the gradient masked
+        method.loss_terms(None, None)  # type: ignore[arg-type]
+        method.after_backward()
+    assert walks == []
+    model.get_parameter(bias).requires_grad_(False)  # a later phase freezes it
+    method.before_phase(phase, "t0", 0)
+    assert bias not in method.penalized() and walks
+    # heads and vectors both train here: everything left trainable, found anew
+    assert set(method.parameters(model, phase)) == {p for p in model.parameters() if p.requires_grad}
