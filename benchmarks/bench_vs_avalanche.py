@@ -37,7 +37,8 @@ Consecutive runs, ``--reps 7`` (median of rep ratios, range): before 0.500 (0.47
 0.527 (0.492–0.546); after the EWC changes 0.474 (0.417–0.552) and 0.473 (0.444–0.564). Within a run the
 rep ratios still spread by ±8 %: clbench's training time moves by up to 25 % between processes (1.00–1.27 s)
 and Avalanche's by ±6 %, and CPU time moves with it, so it is the core's speed (a shared VM), not our work.
-The median of 7 rep ratios moved by 0.001 between the last two runs.
+The median of 7 rep ratios moved by 0.001 between the last two runs. 2026-11-24, later (the footprint file
+written beside the metrics, dense AWOM's products in numpy): 0.457 (0.442–0.492), CPU time 0.461, AA −1.46.
 """
 
 from __future__ import annotations
