@@ -13,9 +13,9 @@ import json
 import os
 import platform
 import re
+import secrets
 import subprocess
 import sys
-import tempfile
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -133,12 +133,9 @@ def atomic_write_with(path: Path, write: Callable[[Path], None], durable: bool =
     """Call ``write(tmp)`` on a temp file beside ``path`` then move it into place. ``durable`` also fsyncs
     it first, so it survives a machine crash, not only a killed process (≈5 ms a file here)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
+    tmp = _new_temp_file(path)
     try:
         write(tmp)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a result file gets the user's usual mode
         if durable:
             with open(tmp, "rb+") as fh:
                 os.fsync(fh.fileno())
@@ -153,10 +150,19 @@ _TMP_NAME = re.compile(r"^\.(result\.json|footprints\.safetensors|checkpoint\.pt
                        r"[A-Za-z0-9_]{6,}\.tmp$")
 
 
-def _umask() -> int:
-    mask = os.umask(0)  # the only way to read it; set straight back (read per write: it may change)
-    os.umask(mask)
-    return mask
+def _new_temp_file(path: Path) -> Path:
+    """A new empty ``.<name>.<random>.tmp`` beside ``path`` with the mode a plain ``open`` gives (0o666 less the
+    umask, which the kernel applies). Not ``tempfile.mkstemp``: it makes 0o600, and setting the mode after needs
+    the umask, which can only be read by changing it for the whole process — a race with a thread that creates
+    a file meanwhile (a cell writes its footprint file in a worker thread)."""
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}{TMP_SUFFIX}")
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        return tmp
+    raise FileExistsError(f"{path.parent}: no free temporary name for {path.name}")
 
 
 def remove_orphan_temp_files(root: Path) -> list[Path]:

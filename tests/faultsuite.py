@@ -998,7 +998,7 @@ def _modes(expected: int) -> Callable[[Outcome], None]:
 
 
 FAULTS += [
-    Fault("file-mode-umask-022", "result files under umask 0o022 (mkstemp makes 0o600)", _under_umask(0o022), 0,
+    Fault("file-mode-umask-022", "result files under umask 0o022 (written to a temp file, then renamed into place)", _under_umask(0o022), 0,
           "clbench: 1 cell: 1 complete; exit 0", "result.json and footprints.safetensors are 0o644",
           _modes(0o644)),
     # the umask is read at each write: a long-lived process (a notebook, a worker) follows a changed umask

@@ -102,3 +102,22 @@ def test_data_paths_stay_inside_the_data_directory(tmp_path):
     for parts in (("..", "secret"), ("TC", "..", "..", "secret"), (str(outside),), ("TC", "escape")):
         with pytest.raises(DataError, match="outside the data directory"):
             confined(root, *parts)
+
+
+def test_an_atomic_write_gives_the_umask_mode_without_touching_the_umask(tmp_path, monkeypatch):
+    """A cell writes its footprint file in a worker thread: reading the umask (by setting it) there would
+    change it for the whole process meanwhile."""
+    from clbench.results import atomic_write_with
+
+    old = os.umask(0o027)
+    try:
+        def no_umask(mask: int) -> int:
+            raise AssertionError("the umask was changed during a write")
+
+        monkeypatch.setattr(os, "umask", no_umask)
+        atomic_write_with(tmp_path / "a.json", lambda tmp: tmp.write_text("{}"))
+        atomic_write_with(tmp_path / "b.bin", lambda tmp: tmp.write_bytes(b"x"), durable=False)
+        monkeypatch.undo()
+    finally:
+        os.umask(old)
+    assert {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()} == {"a.json": 0o640, "b.bin": 0o640}
