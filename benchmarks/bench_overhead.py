@@ -9,9 +9,11 @@ Both sides train the quick MLP on permuted-digits (10 tasks, order 1) with SGD(l
 ``train.eval_batch_size`` (256, clbench's default: the same forward passes). The bare side gets its stream and
 model factories from a registry built before its clock starts; clbench's side pays for everything a
 ``clbench run`` does: loading the plugins, planning, footprints, metrics, checkpoints (by
-``train.checkpoint_every_s``) and result files. Each repetition runs the three sides back to back, each going
-first in turn; the ratio is the median of the repetitions' own ratios (the machine's speed drifts by more
-than the overhead between repetitions on a shared host).
+``train.checkpoint_every_s``) and result files. Each repetition runs four sides back to back, each going
+first in turn: the bare loop, clbench, clbench with the loggers at ``--log-every``, and clbench with the
+loggers at every step (their per-step cost ×``--log-every``, measured well above the noise and scaled back).
+The ratio is the median of the repetitions' own ratios (the machine's speed drifts by more than the
+overhead between repetitions on a shared host).
 
 Where clbench's cost went (cProfile of 3- and 1-epoch cells, and the components timed alone: the minimum of
 200 back-to-back alternations with the bare code; AMD EPYC, 2 vCPUs, torch 2.13 CPU, 2026-11-23):
