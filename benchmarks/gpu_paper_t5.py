@@ -96,12 +96,9 @@ def request(args: argparse.Namespace, data_dir: Path, sets: Mapping[str, list[An
     """The RunRequest of ``clbench run --profile paper-t5 --stream standard --orders 1 --seeds 0 --methods ...``."""
     from clbench.plan import RunRequest
 
-    sets = dict(sets or {})
-    if args.model_path:  # as a --set: RunRequest.model_path (clbench run --model-path) loses to the profile's
-        # model.name_or_path preset (google-t5/t5-large) and would be ignored; a user --set wins over presets
-        sets = {"model.name_or_path": [args.model_path], **sets}
+    # --model-path replaces the profile's model.name_or_path preset (google-t5/t5-large); a --set of it wins
     return RunRequest(profile=PROFILE, methods=args.methods, streams=[STREAM], orders=[ORDER], seeds=[SEED],
-                      sets=sets, out=args.out, data_dir=str(data_dir))
+                      sets=dict(sets or {}), out=args.out, data_dir=str(data_dir), model_path=args.model_path or None)
 
 
 @contextlib.contextmanager
@@ -314,7 +311,7 @@ def command_line(args: argparse.Namespace) -> str:
     if args.data_dir is not None:
         parts.append(f"--data-dir {args.data_dir}")
     if args.model_path:
-        parts.append(f"--set model.name_or_path={args.model_path}")
+        parts.append(f"--model-path {args.model_path}")
     parts.append(f"--out {args.out}")
     for key, values in extra_sets(args).items():
         parts.append(f"--set {key}={values[0]}")
