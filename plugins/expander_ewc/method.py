@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from clbench_plugins.ewc.method import add_penalty_gradient, diagonal_fisher, penalty_value
+from clbench_plugins.ewc.method import add_gradients, diagonal_fisher, penalty_terms
 from torch import Tensor, nn
 
 from clbench.data import Batch
@@ -46,7 +46,8 @@ class MaskedTraining(Method):
         self.anchor = {n: p.detach().clone() for n, p in params.items()}  # θ_ref ← θ⁽⁰⁾ (Alg. 1 line 1)
         self._phase: Phase | None = None
         self._pending_stats: dict[str, dict[str, Any]] = {}
-        self._weights: dict[str, Tensor] = {}
+        self._doubled: dict[str, Tensor] = {}  # 2 × (λ/2)(F + γ): the penalty's gradient is 2w ⊙ (θ − θ*)
+        self._gradients: list[tuple[nn.Parameter, Tensor]] = []  # the penalty's, from this step's loss_terms
 
     # -- which parameters ---------------------------------------------------------
     def masked_parameters(self) -> dict[str, nn.Parameter]:
@@ -118,9 +119,9 @@ class MaskedTraining(Method):
         super().before_task(task, index)
         c = self.config
         # (λ/2)(F + γ) once per task rather than per step
-        self._weights = {n: 0.5 * c.lambda_ * (self.fisher[n] + c.gamma if n in self.fisher else
-                                               torch.full_like(a, c.gamma)) for n, a in self.anchor.items()}
-        self._doubled = {n: 2 * w for n, w in self._weights.items()}  # the penalty's gradient is 2w ⊙ (θ − θ*)
+        weights = {n: 0.5 * c.lambda_ * (self.fisher[n] + c.gamma if n in self.fisher else torch.full_like(a, c.gamma))
+                   for n, a in self.anchor.items()}
+        self._doubled = {n: 2 * w for n, w in weights.items()}
 
     def before_phase(self, phase: Phase, task: str, index: int) -> None:
         self._found.clear()
@@ -128,7 +129,9 @@ class MaskedTraining(Method):
 
     def after_backward(self) -> None:
         if self.config.lambda_ != 0:  # the penalty's gradient first: the mask applies to it as to the loss's
-            add_penalty_gradient(self._doubled, self.penalized(), self.anchor)
+            grads = self._gradients or penalty_terms(self._doubled, self.penalized(), self.anchor)[1]
+            self._gradients = []  # this step's: never a later step's
+            add_gradients(grads)
         for n, p in self.masked_parameters().items():
             if p.grad is not None and n in self.masks:
                 p.grad.mul_(self.masks[n])
@@ -145,7 +148,9 @@ class MaskedTraining(Method):
     def loss_terms(self, batch: Batch, logits: Tensor | None) -> dict[str, Tensor]:
         if self.config.lambda_ == 0:
             return {}
-        return {"ewc": penalty_value(self._weights, self.penalized(), self.anchor)}  # gradient: after_backward
+        # value and gradient from one θ − θ* (as EWC's step); the gradient is added in after_backward
+        value, self._gradients = penalty_terms(self._doubled, self.penalized(), self.anchor)
+        return {"ewc": value}
 
     def after_task(self, task: str, index: int) -> None:
         assert self.model is not None
