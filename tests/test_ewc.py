@@ -58,11 +58,25 @@ def test_batched_fisher_squares_batch_means():
         torch.testing.assert_close(fisher[n], expected[n])
 
 
+@torch.no_grad()
+def _penalty_value(weights, params, anchor):
+    """Σ_n Σ w_n ⊙ (θ_n − θ*_n)²: the value alone, a pass of its own (the reference for penalty_terms)."""
+    return torch.stack([(w * (params[n] - anchor[n]).square()).sum() for n, w in weights.items()]).sum()
+
+
+@torch.no_grad()
+def _add_penalty_gradient(doubled, params, anchor):
+    """θ.grad += 2w ⊙ (θ − θ*) (``doubled`` holds 2w): the gradient alone, a pass of its own."""
+    from clbench_plugins.ewc.method import add_gradients
+
+    add_gradients([(params[n], w2 * (params[n] - anchor[n])) for n, w2 in doubled.items()])
+
+
 @pytest.mark.parametrize("lam", [10.0, 0.3, 7e3])
 def test_the_penalty_gradient_is_autograds_to_the_last_bit(lam):
     """EWC adds λF ⊙ (θ − θ*) in after_backward instead of differentiating (λ/2)ΣF(θ − θ*)² through autograd:
     the very same float32 numbers, so no committed EWC result moves (and no graph of the penalty is kept)."""
-    from clbench_plugins.ewc.method import add_penalty_gradient, penalty_value
+    from clbench_plugins.ewc.method import add_gradients, penalty_terms
 
     g = torch.Generator().manual_seed(5)
     params = {n: torch.nn.Parameter(torch.randn(64, 32, generator=g)) for n in ("a", "b")}
@@ -76,29 +90,29 @@ def test_the_penalty_gradient_is_autograds_to_the_last_bit(lam):
         p.grad = None
     task = sum((p * p.detach().sin()).sum() for p in params.values())
     task.backward()
-    add_penalty_gradient({n: lam * f for n, f in fisher.items()}, params, anchor)
+    value, grads = penalty_terms({n: lam * f for n, f in fisher.items()}, params, anchor)  # EWC's step
+    add_gradients(grads)
     assert all(torch.equal(params[n].grad, expected[n]) for n in params)
-    value = 0.5 * lam * penalty_value(fisher, params, anchor)
     assert not value.requires_grad and value == pytest.approx(float(0.5 * lam * total.detach()), rel=1e-6)
 
 
 def test_the_penalty_and_its_gradient_from_one_difference_are_the_two_passes_to_the_last_bit():
     """EWC's step computes θ − θ* once (penalty_terms) for the value and the gradient it adds: the same
-    float32 gradient as add_penalty_gradient, the value as penalty_value's up to rounding."""
-    from clbench_plugins.ewc.method import add_penalty_gradient, penalty_terms, penalty_value
+    float32 gradient as a gradient pass of its own, the value as a value pass's up to rounding."""
+    from clbench_plugins.ewc.method import penalty_terms
 
     g = torch.Generator().manual_seed(7)
     params = {n: torch.nn.Parameter(torch.randn(48, 16, generator=g)) for n in ("a", "b", "c")}
     weights = {n: torch.rand(48, 16, generator=g) ** 3 for n in params}
     anchor = {n: p.detach() + 0.01 * torch.randn(48, 16, generator=g) for n, p in params.items()}
     doubled = {n: 2 * w for n, w in weights.items()}
-    add_penalty_gradient(doubled, params, anchor)
+    _add_penalty_gradient(doubled, params, anchor)
     expected = {n: p.grad.clone() for n, p in params.items()}
     value, grads = penalty_terms(doubled, params, anchor)
     assert [p for p, _ in grads] == list(params.values())
     assert all(torch.equal(gr, expected[n]) for n, (_, gr) in zip(params, grads, strict=True))
     assert not value.requires_grad
-    assert float(value) == pytest.approx(float(penalty_value(weights, params, anchor)), rel=1e-6)
+    assert float(value) == pytest.approx(float(_penalty_value(weights, params, anchor)), rel=1e-6)
     manual = sum(float((weights[n].double() * (params[n].detach().double() - anchor[n].double()) ** 2).sum())
                  for n in params)
     assert float(value) == pytest.approx(manual, rel=1e-5)

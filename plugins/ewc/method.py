@@ -41,24 +41,6 @@ def diagonal_fisher(model: CLModel, data: Any, task: str, params: dict[str, nn.P
     return {n: f / max(n_batches, 1) for n, f in fisher.items()}
 
 
-# The quadratic penalty Σ w ⊙ (θ − θ*)² and its gradient 2w ⊙ (θ − θ*), without autograd. Through autograd the
-# penalty keeps θ − θ* and its square for backward (two copies of every penalised weight: of a whole model for
-# EWC over an LLM) and costs ~0.35 ms a step on the quick MLP, against ~0.06 ms here. The gradient is the very
-# float32 product autograd forms (×2 is exact in binary floating point, so round(2w·d) = 2·round(w·d)); the
-# runner's checks and logs read the value from loss_terms, the gradient is added in after_backward.
-@torch.no_grad()
-def penalty_value(weights: Mapping[str, Tensor], params: Mapping[str, Tensor], anchor: Mapping[str, Tensor]) -> Tensor:
-    """Σ_n Σ w_n ⊙ (θ_n − θ*_n)², a scalar without a graph."""
-    return torch.stack([(w * (params[n] - anchor[n]).square()).sum() for n, w in weights.items()]).sum()
-
-
-@torch.no_grad()
-def add_penalty_gradient(doubled: Mapping[str, Tensor], params: Mapping[str, nn.Parameter],
-                         anchor: Mapping[str, Tensor]) -> None:
-    """θ.grad += 2w ⊙ (θ − θ*) for each weighted parameter (``doubled`` holds 2w): the penalty's gradient."""
-    add_gradients([(params[n], w2 * (params[n] - anchor[n])) for n, w2 in doubled.items()])
-
-
 @torch.no_grad()
 def add_gradients(grads: list[tuple[nn.Parameter, Tensor]]) -> None:
     """p.grad += g for each (p, g) (p.grad = g where it has none)."""
@@ -69,12 +51,17 @@ def add_gradients(grads: list[tuple[nn.Parameter, Tensor]]) -> None:
             p.grad.add_(g)
 
 
+# The quadratic penalty Σ w ⊙ (θ − θ*)² and its gradient 2w ⊙ (θ − θ*), without autograd. Through autograd the
+# penalty keeps θ − θ* and its square for backward (two copies of every penalised weight: of a whole model for
+# EWC over an LLM) and costs ~0.35 ms a step on the quick MLP, against ~0.06 ms here. The gradient is the very
+# float32 product autograd forms (×2 is exact in binary floating point, so round(2w·d) = 2·round(w·d)); the
+# runner's checks and logs read the value from loss_terms, the gradient is added in after_backward.
 @torch.no_grad()
 def penalty_terms(doubled: Mapping[str, Tensor], params: Mapping[str, nn.Parameter], anchor: Mapping[str, Tensor]
                   ) -> tuple[Tensor, list[tuple[nn.Parameter, Tensor]]]:
     """Σ w ⊙ (θ − θ*)² (``doubled`` holds 2w) without a graph, and each parameter's gradient of it, 2w ⊙ (θ − θ*)
-    (what :func:`add_penalty_gradient` adds, to the last bit), from one θ − θ* a parameter: a step's value and
-    gradient for 4 tensor ops a parameter instead of 7 (:func:`penalty_value` then :func:`add_penalty_gradient`)."""
+    (autograd's to the last bit), from one θ − θ* a parameter: a step's value and gradient for 4 tensor ops a
+    parameter instead of 7 for a value pass and a gradient pass (tests/test_ewc.py compares the three)."""
     grads, parts = [], []
     for n, w2 in doubled.items():
         p = params[n]
