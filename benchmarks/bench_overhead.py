@@ -9,11 +9,12 @@ Both sides train the quick MLP on permuted-digits (10 tasks, order 1) with SGD(l
 ``train.eval_batch_size`` (256, clbench's default: the same forward passes). The bare side gets its stream and
 model factories from a registry built before its clock starts; clbench's side pays for everything a
 ``clbench run`` does: loading the plugins, planning, footprints, metrics, checkpoints (by
-``train.checkpoint_every_s``) and result files. Each repetition runs four sides back to back, each going
-first in turn: the bare loop, clbench, clbench with the loggers at ``--log-every``, and clbench with the
-loggers at every step (their per-step cost ×``--log-every``, measured well above the noise and scaled back).
-The ratio is the median of the repetitions' own ratios (the machine's speed drifts by more than the
-overhead between repetitions on a shared host).
+``train.checkpoint_every_s``) and result files. Each repetition runs four sides back to back: the bare loop,
+clbench, clbench with the loggers at ``--log-every``, and clbench with the loggers at every step (their
+per-step cost ×``--log-every``, well above the noise); every other repetition runs them in the mirror order,
+so the sides compared (bare and clbench, clbench and loggers) always run next to each other. The ratio is
+the median of the repetitions' own ratios (the machine's speed drifts by more than the overhead between
+repetitions on a shared host).
 
 Where clbench's cost went (cProfile of 3- and 1-epoch cells, and the components timed alone: the minimum of
 200 back-to-back alternations with the bare code; AMD EPYC, 2 vCPUs, torch 2.13 CPU, 2026-11-23):
@@ -182,8 +183,10 @@ def main() -> None:
                                                       {"logger": "tensorboard,csv"}, args.log_every)),
                      ("every", lambda rep=rep: clbench_loop(args.epochs, Path(tmp) / f"every{rep}",
                                                     {"logger": "tensorboard,csv"}, 1))]
-            k = rep % len(sides)
-            for side, run in sides[k:] + sides[:k]:  # each side goes first in turn
+            # bare, clbench, loggers, every, then the mirror image, and so on (ABBA): the sides compared with
+            # each other (bare and clbench, clbench and loggers) always run back to back, and a drift of the
+            # machine's speed over a pair of repetitions cancels out of their ratios
+            for side, run in sides if rep % 2 == 0 else sides[::-1]:
                 t0, c0 = time.perf_counter(), time.process_time()
                 matrices[side] = run()
                 times[side].append(time.perf_counter() - t0)
