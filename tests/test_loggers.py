@@ -76,6 +76,8 @@ def test_csv_has_one_row_per_optimizer_step_and_one_per_task(logged):
         assert int(r["step"]) == done  # the task row sits at the step its task ended
     [cell] = [r for r in rows if r["kind"] == "cell"]
     assert cell["status"] == "complete" and float(cell["metric/AA"]) == pytest.approx(on.metrics["AA"])
+    with (on.path.parent / "log.csv").open(newline="") as fh:  # the file widened twice (ewc's term, the metrics)
+        assert {len(r) for r in csv.reader(fh)} == {len(rows[0])}  # every row as wide as the header
 
 
 def test_result_json_holds_the_mean_loss_of_every_epoch(logged):
