@@ -127,13 +127,11 @@ def evaluate(model: CLModel, method: Method, stream: Stream, tasks: list[str], t
 
 
 def _epoch_batches(ctx: CellContext, tasks: list[str], batch_size: int, *salt: int) -> Iterator[Batch]:
-    if len(tasks) == 1:
-        yield from batches(ctx.data(tasks[0]).train, batch_size, tasks[0], ctx.generator(*salt))
-        return
+    if len(tasks) == 1:  # the split's own generator: no second generator frame a step
+        return batches(ctx.data(tasks[0]).train, batch_size, tasks[0], ctx.generator(*salt))
     # Joint training: every batch holds one task; batches of all tasks interleaved at random.
     pool = [b for i, t in enumerate(tasks) for b in batches(ctx.data(t).train, batch_size, t, ctx.generator(*salt, i))]
-    for i in torch.randperm(len(pool), generator=ctx.generator(*salt, -1)).tolist():
-        yield pool[i]
+    return (pool[i] for i in torch.randperm(len(pool), generator=ctx.generator(*salt, -1)).tolist())
 
 
 StepObserver = Callable[[str, int, int, dict[str, float]], None]
@@ -237,6 +235,7 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
     every = ctx.train.log_every if on_step is not None else 0
     accum = ctx.train.grad_accum
     dist = ctx.dist
+    parallel = dist.active
     stats: dict[str, Any] = {}
     move = ctx.device.type != "cpu"  # streams hold CPU tensors: on CPU a batch is used as it is
     model.train()
@@ -262,7 +261,7 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
                 if move:
                     batch = batch.to(ctx.device)
                 opt.zero_grad(set_to_none=True)
-                if dist.active:  # the losses summed over the ranks: every rank diverges at the same step or none
+                if parallel:  # the losses summed over the ranks: every rank diverges at the same step or none
                     loss, task_loss, terms = data_parallel_step(model, method, batch, accum, params, dist, what)
                 elif accum == 1:
                     loss, task_loss, terms = batch_loss(model, method, batch, what)
@@ -285,7 +284,7 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
                 opt.step()
                 after_step()
                 steps += 1
-                examples += len(batch.y)
+                examples += batch.y.shape[0]  # not len(): Tensor.__len__ is Python
                 if logged:
                     values = {"loss": value, "loss/task": float(task_loss.detach())}
                     values.update((f"loss/{name}", float(term.detach())) for name, term in terms.items())
@@ -296,7 +295,7 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
                 schedule.step()
             epoch_loss.append(total / n if n else None)
         seconds = time.perf_counter() - t0
-        if dist.active:  # each rank counted the tokens of its micro-batches
+        if parallel:  # each rank counted the tokens of its micro-batches
             model.tokens_seen = tokens0 + int(dist.sum(torch.tensor(model.tokens_seen - tokens0, device=ctx.device)))
         entry: dict[str, Any] = {"seconds": seconds, "steps": steps, "examples_per_s": examples / max(seconds, 1e-9),
                                  "loss": epoch_loss}  # the mean loss of each epoch: a loss curve without a logger
