@@ -74,7 +74,7 @@ class TaskData:
         return self.info.name
 
 
-@dataclass
+@dataclass(slots=True)
 class Batch:
     """One mini-batch; all examples of a batch belong to the same task."""
 
@@ -243,15 +243,19 @@ def read_records(path: Path) -> list[Any]:
 def batches(split: Split, batch_size: int, task: str, generator: torch.Generator | None = None) -> Iterator[Batch]:
     """Mini-batches of ``split``; shuffled when a generator is given (deterministic per generator)."""
     n = len(split)
-    if generator is not None:
-        order = torch.randperm(n, generator=generator)
-        for start in range(0, n, batch_size):
-            index = order[start : start + batch_size]
-            yield Batch(split.take(index), split.y[index], task)  # no Split (and its length check) per batch
-    else:
+    x, y = split.x, split.y
+    if n == 0:  # (an empty tensor's split() is one empty piece)
+        return
+    if generator is None:
         for start in range(0, n, batch_size):
             sl = slice(start, start + batch_size)
-            yield Batch(split.x[sl], split.y[sl], task)
+            yield Batch(x[sl], y[sl], task)
+    elif isinstance(x, Tensor):  # a training step's batch: no Split, method call or type check per batch
+        for index in torch.randperm(n, generator=generator).split(batch_size):
+            yield Batch(x[index], y[index], task)
+    else:
+        for index in torch.randperm(n, generator=generator).split(batch_size):
+            yield Batch(split.take(index), y[index], task)
 
 
 def stratified_split(y: Tensor, fraction: float, generator: torch.Generator) -> tuple[Tensor, Tensor]:

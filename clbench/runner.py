@@ -134,6 +134,13 @@ def _epoch_batches(ctx: CellContext, tasks: list[str], batch_size: int, *salt: i
     return (pool[i] for i in torch.randperm(len(pool), generator=ctx.generator(*salt, -1)).tolist())
 
 
+def _own_hook(method: Method, name: str) -> Callable[[], None] | None:
+    """The method's per-step hook ``name``, or None where it is :class:`Method`'s own no-op: the step then
+    skips the call (in the training loop a Python call costs ~1 µs, benchmarks/bench_overhead.py)."""
+    hook = getattr(method, name)
+    return None if getattr(hook, "__func__", None) is getattr(Method, name) else hook
+
+
 StepObserver = Callable[[str, int, int, dict[str, float]], None]
 """``on_step(phase, epoch, step, values)``: what :func:`train_task` calls on a logged step (see clbench_step)."""
 
@@ -254,7 +261,8 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
         tokens0 = model.tokens_seen
         epoch_loss: list[float | None] = []
         # looked up once: the step below is the harness's whole per-step cost (benchmarks/bench_overhead.py)
-        after_backward, after_step, clip = method.after_backward, method.after_step, ctx.train.grad_clip
+        after_backward, after_step = _own_hook(method, "after_backward"), _own_hook(method, "after_step")
+        clip = ctx.train.grad_clip
         for epoch in range(phase.epochs):
             total, n = 0.0, 0
             for batch in _epoch_batches(ctx, train_tasks, ctx.train.batch_size, index, p_i, epoch):
@@ -273,7 +281,8 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
                     raise Diverged(f"loss became {value} on task {task!r} ({phase.name}, epoch {epoch + 1})")
                 total += value
                 n += 1
-                after_backward()
+                if after_backward is not None:
+                    after_backward()
                 step += 1
                 logged = every and step % every == 0
                 norm = None
@@ -282,7 +291,8 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
                 elif logged:
                     norm = grad_norm(params)
                 opt.step()
-                after_step()
+                if after_step is not None:
+                    after_step()
                 steps += 1
                 examples += batch.y.shape[0]  # not len(): Tensor.__len__ is Python
                 if logged:

@@ -329,3 +329,30 @@ def test_a_cell_holds_the_blas_pools_to_train_threads(clbench_registry, tmp_path
     assert r.status == "complete", r.error
     assert seen and set(seen) == {1}
     assert after == {3}
+
+
+class _Counting(Method):
+    """Counts its per-step hooks; ``after_step`` is overridden on the class, ``after_backward`` is Method's."""
+
+    def __init__(self, config, ctx):
+        super().__init__(config, ctx)
+        self.calls: list[str] = []
+
+    def after_step(self):
+        self.calls.append("after_step")
+
+
+def test_every_per_step_hook_a_method_has_is_called_once_a_step_and_methods_own_no_ops_are_skipped():
+    """The step skips the hooks a method leaves as Method's no-ops, and only those: one overridden on the class
+    or set on the instance runs once every optimizer step, in order."""
+    stream = testing.TinyVectorStream(tasks=1, n=48)
+    ctx = CellContext(stream=stream, order=["t0"], train=TrainConfig(batch_size=16, epochs=2), device=torch.device("cpu"),
+                      seed=0)
+    method = _Counting(None, ctx)
+    method.setup(_mlp(stream))
+    stats = train_task(method.model, method, ctx, 0)
+    assert method.calls == ["after_step"] * 6 == ["after_step"] * stats["train"]["steps"]  # 48 / 16 × 2 epochs
+    method.calls.clear()
+    method.after_backward = lambda: method.calls.append("after_backward")  # an instance's own hook
+    train_task(method.model, method, ctx, 0)
+    assert method.calls == ["after_backward", "after_step"] * 6
