@@ -33,6 +33,7 @@ from clbench.boundary import (
     check_type,
     describe,
     notify,
+    observers,
 )
 from clbench.config import TrainConfig
 from clbench.data import Batch, Stream, batches
@@ -506,10 +507,10 @@ class Runner:
         """What train_task calls on a logged step: the clbench_step observers (None: no logging)."""
         if cell.train.log_every == 0 or not self.dist.is_main or not self.regs.pm.hook.clbench_step.get_hookimpls():
             return None
+        call = observers(self.regs, "clbench_step")
 
         def on_step(phase: str, epoch: int, step: int, values: dict[str, float]) -> None:
-            notify(self.regs, "clbench_step", cell=cell, task=task, index=index, phase=phase, epoch=epoch,
-                   step=step, values=values)
+            call(cell=cell, task=task, index=index, phase=phase, epoch=epoch, step=step, values=values)
 
         return on_step
 

@@ -172,6 +172,23 @@ def test_clbench_step_fires_only_on_logged_steps(tmp_path, every):
         assert set(keys) == STEP_KEYS  # seqft: no loss term of its own
 
 
+class FaultyStepObserver:
+    @hookimpl
+    def clbench_step(self, cell, task, index, phase, epoch, step, values):
+        if step == 3:
+            raise RuntimeError("observer bug at step 3")
+
+
+def test_an_observer_that_raises_on_a_step_fails_its_cell_by_name_and_the_others_still_observe(tmp_path):
+    rec = StepRecorder()
+    regs = testing.registry(rec, FaultyStepObserver())  # the recorder, registered first, is called after it
+    [result] = _run(regs, tmp_path, "seqft", log_every=1)
+    assert result.status == "failed"
+    assert result.error.startswith("ObserverError: observer clbench_step (plugin ") and "FaultyStepObserver" in \
+        result.error and result.error.endswith("raised RuntimeError: observer bug at step 3"), result.error
+    assert [c[3] for c in rec.calls] == [1, 2]
+
+
 def _killed_and_resumed(regs, tmp_path, logger: str, killer: object):
     """(reference, resumed): an uninterrupted seqft cell logging every step, and one killed by ``killer`` then
     run again to its end."""
