@@ -39,6 +39,8 @@ rep ratios still spread by ±8 %: clbench's training time moves by up to 25 % be
 and Avalanche's by ±6 %, and CPU time moves with it, so it is the core's speed (a shared VM), not our work.
 The median of 7 rep ratios moved by 0.001 between the last two runs. 2026-11-24, later (the footprint file
 written beside the metrics, dense AWOM's products in numpy): 0.457 (0.442–0.492), CPU time 0.461, AA −1.46.
+2026-11-24, last (the leaner training step of benchmarks/bench_overhead.py): 0.459 (0.424–0.538), CPU time
+0.464, AA −1.46: the same figure within the machine's drift (EWC's step keeps both of its hooks).
 """
 
 from __future__ import annotations
