@@ -92,7 +92,7 @@ loggers +4.2 %.
 
 - changed: the repetitions run the sides in ABBA order (bare and clbench, clbench and loggers always back to
   back; the rotation put up to three sides between them). The step: Method's own no-op ``after_backward`` and
-  ``after_step`` are not called, ``Batch`` has slots, a shuffled split's batches come from ``randperm().split()``
+  ``after_step`` are not called, a shuffled split's batches come from ``randperm().split()``
   in one generator (no second generator frame, no ``Split.take`` call), ``dist.active`` is read once a task and
   a batch's examples are counted by ``shape[0]``. ``train_task`` against a bare loop's training on the same
   cells (3 epochs, cells alternated, 24–30 reps, three runs each): ~10.7 → ~4 µs a step. The loggers: the

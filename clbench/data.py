@@ -74,7 +74,7 @@ class TaskData:
         return self.info.name
 
 
-@dataclass(slots=True)
+@dataclass
 class Batch:
     """One mini-batch; all examples of a batch belong to the same task."""
 
