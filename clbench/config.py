@@ -69,6 +69,9 @@ class TrainConfig:
     weight_decay: float = bounded(0.0, ge=0)
     grad_clip: float = bounded(0.0, ge=0)  # 0: off
     eval_limit: int = bounded(0, ge=0)  # evaluate on at most this many test examples per task (0: all)
+    # The split the accuracy matrix scores: "test", or "val" (the stream's validation split, carved from its training
+    # data) for choosing settings without looking at the test split (scripts/tune_quick.py, docs/tuning.md).
+    eval_split: str = "test"
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     # torch's intra-op threads while the cell runs. Numbers depend on it (a float sum split over 2 threads
     # rounds differently from 1), so it is a setting, stored in the config and its hash, never the
@@ -84,17 +87,25 @@ class TrainConfig:
     # method's state and every footprint so far, so after every task of a short cell it costs more than the
     # work it saves: an interrupted cell redoes at most this many seconds (and resumes to the same numbers).
     checkpoint_every_s: float = bounded(60.0, ge=0)
+    # A cell whose training blows up is `diverged`, not complete: a step's loss is NaN or infinite, or an epoch's
+    # mean loss (task loss plus the method's terms) exceeds this many times the mean of the task's first epoch
+    # (its first phase's). 0: only non-finite losses. 100 is far above what a healthy task does (its epoch means
+    # fall, and a later phase — PackNet's retraining, LPS's ADMM — stays within a few times the first epoch's)
+    # and far below a blow-up (an SGD step past the penalty's curvature multiplies the loss by ~1e3 an epoch).
+    diverge_factor: float = bounded(100.0, ge=0)
 
     # Settings that change no number: clbench.plan.identity leaves them out of config_hash, so changing one
     # neither refuses a rerun into the same --out nor invalidates a result or checkpoint.
     NOT_IDENTITY: ClassVar[tuple[str, ...]] = ("log_every", "checkpoint_every_s")
     # Settings added after results were committed: at this value they are left out of the identity, so a
     # result written before they existed keeps its config hash (it was computed this way).
-    IDENTITY_SINCE: ClassVar[dict[str, Any]] = {"grad_accum": 1}
+    IDENTITY_SINCE: ClassVar[dict[str, Any]] = {"grad_accum": 1, "diverge_factor": 100.0, "eval_split": "test"}
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
             raise ConfigError(f"train.optimizer={self.optimizer!r}: choose one of {sorted(OPTIMIZERS)}")
+        if self.eval_split not in ("test", "val"):
+            raise ConfigError(f"train.eval_split={self.eval_split!r}: choose test or val")
         if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", self.device):
             raise ConfigError(f"train.device={self.device!r}: choose auto, cpu, mps, cuda or cuda:N")
         if self.batch_size % self.grad_accum:

@@ -90,12 +90,24 @@ class Batch:
         return Batch(x, self.y.to(device, non_blocking=True), self.task)
 
 
+# What a method receives at test time (van de Ven et al. 2022, "Three types of incremental learning"). A leaderboard
+# ranks cells of one scenario only: a method given the task identity solves an easier problem.
+SCENARIOS = {
+    "task-incremental": "the task identity is given at test time (one head, mask or label set per task)",
+    "domain-incremental": "no task identity at test time; every task shares one label set and one head",
+    "class-incremental": "no task identity at test time; the label set grows with every task",
+}
+
+
 @dataclass
 class Stream:
     """A task stream: the tasks, named orders over them, and a loader per task.
 
     Subclasses (or instances built by a plugin) implement :meth:`load`. ``modality`` tells which
-    models fit ("vector", "image", "text"); ``input_shape`` is set for tensor inputs.
+    models fit ("vector", "image", "text"); ``input_shape`` is set for tensor inputs. ``scenario`` (one of
+    :data:`SCENARIOS`) is what a method receives at test time; left empty it follows from the heads: one head
+    per task, or tasks with different label sets (scored among the task's own labels), is task-incremental,
+    one shared head over one label set is domain-incremental.
     """
 
     name: str
@@ -105,7 +117,16 @@ class Stream:
     input_shape: tuple[int, ...] = ()
     multi_head: bool = False
     provenance: str = ""
+    scenario: str = ""
+    eval_split: str = "test"  # the split a[i][j] scores: "test", or "val" to select settings (train.eval_split)
     _cache: dict[str, TaskData] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.scenario:
+            one_label_set = len({t.labels for t in self.tasks}) <= 1
+            self.scenario = "domain-incremental" if one_label_set and not self.multi_head else "task-incremental"
+        if self.scenario not in SCENARIOS:
+            raise DataError(f"stream {self.name!r}: scenario {self.scenario!r} is none of {sorted(SCENARIOS)}")
 
     def task(self, name: str) -> TaskInfo:
         for t in self.tasks:
@@ -168,8 +189,12 @@ class Stream:
         return preds
 
     def _test_split(self, task: str, limit: int | None) -> tuple[Split, int]:
-        """``task``'s test split and how many of its examples are evaluated (the first ``limit``, when given)."""
-        split = self.data(task).test
+        """``task``'s test split (its validation split with ``eval_split="val"``) and how many of its examples are
+        evaluated (the first ``limit``, when given)."""
+        data = self.data(task)
+        split = data.test if self.eval_split == "test" else data.val
+        if split is None or len(split) == 0:
+            raise DataError(f"stream {self.name!r}, task {task!r} has no validation split (train.eval_split=val)")
         return split, len(split) if not limit else min(limit, len(split))
 
     def score_batches(self, task: str, preds: list[Tensor], limit: int | None) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import Any
 
 
 class ClbenchError(Exception):
@@ -58,4 +59,10 @@ class ResultFileError(ClbenchError):
 
 
 class Diverged(RuntimeError):
-    """The training loss became NaN or infinite; the cell is recorded as ``diverged``."""
+    """The training loss became NaN or infinite, or blew up (``train.diverge_factor``); the cell is recorded as
+    ``diverged``, with ``where`` (task, its index, phase, epoch, optimizer step of the cell, the loss and the
+    reference it was compared with) as the result's ``divergence``."""
+
+    def __init__(self, message: str, where: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.where = dict(where or {})

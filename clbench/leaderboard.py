@@ -25,7 +25,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from clbench.results import CellResult
-from clbench.specs import MetricSpec
+from clbench.specs import MethodSpec, MetricSpec
 
 NA = "n/a"
 ERROR = "error"
@@ -42,8 +42,8 @@ def frame(results: Iterable[CellResult]) -> pd.DataFrame:
     rows = []
     for r in results:
         profile = str(r.config.get("profile", "custom"))
-        base = {"profile": profile, "stream": r.stream, "method": r.method, "order": r.order, "seed": r.seed,
-                "status": r.status, "path": str(r.path) if r.path else ""}
+        base = {"profile": profile, "stream": r.stream, "scenario": r.scenario or "", "method": r.method,
+                "order": r.order, "seed": r.seed, "status": r.status, "path": str(r.path) if r.path else ""}
         if r.status != "complete":
             rows.append({**base, "metric": None, "value": None, "error": None})
             continue
@@ -52,8 +52,8 @@ def frame(results: Iterable[CellResult]) -> pd.DataFrame:
             error = errors.get(name)
             rows.append({**base, "metric": name, "value": None if error is not None else r.metrics.get(name),
                          "error": None if error is None else str(error)})
-    return pd.DataFrame(rows, columns=["profile", "stream", "method", "order", "seed", "status", "path", "metric",
-                                       "value", "error"])
+    return pd.DataFrame(rows, columns=["profile", "stream", "scenario", "method", "order", "seed", "status", "path",
+                                       "metric", "value", "error"])
 
 
 def _stats(values: Sequence[float]) -> tuple[float, float | None]:
@@ -125,15 +125,26 @@ def tied_for_best(intervals: Mapping[int, tuple[Decimal, Decimal, Decimal]], dir
     return {i for i, (_, lo, hi) in intervals.items() if any(lo <= b_hi and b_lo <= hi for b_lo, b_hi in best)}
 
 
-def metric_table(df: pd.DataFrame, metric: MetricSpec, link_root: Path | None = None) -> str:
-    """Markdown table of one metric on one stream (``df`` already filtered to the stream)."""
+def diverged_note(cells: pd.DataFrame) -> str | None:
+    """``diverged (d of n cells)`` when some of these cells (one row per cell and metric) diverged, else None."""
+    status = cells.drop_duplicates(["order", "seed"])["status"]
+    d = int((status == "diverged").sum())
+    return f"diverged ({d} of {len(status)} cell{'s' if len(status) != 1 else ''})" if d else None
+
+
+def metric_table(df: pd.DataFrame, metric: MetricSpec, link_root: Path | None = None,
+                 methods: Sequence[str] | None = None, labels: Mapping[str, str] | None = None) -> str:
+    """Markdown table of one metric on one stream (``df`` already filtered to the stream), rows in the order of
+    ``methods`` (default: alphabetical), each named by ``labels`` (default: the method). A (method, order) or row
+    with a diverged cell shows ``diverged (d of n cells)``, not a mean of the others, and cannot be best."""
     orders = sorted(df["order"].unique(), key=_order_key)
-    methods = sorted(df["method"].unique())
+    methods = list(methods) if methods is not None else sorted(df["method"].unique())
+    labels = labels or {}
     values = df[(df["metric"] == metric.name)]
     table = []
     intervals: dict[int, tuple[Decimal, Decimal, Decimal]] = {}  # row → its avg's (mean, low, high) as printed
     for i, method in enumerate(methods):
-        row = [method]
+        row = [labels.get(method, method)]
         pooled: list[float] = []
         row_errors = 0
         for order in orders:
@@ -143,8 +154,11 @@ def metric_table(df: pd.DataFrame, metric: MetricSpec, link_root: Path | None = 
             failed = got[_has_error(got["error"])]
             pooled += numbers
             row_errors += len(failed)
+            diverged = diverged_note(cells) if not cells.empty else None
             if cells.empty:
                 row.append("")
+            elif diverged:
+                row.append(_link(diverged, list(cells.loc[cells["status"] == "diverged", "path"]), link_root))
             elif numbers:
                 row.append(_link(_fmt(numbers) + _errors_note(len(failed)), list(got["path"]), link_root))
             elif len(failed):
@@ -153,7 +167,10 @@ def metric_table(df: pd.DataFrame, metric: MetricSpec, link_root: Path | None = 
                 row.append(NA)
             else:
                 row.append(", ".join(sorted(set(cells["status"]))))
-        if pooled:
+        row_diverged = diverged_note(df[df["method"] == method])
+        if row_diverged:
+            row.append(row_diverged)
+        elif pooled:
             row.append(_fmt(pooled) + _errors_note(row_errors))
             intervals[i] = _interval(pooled)
         else:
@@ -196,9 +213,104 @@ def _fence(lines: Sequence[str]) -> str:
     return f"{fence}text\n" + "\n".join(lines) + f"\n{fence}\n"
 
 
+SCENARIO_WORDS = {"task-incremental": "task-incremental: the task identity is given at test time",
+                  "domain-incremental": "domain-incremental: no task identity at test time, one shared head",
+                  "class-incremental": "class-incremental: no task identity at test time, the label set grows"}
+RANK_BY, SECOND = "AA", "F.Ra"  # the summary ranks by AA (higher is better) and shows F.Ra beside it
+SUMMARY_LEGEND = ("Ranked by mean AA over every cell of the row (orders × seeds, ± the sample std). `vs best`: "
+                  "`best` is the top mean, `tied` a row whose mean ± std overlaps the best's (not separated from "
+                  "it), `below` a row separated from it; with one seed nothing is separated (`—`). A row with a "
+                  "diverged cell is shown as such and not ranked.")
+
+
+def _pooled(sdf: pd.DataFrame, method: str, metric: str) -> list[float]:
+    got = sdf[(sdf["method"] == method) & (sdf["metric"] == metric)]
+    return [float(v) for v in got.loc[_has_value(got["value"]), "value"]]
+
+
+def ranking(sdf: pd.DataFrame) -> list[str]:
+    """The methods of one section, best mean AA first (ties by name); rows with a diverged cell or no AA last,
+    by name."""
+    methods = sorted(sdf["method"].unique())
+    ranked = {m: _stats(v)[0] for m in methods if (v := _pooled(sdf, m, RANK_BY))
+              and not diverged_note(sdf[sdf["method"] == m])}
+    return sorted(ranked, key=lambda m: (-ranked[m], m)) + [m for m in methods if m not in ranked]
+
+
+def method_labels(methods: Sequence[str], specs: Mapping[str, MethodSpec] | None) -> dict[str, str]:
+    """``joint (upper bound)``: a method label with the tags a reader must see (``upper-bound``)."""
+    out = {}
+    for label in methods:
+        parts = label.split("@", 1)[0].split("+")
+        tags = set().union(*(specs[p].tags for p in parts if specs and p in specs))
+        out[label] = f"{label} (upper bound)" if "upper-bound" in tags else label
+    return out
+
+
+def summary_table(sdf: pd.DataFrame, labels: Mapping[str, str] | None = None, tablefmt: str = "github") -> str:
+    """One section's answer to "which method is best, and by how much": methods ranked by AA (mean ± std over
+    every cell), F.Ra beside it, and whether each row is separated from the best."""
+    labels = labels or {}
+    order = ranking(sdf)
+    intervals = {i: _interval(v) for i, m in enumerate(order)
+                 if (v := _pooled(sdf, m, RANK_BY)) and not diverged_note(sdf[sdf["method"] == m])}
+    tied = tied_for_best(intervals, "up") if separable(sdf) else set()
+    top = max((m for m, _, _ in intervals.values()), default=None)
+    rows = []
+    for i, method in enumerate(order):
+        cells = sdf[sdf["method"] == method]
+        n = cells.drop_duplicates(["order", "seed"]).shape[0]
+        diverged = diverged_note(cells)
+        aa, second = _pooled(sdf, method, RANK_BY), _pooled(sdf, method, SECOND)
+        if i not in intervals:
+            verdict, rank = "", "—"
+        elif not separable(sdf):
+            verdict, rank = "—", str(i + 1)
+        else:
+            verdict = "best" if intervals[i][0] == top else "tied" if i in tied else "below"
+            rank = str(i + 1)
+        shown_aa = diverged or (_fmt(aa) if aa else ", ".join(sorted(set(cells["status"]))))
+        rows.append([rank, labels.get(method, method), shown_aa, "" if diverged else _fmt(second) if second else NA,
+                     str(n), verdict])
+    return tabulate(rows, headers=["rank", "method", f"{RANK_BY} ↑", f"{SECOND} ↓", "cells", "vs best"],
+                    tablefmt=tablefmt, disable_numparse=True) + "\n"
+
+
+def sections(df: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
+    """(stream, scenario, its rows) for every stream and scenario: a table never ranks two scenarios together."""
+    return [(stream, scenario, group) for (stream, scenario), group
+            in df.groupby(["stream", "scenario"], sort=True)]
+
+
+def section_title(stream: str, scenario: str) -> str:
+    return f"{stream} — {SCENARIO_WORDS.get(scenario, scenario)}" if scenario else stream
+
+
+def cannot_run(df: pd.DataFrame, scenario: str, specs: Mapping[str, MethodSpec] | None) -> list[str]:
+    """Methods of these results that cannot run in ``scenario`` (their ``MethodSpec.scenarios`` exclude it)."""
+    if not specs or not scenario:
+        return []
+    out = []
+    for label in sorted(df["method"].unique()):
+        parts = [specs[p] for p in label.split("@", 1)[0].split("+") if p in specs]
+        if any(p.scenarios and scenario not in p.scenarios for p in parts):
+            out.append(label)
+    return out
+
+
+def console_summary(results: Iterable[CellResult], methods: Mapping[str, MethodSpec] | None = None) -> str:
+    """What ``clbench run`` prints at its end: the leaderboard's summary, one plain table per stream and scenario."""
+    blocks = [b for b in sections(frame(results)) if RANK_BY in set(b[2]["metric"])]
+    return "\n".join(f"{section_title(stream, scenario)}\n"
+                     f"{summary_table(sdf, method_labels(sdf['method'].unique(), methods), 'simple')}"
+                     for stream, scenario, sdf in blocks)
+
+
 def render(results: Iterable[CellResult], metrics: Sequence[MetricSpec], title: str,
-           link_root: Path | None = None) -> str:
-    """The markdown leaderboard of one profile's results."""
+           link_root: Path | None = None, methods: Mapping[str, MethodSpec] | None = None) -> str:
+    """The markdown leaderboard of one profile's results: per stream and scenario, the ranked summary, then one
+    table per metric (rows ranked as in the summary; metrics that are n/a for most rows last). ``methods`` (the
+    registry's method specs) adds the tags (upper bound) and the methods that cannot run in a scenario."""
     results = list(results)
     df = frame(results)
     shown = [m for m in metrics if m.leaderboard]
@@ -207,20 +319,38 @@ def render(results: Iterable[CellResult], metrics: Sequence[MetricSpec], title: 
              "GSR, ACR, ...) in their own units (README, Metrics). Cells are mean ± std over seeds, `avg` pools "
              "every cell of the row (orders × "
              "seeds). `n/a`: the metric does not apply; `error`: it could not be computed (listed under the "
-             "stream's tables) and is left out of the averages.\n"]
-    for stream in sorted(df["stream"].unique()):
-        sdf = df[df["stream"] == stream]
+             "stream's tables) and is left out of the averages; `diverged (d of n cells)`: training blew up in d "
+             "cells (`clbench show` says where), and the row is not averaged.\n"]
+    blocks = sections(df)
+    if any(RANK_BY in set(sdf["metric"]) for _, _, sdf in blocks):
+        parts.append("## Summary\n\n" + SUMMARY_LEGEND + "\n")
+        for stream, scenario, sdf in blocks:
+            labels = method_labels(sdf["method"].unique(), methods)
+            parts.append(f"### {section_title(stream, scenario)}\n\n{summary_table(sdf, labels)}")
+    for stream, scenario, sdf in blocks:
         seeds = sorted(sdf["seed"].unique())
-        parts.append(f"## {stream}\n\nseeds: {', '.join(str(s) for s in seeds)}; "
+        order = ranking(sdf)
+        labels = method_labels(order, methods)
+        parts.append(f"## {section_title(stream, scenario)}\n\nseeds: {', '.join(str(s) for s in seeds)}; "
                      f"cells: {sdf.drop_duplicates(['method', 'order', 'seed']).shape[0]}\n")
-        parts.append(_forms_line([r for r in results if r.stream == stream]))
+        excluded = cannot_run(df, scenario, methods)
+        if excluded:
+            parts.append(f"Cannot run in this scenario (they use the task identity at test time): "
+                         f"{', '.join(excluded)}.\n")
+        parts.append(_forms_line([r for r in results if r.stream == stream and (r.scenario or "") == scenario]))
         n_seeds = complete_seeds(sdf)
         parts.append((LEGEND if n_seeds >= 2 else LEGEND_ONE_SEED if n_seeds == 1 else LEGEND_NO_CELL) + "\n")
-        # a metric with neither a value nor an error for any method of the stream: no table
-        present = set(sdf.loc[_has_value(sdf["value"]) | _has_error(sdf["error"]), "metric"])
-        tabled = [m for m in shown if m.name in present]
-        for metric in tabled:
-            parts.append(metric_table(sdf, metric, link_root))
+        # a metric with neither a value nor an error for any method of the stream: no table; one that applies to
+        # fewer than half of the rows goes below the others
+        present = sdf.loc[_has_value(sdf["value"]) | _has_error(sdf["error"])].groupby("metric")["method"].nunique()
+        tabled = [m for m in shown if m.name in present.index]
+        few = [m for m in tabled if 2 * present[m.name] < len(order)]
+        for metric in [m for m in tabled if m not in few]:
+            parts.append(metric_table(sdf, metric, link_root, order, labels))
+        if few:
+            parts.append("Metrics that apply to fewer than half of the methods (n/a for the others):\n")
+            for metric in few:
+                parts.append(metric_table(sdf, metric, link_root, order, labels))
         errors = error_lines(sdf, [m.name for m in tabled])
         if errors:
             parts.append(_fence(errors))

@@ -213,9 +213,9 @@ class Method:
 
     # -- reporting ----------------------------------------------------------------
     def footprint_parameters(self) -> dict[str, nn.Parameter]:
-        """Shared weight matrices whose change is this task's footprint (heads excluded)."""
+        """Shared weight matrices whose change is this task's footprint (output heads excluded)."""
         assert self.model is not None
-        heads = self.model.head_parameter_names()
+        heads = self.model.output_parameter_names()
         return {n: p for n, p in self.model.named_parameters() if p.dim() >= 2 and n not in heads}
 
     def footprint(self, task: str, index: int) -> TaskFootprint:

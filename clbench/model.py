@@ -62,12 +62,18 @@ class CLModel(nn.Module):
         return self(x, task).argmax(dim=-1)
 
     def head_parameter_names(self) -> set[str]:
-        """Names of parameters that belong to one task only (per-task heads)."""
+        """Names of parameters that belong to one task only (per-task heads). A head shared by every task is
+        a shared parameter: not named here, so a method regularises it like any other (EWC's penalty)."""
         return set()
 
+    def output_parameter_names(self) -> set[str]:
+        """Names of the output heads' parameters, shared or per task: left out of the adaptable layers and of
+        the dense footprint (the body's weight change). Defaults to the per-task heads."""
+        return self.head_parameter_names()
+
     def adaptable_layers(self) -> dict[str, nn.Module]:
-        """The shared Linear/Conv layers a method may adapt, prune or mask (heads excluded)."""
-        heads = {n.rsplit(".", 1)[0] for n in self.head_parameter_names()}
+        """The shared Linear/Conv layers a method may adapt, prune or mask (output heads excluded)."""
+        heads = {n.rsplit(".", 1)[0] for n in self.output_parameter_names()}
         return {
             name: m
             for name, m in self.named_modules()
@@ -104,4 +110,9 @@ class HeadedModel(CLModel):
         return self.head(task)(self.backbone(x))
 
     def head_parameter_names(self) -> set[str]:
+        if not self.info.multi_head:  # one head for every task: shared, not any one task's
+            return set()
+        return self.output_parameter_names()
+
+    def output_parameter_names(self) -> set[str]:
         return {n for n, _ in self.named_parameters() if n.startswith("heads.")}

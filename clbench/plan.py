@@ -206,13 +206,28 @@ def _with_path(cls: type, values: dict[str, Any], key: str, value: str | None, e
     return values
 
 
-def _fits(method: MethodSpec, model: ModelSpec, modality: str) -> str | None:
+def _fits(method: MethodSpec, model: ModelSpec, stream: Stream) -> str | None:
+    if method.scenarios and stream.scenario not in method.scenarios:
+        return (f"runs only {' or '.join(sorted(method.scenarios))} (it uses the task identity at test time); "
+                f"{stream.name!r} is {stream.scenario}")
     missing = method.requires - model.provides
     if missing:
         return f"needs a model with {sorted(missing)}; {model.name!r} provides {sorted(model.provides) or 'none'}"
-    if modality not in model.modalities:
-        return f"model {model.name!r} does not take {modality!r} inputs"
+    if stream.modality not in model.modalities:
+        return f"model {model.name!r} does not take {stream.modality!r} inputs"
     return None
+
+
+def _check_heads(model_cfg: Any, stream: Stream) -> None:
+    """A model setting ``multi_head`` that differs from the stream's heads would change the scenario under the
+    stream's name (one head per task hands the model the task identity); refuse it."""
+    multi_head = getattr(model_cfg, "multi_head", None)
+    if multi_head is None or bool(multi_head) == stream.multi_head:
+        return
+    raise ConfigError(f"model.multi_head={str(multi_head).lower()} on stream {stream.name!r}, which is "
+                      f"{stream.scenario} ({'one head per task' if stream.multi_head else 'one shared head'}): "
+                      "it would run another scenario under this stream's name; drop the setting, or run a stream "
+                      "of that scenario (`clbench list streams`)")
 
 
 def _check_scopes(sets: Mapping[str, Any], regs: Registries) -> None:
@@ -328,7 +343,7 @@ def make_plan(regs: Registries, req: RunRequest) -> Plan:
             keys, sweep_points = sweep_of(parts)
             for order, seed, point in itertools.product(orders, seeds, sweep_points):
                 sweep = dict(zip(keys, point, strict=True))
-                cell = _make_cell(regs, profile.name, profile.sets, sspec, stream.modality, order, seed,
+                cell = _make_cell(regs, profile.name, profile.sets, sspec, stream, order, seed,
                                   label, mspecs, {**single, **sweep}, sweep, req)
                 if isinstance(cell, str):
                     if explicit:
@@ -395,7 +410,7 @@ def _make_cell(
     profile: str,
     profile_sets: Mapping[str, Any],
     sspec: StreamSpec,
-    modality: str,
+    stream: Stream,
     order: str,
     seed: int,
     label: str,
@@ -416,7 +431,7 @@ def _make_cell(
         raise ConfigError(f"stream {sspec.name!r} names no model for profile {profile!r}; pass --model")
     mspec = regs.models.get(model_name)
     for m in mspecs:
-        why = _fits(m, mspec, modality)
+        why = _fits(m, mspec, stream)
         if why:
             return why
 
@@ -433,6 +448,7 @@ def _make_cell(
     model_values = _with_path(mspec.config_cls, layered("model"), "name_or_path", req.model_path,
                               _select(user, "model"))
     model_cfg = cfg.apply(mspec.config_cls, None, model_values, "model")
+    _check_heads(model_cfg, stream)
     stream_values = _with_path(sspec.config_cls, {**_select(stream_preset, "stream"), **_select(prof, "stream"),
                                                    **_select(user, "stream")},
                                "data_dir", req.data_dir, _select(user, "stream"))

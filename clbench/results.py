@@ -66,6 +66,9 @@ def schema() -> dict[str, Any]:
     return json.loads(resources.files("clbench").joinpath("schema/result.schema.json").read_text())
 
 
+OPTIONAL_FIELDS = ("scenario", "divergence")
+
+
 @dataclass
 class CellResult:
     """The content of one ``result.json``."""
@@ -86,6 +89,10 @@ class CellResult:
     config_hash: str | None = None  # identity of the resolved settings (clbench.plan.config_hash); None: schema 1
     metric_errors: dict[str, str] = field(default_factory=dict)  # metric -> why its value is null
     footprints: dict[str, Any] | None = None  # {"file", "sha256", "bytes"} of the footprint file beside it
+    # The test-time scenario the stream ran in (clbench.data.SCENARIOS); None: written before it was recorded.
+    scenario: str | None = None
+    # Where training blew up (status "diverged"): task, index, phase, epoch, step, loss, reference.
+    divergence: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
     path: Path | None = None  # where it was read from; not serialised
 
@@ -94,8 +101,8 @@ class CellResult:
         return cell_key(self.stream, self.method, self.order, self.seed)
 
     def to_json(self) -> dict[str, Any]:
-        data = {k: v for k, v in self.__dict__.items() if k != "path"}
-        return data
+        # fields added in schema 2's lifetime are written only when set: an older result reads back unchanged
+        return {k: v for k, v in self.__dict__.items() if k != "path" and not (k in OPTIONAL_FIELDS and v is None)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any], path: Path | None = None) -> CellResult:

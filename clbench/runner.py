@@ -79,6 +79,7 @@ def build_method(regs: Registries, cell: Cell, ctx: CellContext) -> Method:
 def build_stream(regs: Registries, cell: Cell) -> Stream:
     stream = regs.streams.get(cell.stream).factory(cell.stream_cfg)
     check_type(stream, Stream, f"stream {cell.stream!r}", "factory", regs.streams.origins.get(cell.stream))
+    stream.eval_split = cell.train.eval_split
     return stream
 
 
@@ -248,6 +249,7 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
     move = ctx.device.type != "cpu"  # streams hold CPU tensors: on CPU a batch is used as it is
     model.train()
     group: tuple[str, Any] = ("", None)  # the optimizer of the phase group going on (Phase.optimizer_group)
+    blowup, first = ctx.train.diverge_factor, None  # the task's first epoch mean loss: the blow-up reference
     for p_i, phase in enumerate(method.phases(task, index)):
         method.before_phase(phase, task, index)
         params = method.parameters(model, phase)
@@ -279,7 +281,7 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
                     loss, task_loss, terms = accumulate(model, method, batch, accum, what)
                 value = loss.item()  # the step's one host sync: the non-finite check and the epoch's mean loss
                 if not math.isfinite(value):
-                    raise Diverged(f"loss became {value} on task {task!r} ({phase.name}, epoch {epoch + 1})")
+                    raise _diverged(f"loss became {value}", task, index, phase.name, epoch, step + 1, value, None)
                 total += value
                 n += 1
                 if after_backward is not None:
@@ -304,7 +306,14 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
             method.after_epoch(phase, epoch)
             if schedule is not None:
                 schedule.step()
-            epoch_loss.append(total / n if n else None)
+            mean = total / n if n else None
+            epoch_loss.append(mean)
+            if mean is not None:
+                if first is None:
+                    first = mean
+                elif blowup and mean > blowup * first:
+                    raise _diverged(f"epoch mean loss {mean:.4g} > {blowup:g} × the task's first epoch's {first:.4g} "
+                                    "(train.diverge_factor)", task, index, phase.name, epoch, step, mean, first)
         seconds = time.perf_counter() - t0
         if parallel:  # each rank counted the tokens of its micro-batches
             model.tokens_seen = tokens0 + int(dist.sum(torch.tensor(model.tokens_seen - tokens0, device=ctx.device)))
@@ -316,6 +325,15 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
     stats["phases"] = [name for name, v in stats.items() if isinstance(v, dict)]  # result.json sorts keys
     dist.broadcast_buffers(model)
     return stats
+
+
+def _diverged(what: str, task: str, index: int, phase: str, epoch: int, step: int, loss: float,
+              reference: float | None) -> Diverged:
+    """The :class:`Diverged` of a blow-up on ``task`` (epoch counted from 0, ``step`` the cell's optimizer step)."""
+    where = {"task": task, "index": index, "phase": phase, "epoch": epoch + 1, "step": step,
+             "loss": loss if math.isfinite(loss) else str(loss), "reference": reference}
+    return Diverged(f"{what} on task {task!r} (task {index + 1}, phase {phase}, epoch {epoch + 1}, step {step})",
+                    where)
 
 
 def steps_done(timings: list[dict[str, Any]]) -> int:
@@ -389,6 +407,7 @@ class Runner:
                 raise  # the checkpoint of the last finished task stays for the next run
             except Diverged as exc:
                 state.fail("diverged", str(exc))
+                state.divergence = exc.where
             except Exception as exc:
                 where = "" if isinstance(exc, PluginError) else blame(exc, self.regs)
                 self._failed(cell, state, f"{type(exc).__name__}: {exc}{where}")
@@ -451,6 +470,7 @@ class Runner:
         stream = build_stream(self.regs, cell)
         order = stream.order(cell.order)
         state.tasks = order
+        state.scenario = stream.scenario
         model, method = self._build(cell, stream, order, device)
         state.env = environment(str(device), train, dict(self._versions), world_size=dist.world_size)
 
@@ -556,6 +576,8 @@ class _CellState:
         self.env: dict[str, Any] = {}
         self.status = "failed"
         self.error: str | None = "the cell did not start"
+        self.divergence: dict[str, Any] | None = None  # where training blew up (status "diverged")
+        self.scenario: str | None = None  # the stream's test-time scenario (Stream.scenario)
         self.started = time.perf_counter()
 
     @property
@@ -654,4 +676,6 @@ class _CellState:
             config_hash=cell.config_hash,
             metric_errors=errors,
             footprints=footprints,
+            scenario=self.scenario,
+            divergence=self.divergence if self.status == "diverged" else None,
         )

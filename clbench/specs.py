@@ -40,6 +40,9 @@ class MethodSpec:
     ``requires`` lists capabilities the model must provide (e.g. ``{"lora"}``); the planner skips
     methods whose requirements a stream's model cannot meet when running ``--methods all``.
     ``composable`` methods only contribute loss terms on shared structure and may be joined with ``+``.
+    ``scenarios`` are the test-time scenarios it can run in (:data:`clbench.data.SCENARIOS`; empty: all): a
+    method that picks a per-task mask, head or adapter at test time needs ``{"task-incremental"}``, and is
+    reported as unable to run on another stream, never moved to another scenario.
     """
 
     name: str
@@ -51,6 +54,7 @@ class MethodSpec:
     composable: bool = False
     presets: Presets = field(default_factory=dict)
     tags: frozenset[str] = frozenset()
+    scenarios: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

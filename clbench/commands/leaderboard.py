@@ -56,7 +56,8 @@ def _write_leaderboards(regs: Registries, results: list[Any], out: Path, plots: 
     stale = []
     for profile, group in by_profile(results).items():
         path = out / f"{profile}.md"
-        text = render(group, regs.metrics.values(), f"clbench leaderboard — profile `{profile}`", out.resolve())
+        text = render(group, regs.metrics.values(), f"clbench leaderboard — profile `{profile}`", out.resolve(),
+                      regs.methods.items)
         if check:
             if not path.exists() or path.read_text(encoding="utf-8") != text:
                 stale.append(path)

@@ -118,6 +118,11 @@ def command(regs: Registries, methods: str | None, streams: str | None, orders: 
                       options={**options, "jobs": jobs, "nproc": nproc})
     lines, code = summary(results, getattr(results, "faults", ()))
     if results:
+        from clbench.leaderboard import console_summary
+
+        table = console_summary(results, regs.methods.items)
+        if table:
+            click.echo("\n" + table)
         line, written = _leaderboard_line(regs, results, plan.profile, out, write_board)
         lines.insert(len(lines) - 1, line)  # the last line stays the count and the exit code
         code = code or (0 if written else 2)
@@ -136,7 +141,7 @@ def _leaderboard_line(regs: Registries, results: Sequence[CellResult], profile: 
     from clbench.results import atomic_write_text
 
     path = out / LEADERBOARD_FILE
-    text = render(results, regs.metrics.values(), f"profile `{profile}` ({out})", out.resolve())
+    text = render(results, regs.metrics.values(), f"profile `{profile}` ({out})", out.resolve(), regs.methods.items)
     try:
         atomic_write_text(path, text)
     except OSError as exc:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import functools
+
 from clbench import hookimpl
 from clbench.specs import StreamSpec
 
@@ -14,9 +16,12 @@ _QUICK = {"model": "mlp", "orders": ["1", "2", "3"], "train.epochs": 3, "train.b
 def clbench_add_streams() -> list[StreamSpec]:
     return [
         StreamSpec("permuted-digits", PermutedDigits, DigitsConfig,
-                   "10 tasks of sklearn digits, each under a fixed pixel permutation (shared head)",
+                   "10 tasks of sklearn digits, each under a fixed pixel permutation (one shared head: domain-incremental)",
                    presets={"quick": dict(_QUICK)}),
+        StreamSpec("permuted-digits-til", functools.partial(PermutedDigits, multi_head=True), DigitsConfig,
+                   "permuted-digits with one head per task (task-incremental: the task identity is given at test "
+                   "time)", presets={"quick": dict(_QUICK)}),
         StreamSpec("split-digits", SplitDigits, DigitsConfig,
-                   "5 two-class tasks of sklearn digits (0/1 ... 8/9), one head per task",
+                   "5 two-class tasks of sklearn digits (0/1 ... 8/9), one head per task (task-incremental)",
                    presets={"quick": dict(_QUICK)}),
     ]

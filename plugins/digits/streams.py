@@ -1,7 +1,9 @@
 """Streams on scikit-learn's digits images (1,797 real 8×8 scans; shipped with scikit-learn, offline).
 
 * ``permuted-digits``: 10 tasks; task k sees every image through a fixed pixel permutation (task
-  ``p0`` is the identity). One shared 10-way head (domain-incremental).
+  ``p0`` is the identity). One shared 10-way head (domain-incremental: no task identity at test time).
+* ``permuted-digits-til``: the same tasks with one 10-way head per task (task-incremental: the task identity
+  picks the head, a mask or an adapter at test time), the setting of the LPS paper's comparison (§III).
 * ``split-digits``: 5 two-class tasks (0/1, 2/3, ...); task-incremental with one head per task.
 
 The train/test split is fixed (stratified, seed 1234), independent of the run seed, so every method
@@ -55,17 +57,17 @@ def _splits(test_fraction: float, val_fraction: float) -> dict[str, tuple[torch.
 
 
 class PermutedDigits(Stream):
-    def __init__(self, config: DigitsConfig) -> None:
+    def __init__(self, config: DigitsConfig, multi_head: bool = False) -> None:
         names = [f"p{k}" for k in range(config.tasks)]
         rng = torch.Generator().manual_seed(SPLIT_SEED + 1)
         shuffled = [names[i] for i in torch.randperm(len(names), generator=rng).tolist()]
         super().__init__(
-            name="permuted-digits",
+            name="permuted-digits-til" if multi_head else "permuted-digits",
             tasks=[TaskInfo(n, DIGIT_LABELS, group="digits") for n in names],
             orders={"1": names, "2": names[::-1], "3": shuffled},
             modality="image",
             input_shape=(1, 8, 8),
-            multi_head=False,
+            multi_head=multi_head,
             provenance="scikit-learn load_digits (UCI optdigits test set, 1,797 images)",
         )
         self.config = config

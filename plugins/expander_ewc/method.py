@@ -62,14 +62,14 @@ class MaskedTraining(Method):
 
     def vector_parameters(self) -> dict[str, nn.Parameter]:
         assert self.model is not None
-        heads = self.model.head_parameter_names()
+        heads = self.model.output_parameter_names()  # train_heads: the output layers, shared or not
         masked = self.masked_parameters()
         return {n: p for n, p in self.model.named_parameters()
                 if p.requires_grad and n not in heads and n not in masked}
 
     def head_parameters(self) -> dict[str, nn.Parameter]:
         assert self.model is not None
-        heads = self.model.head_parameter_names()
+        heads = self.model.output_parameter_names()  # train_heads: the output layers, shared or not
         return {n: p for n, p in self.model.named_parameters() if p.requires_grad and n in heads}
 
     def penalized(self) -> dict[str, nn.Parameter]:

@@ -12,11 +12,12 @@ from .method import LPS
 # main.py l.564–571 (warm-up) and l.323–331 (retrain): MultiStepLR, ×0.5 after these epochs of the phase
 _RELEASED_LR = {"lr_milestones": [65, 100, 130, 190, 220, 250, 280], "lr_gamma": 0.5}
 
-# Quick profile (digits MLP 64-256-256, one head per task as in the paper); warm-up/ADMM/final epochs
-# in the paper's 1:3:1 ratio (Table I), shortened; α such that every task, the last included, gets a share.
-_QUICK = {"model.multi_head": True, "warmup_epochs": 3, "admm_epochs": 3, "retrain_epochs": 2}
+# Quick profile (digits MLP 64-256-256, the task-incremental streams: one head per task as in the paper);
+# warm-up/ADMM/final epochs in the paper's 1:3:1 ratio (Table I), shortened; α such that every task, the last
+# included, gets a share.
+_QUICK = {"warmup_epochs": 3, "admm_epochs": 3, "retrain_epochs": 2}
 QUICK_PRESETS = {
-    "quick/permuted-digits": {**_QUICK, "alpha": [0.1]},
+    "quick/permuted-digits-til": {**_QUICK, "alpha": [0.1]},
     "quick/split-digits": {**_QUICK, "alpha": [0.2]},
     # clbench.testing's tiny profile checks plumbing only (conformance, resume): a few epochs per phase
     "test": {"warmup_epochs": 1, "admm_epochs": 3, "retrain_epochs": 1},
@@ -43,7 +44,8 @@ def _report_value(key: str):
 def clbench_add_methods() -> list[MethodSpec]:
     return [MethodSpec("lps", LPS, LPSConfig,
                        "Learn-Prune-Share: ADMM pruning into disjoint partitions + a learned binary sharing mask",
-                       footprint_kind="masked", requires=frozenset({"multi-head"}), presets=QUICK_PRESETS)]
+                       footprint_kind="masked", requires=frozenset({"multi-head"}), presets=QUICK_PRESETS,
+                       scenarios=frozenset({"task-incremental"}))]
 
 
 @hookimpl

@@ -8,11 +8,11 @@ from clbench.specs import MethodSpec
 from .config import PackNetConfig
 from .method import PackNet
 
-# Quick profile (digits MLP 64-256-256): one head per task (the paper's multi-head setting, LPS §III);
-# α such that every task of the stream, the last included, gets the same share.
+# Quick profile (digits MLP 64-256-256): the task-incremental streams (one head per task, the paper's multi-head
+# setting, LPS §III); α such that every task of the stream, the last included, gets the same share.
 QUICK_PRESETS = {
-    "quick/permuted-digits": {"model.multi_head": True, "alpha": [0.1]},
-    "quick/split-digits": {"model.multi_head": True, "alpha": [0.2]},
+    "quick/permuted-digits-til": {"alpha": [0.1]},
+    "quick/split-digits": {"alpha": [0.2]},
     # paper-lps: the same per-task share as LPS (Table I α); train/retrain epochs = LPS warm-up/final (the
     # paper gives none for PackNet; it runs the authors' code with "the recommended hyperparameters")
     "paper-lps/permuted-mnist": {"alpha": [0.1], "train_epochs": 30, "retrain_epochs": 30},
@@ -24,4 +24,5 @@ QUICK_PRESETS = {
 def clbench_add_methods() -> list[MethodSpec]:
     return [MethodSpec("packnet", PackNet, PackNetConfig,
                        "PackNet: prune to a per-task share, retrain, freeze; task-aware masked inference",
-                       footprint_kind="masked", requires=frozenset({"multi-head"}), presets=QUICK_PRESETS)]
+                       footprint_kind="masked", requires=frozenset({"multi-head"}), presets=QUICK_PRESETS,
+                       scenarios=frozenset({"task-incremental"}))]

@@ -10,6 +10,8 @@ from .config import PerTaskConfig, PerTaskMaskConfig, PerTaskRandomConfig
 from .masked import PerTaskMasked
 from .method import PerTask
 
+TASK_ID = frozenset({"task-incremental"})  # each task is evaluated with its own adapter or mask
+
 # Table 5 (§6.2): 99 % sparsity on GLUE, also on the offline GLUE-style tasks of the CL benchmark.
 MASK_PRESETS = {**PAPER_PRESETS, "paper-expander/glue-cl": PAPER_PRESETS["paper-expander/glue-sparse"]}
 
@@ -18,11 +20,11 @@ MASK_PRESETS = {**PAPER_PRESETS, "paper-expander/glue-cl": PAPER_PRESETS["paper-
 def clbench_add_methods() -> list[MethodSpec]:
     return [MethodSpec("pertask", PerTask, PerTaskConfig, "a separate LoRA per task, each evaluated with its own adapter",
                        footprint_kind="lowrank", requires=frozenset({"lora"}), presets=BASELINE,
-                       tags=frozenset({"upper-bound"})),
+                       tags=frozenset({"upper-bound"}), scenarios=TASK_ID),
             MethodSpec("pertask-expander", PerTaskMasked, PerTaskMaskConfig,
                        "each task from the base weights with its own expander mask, no EWC (Table 5's protocol)",
-                       footprint_kind="masked", presets=MASK_PRESETS, tags=frozenset({"upper-bound"})),
+                       footprint_kind="masked", presets=MASK_PRESETS, tags=frozenset({"upper-bound"}), scenarios=TASK_ID),
             MethodSpec("pertask-random", PerTaskMasked, PerTaskRandomConfig,
                        "each task from the base weights with its own uniform random mask, no EWC (Table 5's "
                        "Random Mask row)", footprint_kind="masked", presets=MASK_PRESETS,
-                       tags=frozenset({"upper-bound", "ablation"}))]
+                       tags=frozenset({"upper-bound", "ablation"}), scenarios=TASK_ID)]
