@@ -207,14 +207,14 @@ def _with_path(cls: type, values: dict[str, Any], key: str, value: str | None, e
 
 
 def _fits(method: MethodSpec, model: ModelSpec, stream: Stream) -> str | None:
-    if method.scenarios and stream.scenario not in method.scenarios:
-        return (f"runs only {' or '.join(sorted(method.scenarios))} (it uses the task identity at test time); "
-                f"{stream.name!r} is {stream.scenario}")
     missing = method.requires - model.provides
     if missing:
         return f"needs a model with {sorted(missing)}; {model.name!r} provides {sorted(model.provides) or 'none'}"
     if stream.modality not in model.modalities:
         return f"model {model.name!r} does not take {stream.modality!r} inputs"
+    if method.scenarios and stream.scenario not in method.scenarios:
+        return (f"runs only {' or '.join(sorted(method.scenarios))} (it uses the task identity at test time); "
+                f"{stream.name!r} is {stream.scenario}")
     return None
 
 

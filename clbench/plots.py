@@ -355,6 +355,23 @@ def sweep_series(results: Iterable[CellResult], stream: str, metric: str = "AA"
     return {k: sorted(v.items()) for k, v in sorted(cells.items()) if len(v) >= 2}
 
 
+def sweep_diverged(results: Iterable[CellResult], stream: str) -> dict[tuple[str, str, str], dict[float, int]]:
+    """Per (method, swept key, the other sweep settings): how many cells of each value diverged."""
+    out: dict[tuple[str, str, str], dict[float, int]] = {}
+    for r in results:
+        parsed = sweep_label(r.method)
+        if r.stream != stream or r.status != "diverged" or parsed is None:
+            continue
+        base, pairs = parsed
+        for key, value in pairs.items():
+            x = _number(value)
+            if x is not None:
+                rest = ",".join(f"{k}={v}" for k, v in pairs.items() if k != key)
+                counts = out.setdefault((base, key, rest), {})
+                counts[x] = counts.get(x, 0) + 1
+    return out
+
+
 def sweep_plots(results: Iterable[CellResult], directory: Path, prefix: str, metric: str = "AA") -> list[Path]:
     """One PNG per (stream, method, swept key): ``metric`` (mean ± std over cells) against the key's value.
 
@@ -366,6 +383,7 @@ def sweep_plots(results: Iterable[CellResult], directory: Path, prefix: str, met
     written = []
     for stream in sorted({r.stream for r in results}):
         series = sweep_series(results, stream, metric)
+        diverged = sweep_diverged(results, stream)
         for base, key in sorted({(b, k) for b, k, _ in series}):
             plt = _pyplot()
             lines = {rest or base: points for (b, k, rest), points in series.items() if (b, k) == (base, key)}
@@ -380,6 +398,12 @@ def sweep_plots(results: Iterable[CellResult], directory: Path, prefix: str, met
                 means = [sum(v) / len(v) for _, v in points]
                 stds = [_sample_std(v) if len(v) > 1 else float("nan") for _, v in points]  # no bar for one
                 ax.errorbar(xs, means, yerr=stds, markersize=5, capsize=3, label=label, **styles[label])
+                rest = "" if label == base else label
+                for x, count in sorted(diverged.get((base, key, rest), {}).items()):  # a blow-up is a result
+                    ticks.add(x)
+                    ax.plot([x], [0.0], marker="X", color="tab:red", markersize=9, linestyle="none", clip_on=False)
+                    ax.annotate(f"diverged: {count}", (x, 0.0), textcoords="offset points", xytext=(4, 6),
+                                fontsize=7, color="tab:red")
             if len(ticks) <= 12:
                 ax.set_xticks(sorted(ticks))
             ax.set_xlabel(key)

@@ -58,6 +58,9 @@ from clbench.results import (
     write_result,
 )
 
+# The least blow-up reference (train.diverge_factor): a phase that starts on a task already learned (joint training
+# after its first task: a first step of 4e-4) has a loss that may rise a hundredfold and stay far below a blow-up.
+LOSS_FLOOR = 1.0
 FINAL_STATUSES = ("complete", "diverged")  # deterministic outcomes: rerunning gives the same
 
 
@@ -249,7 +252,7 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
     move = ctx.device.type != "cpu"  # streams hold CPU tensors: on CPU a batch is used as it is
     model.train()
     group: tuple[str, Any] = ("", None)  # the optimizer of the phase group going on (Phase.optimizer_group)
-    blowup, first = ctx.train.diverge_factor, None  # the task's first epoch mean loss: the blow-up reference
+    blowup = ctx.train.diverge_factor
     for p_i, phase in enumerate(method.phases(task, index)):
         method.before_phase(phase, task, index)
         params = method.parameters(model, phase)
@@ -266,6 +269,7 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
         # looked up once: the step below is the harness's whole per-step cost (benchmarks/bench_overhead.py)
         after_backward, after_step = _own_hook(method, "after_backward"), _own_hook(method, "after_step")
         clip = ctx.train.grad_clip
+        first = None  # the blow-up reference: the loss the phase starts from (its first step's), at least LOSS_FLOOR
         for epoch in range(phase.epochs):
             total, n = 0.0, 0
             for batch in _epoch_batches(ctx, train_tasks, ctx.train.batch_size, index, p_i, epoch):
@@ -282,6 +286,8 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
                 value = loss.item()  # the step's one host sync: the non-finite check and the epoch's mean loss
                 if not math.isfinite(value):
                     raise _diverged(f"loss became {value}", task, index, phase.name, epoch, step + 1, value, None)
+                if first is None:
+                    first = max(value, LOSS_FLOOR)
                 total += value
                 n += 1
                 if after_backward is not None:
@@ -308,12 +314,10 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
                 schedule.step()
             mean = total / n if n else None
             epoch_loss.append(mean)
-            if mean is not None:
-                if first is None:
-                    first = mean
-                elif blowup and mean > blowup * first:
-                    raise _diverged(f"epoch mean loss {mean:.4g} > {blowup:g} × the task's first epoch's {first:.4g} "
-                                    "(train.diverge_factor)", task, index, phase.name, epoch, step, mean, first)
+            if blowup and mean is not None and first is not None and mean > blowup * first:
+                raise _diverged(f"epoch mean loss {mean:.4g} > {blowup:g} × {first:.4g} (the phase's first step's loss, "
+                                f"at least {LOSS_FLOOR:g}; train.diverge_factor)", task, index, phase.name, epoch, step,
+                                mean, first)
         seconds = time.perf_counter() - t0
         if parallel:  # each rank counted the tokens of its micro-batches
             model.tokens_seen = tokens0 + int(dist.sum(torch.tensor(model.tokens_seen - tokens0, device=ctx.device)))

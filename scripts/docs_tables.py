@@ -13,10 +13,12 @@ Each generated table sits between two markers in the document:
 Sections (all from ``results/quick/cl-quick/*/order-1/seed-0``, the LoRA-family cells of the quick profile):
 
 - ``cl-quick-cells``: AA, F.Ra, OO, AWOM, GSR, ACR and ‖A_T‖_F as recorded in each cell's result.json.
-- ``quick-excerpt`` (README.md): the AA and F.Ra `avg` columns of every quick stream.
+- ``quick-excerpt`` (README.md): the summary that opens leaderboards/quick.md (AA-ranked, F.Ra, separation).
 - ``quick-size`` (README.md): the committed quick default's cell count per stream.
 - ``reproducibility`` (README.md): how far the quick cells move with AVX2 kernels or another thread count
   (``results/reproducibility/*``, result.json only, compared with ``clbench.verify.compare``).
+- ``tuning-choices``, ``tuning-cost`` (docs/tuning.md): the quick presets' validation protocol as committed under
+  ``results/tuning`` (scripts/tune_quick.py): the grids, each choice, its doubled run, and what it cost.
 - ``acr-tau``: ACR recomputed from each cell's committed ``footprints.safetensors`` at several τ, with the
   metric plugin's own function; the recomputed value at the cell's recorded τ must equal its recorded ACR.
 
@@ -262,39 +264,28 @@ def table_acr_tau(results: Path, regs: Any) -> str:
 
 
 # --------------------------------------------------------------------------- README.md
-EXCERPT_METRICS = (("AA", "↑"), ("F.Ra", "↓"))
-
-
 def quick_excerpt(results: Path, regs: Any) -> str:
-    """The `avg` column of AA and F.Ra per stream and method (every order and seed of a cell pooled)."""
-    from clbench.leaderboard import _fmt
+    """The summary that opens leaderboards/quick.md: per stream and scenario, methods ranked by AA (every order and
+    seed of a row pooled), F.Ra, and which rows are separated from the best."""
+    from clbench.leaderboard import (
+        SUMMARY_LEGEND,
+        frame,
+        method_labels,
+        section_title,
+        sections,
+        summary_table,
+    )
     from clbench.results import iter_results
 
-    cells = [r for r in iter_results(results) if r.status == "complete"]
-    streams = sorted({r.stream for r in cells}, key=lambda s: (s == "cl-quick", s))
-    methods = sorted({r.method for r in cells})
-    seeds = sorted({r.seed for r in cells})
-
-    def pooled(stream: str, method: str, name: str) -> list[float]:
-        return [float(r.metrics[name]) for r in cells
-                if r.stream == stream and r.method == method and r.metrics.get(name) is not None]
-
-    def orders_of(stream: str) -> str:
-        orders = sorted({r.order for r in cells if r.stream == stream}, key=lambda o: (len(o), o))
-        return f"order {orders[0]}" if len(orders) == 1 else f"orders {', '.join(orders)} pooled"
-
-    head = ("`avg` column of `clbench run --methods all` (seeds " + ", ".join(map(str, seeds)) + "; "
-            + "; ".join(f"{s}: {orders_of(s)}" for s in streams) + "; ± is the sample std over the pooled cells). "
-            "Scores in percent.\n")
-    header = "| method | " + " | ".join(f"{s}: " + " / ".join(f"{m} {a}" for m, a in EXCERPT_METRICS) for s in streams) + " |"
-    rows = [header, "|---|" + "---|" * len(streams)]
-    for method in methods:
-        cols = []
-        for stream in streams:
-            values = [pooled(stream, method, m) for m, _ in EXCERPT_METRICS]
-            cols.append(" / ".join(_fmt(v) for v in values) if any(values) else "—")
-        rows.append(f"| {method} | " + " | ".join(cols) + " |")
-    return head + "\n" + "\n".join(rows)
+    df = frame(iter_results(results))
+    seeds = sorted(df["seed"].unique())
+    orders = sorted(df["order"].unique())
+    head = (f"`clbench run --methods all`: seeds {', '.join(map(str, seeds))}, order{'s' * (len(orders) > 1)} "
+            f"{', '.join(orders)}. {SUMMARY_LEGEND} Scores in percent.\n")
+    blocks = [f"**{section_title(stream, scenario)}**\n\n"
+              f"{summary_table(sdf, method_labels(sdf['method'].unique(), regs.methods.items))}"
+              for stream, scenario, sdf in sections(df)]
+    return head + "\n" + "\n".join(blocks).rstrip("\n")
 
 
 def quick_size(results: Path, regs: Any) -> str:
@@ -315,8 +306,7 @@ def quick_size(results: Path, regs: Any) -> str:
 REPRO_RUNS = {
     "quick-avx2": ("AVX2 kernels instead of AVX-512: `ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 "
                    "ONEDNN_MAX_CPU_ISA=AVX2 clbench run --methods all`", None),
-    "quick-threads2": ("2 threads instead of 1 on the digits streams: `clbench run --methods all --stream "
-                       "split-digits,permuted-digits --set train.threads=2`", "train.threads"),
+    "quick-threads2": ("2 threads instead of 1: `clbench run --methods all --set train.threads=2`", "train.threads"),
 }
 
 
@@ -629,7 +619,75 @@ def claims_oo(results: Path, regs: Any) -> str:
     return "\n".join(lines)
 
 
+def _tune_quick() -> Any:
+    """scripts/tune_quick.py as a module (it sits beside this script; tests load this one by path)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tune_quick", Path(__file__).with_name("tune_quick.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("tune_quick", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _g(x: float | None) -> str:
+    return "—" if x is None else f"{x:g}"
+
+
+def tuning_choices(results: Path, regs: Any) -> str:
+    """Per quick stream × method: the grid, the validation AA of the choice and of the runner-up, the points a
+    seed diverged at, and the choice's doubled run (results/tuning, scripts/tune_quick.py)."""
+    from clbench.leaderboard import _fmt
+
+    tq = _tune_quick()
+    grid_results, stable_results = tq._results(tq.GRID_DIR), tq._results(tq.STABLE_DIR)
+    if not grid_results:
+        raise DocsTableError(f"{_shown(tq.GRID_DIR)}: no tuning results; run `python scripts/tune_quick.py`")
+    lines = ["| stream | method | lr key: grid → chosen | strength: grid → chosen | validation AA of the choice | "
+             "next best | grid points with a diverged seed | passed over (doubled run diverged) | "
+             "doubled lr and strength: seeds complete |", "|---|---|---|---|---|---|---|---|---|"]
+    for stream, method, _ in tq.planned(regs):
+        k = tq.knobs(stream, method)
+        grid, chosen, passed, ok = tq.state(stream, method, grid_results, stable_results)
+        if chosen is None:
+            raise DocsTableError(f"{stream} {method}: no grid point qualifies in {_shown(tq.GRID_DIR)}")
+        others = [p for p in grid if p is not chosen and p.stable]
+        unstable = [p for p in grid if not p.stable]
+        doubled = tq.doubled_statuses(stable_results, stream, method, chosen.lr, chosen.strength)
+        strength = "—" if k.strength_key is None else \
+            f"`{k.strength_key}`: {', '.join(map(_g, k.strengths))} → **{_g(chosen.strength)}**"
+
+        def where(p: Any) -> str:
+            return f"{_g(p.lr)}" + ("" if p.strength is None else f"/{_g(p.strength)}")
+
+        lines.append(
+            f"| {stream} | {method} | `{k.lr_key}`: {', '.join(map(_g, k.lrs))} → **{_g(chosen.lr)}** | {strength} | "
+            f"{_fmt(chosen.scores)} | {(_fmt(others[0].scores) + ' at ' + where(others[0])) if others else '—'} | "
+            f"{', '.join(where(p) for p in unstable) or 'none'} | {', '.join(where(p) for p in passed) or 'none'} | "
+            f"{sum(s == 'complete' for s in doubled)} of {len(doubled)} |")
+    return "\n".join(lines)
+
+
+def tuning_cost(results: Path, regs: Any) -> str:
+    """What the protocol ran: cells and recorded cell time of the grid and of the doubled runs."""
+    tq = _tune_quick()
+    rows = []
+    for name, folder in (("grid (validation split)", tq.GRID_DIR), ("doubled lr and strength", tq.STABLE_DIR)):
+        cells = tq._results(folder)
+        status: dict[str, int] = {}
+        for r in cells:
+            status[r.status] = status.get(r.status, 0) + 1
+        seconds = sum(float(r.timings.get("total_s", 0.0)) for r in cells)
+        counts = ", ".join(f"{n} {s}" for s, n in sorted(status.items()))
+        rows.append(f"| {name} | `{_shown(folder)}` | {len(cells)} ({counts}) | {seconds / 60:.1f} |")
+    return "\n".join(["| stage | results | cells | cell time (min, as recorded, one CPU thread a cell) |",
+                      "|---|---|---|---|", *rows])
+
+
 GENERATORS: dict[str, Callable[[Path, Any], str]] = {
+    "tuning-choices": tuning_choices,
+    "tuning-cost": tuning_cost,
     "claims-verdict": claims_verdict,
     "claims-oo": claims_oo,
     "claims-cost": claims_cost,
@@ -640,7 +698,7 @@ GENERATORS: dict[str, Callable[[Path, Any], str]] = {
     "quick-size": quick_size,
     "reproducibility": reproducibility,
 }
-DOCUMENTS = (DOC, ROOT / "README.md", ROOT / "docs" / "text-streams-and-models.md")  # what `python scripts/docs_tables.py` regenerates
+DOCUMENTS = (DOC, ROOT / "README.md", ROOT / "docs" / "text-streams-and-models.md", ROOT / "docs" / "tuning.md")  # what `python scripts/docs_tables.py` regenerates
 
 
 def generate(text: str, results: Path) -> str:

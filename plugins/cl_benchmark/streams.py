@@ -132,12 +132,21 @@ def parse_split(path: Path, labels: Sequence[str]) -> Split:
     return Split(xs, torch.tensor(ys, dtype=torch.long))
 
 
+VAL_PER_TASK = 50  # validation examples a task, where train_per_task leaves enough out (cl-quick: 64 of ≈300)
+
+
+def sample_indices(y: torch.Tensor, n: int, generator: torch.Generator) -> torch.Tensor | None:
+    """Positions of a class-stratified random subset of about ``n`` of the labels ``y`` (None: all of them, when
+    ``n`` is 0 or too large)."""
+    if n <= 0 or n >= len(y):
+        return None
+    return stratified_split(y, n / len(y), generator)[1]
+
+
 def subsample(split: Split, n: int, generator: torch.Generator) -> Split:
     """A class-stratified random subset of about ``n`` examples (all when ``n`` is 0 or too large)."""
-    if n <= 0 or n >= len(split):
-        return split
-    _, held = stratified_split(split.y, n / len(split), generator)
-    return split.subset(held)
+    index = sample_indices(split.y, n, generator)
+    return split if index is None else split.subset(index)
 
 
 def task_generator(seed: int, task: str, purpose: str) -> torch.Generator:
@@ -197,9 +206,18 @@ class CLBenchmarkStream(Stream):
                 keep, held = stratified_split(splits[other].y, self.derive_fraction,
                                               task_generator(self.seed, info.name, "derive"))
                 splits[s], splits[other] = splits[other].subset(held), splits[other].subset(keep)
-        for s in SPLITS:
-            splits[s] = subsample(splits[s], self.limits[s], task_generator(self.seed, info.name, s))
-        return TaskData(info, splits["train"], splits["test"])
+        shipped = splits["train"]
+        taken = sample_indices(shipped.y, self.limits["train"], task_generator(self.seed, info.name, "train"))
+        splits["test"] = subsample(splits["test"], self.limits["test"], task_generator(self.seed, info.name, "test"))
+        if taken is None:
+            return TaskData(info, shipped, splits["test"])
+        # validation: a class-stratified sample of the training examples the subset left out, from its own
+        # generator: data to choose settings on (train.eval_split=val) that is neither trained on nor tested
+        rest = torch.ones(len(shipped), dtype=torch.bool)
+        rest[taken] = False
+        left = shipped.subset(torch.nonzero(rest).flatten())
+        val = subsample(left, VAL_PER_TASK, task_generator(self.seed, info.name, "val"))
+        return TaskData(info, shipped.subset(taken), splits["test"], val)
 
 
 def resolve_root(data_dir: str) -> Path:

@@ -8,7 +8,9 @@ from clbench.specs import StreamSpec
 from .streams import DigitsConfig, PermutedDigits, SplitDigits
 
 # Quick-profile settings: small enough that every method runs on all three orders in seconds.
-_QUICK = {"model": "mlp", "orders": ["1", "2", "3"], "train.epochs": 3, "train.batch_size": 32,
+# Order 1 with the profile's three seeds (0, 1, 2): seeds separate methods within the five-minute budget; the other
+# orders run with --orders 1,2,3. The learning rate is each method's (its quick preset, docs/tuning.md).
+_QUICK = {"model": "mlp", "orders": ["1"], "train.epochs": 3, "train.batch_size": 32,
           "train.lr": 0.05, "train.momentum": 0.9, "train.optimizer": "sgd"}
 
 

@@ -86,7 +86,8 @@ class EWC(Method):
         self._gradients: list[tuple[nn.Parameter, Tensor]] = []  # the penalty's, from this step's loss_terms
 
     def penalized(self) -> dict[str, nn.Parameter]:
-        """The trainable parameters outside the heads; found once per phase (a phase may freeze parameters, a
+        """The trainable parameters outside the per-task heads (a head every task shares is penalised like any
+        shared weight: ``CLModel.head_parameter_names``); found once per phase (a phase may freeze parameters, a
         step cannot): walking the model twice a step was 10 % of a quick EWC cell's time."""
         if self._penalized is None:
             assert self.model is not None

@@ -13,6 +13,7 @@ from .method import ExpanderEWC
 _QUICK = {"lr": 1e-3, "fisher_samples": 64, "train.epochs": 2}
 PRESETS = {
     "quick/permuted-digits": {**_QUICK, "lambda": 100.0},
+    "quick/permuted-digits-til": {**_QUICK, "lambda": 100.0},
     "quick/split-digits": {**_QUICK, "lambda": 100.0},
     **PAPER_PRESETS,
 }

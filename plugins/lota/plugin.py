@@ -14,7 +14,8 @@ from .method import LoTA
 # Quick profile: RMSProp step and length as expander-ewc's quick preset; 5 % masks for LoTTO so that
 # 10 disjoint masks fit in permuted-digits' matrices with room to choose.
 _QUICK = {"lr": 1e-3, "train.epochs": 1, "calibration_epochs": 1}
-_QUICK_LOTTO = {"quick/permuted-digits": {**_QUICK, "density": 0.05}, "quick/split-digits": dict(_QUICK), **PAPER_PRESETS}
+_QUICK_LOTTO = {"quick/permuted-digits": {**_QUICK, "density": 0.05}, "quick/permuted-digits-til": {**_QUICK, "density": 0.05},
+                "quick/split-digits": dict(_QUICK), **PAPER_PRESETS}
 
 
 @hookimpl

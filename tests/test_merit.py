@@ -1,0 +1,231 @@
+"""A leaderboard that ranks by merit (issue 24): one scenario per table, blow-ups shown as diverged, a ranked
+summary, and the head contract (a shared head is a shared parameter)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from clbench import testing
+from clbench.config import TrainConfig
+from clbench.data import SCENARIOS, Stream, TaskInfo
+from clbench.errors import ConfigError
+from clbench.hookspecs import hookimpl
+from clbench.leaderboard import console_summary, render, summary_table
+from clbench.method import Method
+from clbench.model import StreamInfo
+from clbench.plan import RunRequest, make_plan
+from clbench.results import CellResult, read_result
+from clbench.specs import MethodSpec, MetricSpec
+
+
+# --------------------------------------------------------------------------- blow-ups are results
+class Blowup(Method):
+    """Adds a constant 1e4 to the loss from the second epoch of the second task on: a blow-up, not a NaN."""
+
+    epoch = 0
+
+    def before_task(self, task, index):
+        super().before_task(task, index)
+        self.epoch = 0
+
+    def after_epoch(self, phase, epoch):
+        self.epoch = epoch + 1
+
+    def loss_terms(self, batch, logits):
+        if batch.task == self.ctx.order[1] and self.epoch >= 1:
+            return {"blowup": logits.new_tensor(1e4)}
+        return {}
+
+
+class BlowupPlugin:
+    @hookimpl
+    def clbench_add_methods(self):
+        return [MethodSpec("blowup", Blowup)]
+
+
+def test_an_exploding_epoch_is_diverged_with_where_it_happened(tmp_path):
+    regs = testing.registry(BlowupPlugin())
+    [r] = testing.run(regs, tmp_path, "blowup")
+    assert r.status == "diverged"
+    d = r.divergence
+    stream = testing.TinyVectorStream()
+    steps = [-(-len(stream.data(t).train) // 16) for t in r.tasks]  # batch 16, 2 epochs (the test profile)
+    first = r.timings["tasks"][0]  # task 1 finished; task 2 stopped in its second epoch
+    assert {k: d[k] for k in ("task", "index", "phase", "epoch", "step")} == {
+        "task": r.tasks[1], "index": 1, "phase": "train", "epoch": 2, "step": 2 * steps[0] + 2 * steps[1]}
+    assert first["train"]["steps"] == 2 * steps[0]
+    # the epoch's mean is 1e4 plus the task loss (a cross-entropy of 2 classes: below 1 once learned, never 10)
+    assert 1e4 < d["loss"] < 1e4 + 10 and 0 < d["reference"] < 10 and d["loss"] > 100 * d["reference"]
+    assert f"task {r.tasks[1]!r} (task 2, phase train, epoch 2, step {d['step']})" in r.error
+    assert r.accuracy_matrix[0][0] is not None and r.accuracy_matrix[1] == [None, None]
+    on_disk = read_result(r.path)
+    assert on_disk.divergence == d and on_disk.status == "diverged"
+    # the same cell with the check off completes: the constant term moves no weight
+    [off] = testing.run(regs, tmp_path / "off", "blowup", sets={"train.diverge_factor": [0.0]})
+    assert off.status == "complete" and off.divergence is None
+
+
+def test_a_nan_step_records_its_step():
+    from clbench.runner import _diverged
+
+    exc = _diverged("loss became nan", "t1", 1, "train", 0, 7, float("nan"), None)
+    assert exc.where == {"task": "t1", "index": 1, "phase": "train", "epoch": 1, "step": 7, "loss": "nan",
+                         "reference": None}
+    assert str(exc) == "loss became nan on task 't1' (task 2, phase train, epoch 1, step 7)"
+
+
+def _cell(method: str, seed: int, aa: float | None, status: str = "complete", scenario: str = "domain-incremental",
+          stream: str = "s", fra: float = 1.0) -> CellResult:
+    metrics = {} if aa is None else {"AA": aa, "F.Ra": fra}
+    return CellResult(method=method, stream=stream, order="1", seed=seed, tasks=["a"], accuracy_matrix=[[1.0]],
+                      metrics=metrics, status=status, config={"profile": "p"}, scenario=scenario)
+
+
+AA = MetricSpec("AA", lambda inp: None, "up")  # type: ignore[arg-type]
+FRA = MetricSpec("F.Ra", lambda inp: None, "down")  # type: ignore[arg-type]
+
+
+def test_a_diverged_row_is_shown_as_such_and_never_averaged():
+    results = [_cell("ewc", 0, 90.0), _cell("ewc", 1, None, "diverged"), _cell("ewc", 2, 92.0),
+               _cell("seqft", 0, 50.0), _cell("seqft", 1, 52.0), _cell("seqft", 2, 54.0)]
+    text = render(results, [AA, FRA], "T")
+    assert "| ewc      | diverged (1 of 3 cells) | diverged (1 of 3 cells) |" in text
+    # the only rankable row is seqft, ranked first; ewc is listed after it, unranked, without an F.Ra
+    table = summary_table(__import__("clbench.leaderboard", fromlist=["frame"]).frame(results))
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+    assert rows == [["1", "seqft", "52.00 ± 2.00", "1.00 ± 0.00", "3", "best"],
+                    ["—", "ewc", "diverged (1 of 3 cells)", "", "3", ""]]
+
+
+def test_the_summary_ranks_by_aa_and_says_which_rows_are_separated():
+    # a: 80 ± 1; b: 79 ± 1 (overlaps a: tied); c: 60 ± 1 (separated); the mean ± std worked out by hand
+    results = [_cell(m, s, v) for m, vs in {"c": (59, 60, 61), "a": (79, 80, 81), "b": (78, 79, 80)}.items()
+               for s, v in enumerate(vs)]
+    text = console_summary(results)
+    lines = text.splitlines()
+    assert lines[0] == "s — domain-incremental: no task identity at test time, one shared head"
+    ranked = [line.split() for line in lines[3:]]
+    assert [(r[0], r[1], r[2], r[4], r[-1]) for r in ranked] == [
+        ("1", "a", "80.00", "1.00", "best"), ("2", "b", "79.00", "1.00", "tied"), ("3", "c", "60.00", "1.00", "below")]
+
+
+def test_one_seed_separates_nothing():
+    text = console_summary([_cell("a", 0, 80.0), _cell("b", 0, 70.0)])
+    assert [line.split()[-1] for line in text.splitlines()[3:]] == ["—", "—"]
+
+
+def test_two_scenarios_of_one_stream_are_never_ranked_together():
+    results = [_cell("a", s, 80.0 + s) for s in range(2)] + \
+              [_cell("b", s, 90.0 + s, scenario="task-incremental") for s in range(2)]
+    text = render(results, [AA, FRA], "T")
+    assert "## s — domain-incremental" in text and "## s — task-incremental" in text
+    domain = text.split("## s — domain-incremental")[1].split("## ")[0]
+    assert "| a " in domain and "| b " not in domain
+
+
+def test_tags_and_methods_that_cannot_run_are_shown():
+    specs = {"joint": MethodSpec("joint", Method, tags=frozenset({"upper-bound"})),
+             "packnet": MethodSpec("packnet", Method, scenarios=frozenset({"task-incremental"}))}
+    results = [_cell("joint", s, 95.0) for s in range(2)] + \
+              [_cell("packnet", s, 90.0, scenario="task-incremental", stream="t") for s in range(2)]
+    text = render(results, [AA, FRA], "T", methods=specs)
+    assert "joint (upper bound)" in text
+    section = text.split("## s — domain-incremental")[-1]
+    assert "Cannot run in this scenario (they use the task identity at test time): packnet." in section
+
+
+# --------------------------------------------------------------------------- scenarios at planning
+def test_every_quick_stream_says_its_scenario():
+    regs = testing.registry()
+    scenarios = {name: regs.streams.get(name).factory(regs.streams.get(name).config_cls()).scenario
+                 for name in ("permuted-digits", "permuted-digits-til", "split-digits", "cl-quick")}
+    assert scenarios == {"permuted-digits": "domain-incremental", "permuted-digits-til": "task-incremental",
+                         "split-digits": "task-incremental", "cl-quick": "task-incremental"}
+    assert set(scenarios.values()) <= set(SCENARIOS)
+
+
+def test_a_method_that_needs_the_task_identity_is_refused_or_reported_not_moved(tmp_path):
+    regs = testing.registry()
+    with pytest.raises(ConfigError, match="'packnet' cannot run on stream 'permuted-digits': runs only "
+                                          "task-incremental .* 'permuted-digits' is domain-incremental"):
+        make_plan(regs, RunRequest(methods="packnet", streams=["permuted-digits"], out=tmp_path))
+    plan = make_plan(regs, RunRequest(methods="all", streams=["permuted-digits"], out=tmp_path))
+    planned = {c.method for c in plan.cells}
+    assert {"packnet", "lps", "pertask-expander", "pertask-random"}.isdisjoint(planned)
+    assert {"ewc", "seqft", "joint", "lwf", "replay"} <= planned
+    skipped = {line.split(" on ")[0] for line in plan.skipped if "task-incremental" in line}
+    assert skipped == {"lps", "packnet", "pertask-expander", "pertask-random"}
+    til = make_plan(regs, RunRequest(methods="all", streams=["permuted-digits-til"], out=tmp_path))
+    assert {"packnet", "lps", "pertask-expander", "pertask-random", "ewc", "seqft"} <= {c.method for c in til.cells}
+
+
+def test_a_head_setting_that_changes_the_scenario_is_refused(tmp_path):
+    regs = testing.registry()
+    for stream, value in (("permuted-digits", True), ("permuted-digits-til", False)):
+        with pytest.raises(ConfigError, match=f"model.multi_head={str(value).lower()} on stream '{stream}'"):
+            make_plan(regs, RunRequest(methods="seqft", streams=[stream], out=tmp_path,
+                                       sets={"model.multi_head": [value]}))
+
+
+def test_a_cell_records_its_scenario(tmp_path):
+    [r] = testing.run(testing.registry(), tmp_path, "seqft")  # tiny-vector: one head per task
+    assert r.scenario == "task-incremental" and read_result(r.path).scenario == "task-incremental"
+
+
+def test_the_default_scenario_follows_the_heads_and_label_sets():
+    def stream(labels: list[tuple[str, ...]], multi_head: bool) -> Stream:
+        return Stream("x", [TaskInfo(f"t{i}", ls) for i, ls in enumerate(labels)], {"1": ["t0"]},
+                      multi_head=multi_head)
+
+    assert stream([("a", "b"), ("a", "b")], False).scenario == "domain-incremental"
+    assert stream([("a", "b"), ("a", "b")], True).scenario == "task-incremental"
+    assert stream([("a", "b"), ("c", "d")], False).scenario == "task-incremental"  # scored among its own labels
+    with pytest.raises(Exception, match="scenario 'open-world' is none of"):
+        Stream("x", [TaskInfo("t0", ("a",))], {"1": ["t0"]}, scenario="open-world")
+
+
+# --------------------------------------------------------------------------- the head contract
+def _mlp(multi_head: bool):
+    from clbench_plugins.mlp.model import MLPConfig, build
+
+    tasks = tuple(TaskInfo(f"t{i}", ("a", "b")) for i in range(2))
+    return build(MLPConfig(hidden=(8,)), StreamInfo("x", tasks, "vector", (4,), multi_head))
+
+
+def test_a_shared_head_is_a_shared_parameter():
+    shared, per_task = _mlp(False), _mlp(True)
+    assert shared.head_parameter_names() == set()
+    assert shared.output_parameter_names() == {"heads.shared.weight", "heads.shared.bias"}
+    assert per_task.head_parameter_names() == per_task.output_parameter_names() == {
+        "heads.t0.weight", "heads.t0.bias", "heads.t1.weight", "heads.t1.bias"}
+    for model in (shared, per_task):  # masks, pruning and adapters never touch an output layer
+        assert not any(name.startswith("heads") for name in model.adaptable_layers())
+
+
+def test_ewc_penalises_a_shared_head_and_not_a_task_s_own():
+    from clbench_plugins.ewc.config import EWCConfig
+    from clbench_plugins.ewc.method import EWC
+
+    from clbench.method import CellContext
+
+    for multi_head in (False, True):
+        model = _mlp(multi_head)
+        ctx = CellContext(stream=None, order=["t0", "t1"], train=TrainConfig(), device=torch.device("cpu"), seed=0)
+        ewc = EWC(EWCConfig(lambda_=2.0), ctx)
+        ewc.setup(model)
+        names = set(ewc.penalized())
+        assert ("heads.shared.weight" in names) is not multi_head
+        assert not any(n.startswith("heads.t") for n in names)
+        # the penalty over a moved head, against (λ/2) Σ F (θ − θ*)² summed by hand over every penalised weight
+        ewc.anchor = {n: p.detach().clone() for n, p in ewc.penalized().items()}
+        ewc.fisher = {n: torch.full_like(p, 0.5) for n, p in ewc.penalized().items()}
+        ewc._weigh()
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.1)
+        value = float(ewc.loss_terms(None, None)["ewc"])
+        expected = sum(0.5 * 2.0 * 0.5 * 0.01 * p.numel() for n, p in model.named_parameters() if n in names)
+        assert math.isclose(value, expected, rel_tol=1e-5)
