@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from clbench import testing
 from clbench.cli import main
 
 GRID = ["run", "--methods", "seqft,ewc", "--stream", "split-digits", "--orders", "1,2", "--seeds", "0,1",
@@ -74,8 +75,13 @@ def test_grid_show_and_deterministic_leaderboard(capsys, tmp_path, monkeypatch):
     cells = sorted(p.relative_to(tmp_path / "runs").as_posix() for p in (tmp_path / "runs").rglob("result.json"))
     assert cells == [f"split-digits/{m}/order-{o}/seed-{s}/result.json"
                      for m in ("ewc", "seqft") for o in (1, 2) for s in (0, 1)]
-    # a compact summary, no leaderboard: the command that makes one comes just before the last line
-    assert out == "" and "#### AA" not in err
+    # a compact summary, no leaderboard: the ranked table on stdout (as the leaderboard's summary), the command that
+    # makes a leaderboard just before the last line
+    from clbench.leaderboard import console_summary
+    from clbench.results import iter_results
+
+    assert out == "\n" + console_summary(iter_results(tmp_path / "runs"), testing.registry().methods.items) + "\n"
+    assert out.startswith("\nsplit-digits — task-incremental") and "#### AA" not in out + err
     assert err.splitlines()[-2:] == ["leaderboard: clbench leaderboard runs", "clbench: 8 cells: 8 complete; exit 0"]
     assert not (tmp_path / "runs" / "leaderboard.md").exists()
 
@@ -159,18 +165,19 @@ def test_model_flag_takes_a_path_or_hub_name_for_the_streams_model(capsys, tmp_p
 
 def test_run_writes_its_leaderboard_when_asked(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    args = ["run", "--methods", "seqft", "--stream", "split-digits", "--orders", "1", "--set", "train.epochs=1",
-            "--no-progress", "--out", "o"]
+    args = ["run", "--methods", "seqft", "--stream", "split-digits", "--orders", "1", "--seeds", "0", "--set",
+            "train.epochs=1", "--no-progress", "--out", "o"]
     code, out, err = clbench(capsys, *args, "--leaderboard")
     assert code == 0, err
-    assert out == ""
+    [row] = [line.split() for line in out.splitlines() if line.startswith("1 ")]
+    assert row[1] == "seqft" and row[-1] == "—"  # one seed: nothing is separated
     assert err.splitlines()[-2:] == ["leaderboard: wrote o/leaderboard.md", "clbench: 1 cell: 1 complete; exit 0"]
     text = (tmp_path / "o" / "leaderboard.md").read_text(encoding="utf-8")
     assert text.startswith("# profile `quick` (o)\n") and "#### AA" in text and "| seqft" in text
     assert "](split-digits/seqft/order-1/seed-0/result.json)" in text  # links relative to the file, in --out
     # the cell is complete: a rerun skips it, and --no-leaderboard (kept for old scripts) changes nothing
-    code, out, err = clbench(capsys, *args, "--no-leaderboard")
-    assert code == 0 and out == "" and err.splitlines()[-2] == "leaderboard: clbench leaderboard o"
+    code, again, err = clbench(capsys, *args, "--no-leaderboard")
+    assert code == 0 and again == out and err.splitlines()[-2] == "leaderboard: clbench leaderboard o"
 
 
 @pytest.mark.parametrize("where", ["before", "after"])

@@ -156,8 +156,8 @@ def test_a_killed_data_parallel_cell_resumes_to_the_same_numbers(tmp_path):
     assert not checkpoint.exists()
 
 
-GRID = ["run", "--stream", "split-digits", "--methods", "seqft", "--orders", "1", "--set", "train.epochs=1",
-        "--no-progress"]  # the quick profile: a global batch of 32
+GRID = ["run", "--stream", "split-digits", "--methods", "seqft", "--orders", "1", "--seeds", "0",
+        "--set", "train.epochs=1", "--no-progress"]  # the quick profile: a global batch of 32
 
 
 @pytest.mark.parametrize("args, message", [
@@ -192,7 +192,7 @@ def test_torchrun_processes_are_the_ranks(tmp_path, grids):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
            "-m", "clbench.cli", "run", "--profile", "quick", "--methods", "ewc", "--stream", "split-digits",
-           "--orders", "1", "--set", "train.epochs=1", "--out", str(out), "--no-progress"]
+           "--orders", "1", "--seeds", "0", "--set", "train.epochs=1", "--out", str(out), "--no-progress"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stderr.count("clbench: 1 cell:") == 1  # the summary, from rank 0 only

@@ -19,14 +19,14 @@ from clbench.plan import RunRequest, make_plan
 from clbench.registry import build_registry
 from clbench.runner import FailFast
 
-GRID = ["run", "--stream", "split-digits", "--methods", "seqft,ewc", "--orders", "1,2", "--set", "train.epochs=1",
-        "--no-progress"]
+GRID = ["run", "--stream", "split-digits", "--methods", "seqft,ewc", "--orders", "1,2", "--seeds", "0",
+        "--set", "train.epochs=1", "--no-progress"]
 
 
 def _run(out: Path, jobs: int | str, fail_fast: bool = False, **sets: list) -> list:
     regs = build_registry()  # no plugin of this process only: workers rebuild the same registries
-    plan = make_plan(regs, RunRequest(methods="seqft,ewc", streams=["split-digits"], orders=["1", "2"], out=out,
-                                      sets={"train.epochs": [1], **sets}))
+    plan = make_plan(regs, RunRequest(methods="seqft,ewc", streams=["split-digits"], orders=["1", "2"], seeds=[0],
+                                      out=out, sets={"train.epochs": [1], **sets}))
     return execute(plan, regs, fail_fast=fail_fast, progress=False, options={"jobs": jobs})
 
 

@@ -30,7 +30,9 @@ def test_same_settings_same_hash_and_every_scope_changes_it(regs):
         changed = _cells(regs, sets={key: [value]})["ewc"]
         assert changed.config_hash != base.config_hash, key
     # the seed and order are part of the identity; where results go and plugin run options are not
-    assert _cells(regs, seeds=None)["ewc"].config_hash == base.config_hash  # the profile's seeds: (0,)
+    profile_seeds = make_plan(regs, RunRequest(methods="ewc", streams=["split-digits"], orders=["1"])).cells
+    assert [c.seed for c in profile_seeds] == [0, 1, 2]  # the quick profile's seeds
+    assert profile_seeds[0].config_hash == base.config_hash
     other_seed = make_plan(regs, RunRequest(methods="ewc", streams=["split-digits"], orders=["1"], seeds=[1])).cells[0]
     assert other_seed.config_hash != base.config_hash
     moved = make_plan(regs, RunRequest(methods="ewc", streams=["split-digits"], orders=["1"], seeds=[0],

@@ -229,3 +229,13 @@ def test_ewc_penalises_a_shared_head_and_not_a_task_s_own():
         value = float(ewc.loss_terms(None, None)["ewc"])
         expected = sum(0.5 * 2.0 * 0.5 * 0.01 * p.numel() for n, p in model.named_parameters() if n in names)
         assert math.isclose(value, expected, rel_tol=1e-5)
+
+
+def test_a_sweep_plot_marks_diverged_points(tmp_path):
+    from clbench.plots import sweep_diverged, sweep_plots
+
+    results = [_cell(f"ewc@lambda={v}", s, 80.0 - v / 10) for v in (3, 10, 30) for s in range(2)]
+    results += [_cell("ewc@lambda=100", 0, None, "diverged"), _cell("ewc@lambda=100", 1, 40.0)]
+    assert sweep_diverged(results, "s") == {("ewc", "lambda", ""): {100.0: 1}}
+    [path] = sweep_plots(results, tmp_path, "p")
+    assert path.name == "p-s-ewc-lambda.png" and path.stat().st_size > 0

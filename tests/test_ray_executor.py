@@ -20,7 +20,7 @@ def local_ray():
 
 def _plan(regs, out):
     req = RunRequest(profile="quick", methods="seqft,ewc,replay", streams=["split-digits"], orders=["1", "2"],
-                     sets={"train.epochs": [1]}, out=out)
+                     seeds=[0], sets={"train.epochs": [1]}, out=out)
     return make_plan(regs, req)
 
 

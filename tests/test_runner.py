@@ -256,7 +256,7 @@ def test_stream_preset_sets_the_streams_own_config_and_user_sets_win(tmp_path):
     regs = testing.registry()
 
     def cells(sets):
-        return make_plan(regs, RunRequest(profile="quick", methods="all", streams=["cl-quick"], sets=sets,
+        return make_plan(regs, RunRequest(profile="quick", methods="all", streams=["cl-quick"], sets=sets, seeds=[0],
                                           out=tmp_path)).cells
 
     quick = cells({})
