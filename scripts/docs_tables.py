@@ -645,14 +645,14 @@ def tuning_choices(results: Path, regs: Any) -> str:
     if not grid_results:
         raise DocsTableError(f"{_shown(tq.GRID_DIR)}: no tuning results; run `python scripts/tune_quick.py`")
     lines = ["| stream | method | lr key: grid → chosen | strength: grid → chosen | validation AA of the choice | "
-             "next best | grid points with a diverged seed | passed over (doubled run diverged) | "
+             "runner-up | grid points with a diverged seed | passed over (doubled run diverged) | "
              "doubled lr and strength: seeds complete |", "|---|---|---|---|---|---|---|---|---|"]
     for stream, method, _ in tq.planned(regs):
         k = tq.knobs(stream, method)
         grid, chosen, passed, ok = tq.state(stream, method, grid_results, stable_results)
         if chosen is None:
             raise DocsTableError(f"{stream} {method}: no grid point qualifies in {_shown(tq.GRID_DIR)}")
-        others = [p for p in grid if p is not chosen and p.stable]
+        others = [p for p in grid if p is not chosen and p.stable and p not in passed]  # the runner-up
         unstable = [p for p in grid if not p.stable]
         doubled = tq.doubled_statuses(stable_results, stream, method, chosen.lr, chosen.strength)
         strength = "—" if k.strength_key is None else \

@@ -8,16 +8,24 @@ from clbench.specs import MethodSpec
 from .config import PAPER_PRESETS, DenseEWCConfig, ExpanderEWCConfig, ExpanderOnlyConfig, RandomMaskEWCConfig
 from .method import ExpanderEWC
 
-# Quick profile (digits, MLP): RMSProp needs a far smaller step than the streams' SGD lr 0.05; lr and λ
-# from a small sweep on order 1, seed 0 (docs/expander-ewc.md). Fisher on 64 examples keeps the cells short.
-_QUICK = {"lr": 1e-3, "fisher_samples": 64, "train.epochs": 2}
-PRESETS = {
-    "quick/permuted-digits": {**_QUICK, "lambda": 100.0},
-    "quick/permuted-digits-til": {**_QUICK, "lambda": 100.0},
-    "quick/split-digits": {**_QUICK, "lambda": 100.0},
-    **PAPER_PRESETS,
-}
-_NO_EWC = {k: {kk: vv for kk, vv in v.items() if kk not in ("lambda", "fisher_samples")} for k, v in PRESETS.items()}
+# Quick profile (digits, MLP): RMSProp needs a far smaller step than the streams' SGD; each method's own lr and λ
+# on each stream from the validation protocol of scripts/tune_quick.py (docs/tuning.md). Fisher on 64 examples keeps
+# the cells short.
+_QUICK = {"fisher_samples": 64, "train.epochs": 2}
+_STREAMS = ("permuted-digits", "permuted-digits-til", "split-digits")
+# method -> (lr, λ) on each of _STREAMS
+_TUNED = {"expander-ewc": ((1e-3, 10.0), (2e-3, 10.0), (1e-3, 10.0)),
+          "random-mask-ewc": ((1e-3, 10.0), (2e-3, 10.0), (5e-4, 10.0)),
+          "dense-ewc": ((2e-3, 10.0), (2e-3, 10.0), (5e-4, 100.0)),
+          "expander": ((1e-3, None), (1e-3, None), (2e-3, None))}
+
+
+def presets(method: str) -> dict[str, dict[str, object]]:
+    """The method's presets: its tuned quick ones, then the paper profiles' (``expander``: without EWC's keys)."""
+    drop = ("lambda", "fisher_samples") if method == "expander" else ()
+    quick = {f"quick/{stream}": {**_QUICK, "lr": lr, "lambda": lam}
+             for stream, (lr, lam) in zip(_STREAMS, _TUNED[method], strict=True)}
+    return {k: {kk: vv for kk, vv in v.items() if kk not in drop} for k, v in {**quick, **PAPER_PRESETS}.items()}
 
 
 @hookimpl
@@ -25,14 +33,14 @@ def clbench_add_methods() -> list[MethodSpec]:
     return [
         MethodSpec("expander-ewc", ExpanderEWC, ExpanderEWCConfig,
                    "expander-graph sparse masks per task + damped-Fisher EWC (Algorithm 1)",
-                   footprint_kind="masked", presets=PRESETS),
+                   footprint_kind="masked", presets=presets("expander-ewc")),
         MethodSpec("random-mask-ewc", ExpanderEWC, RandomMaskEWCConfig,
                    "ablation: equally sparse uniform random masks + the same EWC",
-                   footprint_kind="masked", presets=PRESETS, tags=frozenset({"ablation"})),
+                   footprint_kind="masked", presets=presets("random-mask-ewc"), tags=frozenset({"ablation"})),
         MethodSpec("expander", ExpanderEWC, ExpanderOnlyConfig,
                    "ablation: expander masks without EWC (λ = 0)",
-                   footprint_kind="masked", presets=_NO_EWC, tags=frozenset({"ablation"})),
+                   footprint_kind="masked", presets=presets("expander"), tags=frozenset({"ablation"})),
         MethodSpec("dense-ewc", ExpanderEWC, DenseEWCConfig,
                    "ablation: Algorithm 1 without masks (every coordinate trains; same damped-Fisher EWC, RMSProp)",
-                   footprint_kind="masked", presets=PRESETS, tags=frozenset({"ablation"})),
+                   footprint_kind="masked", presets=presets("dense-ewc"), tags=frozenset({"ablation"})),
     ]

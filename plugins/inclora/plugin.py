@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from clbench_plugins.lora.presets import BASELINE
+from clbench_plugins.lora.presets import BASELINE, quick_tuned
 
 from clbench import hookimpl
 from clbench.specs import MethodSpec
@@ -12,4 +12,4 @@ from .method import IncLoRA
 @hookimpl
 def clbench_add_methods() -> list[MethodSpec]:
     return [MethodSpec("inclora", IncLoRA, IncLoRAConfig, "a new LoRA per task, earlier ones frozen and merged",
-                       footprint_kind="lowrank", requires=frozenset({"lora"}), presets=BASELINE)]
+                       footprint_kind="lowrank", requires=frozenset({"lora"}), presets={**BASELINE, **quick_tuned("inclora")})]

@@ -6,8 +6,11 @@ from clbench.specs import MethodSpec
 from .config import JointConfig
 from .method import Joint
 
+# Quick learning rates (and strengths): chosen by the validation protocol of scripts/tune_quick.py (docs/tuning.md).
+QUICK_PRESETS = {f"quick/{s}": {"train.lr": 0.025} for s in ("permuted-digits", "permuted-digits-til", "split-digits")}
+
 
 @hookimpl
 def clbench_add_methods() -> list[MethodSpec]:
     return [MethodSpec("joint", Joint, JointConfig, "multi-task training on all tasks seen so far (upper bound)",
-                       footprint_kind="dense", tags=frozenset({"upper-bound"}))]
+                       footprint_kind="dense", tags=frozenset({"upper-bound"}), presets=QUICK_PRESETS)]

@@ -11,8 +11,9 @@ from .method import PackNet
 # Quick profile (digits MLP 64-256-256): the task-incremental streams (one head per task, the paper's multi-head
 # setting, LPS §III); α such that every task of the stream, the last included, gets the same share.
 QUICK_PRESETS = {
-    "quick/permuted-digits-til": {"alpha": [0.1]},
-    "quick/split-digits": {"alpha": [0.2]},
+    # train.lr: the validation protocol of scripts/tune_quick.py (docs/tuning.md)
+    "quick/permuted-digits-til": {"alpha": [0.1], "train.lr": 0.05},
+    "quick/split-digits": {"alpha": [0.2], "train.lr": 0.05},
     # paper-lps: the same per-task share as LPS (Table I α); train/retrain epochs = LPS warm-up/final (the
     # paper gives none for PackNet; it runs the authors' code with "the recommended hyperparameters")
     "paper-lps/permuted-mnist": {"alpha": [0.1], "train_epochs": 30, "retrain_epochs": 30},

@@ -12,8 +12,10 @@ from .method import PerTask
 
 TASK_ID = frozenset({"task-incremental"})  # each task is evaluated with its own adapter or mask
 
-# Table 5 (§6.2): 99 % sparsity on GLUE, also on the offline GLUE-style tasks of the CL benchmark.
-MASK_PRESETS = {**PAPER_PRESETS, "paper-expander/glue-cl": PAPER_PRESETS["paper-expander/glue-sparse"]}
+# Table 5 (§6.2): 99 % sparsity on GLUE, also on the offline GLUE-style tasks of the CL benchmark; on the quick
+# digits streams the lr of the validation protocol of scripts/tune_quick.py (docs/tuning.md).
+MASK_PRESETS = {**PAPER_PRESETS, "paper-expander/glue-cl": PAPER_PRESETS["paper-expander/glue-sparse"],
+                **{f"quick/{s}": {"train.lr": 0.0125} for s in ("permuted-digits-til", "split-digits")}}
 
 
 @hookimpl
