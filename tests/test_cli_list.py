@@ -62,11 +62,16 @@ def test_a_plugin_of_no_distribution_is_listed_so(capsys, monkeypatch):
 # ------------------------------------------------------------------------------------------- the rows
 def test_ewc_settings(regs):
     rows = {r.name: r for r in settings_mod.settings(regs, "ewc")}
-    assert list(rows) == ["lambda", "fisher_samples", "fisher_batch_size", "decay"]
+    assert list(rows) == ["lambda", "fisher_samples", "fisher_batch_size", "decay", "train.lr"]
     lam = rows["lambda"]
     assert (lam.key, lam.type, lam.default, lam.range, lam.in_config) == ("ewc.lambda", "float", 100.0, ">= 0", True)
-    assert lam.comment.startswith("the paper tunes λ per benchmark; quick presets (plugin.py) come from a sweep")
-    assert dict(lam.presets) == {"quick/permuted-digits": 10.0, "quick/split-digits": 1000.0}
+    assert lam.comment.startswith("the paper tunes λ per benchmark; the quick presets (plugin.py) come from the "
+                                  "validation protocol")
+    assert dict(lam.presets) == {"quick/permuted-digits": 10.0, "quick/permuted-digits-til": 100.0,
+                                 "quick/split-digits": 1000.0}
+    lr = rows["train.lr"]  # a preset outside the method's config, shown under its key
+    assert not lr.in_config and dict(lr.presets) == {"quick/permuted-digits": 0.05, "quick/permuted-digits-til": 0.025,
+                                                     "quick/split-digits": 0.0125}
     assert rows["decay"].range == ">= 0 and <= 1" and rows["decay"].comment == "γ of online EWC: F ← γ·F + F_k"
     assert rows["fisher_samples"].presets == {}
 
@@ -177,7 +182,8 @@ def test_list_settings_prints_each_setting(capsys, monkeypatch):
         "settings of EWCConfig (--set ewc.NAME=VALUE):",
         "  lambda: float = 100.0  (>= 0)",
     ]
-    assert lines[-2:] == ["  decay: float = 1.0  (>= 0 and <= 1)", "      γ of online EWC: F ← γ·F + F_k"]
+    decay = lines.index("  decay: float = 1.0  (>= 0 and <= 1)")
+    assert lines[decay + 1] == "      γ of online EWC: F ← γ·F + F_k"
     assert "      preset quick/permuted-digits: 10.0" in lines
     assert "      preset quick/split-digits: 1000.0" in lines
 

@@ -204,7 +204,7 @@ def test_quick_size_counts_the_committed_cells():
     text = dt.quick_size(quick, None)
     assert text.startswith(f"The quick default is {len(cells)} cells (")
     digits = {m for s, m, *_ in cells if s == "split-digits"}
-    assert f"{len(digits)} methods × 3 orders × 1 seed on `split-digits`" in text
+    assert f"{len(digits)} methods × 1 order × 3 seeds on `split-digits`" in text
 
 
 # --------------------------------------------------------------------------- cl-claims helpers

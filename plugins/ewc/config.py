@@ -12,7 +12,7 @@ class EWCConfig:
     Schwarz et al. 2018 ("online EWC", with γ = 1), which keeps memory O(parameters).
     """
 
-    lambda_: float = bounded(100.0, ge=0)  # the paper tunes λ per benchmark; quick presets (plugin.py) come from a sweep over {3, 10, 30} (permuted) and {500, 1000} (split)
+    lambda_: float = bounded(100.0, ge=0)  # the paper tunes λ per benchmark; the quick presets (plugin.py) come from the validation protocol of docs/tuning.md
     fisher_samples: int = bounded(256, ge=0)  # examples of the finished task used to estimate F (0: all)
     fisher_batch_size: int = bounded(1, ge=1)  # 1: the exact per-example empirical Fisher; larger batches are faster but biased low
     decay: float = bounded(1.0, ge=0, le=1)  # γ of online EWC: F ← γ·F + F_k

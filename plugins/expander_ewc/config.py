@@ -33,7 +33,7 @@ class MaskedTrainingConfig:
     """What every masked-training method shares (Expander-EWC, its ablations, LoTA/LoTTO)."""
 
     density: float = bounded(0.1, gt=0, le=1)  # §6 "expander mask with 10% sparsity" = 10 % of each matrix trainable (Llama-3-8B)
-    lambda_: float = bounded(1.0, ge=0)  # EWC weight λ of Algorithm 1; no published value: quick presets in plugin.py from a small sweep
+    lambda_: float = bounded(1.0, ge=0)  # EWC weight λ of Algorithm 1; no published value: quick presets in plugin.py from docs/tuning.md
     gamma: float = bounded(1e-3, ge=0)  # damping γ in (F + γI) (Algorithm 1, Thm B.13); no published value
     fisher_samples: int = bounded(256, ge=0)  # examples of the finished task for the diagonal Fisher on m_k (0: all); as plugins/ewc
     fisher_batch_size: int = bounded(1, ge=1)  # 1: exact per-example empirical Fisher (as plugins/ewc)
