@@ -404,8 +404,10 @@ def sweep_plots(results: Iterable[CellResult], directory: Path, prefix: str, met
                     ax.plot([x], [0.0], marker="X", color="tab:red", markersize=9, linestyle="none", clip_on=False)
                     ax.annotate(f"diverged: {count}", (x, 0.0), textcoords="offset points", xytext=(4, 6),
                                 fontsize=7, color="tab:red")
+            if ticks and min(ticks) > 0 and max(ticks) >= 20 * min(ticks):  # λ = 3 … 1000: a log axis
+                ax.set_xscale("log")
             if len(ticks) <= 12:
-                ax.set_xticks(sorted(ticks))
+                ax.set_xticks(sorted(ticks), [f"{t:g}" for t in sorted(ticks)])
             ax.set_xlabel(key)
             ax.set_ylabel(f"{metric} (%)")
             pooled = any(len(v) > 1 for points in lines.values() for _, v in points)
