@@ -229,6 +229,24 @@ class Exploding(Method):
         return {}
 
 
+class BlowingUp(Method):
+    """From the second epoch of the second task on, a constant 1e4 joins the loss: a blow-up that stays finite."""
+
+    epoch = 0
+
+    def before_task(self, task: str, index: int) -> None:
+        super().before_task(task, index)
+        self.epoch = 0
+
+    def after_epoch(self, phase: Any, epoch: int) -> None:
+        self.epoch = epoch + 1
+
+    def loss_terms(self, batch: Any, logits: Any) -> dict[str, torch.Tensor]:
+        if batch.task == self.ctx.order[1] and self.epoch >= 1:
+            return {"blowup": logits.new_tensor(1e4)}
+        return {}
+
+
 class TensorReport(Method):
     def report(self) -> Any:
         return torch.tensor(1.0)
@@ -480,6 +498,25 @@ def _(o: Outcome) -> None:
     assert r["status"] == "diverged" and r["accuracy_matrix"][0][0] is not None and r["accuracy_matrix"][1] == [None, None]
     assert r["divergence"] == {"task": "t1", "index": 1, "phase": "train", "epoch": 1, "step": 9, "loss": "nan",
                                "reference": None}
+    assert result(o.tmp, "tiny-vector/seqft/order-1/seed-0")["status"] == "complete"
+
+
+@fault("blown-up-cell", "a method adds 1e4 to the loss from the second epoch of the second task (finite)", 0,
+       "diverged: tiny-vector/blowup/order-1/seed-0: epoch mean loss",
+       "a `diverged` result with the first task's row and where it blew up (`divergence`); seqft complete")
+def blown_up_cell(tmp: Path) -> Outcome:
+    plugin = ExplodingPlugin(methods=[MethodSpec("blowup", BlowingUp)])
+    return tiny(tmp, "--methods", "blowup,seqft", plugins=[plugin])
+
+
+@blown_up_cell.check
+def _(o: Outcome) -> None:
+    assert lines(o.stderr)[-1] == "clbench: 2 cells: 1 complete, 1 diverged; exit 0", o.stderr
+    r = result(o.tmp, "tiny-vector/blowup/order-1/seed-0")
+    assert r["status"] == "diverged" and r["accuracy_matrix"][0][0] is not None and r["accuracy_matrix"][1] == [None, None]
+    where = r["divergence"]
+    assert (where["task"], where["index"], where["phase"], where["epoch"]) == ("t1", 1, "train", 2)
+    assert where["loss"] > 100 * where["reference"] >= 100
     assert result(o.tmp, "tiny-vector/seqft/order-1/seed-0")["status"] == "complete"
 
 
