@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from faultsuite import BlowingUp  # adds 1e4 to the loss from the second epoch of the second task
 
 from clbench import testing
 from clbench.config import TrainConfig
@@ -22,28 +23,10 @@ from clbench.specs import MethodSpec, MetricSpec
 
 
 # --------------------------------------------------------------------------- blow-ups are results
-class Blowup(Method):
-    """Adds a constant 1e4 to the loss from the second epoch of the second task on: a blow-up, not a NaN."""
-
-    epoch = 0
-
-    def before_task(self, task, index):
-        super().before_task(task, index)
-        self.epoch = 0
-
-    def after_epoch(self, phase, epoch):
-        self.epoch = epoch + 1
-
-    def loss_terms(self, batch, logits):
-        if batch.task == self.ctx.order[1] and self.epoch >= 1:
-            return {"blowup": logits.new_tensor(1e4)}
-        return {}
-
-
 class BlowupPlugin:
     @hookimpl
     def clbench_add_methods(self):
-        return [MethodSpec("blowup", Blowup)]
+        return [MethodSpec("blowup", BlowingUp)]
 
 
 def test_an_exploding_epoch_is_diverged_with_where_it_happened(tmp_path):
