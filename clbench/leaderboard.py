@@ -228,13 +228,18 @@ def _pooled(sdf: pd.DataFrame, method: str, metric: str) -> list[float]:
     return [float(v) for v in got.loc[_has_value(got["value"]), "value"]]
 
 
-def ranking(sdf: pd.DataFrame) -> list[str]:
+def _rankable(sdf: pd.DataFrame) -> dict[str, list[float]]:
+    """The AA values of every method of one section that can be ranked: it has AA and no diverged cell."""
+    return {m: v for m in sorted(sdf["method"].unique())
+            if (v := _pooled(sdf, m, RANK_BY)) and not diverged_note(sdf[sdf["method"] == m])}
+
+
+def ranking(sdf: pd.DataFrame, rankable: Mapping[str, list[float]] | None = None) -> list[str]:
     """The methods of one section, best mean AA first (ties by name); rows with a diverged cell or no AA last,
     by name."""
-    methods = sorted(sdf["method"].unique())
-    ranked = {m: _stats(v)[0] for m in methods if (v := _pooled(sdf, m, RANK_BY))
-              and not diverged_note(sdf[sdf["method"] == m])}
-    return sorted(ranked, key=lambda m: (-ranked[m], m)) + [m for m in methods if m not in ranked]
+    rankable = _rankable(sdf) if rankable is None else rankable
+    means = {m: _stats(v)[0] for m, v in rankable.items()}
+    return sorted(means, key=lambda m: (-means[m], m)) + sorted(set(sdf["method"].unique()) - set(means))
 
 
 def method_labels(methods: Sequence[str], specs: Mapping[str, MethodSpec] | None) -> dict[str, str]:
@@ -251,9 +256,9 @@ def summary_table(sdf: pd.DataFrame, labels: Mapping[str, str] | None = None, ta
     """One section's answer to "which method is best, and by how much": methods ranked by AA (mean ± std over
     every cell), F.Ra beside it, and whether each row is separated from the best."""
     labels = labels or {}
-    order = ranking(sdf)
-    intervals = {i: _interval(v) for i, m in enumerate(order)
-                 if (v := _pooled(sdf, m, RANK_BY)) and not diverged_note(sdf[sdf["method"] == m])}
+    rankable = _rankable(sdf)
+    order = ranking(sdf, rankable)
+    intervals = {i: _interval(rankable[m]) for i, m in enumerate(order) if m in rankable}
     tied = tied_for_best(intervals, "up") if separable(sdf) else set()
     top = max((m for m, _, _ in intervals.values()), default=None)
     rows = []
@@ -261,7 +266,7 @@ def summary_table(sdf: pd.DataFrame, labels: Mapping[str, str] | None = None, ta
         cells = sdf[sdf["method"] == method]
         n = cells.drop_duplicates(["order", "seed"]).shape[0]
         diverged = diverged_note(cells)
-        aa, second = _pooled(sdf, method, RANK_BY), _pooled(sdf, method, SECOND)
+        aa, second = rankable.get(method) or _pooled(sdf, method, RANK_BY), _pooled(sdf, method, SECOND)
         if i not in intervals:
             verdict, rank = "", "—"
         elif not separable(sdf):
