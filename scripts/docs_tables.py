@@ -698,7 +698,8 @@ GENERATORS: dict[str, Callable[[Path, Any], str]] = {
     "quick-size": quick_size,
     "reproducibility": reproducibility,
 }
-DOCUMENTS = (DOC, ROOT / "README.md", ROOT / "docs" / "text-streams-and-models.md", ROOT / "docs" / "tuning.md")  # what `python scripts/docs_tables.py` regenerates
+# what `python scripts/docs_tables.py` regenerates
+DOCUMENTS = (DOC, ROOT / "README.md", ROOT / "docs" / "text-streams-and-models.md", ROOT / "docs" / "tuning.md")
 
 
 def generate(text: str, results: Path) -> str:

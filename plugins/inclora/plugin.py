@@ -12,4 +12,5 @@ from .method import IncLoRA
 @hookimpl
 def clbench_add_methods() -> list[MethodSpec]:
     return [MethodSpec("inclora", IncLoRA, IncLoRAConfig, "a new LoRA per task, earlier ones frozen and merged",
-                       footprint_kind="lowrank", requires=frozenset({"lora"}), presets={**BASELINE, **quick_tuned("inclora")})]
+                       footprint_kind="lowrank", requires=frozenset({"lora"}),
+                       presets={**BASELINE, **quick_tuned("inclora")})]

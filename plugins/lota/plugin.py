@@ -15,8 +15,9 @@ from .method import LoTA
 # protocol of scripts/tune_quick.py (docs/tuning.md); 5 % masks for LoTTO so that 10 disjoint masks fit in
 # permuted-digits' matrices with room to choose.
 _QUICK = {"train.epochs": 1, "calibration_epochs": 1}
-_QUICK_LOTA = {"quick": {**_QUICK, "lr": 1e-3}, "quick/permuted-digits": {**_QUICK, "lr": 1e-3}, "quick/permuted-digits-til": {**_QUICK, "lr": 2e-3},
-               "quick/split-digits": {**_QUICK, "lr": 1e-3}, **PAPER_PRESETS}
+_QUICK_LOTA = {"quick": {**_QUICK, "lr": 1e-3}, "quick/permuted-digits": {**_QUICK, "lr": 1e-3},
+               "quick/permuted-digits-til": {**_QUICK, "lr": 2e-3}, "quick/split-digits": {**_QUICK, "lr": 1e-3},
+               **PAPER_PRESETS}
 _QUICK_LOTTO = {"quick/permuted-digits": {**_QUICK, "lr": 2e-3, "density": 0.05},
                 "quick/permuted-digits-til": {**_QUICK, "lr": 2e-3, "density": 0.05},
                 "quick/split-digits": {**_QUICK, "lr": 5e-4}, **PAPER_PRESETS}

@@ -12,4 +12,5 @@ from .method import SeqLoRA
 @hookimpl
 def clbench_add_methods() -> list[MethodSpec]:
     return [MethodSpec("seqlora", SeqLoRA, SeqLoRAConfig, "one LoRA trained through the whole sequence",
-                       footprint_kind="lowrank", requires=frozenset({"lora"}), presets={**BASELINE, **quick_tuned("seqlora")})]
+                       footprint_kind="lowrank", requires=frozenset({"lora"}),
+                       presets={**BASELINE, **quick_tuned("seqlora")})]
