@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from clbench.errors import DataError
+from clbench.provenance import reading
 
 if TYPE_CHECKING:
     from clbench.model import CLModel
@@ -120,6 +121,8 @@ class Stream:
     scenario: str = ""
     eval_split: str = "test"  # the split a[i][j] scores: "test", or "val" to select settings (train.eval_split)
     _cache: dict[str, TaskData] = field(default_factory=dict, repr=False)
+    # the paths opened while the factory built it and while a task loaded (clbench.provenance: the cell's data)
+    opened: set[str] = field(default_factory=set, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.scenario:
@@ -143,7 +146,9 @@ class Stream:
 
     def data(self, task: str) -> TaskData:
         if task not in self._cache:
-            data = self.load(self.task(task))
+            with reading() as opened:
+                data = self.load(self.task(task))
+            self.opened.update(opened)
             for split_name in ("train", "test"):
                 if len(getattr(data, split_name)) == 0:
                     raise DataError(f"stream {self.name!r}, task {task!r}: the {split_name} split is empty")

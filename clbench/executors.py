@@ -16,6 +16,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -245,31 +246,90 @@ def execute(plan: Plan, regs: Registries, executor: str = "local", fail_fast: bo
 
 
 class RunResults(list[CellResult]):
-    """The results of every cell of a plan, in plan order, and the faults outside any cell (an observer of
-    the run that raised): they make the exit code 1 like a failed cell."""
+    """The results of every cell of a plan, in plan order; the faults outside any cell (an observer of the run
+    that raised: they make the exit code 1 like a failed cell); the keys of the cells whose finished result was
+    reused, not run; and lines the run's summary prints about them."""
 
-    def __init__(self, results: Iterable[CellResult] = (), faults: Iterable[str] = ()) -> None:
+    def __init__(self, results: Iterable[CellResult] = (), faults: Iterable[str] = (), reused: Iterable[str] = (),
+                 notes: Iterable[str] = ()) -> None:
         super().__init__(results)
         self.faults = list(faults)
+        self.reused = list(reused)
+        self.notes = list(notes)
 
 
-def _stale(plan: Plan, runner: Runner) -> tuple[dict[str, CellResult], list[Cell], list[str]]:
-    """Split the plan into cells already done (same settings) and cells to run; results of other settings
-    or of another cell in a cell's folder are collected, never returned as this cell's."""
-    done: dict[str, CellResult] = {}
-    todo: list[Cell] = []
-    stale: list[str] = []
+ON_CHANGE = {
+    "refuse": "stop before anything runs, naming each such cell (the default: as for changed settings)",
+    "rerun": "run those cells again with this code and data; their results are replaced",
+    "reuse": "keep those results; each is named in the run's summary",
+}
+
+
+@dataclass
+class _Found:
+    """The plan split by what its folders already hold."""
+
+    done: dict[str, CellResult] = field(default_factory=dict)  # finished by this code and data: reused
+    todo: list[Cell] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)  # another cell's or other settings' results: refused
+    changed: list[tuple[Cell, CellResult, str]] = field(default_factory=list)  # by other code or data: --on-change
+    unchecked: list[str] = field(default_factory=list)  # reused results that record no provenance
+
+
+def _stale(plan: Plan, runner: Runner) -> _Found:
+    """Split the plan into cells already done (same settings, code and data) and cells to run; results of other
+    settings or of another cell in a cell's folder are collected, never returned as this cell's, and so are
+    results made by other code or data (``--on-change`` decides)."""
+    found = _Found()
     for cell in plan.cells:
         try:
             result = runner.existing(cell)
         except ResultFileError as exc:
-            stale.append(str(exc))
+            found.stale.append(str(exc))
             continue
-        if result is not None:
-            done[cell.key] = result
-        else:
-            todo.append(cell)
-    return done, todo, stale
+        if result is None:
+            found.todo.append(cell)
+            continue
+        changed = runner.changes(result, cell)
+        if changed:
+            found.changed.append((cell, result, "; ".join(changed)))
+            continue
+        found.done[cell.key] = result
+        if changed is None:
+            found.unchecked.append(cell.key)
+    return found
+
+
+def _listed(lines: list[str], limit: int = 10) -> str:
+    return "\n  ".join(lines[:limit]) + (f"\n  ... and {len(lines) - limit} more" if len(lines) > limit else "")
+
+
+def _apply_on_change(found: _Found, plan: Plan, on_change: str) -> list[str]:
+    """Act on the cells made by other code or data; return the summary's lines about reused results."""
+    if on_change not in ON_CHANGE:
+        raise ClbenchError(f"--on-change {on_change!r}: choose one of {', '.join(ON_CHANGE)}")
+    lines = [f"{c.key}: {why}" for c, _, why in found.changed]
+    if found.changed and on_change == "refuse":
+        hint = (" (`clbench metrics OUT` computes the missing metrics without training)"
+                if any("was not computed" in line for line in lines) else "")
+        raise ClbenchError(
+            f"{len(found.changed)} of {len(plan.cells)} cells hold results in {plan.out}/ made by other code or "
+            f"data than this run's; nothing was run or deleted:\n  {_listed(lines)}\nRerun them with "
+            f"--on-change rerun, keep them with --on-change reuse, or use another --out{hint}"
+        )
+    notes = []
+    if on_change == "rerun":
+        order = {c.key: i for i, c in enumerate(plan.cells)}
+        found.todo = sorted([*found.todo, *(c for c, _, _ in found.changed)], key=lambda c: order[c.key])
+        notes += [f"rerun, made by other code or data: {line}" for line in lines]
+    else:
+        found.done.update((c.key, result) for c, result, _ in found.changed)
+        notes += [f"reused, made by other code or data: {line}" for line in lines]
+    if found.unchecked:
+        n = len(found.unchecked)
+        notes.append(f"{n} reused result{'s' if n > 1 else ''} predate{'s' if n == 1 else ''} provenance records "
+                     "(written before clbench recorded code and data digests): not checked against this code")
+    return notes
 
 
 def _execute(plan: Plan, regs: Registries, executor: str, fail_fast: bool, progress: bool,
@@ -277,20 +337,22 @@ def _execute(plan: Plan, regs: Registries, executor: str, fail_fast: bool, progr
     for path in remove_orphan_temp_files(plan.out) if dist.is_main else ():
         warnings.warn(f"removed {path}, a temp file left by an interrupted write", stacklevel=2)
     runner = Runner(regs, fail_fast=fail_fast, progress=progress, dist=dist)
-    results, todo, stale = _stale(plan, runner)
+    found = _stale(plan, runner)
+    if found.stale:
+        raise ClbenchError(
+            f"{len(found.stale)} of {len(plan.cells)} cells already hold results in {plan.out}/ that are not theirs; "
+            f"nothing was run or deleted:\n  {_listed(found.stale)}\nUse another --out, or move those cell folders "
+            "away to run them with these settings (a sweep, `--set KEY=a,b`, runs values side by side)"
+        )
+    notes = _apply_on_change(found, plan, str(options.get("on_change") or "refuse"))
+    results, todo = found.done, found.todo
+    reused = list(results)
     if dist.active:  # torchrun: every rank runs the cells rank 0 found to do (and each checks again, see Runner.run)
         keys = set(dist.broadcast([c.key for c in todo]))
         todo = [c for c in plan.cells if c.key in keys]
         if executor != "local":
             raise ClbenchError(f"--executor {executor} under torchrun: torchrun's processes are the ranks of each "
                                "cell; run them with the local executor")
-    if stale:
-        shown = "\n  ".join(stale[:10]) + (f"\n  ... and {len(stale) - 10} more" if len(stale) > 10 else "")
-        raise ClbenchError(
-            f"{len(stale)} of {len(plan.cells)} cells already hold results in {plan.out}/ that are not theirs; "
-            f"nothing was run or deleted:\n  {shown}\nUse another --out, or move those cell folders away "
-            "to run them with these settings (a sweep, `--set KEY=a,b`, runs values side by side)"
-        )
     faults = []
     try:
         if dist.is_main:
@@ -316,7 +378,7 @@ def _execute(plan: Plan, regs: Registries, executor: str, fail_fast: bool, progr
                 bar.set_postfix_str(f"{result.method} {result.stream} o{result.order} s{result.seed}: {result.status}")
     finally:
         bar.close()
-    ordered = RunResults((results[c.key] for c in plan.cells if c.key in results), faults)
+    ordered = RunResults((results[c.key] for c in plan.cells if c.key in results), faults, reused, notes)
     try:
         if dist.is_main:
             notify(regs, "clbench_run_end", plan=plan, results=list(ordered))

@@ -66,7 +66,7 @@ def schema() -> dict[str, Any]:
     return json.loads(resources.files("clbench").joinpath("schema/result.schema.json").read_text())
 
 
-OPTIONAL_FIELDS = ("scenario", "divergence")
+OPTIONAL_FIELDS = ("scenario", "divergence", "provenance")
 
 
 @dataclass
@@ -93,6 +93,9 @@ class CellResult:
     scenario: str | None = None
     # Where training blew up (status "diverged"): task, index, phase, epoch, step, loss, reference.
     divergence: dict[str, Any] | None = None
+    # What made it beyond its settings: versions, plugin source digests, data file digests (clbench.provenance);
+    # None: written before it was recorded.
+    provenance: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
     path: Path | None = None  # where it was read from; not serialised
 
@@ -214,18 +217,65 @@ def check_location(result: CellResult, path: Path) -> None:
                               f"(expected {'/'.join(expected)}/): a result moved or copied by hand")
 
 
-def iter_results(root: Path, warn: bool = True) -> Iterator[CellResult]:
-    """Every readable result under ``root`` that sits in its own cell's folder, sorted by path; the others
-    are named and skipped."""
-    for path in sorted(Path(root).rglob(RESULT_FILE)):
+@dataclass
+class Scan:
+    """What a result tree holds: its readable results (each in its own cell's folder, each cell once) and every
+    problem that kept a result out: an unreadable or malformed file, a result outside its cell's folder, a folder
+    that cannot be listed, the same cell twice (a run nested inside another ``--out``)."""
+
+    results: list[CellResult] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # every problem, the duplicates' included
+    duplicates: list[str] = field(default_factory=list)  # the cells found twice
+
+
+def scan(root: Path) -> Scan:
+    """Every result under ``root``, sorted by path, and the problems met on the way (see :class:`Scan`)."""
+    found = Scan()
+    root = Path(root)
+    if not root.exists():
+        found.problems.append(f"{root}: does not exist")
+        return found
+    if root.is_file():
+        found.problems.append(f"{root}: is a file, not a folder of results")
+        return found
+    paths = []
+
+    def unreadable(exc: OSError) -> None:
+        found.problems.append(f"{exc.filename}: cannot be listed ({exc.strerror or exc}); results in it are not read")
+
+    for folder, dirs, files in os.walk(root, onerror=unreadable):
+        dirs.sort()
+        if RESULT_FILE in files:
+            paths.append(Path(folder) / RESULT_FILE)
+    by_key: dict[str, list[CellResult]] = {}
+    for path in sorted(paths):
         try:
             result = read_result(path)
             check_location(result, path)
         except ResultFileError as exc:
-            if warn:
-                warnings.warn(f"skipping {exc}", stacklevel=2)
+            found.problems.append(str(exc))
             continue
-        yield result
+        by_key.setdefault(result.key, []).append(result)
+    for key, results in by_key.items():
+        if len(results) > 1:  # which one is the cell's cannot be told: neither is used
+            where = ", ".join(str(r.path) for r in results)
+            found.duplicates.append(key)
+            found.problems.append(f"cell {key} has {len(results)} results ({where}): a run nested inside another "
+                                  "--out? give one result tree per run")
+        else:
+            found.results.append(results[0])
+    found.results.sort(key=lambda r: str(r.path))
+    return found
+
+
+def iter_results(root: Path, warn: bool = True) -> Iterator[CellResult]:
+    """Every readable result under ``root`` that sits in its own cell's folder, sorted by path; the others
+    (see :func:`scan`) are named in a warning and skipped."""
+    found = scan(root)
+    if warn:
+        for problem in found.problems:
+            warnings.warn(f"skipping {problem}", stacklevel=2)
+    yield from found.results
 
 
 # --------------------------------------------------------------------------- environment

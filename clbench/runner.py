@@ -24,6 +24,7 @@ from torch.optim.lr_scheduler import MultiStepLR
 from tqdm.auto import tqdm
 
 from clbench import footprints as fps
+from clbench import provenance
 from clbench.boundary import (
     ObserverError,
     blame,
@@ -80,8 +81,10 @@ def build_method(regs: Registries, cell: Cell, ctx: CellContext) -> Method:
 
 
 def build_stream(regs: Registries, cell: Cell) -> Stream:
-    stream = regs.streams.get(cell.stream).factory(cell.stream_cfg)
+    with provenance.reading() as opened:  # a file the factory reads is the cell's data as much as a task's
+        stream = regs.streams.get(cell.stream).factory(cell.stream_cfg)
     check_type(stream, Stream, f"stream {cell.stream!r}", "factory", regs.streams.origins.get(cell.stream))
+    stream.opened.update(opened)
     stream.eval_split = cell.train.eval_split
     return stream
 
@@ -371,6 +374,7 @@ class Runner:
         self.fail_fast = fail_fast
         self.progress = progress and dist.is_main
         self.dist = dist
+        self._code: dict[tuple[Any, ...], tuple[dict[str, str], dict[str, str]]] = {}
 
     def _notify(self, hook: str, **kwargs: Any) -> None:
         if self.dist.is_main:  # observers write files (loggers): once per cell, not once per rank
@@ -379,7 +383,8 @@ class Runner:
     def existing(self, cell: Cell) -> CellResult | None:
         """The final result of this very cell (same folder, same config hash), or None. A result of another
         cell or other settings in its folder is a :class:`~clbench.errors.ResultFileError`: it is never
-        returned for this cell, and never overwritten unless it failed."""
+        returned for this cell, and never overwritten unless it failed. A result made by other code or data
+        (:meth:`changes`) is returned: the caller decides (``clbench run --on-change``)."""
         path = cell.directory / RESULT_FILE
         if not path.exists():
             return None
@@ -391,8 +396,22 @@ class Runner:
             raise ResultFileError(f"{path}: {mismatch}")
         return result if result.status in FINAL_STATUSES else None
 
+    def changes(self, result: CellResult, cell: Cell) -> list[str] | None:
+        """How the code and data here differ from what made ``result`` (see :func:`clbench.provenance.changes`)."""
+        return provenance.changes(result.provenance, result.metrics if result.status == "complete" else None,
+                                  self.regs, cell, self.code_record(cell))
+
+    def code_record(self, cell: Cell) -> tuple[dict[str, str], dict[str, str]]:
+        """:func:`clbench.provenance.code_record`, once per set of components in this runner's life (one run)."""
+        key = (cell.parts, cell.model, cell.stream)
+        if key not in self._code:
+            self._code[key] = provenance.code_record(self.regs, cell)
+        return self._code[key]
+
     def run(self, cell: Cell) -> CellResult:
         done = self.existing(cell)
+        if done is not None and self.changes(done, cell):  # made by other code or data: run it with this code
+            done = None  # (clbench run decides before, by --on-change, which such cells reach here)
         if self.dist.active and self.dist.broadcast(done is not None) != (done is not None):
             raise ClbenchError(f"{cell.directory}: rank {self.dist.rank} reads another result there than rank 0; "
                                "--out must be one folder every rank sees")
@@ -401,6 +420,7 @@ class Runner:
         directory = cell.directory
         directory.mkdir(parents=True, exist_ok=True)
         state = _CellState(cell)
+        state.code = self.code_record(cell)
         blas = blas_pools().limit(limits=cell.train.threads, user_api="blas")
         threads = torch.get_num_threads()
         torch.set_num_threads(cell.train.threads)
@@ -475,6 +495,7 @@ class Runner:
         order = stream.order(cell.order)
         state.tasks = order
         state.scenario = stream.scenario
+        state.stream = stream
         model, method = self._build(cell, stream, order, device)
         state.env = environment(str(device), train, dict(self._versions), world_size=dist.world_size)
 
@@ -582,6 +603,8 @@ class _CellState:
         self.error: str | None = "the cell did not start"
         self.divergence: dict[str, Any] | None = None  # where training blew up (status "diverged")
         self.scenario: str | None = None  # the stream's test-time scenario (Stream.scenario)
+        self.stream: Stream | None = None  # for the data files it read (provenance)
+        self.code: tuple[dict[str, str], dict[str, str]] | None = None  # provenance.code_record, set by the runner
         self.started = time.perf_counter()
 
     @property
@@ -594,6 +617,7 @@ class _CellState:
     def save_checkpoint(self, model: CLModel, method: Method) -> None:
         payload = {
             "config_hash": self.cell.config_hash,
+            "code": self.code[0] if self.code else {},
             "done": len(self.rows),
             "rows": self.rows,
             "timings": self.task_timings,
@@ -622,6 +646,12 @@ class _CellState:
         if recorded != self.cell.config_hash:
             warnings.warn(f"{self.path}: checkpoint of other settings (config hash {str(recorded)[:12]}, this cell "
                           f"{self.cell.config_hash[:12]}); the cell starts over", stacklevel=2)
+            return 0
+        code = payload.get("code")
+        if self.code is not None and code is not None and code != self.code[0]:
+            moved = sorted(k for k in set(code) | set(self.code[0]) if code.get(k) != self.code[0].get(k))
+            warnings.warn(f"{self.path}: checkpoint made by other code ({', '.join(moved)}); the cell starts over",
+                          stacklevel=2)
             return 0
         try:
             method.load_state_dict(payload["method"])  # first: it may rebuild structure the weights need
@@ -682,4 +712,13 @@ class _CellState:
             footprints=footprints,
             scenario=self.scenario,
             divergence=self.divergence if self.status == "diverged" else None,
+            provenance=self.provenance() if write else None,
         )
+
+    def provenance(self) -> dict[str, Any] | None:
+        """What made this result beyond its settings (:mod:`clbench.provenance`); None before the stream loaded."""
+        if self.code is None:
+            return None
+        code, versions = self.code
+        read = provenance.data_files(self.stream.opened) if self.stream is not None else []
+        return {"versions": versions, "code": code, "data": provenance.data_digests(read, self.cell)}

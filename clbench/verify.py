@@ -12,17 +12,18 @@ from __future__ import annotations
 import math
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from clbench import config as cfg
 from clbench import footprints as fps
-from clbench.errors import ConfigError, ResultFileError
+from clbench import provenance
+from clbench.errors import ClbenchError, ConfigError, ResultFileError
 from clbench.metrics import MetricInput, compute_metrics
 from clbench.registry import Registries
-from clbench.results import FOOTPRINT_FILE, CellResult, iter_results, write_result
+from clbench.results import FOOTPRINT_FILE, CellResult, scan, write_result
 
 
 def percent_metrics(regs: Registries) -> frozenset[str]:
@@ -39,6 +40,7 @@ class Delta:
     matrix: float  # max |Δ a[i][j]| in percentage points (0 when identical)
     metrics: dict[str, tuple[float | None, float | None]]  # metric -> (old, new) where they differ
     note: str = ""
+    other_code: list[str] = field(default_factory=list)  # what made the two differently (provenance.differences)
 
     def within(self, atol: float, rtol: float, percent: frozenset[str]) -> bool:
         if self.note or self.matrix > atol:
@@ -96,37 +98,64 @@ class Recomputed:
     deltas: list[Delta]  # cells whose stored metrics differ, or whose footprint file is unreadable
     checked: int  # complete cells recomputed
     without_footprints: list[str]  # cells whose footprint file is absent: matrix metrics only
+    problems: list[str] = field(default_factory=list)  # results that could not be read (clbench.results.scan)
+
+
+def unloaded_metrics(regs: Registries, results: Iterable[CellResult]) -> dict[str, int]:
+    """Metric → how many of ``results`` store it while no loaded plugin computes it (disabled or uninstalled)."""
+    out: dict[str, int] = {}
+    for r in results:
+        for name in set(r.metrics) | set(r.metric_errors):
+            if name not in regs.metrics:
+                out[name] = out.get(name, 0) + 1
+    return dict(sorted(out.items()))
 
 
 def recompute_tree(regs: Registries, roots: Iterable[Path], write: bool) -> Recomputed:
     """Recompute every complete result under ``roots``. With ``write``, store the recomputed metrics in each
-    result.json (never for a cell whose footprint file is absent: its footprint metrics stay as recorded)."""
-    out = Recomputed([], 0, [])
-    for root in roots:
-        for result in iter_results(root):
-            if result.status != "complete":
-                continue
-            try:
-                metrics, errors, whole = recompute(regs, result)
-            except ResultFileError as exc:
-                out.deltas.append(Delta(result.key, 0.0, {}, str(exc)))
-                continue
-            out.checked += 1
-            stored = result.metrics if whole else {k: v for k, v in result.metrics.items() if k in metrics}
-            stored_errors = result.metric_errors if whole else {k: v for k, v in result.metric_errors.items()
-                                                                if k in metrics}
-            if not whole:
-                out.without_footprints.append(result.key)
-            delta = Delta(result.key, 0.0, _metric_changes(stored, metrics))
-            settings = cfg.to_dict(metric_settings(result))
-            if delta.metrics or errors != stored_errors:
-                out.deltas.append(delta)
-            # written also when only the record of the settings is incomplete: a result written before a metric
-            # form existed then names the form its numbers now follow (its config hash stays: IDENTITY_SINCE)
-            if write and whole and (delta.metrics or errors != stored_errors or result.config.get("metrics") != settings):
-                result.metrics, result.metric_errors = metrics, errors
-                result.config["metrics"] = settings
-                write_result(result, result.path.parent)
+    result.json (never for a cell whose footprint file is absent: its footprint metrics stay as recorded).
+
+    A stored metric whose plugin is not loaded now is a :class:`~clbench.errors.ClbenchError` before anything is
+    read further or written: recomputing would replace its value by "absent"."""
+    scans = [scan(root) for root in roots]
+    out = Recomputed([], 0, [], [p for s in scans for p in s.problems])
+    complete = [r for s in scans for r in s.results if r.status == "complete"]
+    unloaded = unloaded_metrics(regs, complete)
+    if unloaded:
+        n = max(unloaded.values())
+        listed = f"{', '.join(unloaded)} (stored in {n} result{'s' if n > 1 else ''})"
+        raise ClbenchError(f"no loaded plugin computes the stored metrics {listed}: a metric plugin is disabled "
+                           "(-p no:NAME, CLBENCH_DISABLE_PLUGIN_AUTOLOAD) or uninstalled; nothing was "
+                           f"{'written' if write else 'checked'}. Load it and run again")
+    metric_code = provenance.metric_code(regs)
+    for result in complete:
+        try:
+            metrics, errors, whole = recompute(regs, result)
+        except ResultFileError as exc:
+            out.deltas.append(Delta(result.key, 0.0, {}, str(exc)))
+            continue
+        out.checked += 1
+        stored = result.metrics if whole else {k: v for k, v in result.metrics.items() if k in metrics}
+        stored_errors = result.metric_errors if whole else {k: v for k, v in result.metric_errors.items()
+                                                            if k in metrics}
+        if not whole:
+            out.without_footprints.append(result.key)
+        delta = Delta(result.key, 0.0, _metric_changes(stored, metrics))
+        settings = cfg.to_dict(metric_settings(result))
+        if delta.metrics or errors != stored_errors:
+            out.deltas.append(delta)
+        recorded = result.provenance
+        code = {**recorded["code"], **metric_code} if recorded is not None else None
+        # written also when only the record of the settings is incomplete: a result written before a metric
+        # form existed then names the form its numbers now follow (its config hash stays: IDENTITY_SINCE); and
+        # when the metric plugins' code changed: the result then records the code that computed its metrics
+        if write and whole and (delta.metrics or errors != stored_errors or result.config.get("metrics") != settings
+                                or (recorded is not None and code != recorded["code"])):
+            result.metrics, result.metric_errors = metrics, errors
+            result.config["metrics"] = settings
+            if recorded is not None and code is not None:
+                result.provenance = {**recorded, "code": dict(sorted(code.items()))}
+            write_result(result, result.path.parent)
     return out
 
 
@@ -153,7 +182,8 @@ def compare(old: Sequence[CellResult], new: Sequence[CellResult]) -> tuple[list[
         diff = max((abs(u - v) for ru, rv in zip(x.accuracy_matrix, y.accuracy_matrix, strict=True)
                     for u, v in zip(ru, rv, strict=True) if u is not None and v is not None), default=0.0)
         note = "" if x.config_hash == y.config_hash else "other settings (config hash differs)"
-        deltas.append(Delta(key, diff, _metric_changes(x.metrics, y.metrics, 0.0), note))
+        deltas.append(Delta(key, diff, _metric_changes(x.metrics, y.metrics, 0.0), note,
+                            provenance.differences(x.provenance, y.provenance)))
     return deltas, sorted(set(a) - set(b)), sorted(set(b) - set(a))
 
 
@@ -192,9 +222,19 @@ def table(deltas: Sequence[Delta], atol: float, rtol: float, percent: frozenset[
     rows = []
     for d in deltas:
         moved = ", ".join(f"{k} {_num(a)}→{_num(b)}" for k, (a, b) in d.metrics.items())
-        verdict = "ok" if d.within(atol, rtol, percent) else "DIFFERS"
+        verdict = verdict_of(d, atol, rtol, percent)
+        if d.other_code:
+            moved = (moved or "identical") + "; made by other code or data: " + ", ".join(d.other_code)
         rows.append([d.key, "-" if math.isinf(d.matrix) else f"{d.matrix:.2f}", d.note or moved or "identical", verdict])
     return rows
+
+
+def verdict_of(d: Delta, atol: float, rtol: float, percent: frozenset[str]) -> str:
+    """``ok``; ``other code`` when the numbers moved and the two were made by other code or data (expected: the
+    committed result is out of date, not irreproducible); ``DIFFERS`` when the same code gives other numbers."""
+    if d.within(atol, rtol, percent):
+        return "ok"
+    return "other code" if d.other_code and not d.note else "DIFFERS"
 
 
 def _num(v: float | None) -> str:

@@ -419,7 +419,7 @@ for _id, _what, _first, _second, _diff in [
 
 
 @fault("rerun-same-settings", "rerun of a finished grid with the same settings", 0,
-       "clbench: 1 cell: 1 complete; exit 0", "the cell is reused, not rerun: its files are byte-identical")
+       "clbench: 1 cell: 1 complete (1 reused, not run); exit 0", "the cell is reused, not rerun: its files are byte-identical")
 def rerun_same(tmp: Path) -> Outcome:
     ok(tiny(tmp, "--methods", "ewc", "--set", "ewc.lambda=10"))
     snapshot(tmp)
@@ -432,7 +432,7 @@ def _(o: Outcome) -> None:
 
 
 @fault("rerun-same-settings-respelled", "rerun with `--set ewc.lambda=1e1` after `--set ewc.lambda=10`", 0,
-       "clbench: 1 cell: 1 complete; exit 0", "the cell is reused (the same value, spelt otherwise): files byte-identical")
+       "clbench: 1 cell: 1 complete (1 reused, not run); exit 0", "the cell is reused (the same value, spelt otherwise): files byte-identical")
 def rerun_respelled(tmp: Path) -> Outcome:
     ok(tiny(tmp, "--methods", "ewc", "--set", "ewc.lambda=10"))
     snapshot(tmp)

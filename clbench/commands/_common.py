@@ -24,3 +24,11 @@ def warned(fn: Callable[[], T]) -> T:
 def count(n: int, noun: str) -> str:
     """``1 cell``, ``2 cells``."""
     return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def unusable(problems: list[str]) -> int:
+    """Print one ``unusable: ...`` line per result a gate could not use (:func:`clbench.results.scan`); their
+    number (a gate that met any exits 1: it did not check everything it was given)."""
+    for problem in problems:
+        click.echo(f"unusable: {problem}", err=True)
+    return len(problems)

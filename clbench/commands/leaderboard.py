@@ -8,7 +8,6 @@ from typing import Any
 
 import click
 
-from clbench.commands._common import warned
 from clbench.errors import ClbenchError
 from clbench.registry import Registries
 
@@ -22,15 +21,22 @@ from clbench.registry import Registries
 @click.pass_obj
 def command(regs: Registries, runs: tuple[Path, ...], out: Path, plots: bool, heatmaps: bool, check: bool) -> None:
     """Markdown tables (and plots) from result directories (default: runs/)."""
-    from clbench.results import iter_results
+    from clbench.results import scan
 
-    def read() -> list[Any]:
-        found = []
-        for root in runs or (Path("runs"),):
-            found.extend(iter_results(root))
-        return found
-
-    results = warned(read)
+    results, skipped = [], 0
+    for root in runs or (Path("runs"),):
+        found = scan(root)
+        if found.duplicates:
+            first = next(p for p in found.problems if p.startswith(f"cell {found.duplicates[0]} "))
+            more = len(found.duplicates) - 1
+            raise ClbenchError(first + (f" ({more} more cell{'s' if more > 1 else ''} likewise)" if more else ""))
+        for problem in found.problems:
+            click.echo(f"warning: skipping {problem}", err=True)
+        skipped += len(found.problems)
+        results += found.results
+    if skipped:
+        click.echo(f"warning: {skipped} result{'s' if skipped > 1 else ''} skipped (named above): the leaderboard "
+                   "is built without them", err=True)
     if not results:
         raise ClbenchError(f"no result files under {', '.join(map(str, runs or ('runs',)))}")
     seen: dict[tuple[str, str], Path | None] = {}

@@ -79,6 +79,9 @@ class Jobs(click.ParamType):
 @click.option("--nproc", type=click.IntRange(min=1), default=None,
               help="Data-parallel cells: each on N processes (torch.distributed; gloo on the CPU, NCCL on GPUs), "
                    "the global batch split between them. Under torchrun its processes are the ranks.")
+@click.option("--on-change", type=click.Choice(["refuse", "rerun", "reuse"]), default="refuse", show_default=True,
+              help="A finished cell whose result was made by other code or data (a plugin's sources, a data file, "
+                   "a version, a metric not computed): refuse to run, rerun it, or reuse it (named in the summary).")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first failed cell.")
 @click.option("--leaderboard/--no-leaderboard", "write_board", default=False,
               help=f"Also write this run's leaderboard to OUT/{LEADERBOARD_FILE} (default: print the command "
@@ -87,7 +90,7 @@ class Jobs(click.ParamType):
 @click.pass_obj
 def command(regs: Registries, methods: str | None, streams: str | None, orders: str | None, seeds: str | None,
             profile: str, sets: tuple[str, ...], model: str | None, out: Path, data_dir: Path | None,
-            model_path: str | None, executor: str, jobs: int | str, nproc: int | None, fail_fast: bool,
+            model_path: str | None, executor: str, jobs: int | str, nproc: int | None, on_change: str, fail_fast: bool,
             write_board: bool, progress: bool, **options: Any) -> None:
     """Train and evaluate a grid of cells (method × stream × order × seed).
 
@@ -109,13 +112,13 @@ def command(regs: Registries, methods: str | None, streams: str | None, orders: 
     regs.executors.get(executor)
     if launched_by_torchrun() and os.environ["RANK"] != "0":  # a rank of torchrun's: rank 0 says what happens
         results = execute(plan, regs, executor=executor, fail_fast=fail_fast, progress=False,
-                          options={**options, "jobs": 1, "nproc": nproc})
+                          options={**options, "jobs": 1, "nproc": nproc, "on_change": on_change})
         sys.exit(summary(results, getattr(results, "faults", ()))[1])
     for line in plan.skipped:
         click.echo(f"skipped: {line}", err=True)
     click.echo(f"clbench: {count(len(plan.cells), 'cell')}, profile {plan.profile!r}, results in {out}/", err=True)
     results = execute(plan, regs, executor=executor, fail_fast=fail_fast, progress=progress,
-                      options={**options, "jobs": jobs, "nproc": nproc})
+                      options={**options, "jobs": jobs, "nproc": nproc, "on_change": on_change})
     lines, code = summary(results, getattr(results, "faults", ()))
     if results:
         from clbench.leaderboard import console_summary
@@ -179,8 +182,11 @@ def summary(results: Sequence[CellResult], faults: Sequence[str] = ()) -> tuple[
             lines.append(f"failed: {r.key}: {r.error}{where}")
     lines += [f"fault: {f}" for f in faults]
     lines += [f"metric error: {r.key}: {msg}" for r in results for msg in sorted(r.metric_errors.values())]
+    lines += list(getattr(results, "notes", ()))
     parts = [f"{counts[s]} {s}" for s in ("complete", "diverged", "failed") if counts.get(s)]
     failed = counts.get("failed", 0) + len(faults)
+    reused = len(getattr(results, "reused", ()))
     lines.append(f"clbench: {count(len(results), 'cell')}: {', '.join(parts) or 'none'}"
+                 + (f" ({reused} reused, not run)" if reused else "")
                  + (f"; {count(len(faults), 'observer fault')}" if faults else "") + f"; exit {1 if failed else 0}")
     return lines, 1 if failed else 0

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from clbench.commands._common import warned
+from clbench.commands._common import unusable
 from clbench.errors import ClbenchError
 from clbench.registry import Registries
 
@@ -18,36 +18,44 @@ _RTOL_HELP = "Allowed relative |Δ| of the other metrics."
 
 @click.command(name="verify")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--cells", "per_stream", default=2, show_default=True, help="Cells rerun per stream (the cheapest).")
-@click.option("--atol", default=0.0, show_default=True, help=_ATOL_HELP)
-@click.option("--rtol", default=0.0, show_default=True, help=_RTOL_HELP)
+@click.option("--cells", "per_stream", default=2, show_default=True, type=click.IntRange(min=1),
+              help="Cells rerun per stream (the cheapest).")
+@click.option("--atol", default=0.0, show_default=True, type=click.FloatRange(min=0), help=_ATOL_HELP)
+@click.option("--rtol", default=0.0, show_default=True, type=click.FloatRange(min=0), help=_RTOL_HELP)
 @click.option("--keep", type=click.Path(path_type=Path), default=None, help="Keep the rerun cells here.")
 @click.pass_obj
 def command(regs: Registries, run_dir: Path, per_stream: int, atol: float, rtol: float, keep: Path | None) -> None:
     """Rerun a sample of committed cells from their recorded settings and compare the numbers."""
-    from clbench.results import iter_results
+    from clbench.results import scan
     from clbench.verify import rerun, sample
 
-    chosen = sample(warned(lambda: list(iter_results(run_dir))), per_stream)
+    found = scan(run_dir)
+    bad = unusable(found.problems)
+    chosen = sample(found.results, per_stream)
     if not chosen:
-        raise ClbenchError(f"no complete result under {run_dir}")
+        raise ClbenchError(f"no complete result under {run_dir}: nothing was verified"
+                           + (f" ({bad} unusable)" if bad else ""))
     click.echo(f"clbench verify: rerunning {len(chosen)} cells of {run_dir}", err=True)
-    sys.exit(report_deltas(regs, chosen, rerun(regs, chosen, keep), atol, rtol))
+    code = report_deltas(regs, chosen, rerun(regs, chosen, keep), atol, rtol)
+    sys.exit(code or (1 if bad else 0))
 
 
 @click.command(name="compare")
 @click.argument("old", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("new", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--atol", default=0.0, show_default=True, help=_ATOL_HELP)
-@click.option("--rtol", default=0.0, show_default=True, help=_RTOL_HELP)
+@click.option("--atol", default=0.0, show_default=True, type=click.FloatRange(min=0), help=_ATOL_HELP)
+@click.option("--rtol", default=0.0, show_default=True, type=click.FloatRange(min=0), help=_RTOL_HELP)
 @click.pass_obj
 def compare(regs: Registries, old: Path, new: Path, atol: float, rtol: float) -> None:
     """Compare two result trees cell by cell; exit 1 when a number moved beyond the tolerance."""
-    from clbench.results import iter_results
+    from clbench.results import scan
 
-    a = warned(lambda: list(iter_results(old)))
-    b = warned(lambda: list(iter_results(new)))
-    sys.exit(report_deltas(regs, a, b, atol, rtol))
+    a, b = scan(old), scan(new)
+    bad = unusable(a.problems + b.problems)
+    if not a.results and not b.results:
+        raise ClbenchError(f"no result under {old} or {new}: nothing was compared" + (f" ({bad} unusable)" if bad else ""))
+    code = report_deltas(regs, a.results, b.results, atol, rtol)
+    sys.exit(code or (1 if bad else 0))
 
 
 def report_deltas(regs: Registries, old: list[Any], new: list[Any], atol: float, rtol: float) -> int:
@@ -56,7 +64,7 @@ def report_deltas(regs: Registries, old: list[Any], new: list[Any], atol: float,
     from tabulate import tabulate
 
     from clbench.verify import compare as compare_results
-    from clbench.verify import percent_metrics, table
+    from clbench.verify import percent_metrics, table, verdict_of
 
     deltas, only_old, only_new = compare_results(old, new)
     percent = percent_metrics(regs)
@@ -67,6 +75,8 @@ def report_deltas(regs: Registries, old: list[Any], new: list[Any], atol: float,
     for key in only_new:
         click.echo(f"extra: {key} (only in the second)", err=True)
     bad = [d for d in deltas if not d.within(atol, rtol, percent)]
-    click.echo(f"{len(deltas) - len(bad)} within tolerance, {len(bad)} beyond it (atol {atol:g} pp, rtol {rtol:g}); "
-               f"{len(only_old)} missing", err=True)
+    other = sum(verdict_of(d, atol, rtol, percent) == "other code" for d in bad)
+    click.echo(f"{len(deltas) - len(bad)} within tolerance, {len(bad)} beyond it (atol {atol:g} pp, rtol {rtol:g})"
+               + (f", {other} of them made by other code or data" if other else "") + f"; {len(only_old)} missing",
+               err=True)
     return 1 if bad or only_old else 0

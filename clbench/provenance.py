@@ -1,0 +1,277 @@
+"""What made a result beyond its settings: the code and the data (``result.json``'s ``provenance``).
+
+``config_hash`` names the settings. Two runs with the same settings can still compute different numbers: a
+plugin edited between them, or a data file replaced. So every result also records
+
+- ``versions``: clbench's version and the version of each distribution whose plugin built the cell;
+- ``code``: per component (``method:ewc``, ``model:mlp``, ``stream:split-digits``, ``metric:AA``), the sha256 of
+  the sources of the plugin that registered it: its package's ``*.py`` files (or its one module);
+- ``data``: per file a stream read while loading its tasks, the file's sha256. A file is named relative to the
+  stream's ``data_dir`` (``data_dir:sst2/train.json``) or to the Python package it ships in
+  (``pkg:clbench_plugins/digits/data/digits.npz``), so a committed result checks on another machine.
+
+Files are seen through Python's ``open`` audit event (PEP 578) while :meth:`clbench.data.Stream.data` loads a task:
+numpy, json, pandas and PIL readers, whatever the plugin calls. Readers that open files in C++ (a Hugging Face
+``datasets`` Arrow cache) are not seen; such streams are identified by their settings (hub name, revision).
+Model weights are identified by their name or path, not digested (gigabytes).
+
+A rerun compares a finished result's provenance with the code and data present now (:func:`changes`) before it
+reuses the result; see ``clbench run --on-change``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import os
+import sys
+import threading
+import types
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from clbench.plan import Cell
+    from clbench.registry import Registries
+
+# what a stream's loader opens that is not data: its own code and compiled extensions
+_NOT_DATA = frozenset({".py", ".pyc", ".pyi", ".so", ".pyd", ".dylib", ".dll", ".pth"})
+_CHUNK = 1 << 20
+
+# --------------------------------------------------------------------------- files a stream reads
+_local = threading.local()
+_hook_installed = False
+_hook_lock = threading.Lock()
+
+
+def _on_audit(event: str, args: tuple[Any, ...]) -> None:
+    if event != "open":
+        return
+    opened = getattr(_local, "opened", None)
+    if opened is None:
+        return
+    path, mode = args[0], args[1] if len(args) > 1 else None
+    if isinstance(path, (str, bytes)) and (mode is None or not any(c in str(mode) for c in "wax+")):
+        opened.add(os.fsdecode(path))
+
+
+@contextlib.contextmanager
+def reading() -> Iterator[set[str]]:
+    """The paths this thread opens for reading inside the block (files only; other threads are not seen)."""
+    global _hook_installed
+    with _hook_lock:
+        if not _hook_installed:  # an audit hook cannot be removed: one, installed on first use, checks a flag
+            sys.addaudithook(_on_audit)
+            _hook_installed = True
+    outer = getattr(_local, "opened", None)
+    opened: set[str] = set()
+    _local.opened = opened
+    try:
+        yield opened
+    finally:
+        _local.opened = outer
+        if outer is not None:
+            outer.update(opened)
+
+
+def data_files(opened: set[str]) -> list[Path]:
+    """The data files among ``opened`` paths: existing regular files that are not code."""
+    out = []
+    for p in sorted(opened):
+        path = Path(p)
+        if path.suffix not in _NOT_DATA and path.is_file():
+            out.append(path.resolve())
+    return sorted(set(out))
+
+
+_digests: dict[tuple[str, int, int], str] = {}
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a file's bytes; cached per (path, size, mtime) for the life of the process, so a run hashes each
+    data file once however many cells read it."""
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _digests:
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            while block := fh.read(_CHUNK):
+                h.update(block)
+        _digests[key] = h.hexdigest()
+    return _digests[key]
+
+
+def _package_root(top: str) -> Path | None:
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))).resolve()
+
+
+def _roots(cell: Cell) -> dict[str, Path]:
+    """The stream's ``data_dir``, when it has one: where its data files are named from."""
+    roots = {}
+    data_dir = cell.stream_config.get("data_dir")
+    if data_dir:
+        roots["data_dir:"] = Path(str(data_dir)).expanduser().resolve()
+    return roots
+
+
+def _top_level_packages() -> dict[Path, str]:
+    """Folder → import name of every top-level package imported (a folder may be named otherwise than its
+    package: ``plugins/`` is ``clbench_plugins``)."""
+    out = {}
+    for name, module in list(sys.modules.items()):
+        paths = getattr(module, "__path__", None)
+        if "." not in name and paths:
+            with contextlib.suppress(TypeError, OSError):
+                out[Path(next(iter(paths))).resolve()] = name
+    return out
+
+
+def data_key(path: Path, cell: Cell) -> str:
+    """How ``path`` is named in a result: under ``data_dir``, in a Python package, or by its absolute path."""
+    for prefix, root in _roots(cell).items():
+        if root == path or root in path.parents:
+            return prefix + path.relative_to(root).as_posix()
+    packages = _top_level_packages()
+    for parent in reversed(path.parents):  # the outermost package holding it
+        if parent in packages:
+            return f"pkg:{packages[parent]}/{path.relative_to(parent).as_posix()}"
+    return f"file:{path}"
+
+
+def locate(key: str, cell: Cell) -> Path | None:
+    """The file a :func:`data_key` names on this machine, or None when it cannot be found."""
+    prefix, _, rest = key.partition(":")
+    if prefix == "data_dir":
+        root = _roots(cell).get("data_dir:")
+        path = root / rest if root else None
+    elif prefix == "pkg":
+        top, _, rel = rest.partition("/")
+        root = _package_root(top)
+        path = root / rel if root else None
+    else:
+        path = Path(rest)
+    return path if path is not None and path.is_file() else None
+
+
+def data_digests(paths: list[Path], cell: Cell) -> dict[str, str]:
+    return {data_key(p, cell): file_digest(p) for p in paths}
+
+
+# --------------------------------------------------------------------------- code
+def _module_of(plugin: object) -> types.ModuleType | None:
+    if isinstance(plugin, types.ModuleType):
+        return plugin
+    return sys.modules.get(type(plugin).__module__)
+
+
+def source_digest(plugin: object) -> str:
+    """sha256 of a plugin's sources: every ``*.py`` of its package folder (a plugin in a package), or its one
+    module; ``unknown`` when it has no source file (defined in an interactive session)."""
+    module = _module_of(plugin)
+    file = getattr(module, "__file__", None)
+    if not file:
+        return "unknown"
+    path = Path(file).resolve()
+    package = getattr(module, "__package__", "") or ""
+    files = sorted(p for p in path.parent.rglob("*.py") if "__pycache__" not in p.parts) if package else [path]
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.relative_to(path.parent).as_posix().encode() + b"\0")
+        h.update(file_digest(f).encode() + b"\n")
+    return h.hexdigest()
+
+
+def _plugin_objects(regs: Registries) -> dict[str, object]:
+    from clbench.registry import plugin_name
+
+    return {plugin_name(regs.pm, p): p for p in regs.pm.get_plugins()}
+
+
+def components(cell: Cell) -> list[tuple[str, str]]:
+    """The (kind, name) of every plugin component that computes a cell's numbers, metrics aside."""
+    return [*(("methods", p) for p in cell.parts), ("models", cell.model), ("streams", cell.stream)]
+
+
+_KIND = {"methods": "method", "models": "model", "streams": "stream", "metrics": "metric"}
+
+
+def _code_of(regs: Registries, entries: list[tuple[str, str]]) -> tuple[dict[str, str], dict[str, str]]:
+    from clbench.registry import _own_version
+
+    objects = _plugin_objects(regs)
+    by_plugin: dict[str, str] = {}
+    code: dict[str, str] = {}
+    versions = {"clbench": _own_version()}
+    for kind, name in entries:
+        origin = regs.kind(kind).origins.get(name)
+        if origin is None:
+            continue
+        if origin.plugin not in by_plugin:
+            plugin = objects.get(origin.plugin)
+            by_plugin[origin.plugin] = source_digest(plugin) if plugin is not None else "unknown"
+        code[f"{_KIND[kind]}:{name}"] = by_plugin[origin.plugin]
+        if origin.version != "-":
+            versions[origin.dist] = origin.version
+    return dict(sorted(code.items())), dict(sorted(versions.items()))
+
+
+def code_record(regs: Registries, cell: Cell) -> tuple[dict[str, str], dict[str, str]]:
+    """``(code, versions)`` of the plugins that build ``cell`` and compute its metrics, as loaded now."""
+    return _code_of(regs, [*components(cell), *(("metrics", m) for m in regs.metrics)])
+
+
+def metric_code(regs: Registries) -> dict[str, str]:
+    """The ``code`` entries of the metric plugins loaded now (``clbench metrics`` records them when it writes)."""
+    return _code_of(regs, [("metrics", m) for m in regs.metrics])[0]
+
+
+def changes(recorded: Mapping[str, Any] | None, metrics: Mapping[str, Any] | None, regs: Registries, cell: Cell,
+            now: tuple[dict[str, str], dict[str, str]] | None = None) -> list[str] | None:
+    """What differs between the code and data that made a result (its ``provenance`` and the metrics it holds)
+    and the code and data here now: ``[]`` when nothing, ``None`` when the result records no provenance (written
+    before clbench recorded it: the code cannot be checked; only missing metrics are). ``metrics`` is None for a
+    result that computes none (diverged). ``now`` is :func:`code_record` when the caller has it."""
+    code, versions = now or code_record(regs, cell)
+    out = [f"metric {m} was not computed (its plugin was not loaded when the cell ran)"
+           for m in regs.metrics if metrics is not None and m not in metrics]
+    if recorded is None:
+        return out or None
+    old_versions = recorded.get("versions", {})
+    for dist in sorted(set(old_versions) & set(versions)):
+        if old_versions[dist] != versions[dist]:
+            out.append(f"{dist} {old_versions[dist]} → {versions[dist]}")
+    old_code = recorded.get("code", {})
+    for name in sorted(set(old_code) & set(code)):
+        if old_code[name] != code[name]:
+            out.append(f"{name.replace(':', ' ', 1)}: its plugin's code changed")
+    for name in sorted(set(code) - set(old_code)):
+        if not name.startswith("metric:"):  # a missing metric is named above
+            out.append(f"{name.replace(':', ' ', 1)}: made by another plugin")
+    for key, digest in sorted(recorded.get("data", {}).items()):
+        path = locate(key, cell)
+        if path is None:
+            out.append(f"data file {key} is missing here")
+        elif file_digest(path) != digest:
+            out.append(f"data file {key} changed")
+    return out
+
+
+def differences(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> list[str]:
+    """What differs between two results' provenance records (``[]`` when either records none): the components
+    whose code changed, the versions, the data files."""
+    if old is None or new is None:
+        return []
+    out = []
+    for block, what in (("versions", "version of {}"), ("code", "code of {}"), ("data", "data file {}")):
+        a, b = old.get(block, {}), new.get(block, {})
+        out += [what.format(k.replace(":", " ", 1) if block == "code" else k)
+                for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    return out
