@@ -8,6 +8,7 @@ plugin); the local executor only spreads cells over this machine's cores with :m
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import multiprocessing
 import os
 import queue
@@ -16,7 +17,6 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from clbench.errors import ClbenchError, ResultFileError
 from clbench.hookspecs import hookimpl
 from clbench.plan import Cell, Plan
 from clbench.registry import Registries, in_process_plugins
-from clbench.results import CellResult, remove_orphan_temp_files
+from clbench.results import RESULT_FILE, CellResult, remove_orphan_temp_files
 from clbench.runner import Runner, resolve_device
 from clbench.specs import ExecutorSpec, ProfileSpec
 
@@ -219,6 +219,33 @@ def check_data_parallel(plan: Plan, regs: Registries, nproc: int, executor: str,
                                    "points; install it as a package with a `clbench` entry point")
 
 
+_TREE_DEPTH = 4  # <out>/<stream>/<method>/order-<o>/seed-<s>/result.json
+
+
+def check_not_nested(out: Path) -> None:
+    """Refuse an ``--out`` inside another run's result tree, or holding one at another depth: ``leaderboard`` and
+    ``compare`` read a tree recursively, and a nested run's cells would be read as a second result of the same
+    cells (or a stray tree's)."""
+    given, out = out, out.resolve()
+    if out.exists() and not out.is_dir():
+        raise ClbenchError(f"--out {given} is a file; give a folder (it is created when missing)")
+    for level, parent in enumerate(out.parents):
+        cells = parent.glob("*/*/order-*/seed-*/" + RESULT_FILE) if level < _TREE_DEPTH else iter(())
+        if (parent / LOCK_FILE).exists() or next(cells, None) is not None:
+            raise ClbenchError(f"--out {given} is inside the result tree of another run, {parent}/: its cells would be "
+                               "read as that tree's; use a folder beside it, not inside it")
+    if not out.is_dir():
+        return
+    for path in out.rglob(RESULT_FILE):
+        if len(path.relative_to(out).parts) != _TREE_DEPTH + 1:
+            raise ClbenchError(f"--out {given} holds a result outside the cell layout, {path}: another run's tree "
+                               "nested inside it? move it out, or use another --out")
+    for lock in out.rglob(LOCK_FILE):
+        if lock.parent != out:
+            raise ClbenchError(f"--out {given} holds another run's result tree, {lock.parent}/; move it out, or use "
+                               "another --out")
+
+
 def output_lock(out: Path) -> FileLock:
     """One ``clbench run`` per output directory at a time: a second one refuses instead of racing."""
     out.mkdir(parents=True, exist_ok=True)
@@ -232,7 +259,11 @@ def execute(plan: Plan, regs: Registries, executor: str = "local", fail_fast: bo
     result of other settings."""
     options = dict(options or {})
     dist, nproc = data_parallel(plan, options)
+    if any(c.nproc != nproc for c in plan.cells):  # the process count is part of each cell's identity
+        plan = dataclasses.replace(plan, cells=[dataclasses.replace(c, nproc=nproc) for c in plan.cells])
     check_data_parallel(plan, regs, nproc, executor, options)
+    if dist.is_main:
+        check_not_nested(plan.out)
     try:
         with output_lock(plan.out) if dist.is_main else contextlib.nullcontext():  # torchrun: rank 0 holds it
             return _execute(plan, regs, executor, fail_fast, progress, {**options, "nproc": nproc}, dist)
@@ -265,15 +296,15 @@ ON_CHANGE = {
 }
 
 
-@dataclass
+@dataclasses.dataclass
 class _Found:
     """The plan split by what its folders already hold."""
 
-    done: dict[str, CellResult] = field(default_factory=dict)  # finished by this code and data: reused
-    todo: list[Cell] = field(default_factory=list)
-    stale: list[str] = field(default_factory=list)  # another cell's or other settings' results: refused
-    changed: list[tuple[Cell, CellResult, str]] = field(default_factory=list)  # by other code or data: --on-change
-    unchecked: list[str] = field(default_factory=list)  # reused results that record no provenance
+    done: dict[str, CellResult] = dataclasses.field(default_factory=dict)  # finished by this code and data: reused
+    todo: list[Cell] = dataclasses.field(default_factory=list)
+    stale: list[str] = dataclasses.field(default_factory=list)  # another cell's or other settings' results: refused
+    changed: list[tuple[Cell, CellResult, str]] = dataclasses.field(default_factory=list)  # by other code or data: --on-change
+    unchecked: list[str] = dataclasses.field(default_factory=list)  # reused results that record no provenance
 
 
 def _stale(plan: Plan, runner: Runner) -> _Found:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from clbench.results import CellResult
 
 RESERVED_SCOPES = ("train", "model", "stream", "metrics")
+SEED_LIMIT = 2**32  # clbench.method.derive_seed keeps a seed's low 32 bits
 # The profile clbench.testing registers for plugin test suites: a plugin may key presets to it although
 # it exists only while a test runs.
 TEST_PROFILE = "test"
@@ -55,6 +56,9 @@ class Cell:
     out: str
     options: Mapping[str, Any] = field(default_factory=dict)  # plugin run options: not part of the identity
     sweep: Mapping[str, Any] = field(default_factory=dict)
+    # processes a data-parallel cell runs on (--nproc, torchrun's world size): part of the identity, as the global
+    # batch is split into nproc × train.grad_accum micro-batches and a reduction across ranks rounds otherwise
+    nproc: int = 1
 
     @property
     def directory(self) -> Path:
@@ -97,6 +101,8 @@ class Cell:
             "metrics": self.metrics_config,
             "sweep": dict(self.sweep),
             "options": dict(self.options),
+            # only when more than one: the identity (config hash) of a one-process cell stays what it was
+            **({"nproc": self.nproc} if self.nproc > 1 else {}),
         }
 
     @functools.cached_property
@@ -123,6 +129,7 @@ class Cell:
             stream_cfg=cfg.apply(sspec.config_cls, None, c.get("stream", {}), "stream"),
             metrics=cfg.apply(cfg.MetricsConfig, None, c.get("metrics", {}), "metrics"),
             out=str(out), options=dict(c.get("options", {})), sweep=dict(c.get("sweep", {})),
+            nproc=int(c.get("nproc", 1)),
         )
 
 
@@ -330,9 +337,16 @@ def make_plan(regs: Registries, req: RunRequest) -> Plan:
         check_type(stream, Stream, f"stream {sspec.name!r}", "factory", regs.streams.origins.get(sspec.name))
         known_orders[sspec.name] = list(stream.orders)
         orders = list(req.orders) if req.orders else list(base_preset.get("orders", stream.orders))
+        if not stream.tasks:
+            raise ConfigError(f"stream {sspec.name!r}{describe(regs.streams.origins.get(sspec.name))} has no tasks")
         for o in orders:
-            stream.order(o)  # validates the name
+            if not stream.order(o):  # (validates the name)
+                raise ConfigError(f"stream {sspec.name!r}, order {o!r} has no tasks: nothing to train or evaluate")
         seeds = list(req.seeds) if req.seeds else list(base_preset.get("seeds", profile.seeds))
+        for seed in seeds:
+            if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT:
+                raise ConfigError(f"seed {seed!r} is out of range: seeds are integers 0 ≤ s < 2**32 (every random "
+                                  "generator of a cell is derived from 32 bits of it; larger ones would repeat smaller)")
         if stream_labels[sspec.name] is not labels:
             left_out = sorted(set(labels) - set(stream_labels[sspec.name]))
             if left_out:

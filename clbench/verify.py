@@ -9,6 +9,7 @@ percent), and ``rtol`` relative for every other metric (|Δ| ≤ rtol·max(|old|
 
 from __future__ import annotations
 
+import contextlib
 import math
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -201,19 +202,23 @@ def rerun(regs: Registries, results: Sequence[CellResult], out: Path | None = No
     """Run each result's cell again from its recorded settings into ``out`` (a temp dir by default). A result
     whose settings no longer resolve to its recorded config hash is a ConfigError: the code changed what
     those settings mean (a new setting, another default), so the numbers are not comparable."""
+    from clbench.distributed import RankPool
     from clbench.plan import Cell
     from clbench.runner import Runner
 
     runner = Runner(regs, progress=False)
-    with tempfile.TemporaryDirectory(prefix="clbench-verify-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="clbench-verify-") as tmp, contextlib.ExitStack() as stack:
         target = Path(out) if out is not None else Path(tmp)
+        pools: dict[int, RankPool] = {}  # a data-parallel cell reruns on as many processes as it ran on
         fresh = []
         for result in results:
             cell = Cell.from_result(regs, result, target)
             if result.config_hash is not None and cell.config_hash != result.config_hash:
                 raise ConfigError(f"{result.path}: its recorded settings now hash to {cell.config_hash[:12]}, not "
                                   f"{result.config_hash[:12]}: the code resolves them differently; rerun the profile")
-            fresh.append(runner.run(cell))
+            if cell.nproc > 1 and cell.nproc not in pools:
+                pools[cell.nproc] = stack.enter_context(RankPool(runner, cell.nproc, regs.disabled))
+            fresh.append(pools[cell.nproc].run(cell) if cell.nproc > 1 else runner.run(cell))
         return fresh
 
 
