@@ -55,7 +55,7 @@ def check_range(value: Any, bounds: Mapping[str, float], where: str) -> None:
 class TrainConfig:
     """The training loop's settings for one cell."""
 
-    epochs: int = bounded(1, ge=1)
+    epochs: int = bounded(1, ge=1, le=10_000)  # per task; more is a typo (a task that never ends)
     batch_size: int = bounded(32, ge=1)  # the global batch: examples per optimizer step
     # Micro-batches per optimizer step: each runs forward and backward on batch_size/grad_accum examples
     # with its loss scaled by its share of the batch, so the step sees the full batch's mean gradient

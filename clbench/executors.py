@@ -77,11 +77,17 @@ class LocalExecutor:
     def run(self, cells: Iterable[Cell], run_cell: Callable[[Cell], CellResult]) -> Iterator[CellResult]:
         cells = list(cells)
         jobs = self.workers(cells)
+        cpus = usable_cpus()
+        wide = sorted({c.train.threads for c in cells if c.train.threads > cpus})
+        if wide and self.nproc == 1:
+            warnings.warn(f"train.threads={wide[-1]} is more threads than the {cpus} CPUs this process may use: "
+                          "its cells run oversubscribed, several times slower (the setting is kept: numbers "
+                          "depend on it)", stacklevel=2)
         if jobs == 1:
             for cell in cells:
                 yield run_cell(cell)
             return
-        yield from _in_workers(cells, jobs, usable_cpus(), self.disabled, self.fail_fast)
+        yield from _in_workers(cells, jobs, cpus, self.disabled, self.fail_fast)
 
 
 def next_cell(pending: list[Cell], running: Mapping[str, int], jobs: int, cpus: int) -> Cell | None:
@@ -273,7 +279,13 @@ def execute(plan: Plan, regs: Registries, executor: str = "local", fail_fast: bo
             "finish or use another --out"
         ) from None
     except OSError as exc:  # read-only directory, full disk: finished cells stay, no partial file
-        raise ClbenchError(f"cannot write results to {plan.out}/: {exc.strerror or exc}") from None
+        where = Path(exc.filename) if exc.filename else plan.out
+        cell = next((c for c in plan.cells if c.directory == where or c.directory in where.parents
+                     or where in c.directory.parents and where != plan.out), None)
+        if cell is not None:
+            raise ClbenchError(f"cell {cell.key}: cannot write to {where}: {exc.strerror or exc}") from None
+        raise ClbenchError(f"cannot write results to {where}{'' if exc.filename else '/'}: {exc.strerror or exc}"
+                           ) from None
 
 
 class RunResults(list[CellResult]):

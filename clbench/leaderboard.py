@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -93,7 +94,8 @@ def _link(text: str, paths: Sequence[str], link_root: Path | None) -> str:
     if len(paths) > 1:
         target = target.parent.parent  # order-<o>/ holds one directory per seed
     rel = os.path.relpath(target, link_root).replace(os.sep, "/")
-    return f"[{text}]({rel})"
+    # percent-encoded: a space, newline, parenthesis or % in --out or a label would end or garble the link
+    return f"[{text}]({urllib.parse.quote(rel, safe='/@=,+:')})"
 
 
 def _has_error(series: pd.Series) -> pd.Series:

@@ -55,6 +55,9 @@ def cell_key(stream: str, method: str, order: str, seed: int) -> str:
     return f"{stream}/{method}/order-{order}/seed-{seed}"
 
 
+_CELL_DEPTH = 4  # <stream>/<method>/order-<o>/seed-<s>
+
+
 def cell_folders(stream: str, method: str, order: str, seed: int) -> list[str]:
     """The folder names of a cell below ``--out``, each a safe :func:`path_component` (a label with ``/`` stays
     one folder, so the key cannot simply be split)."""
@@ -219,13 +222,12 @@ def check_location(result: CellResult, path: Path) -> None:
 
 @dataclass
 class Scan:
-    """What a result tree holds: its readable results (each in its own cell's folder, each cell once) and every
-    problem that kept a result out: an unreadable or malformed file, a result outside its cell's folder, a folder
-    that cannot be listed, the same cell twice (a run nested inside another ``--out``)."""
+    """What a result tree holds: its readable results (each in its own cell's folder) and every problem that kept
+    a result out: an unreadable or malformed file, a result outside its cell's folder, a folder that cannot be
+    listed. A tree may hold several runs side by side (``results/cl-claims``): see :func:`located`."""
 
     results: list[CellResult] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)  # every problem, the duplicates' included
-    duplicates: list[str] = field(default_factory=list)  # the cells found twice
+    problems: list[str] = field(default_factory=list)
 
 
 def scan(root: Path) -> Scan:
@@ -247,7 +249,6 @@ def scan(root: Path) -> Scan:
         dirs.sort()
         if RESULT_FILE in files:
             paths.append(Path(folder) / RESULT_FILE)
-    by_key: dict[str, list[CellResult]] = {}
     for path in sorted(paths):
         try:
             result = read_result(path)
@@ -255,17 +256,17 @@ def scan(root: Path) -> Scan:
         except ResultFileError as exc:
             found.problems.append(str(exc))
             continue
-        by_key.setdefault(result.key, []).append(result)
-    for key, results in by_key.items():
-        if len(results) > 1:  # which one is the cell's cannot be told: neither is used
-            where = ", ".join(str(r.path) for r in results)
-            found.duplicates.append(key)
-            found.problems.append(f"cell {key} has {len(results)} results ({where}): a run nested inside another "
-                                  "--out? give one result tree per run")
-        else:
-            found.results.append(results[0])
-    found.results.sort(key=lambda r: str(r.path))
+        found.results.append(result)
     return found
+
+
+def located(result: CellResult, root: Path) -> str:
+    """A result's cell key with the folders between ``root`` and its cell folder in front (``equal-steps/cl-quick/
+    inclora/order-1/seed-0`` in a tree holding several runs): how two trees are matched cell by cell, so a cell
+    that two runs of one tree hold is never matched with the other run's."""
+    assert result.path is not None
+    above = Path(os.path.relpath(result.path.parent, root)).parts[:-_CELL_DEPTH]
+    return "/".join([*above, result.key])
 
 
 def iter_results(root: Path, warn: bool = True) -> Iterator[CellResult]:

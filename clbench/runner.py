@@ -472,7 +472,10 @@ class Runner:
         try:
             notify(self.regs, "clbench_cell_end", cell=cell, result=result)
         except ObserverError as exc:  # an observer's fault fails the cell it observed, and only that one
-            self._failed(cell, state, f"{type(exc).__name__}: {exc}")
+            if state.status == "failed":  # the cell's own first fault stays its error (an observer failing twice)
+                state.error = f"{state.error}; then at the cell's end {type(exc).__name__}: {exc}"
+            else:
+                self._failed(cell, state, f"{type(exc).__name__}: {exc}")
             result.status, result.error = state.status, state.error
             result.path = write_result(result, cell.directory)
         return result

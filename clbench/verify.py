@@ -170,10 +170,9 @@ def _metric_changes(old: Mapping[str, float | None], new: Mapping[str, float | N
     return out
 
 
-def compare(old: Sequence[CellResult], new: Sequence[CellResult]) -> tuple[list[Delta], list[str], list[str]]:
-    """Per cell present in both, how ``new`` differs from ``old``; and the keys only in old, only in new."""
-    a = {r.key: r for r in old}
-    b = {r.key: r for r in new}
+def compare(a: Mapping[str, CellResult], b: Mapping[str, CellResult]) -> tuple[list[Delta], list[str], list[str]]:
+    """Per key present in both (a cell key, or :func:`clbench.results.located`), how ``b``'s result differs from
+    ``a``'s; and the keys only in a, only in b."""
     deltas = []
     for key in sorted(set(a) & set(b)):
         x, y = a[key], b[key]

@@ -329,7 +329,7 @@ def reproducibility(results: Path, regs: Any) -> str:
         if not root.is_dir():
             raise DocsTableError(f"{_shown(root)}: missing (make it with: {how})")
         other = list(iter_results(root))
-        deltas, _, only_new = compare(committed, other)
+        deltas, _, only_new = compare(by_key, {r.key: r for r in other})
         for r in other:  # each cell must differ from its committed twin in the named setting at most
             twin = by_key.get(r.key)
             diff = [] if twin is None else config_diff(identity(twin.config, r.stream, r.order, r.seed),

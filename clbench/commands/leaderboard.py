@@ -26,10 +26,6 @@ def command(regs: Registries, runs: tuple[Path, ...], out: Path, plots: bool, he
     results, skipped = [], 0
     for root in runs or (Path("runs"),):
         found = scan(root)
-        if found.duplicates:
-            first = next(p for p in found.problems if p.startswith(f"cell {found.duplicates[0]} "))
-            more = len(found.duplicates) - 1
-            raise ClbenchError(first + (f" ({more} more cell{'s' if more > 1 else ''} likewise)" if more else ""))
         for problem in found.problems:
             click.echo(f"warning: skipping {problem}", err=True)
         skipped += len(found.problems)

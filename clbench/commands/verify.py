@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ def command(regs: Registries, run_dir: Path, per_stream: int, atol: float, rtol:
         raise ClbenchError(f"no complete result under {run_dir}: nothing was verified"
                            + (f" ({bad} unusable)" if bad else ""))
     click.echo(f"clbench verify: rerunning {len(chosen)} cells of {run_dir}", err=True)
-    code = report_deltas(regs, chosen, rerun(regs, chosen, keep), atol, rtol)
+    code = report_deltas(regs, {r.key: r for r in chosen}, {r.key: r for r in rerun(regs, chosen, keep)}, atol, rtol)
     sys.exit(code or (1 if bad else 0))
 
 
@@ -48,17 +49,18 @@ def command(regs: Registries, run_dir: Path, per_stream: int, atol: float, rtol:
 @click.pass_obj
 def compare(regs: Registries, old: Path, new: Path, atol: float, rtol: float) -> None:
     """Compare two result trees cell by cell; exit 1 when a number moved beyond the tolerance."""
-    from clbench.results import scan
+    from clbench.results import located, scan
 
     a, b = scan(old), scan(new)
     bad = unusable(a.problems + b.problems)
     if not a.results and not b.results:
         raise ClbenchError(f"no result under {old} or {new}: nothing was compared" + (f" ({bad} unusable)" if bad else ""))
-    code = report_deltas(regs, a.results, b.results, atol, rtol)
+    code = report_deltas(regs, {located(r, old): r for r in a.results}, {located(r, new): r for r in b.results},
+                         atol, rtol)
     sys.exit(code or (1 if bad else 0))
 
 
-def report_deltas(regs: Registries, old: list[Any], new: list[Any], atol: float, rtol: float) -> int:
+def report_deltas(regs: Registries, old: Mapping[str, Any], new: Mapping[str, Any], atol: float, rtol: float) -> int:
     """Print the cell-by-cell table and the missing/extra cells; 1 when a cell moved beyond the tolerance
     or is missing from ``new``."""
     from tabulate import tabulate
