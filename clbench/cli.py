@@ -7,6 +7,7 @@ as pytest does with ``-p``; they are declared once, on the group, and may stand 
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import threading
@@ -18,6 +19,7 @@ import click
 
 from clbench.commands import doctor, leaderboard, metrics, run, show, verify
 from clbench.commands import list as list_
+from clbench.commands._common import INTERRUPTED, INTERRUPTED_DEFAULT
 from clbench.commands.list import KINDS  # noqa: F401 (kept importable from here)
 from clbench.commands.run import summary  # noqa: F401 (public: the run's closing lines and exit code)
 from clbench.errors import ClbenchError
@@ -102,13 +104,15 @@ def _format_warning(message: Any, category: Any, filename: str, lineno: int, lin
 def main(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     disabled, debug = _early_args(args)
+    INTERRUPTED["line"] = INTERRUPTED_DEFAULT
     term = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() else None
     formatwarning = warnings.formatwarning
     if not debug:
         warnings.formatwarning = _format_warning
     try:
         check_disabled(disabled)
-        regs = build_registry(disabled=disabled)
+        with contextlib.redirect_stdout(sys.stderr):  # a plugin printing at import must not corrupt `show --json`
+            regs = build_registry(disabled=disabled)
         cli = build_cli(regs)
         cli.main(args=args, prog_name="clbench", standalone_mode=False)
     except ClbenchError as exc:
@@ -117,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C inside a command into Abort
-        click.echo("interrupted: finished cells and checkpoints are kept; rerun the same command to resume", err=True)
+        click.echo(INTERRUPTED["line"], err=True)
         sys.exit(130)
     except OSError as exc:  # outside a cell (a result tree we cannot read, a full disk): one line
         if debug:

@@ -51,6 +51,9 @@ class Origin:
         return f"plugin {self.plugin!r}, {self.distribution}"
 
 
+_RESERVED_CHARS = frozenset(",+@=/")
+
+
 @dataclass
 class Registry(Generic[T]):
     """Name → spec, with a clear error and a "did you mean" for unknown names."""
@@ -63,6 +66,11 @@ class Registry(Generic[T]):
         name = getattr(spec, "name", None)
         if not isinstance(name, str) or not name:
             raise PluginError(f"plugin {origin.plugin!r} ({origin.distribution}) registered a {self.kind} without a name")
+        bad = sorted(set(name) & _RESERVED_CHARS) + (["a space"] if any(c.isspace() for c in name) else [])
+        if self.kind != "metric" and bad:  # `--methods a+b,c@k=v` and folder names give these a meaning
+            raise PluginError(f"plugin {origin.plugin!r} ({origin.distribution}) registered the {self.kind} "
+                              f"{name!r}, whose name holds {', '.join(bad)}: the command line reads ',' as a list, "
+                              "'+' as a composition, '@' and '=' as a sweep and '/' as a folder; rename it")
         if name in self.items:
             other = self.origins[name]
             raise PluginError(

@@ -543,7 +543,7 @@ class Runner:
                 due = index < len(order) - 1 and time.perf_counter() - saved >= train.checkpoint_every_s
                 if dist.broadcast(due):  # rank 0's clock decides: every rank goes on knowing the file is written
                     if dist.is_main:
-                        state.save_checkpoint(model, method)
+                        state.save_checkpoint(model, method, what)
                     dist.barrier()
                     saved = time.perf_counter()
                 self._notify("clbench_task_end", cell=cell, task=task, index=index, accuracy_row=row,
@@ -617,7 +617,7 @@ class _CellState:
     def fail(self, status: str, error: str) -> None:
         self.status, self.error = status, error
 
-    def save_checkpoint(self, model: CLModel, method: Method) -> None:
+    def save_checkpoint(self, model: CLModel, method: Method, what: str = "the method") -> None:
         payload = {
             "config_hash": self.cell.config_hash,
             "code": self.code[0] if self.code else {},
@@ -632,7 +632,13 @@ class _CellState:
         }
         # not fsynced: a killed process keeps it (the page cache survives), and the rare checkpoint a machine
         # crash garbles is read as absent below: the cell starts over, it does not fail
-        atomic_write_with(self.path, lambda tmp: torch.save(payload, tmp), durable=False)
+        try:
+            atomic_write_with(self.path, lambda tmp: torch.save(payload, tmp), durable=False)
+        except OSError:
+            raise
+        except Exception as exc:  # pickling: an object in a state_dict that torch.save cannot write
+            raise PluginError(f"{what}: the resume checkpoint cannot hold its state_dict() ({type(exc).__name__}: "
+                              f"{exc}); return tensors, numbers, strings and lists or dicts of them") from exc
 
     def load_checkpoint(self, model: CLModel, method: Method) -> int:
         """Tasks done by the checkpoint (0: none or unusable, with a warning), or -1 when it was for this

@@ -144,3 +144,5 @@ class OptionSpec:
     default: Any = None
     type: Any = str
     is_flag: bool = False
+    # the executor this option configures (``ray``): given to a run on another executor it is refused, not ignored
+    executor: str = ""

@@ -11,6 +11,11 @@ import click
 T = TypeVar("T")
 
 
+# What `clbench` prints on Ctrl-C or SIGTERM (reset by each `main`); `clbench run` says its checkpoints are kept.
+INTERRUPTED_DEFAULT = "interrupted: every file clbench writes is written whole or not at all; rerun the command"
+INTERRUPTED = {"line": INTERRUPTED_DEFAULT}
+
+
 def warned(fn: Callable[[], T]) -> T:
     """``fn()``, with every warning it raises printed as one ``warning: ...`` line on stderr."""
     with warnings.catch_warnings(record=True) as caught:

@@ -46,8 +46,6 @@ def command(regs: Registries, runs: tuple[Path, ...], out: Path, plots: bool, he
     except OSError as exc:
         raise ClbenchError(f"cannot write leaderboards to {out}/: {exc.strerror or exc}") from None
     if stale:
-        for p in stale:
-            click.echo(f"stale: {p} differs from what the results give; run `clbench leaderboard`", err=True)
         sys.exit(1)
 
 
@@ -61,7 +59,11 @@ def _write_leaderboards(regs: Registries, results: list[Any], out: Path, plots: 
         text = render(group, regs.metrics.values(), f"clbench leaderboard — profile `{profile}`", out.resolve(),
                       regs.methods.items)
         if check:
-            if not path.exists() or path.read_text(encoding="utf-8") != text:
+            if not path.exists():
+                click.echo(f"missing: {path} (write it with `clbench leaderboard` without --check)", err=True)
+                stale.append(path)
+            elif path.read_text(encoding="utf-8") != text:
+                click.echo(f"stale: {path} differs from what the results give; run `clbench leaderboard`", err=True)
                 stale.append(path)
             continue
         from clbench.results import atomic_write_text
@@ -77,7 +79,9 @@ def _write_leaderboards(regs: Registries, results: list[Any], out: Path, plots: 
             for p in sweep_plots(group, out / "plots", profile):  # AA against a swept value (method@key=v)
                 click.echo(f"wrote {p}")
             if heatmaps:  # per cell: its accuracy matrix, and its loss curve where result.json has losses
-                for r in group:
+                from tqdm.auto import tqdm
+
+                for r in tqdm(group, desc=f"heatmaps {profile}", unit="cell", leave=False, disable=None):
                     if r.status == "complete":
                         cell = out / "plots" / "heatmaps" / profile / r.stream / r.method
                         heatmap(r, cell / f"order-{r.order}-seed-{r.seed}.png")

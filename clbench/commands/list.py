@@ -29,7 +29,8 @@ def command(regs: Registries, kind: str | None, name: str | None, of_kind: str |
     """What is registered, with a description, its plugin and distribution.
 
     `clbench list settings NAME` prints the settings of a method, model or stream: type, default, range,
-    preset values per profile key and the comment that documents each.
+    preset values per profile key and the comment that documents each; `clbench list settings train` (or
+    `metrics`) those every cell has.
     """
     if kind == "settings":
         if name is None:
@@ -76,6 +77,19 @@ def show_plugins(regs: Registries) -> None:
 
 
 def show_settings(regs: Registries, name: str, kind: str | None = None) -> None:
+    if kind is None and name in ("train", "metrics"):  # the core's scopes: every cell has them
+        from clbench import config as cfg
+
+        cls = cfg.TrainConfig if name == "train" else cfg.MetricsConfig
+        click.echo(f"{name}: settings of every cell ({cls.__name__}, --set {name}.NAME=VALUE):")
+        for row in settings_mod.config_settings(cls, name):
+            click.echo(f"  {row.name}: {row.type} = {_value(row.default)}" + (f"  ({row.range})" if row.range else ""))
+            _details(row)
+        return
+    if kind is None and name in ("model", "stream") and name not in regs.kind(name + "s"):
+        names = ", ".join(sorted(regs.kind(name + "s")))
+        raise click.UsageError(f"{name}.* settings are the settings of the {name} a cell uses: "
+                               f"clbench list settings NAME with a {name}'s name ({names})")
     kind, spec = settings_mod.find(regs, name, kind)
     rows = settings_mod.settings(regs, name, kind)
     origin = regs.kind(kind + "s").origins[name]

@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-from clbench.commands._common import count
-from clbench.errors import ClbenchError
+from clbench.commands._common import INTERRUPTED, count
+from clbench.errors import ClbenchError, ConfigError
 from clbench.registry import Registries
 from clbench.results import ERROR_LOG, CellResult
 from clbench.specs import OptionSpec
@@ -101,15 +101,30 @@ def command(regs: Registries, methods: str | None, streams: str | None, orders: 
     from clbench.executors import execute
     from clbench.plan import RunRequest, make_plan
 
+    INTERRUPTED["line"] = "interrupted: finished cells and checkpoints are kept; rerun the same command to resume"
+    regs.executors.get(executor)
+    for spec in regs.options.values():  # an option of another executor would be silently ignored
+        value = options.get(spec.name.replace("-", "_"))
+        if spec.executor and spec.executor != executor and value not in (None, False, spec.default):
+            raise click.UsageError(f"--{spec.name} configures --executor {spec.executor}; this run uses --executor "
+                                   f"{executor}, which ignores it")
+    weights_from_model = False
     if model and model not in regs.models and ("/" in model or Path(model).expanduser().exists()):
         if model_path:
             raise click.UsageError(f"--model {model} is a path or hub name, and --model-path is given too")
         model, model_path = None, model  # `--model google-t5/t5-large`: weights for the stream's plugin
+        weights_from_model = True
     req = RunRequest(profile=profile, methods=methods, streams=_csv(streams), orders=_csv(orders),
                      seeds=_seeds(seeds), sets=parse_sets(sets), model=model, out=out, options=options,
                      data_dir=str(data_dir) if data_dir else None, model_path=model_path)
-    plan = make_plan(regs, req)
-    regs.executors.get(executor)
+    try:
+        plan = make_plan(regs, req)
+    except ConfigError as exc:  # the weights were given as --model: say so, not --model-path
+        prefix = f"--model-path {model_path}: "
+        if weights_from_model and str(exc).startswith(prefix):
+            raise ConfigError(f"--model {model_path}: no model plugin has this name (`clbench list models`), and "
+                              f"as a path of weights: {str(exc).removeprefix(prefix)}") from None
+        raise
     if launched_by_torchrun() and os.environ["RANK"] != "0":  # a rank of torchrun's: rank 0 says what happens
         results = execute(plan, regs, executor=executor, fail_fast=fail_fast, progress=False,
                           options={**options, "jobs": 1, "nproc": nproc, "on_change": on_change})

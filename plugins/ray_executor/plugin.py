@@ -15,7 +15,9 @@ def clbench_add_executors() -> list[ExecutorSpec]:
 @hookimpl
 def clbench_add_options() -> list[OptionSpec]:
     return [
-        OptionSpec("address", "Ray cluster address for --executor ray ('auto', HOST:PORT; default: start a local one)"),
-        OptionSpec("cell-cpus", "CPUs each cell requests from Ray (default 1)", type=float),
-        OptionSpec("cell-gpus", "GPUs each cell requests from Ray (default: 1 for GPU profiles, else 0)", type=float),
+        OptionSpec("address", "Ray cluster address for --executor ray ('auto', HOST:PORT; default: start a local one)",
+                   executor="ray"),
+        OptionSpec("cell-cpus", "CPUs each cell requests from Ray (default 1)", type=float, executor="ray"),
+        OptionSpec("cell-gpus", "GPUs each cell requests from Ray (default: 1 for GPU profiles, else 0)", type=float,
+                   executor="ray"),
     ]
