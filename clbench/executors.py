@@ -265,8 +265,6 @@ def execute(plan: Plan, regs: Registries, executor: str = "local", fail_fast: bo
     result of other settings."""
     options = dict(options or {})
     dist, nproc = data_parallel(plan, options)
-    if any(c.nproc != nproc for c in plan.cells):  # the process count is part of each cell's identity
-        plan = dataclasses.replace(plan, cells=[dataclasses.replace(c, nproc=nproc) for c in plan.cells])
     check_data_parallel(plan, regs, nproc, executor, options)
     if dist.is_main:
         check_not_nested(plan.out)
@@ -354,7 +352,7 @@ def _apply_on_change(found: _Found, plan: Plan, on_change: str) -> list[str]:
     lines = [f"{c.key}: {why}" for c, _, why in found.changed]
     if found.changed and on_change == "refuse":
         hint = (" (`clbench metrics OUT` computes the missing metrics without training)"
-                if any("was not computed" in line for line in lines) else "")
+                if any("not computed (no plugin computed them" in line for line in lines) else "")
         raise ClbenchError(
             f"{len(found.changed)} of {len(plan.cells)} cells hold results in {plan.out}/ made by other code or "
             f"data than this run's; nothing was run or deleted:\n  {_listed(lines)}\nRerun them with "
@@ -379,6 +377,15 @@ def _execute(plan: Plan, regs: Registries, executor: str, fail_fast: bool, progr
              options: Mapping[str, Any], dist: Dist) -> RunResults:
     for path in remove_orphan_temp_files(plan.out) if dist.is_main else ():
         warnings.warn(f"removed {path}, a temp file left by an interrupted write", stacklevel=2)
+    spec = regs.executors.get(executor)
+    engine = spec.factory({**options, "disabled": regs.disabled, "fail_fast": fail_fast,
+                           "requires_gpu": regs.profiles.get(plan.profile).requires_gpu,
+                           "in_process_plugins": in_process_plugins(regs.pm)})
+    # the processes each cell runs on are part of its identity: --nproc, torchrun's world size, or what the
+    # executor gives a cell (Ray's --cell-gpus N runs N ranks)
+    ranks = int(getattr(engine, "nproc", None) or options.get("nproc") or 1)
+    if any(c.nproc != ranks for c in plan.cells):
+        plan = dataclasses.replace(plan, cells=[dataclasses.replace(c, nproc=ranks) for c in plan.cells])
     runner = Runner(regs, fail_fast=fail_fast, progress=progress, dist=dist)
     found = _stale(plan, runner)
     if found.stale:
@@ -403,10 +410,6 @@ def _execute(plan: Plan, regs: Registries, executor: str, fail_fast: bool, progr
     except ObserverError as exc:
         faults.append(str(exc))
         warnings.warn(f"{exc}; the run goes on", stacklevel=2)
-    spec = regs.executors.get(executor)
-    engine = spec.factory({**options, "disabled": regs.disabled, "fail_fast": fail_fast,
-                           "requires_gpu": regs.profiles.get(plan.profile).requires_gpu,
-                           "in_process_plugins": in_process_plugins(regs.pm)})
     bar = tqdm(total=len(plan.cells), initial=len(results), desc="grid", unit="cell",
                disable=not progress or not dist.is_main)
     nproc = int(options.get("nproc") or 1)

@@ -240,8 +240,9 @@ def changes(recorded: Mapping[str, Any] | None, metrics: Mapping[str, Any] | Non
     before clbench recorded it: the code cannot be checked; only missing metrics are). ``metrics`` is None for a
     result that computes none (diverged). ``now`` is :func:`code_record` when the caller has it."""
     code, versions = now or code_record(regs, cell)
-    out = [f"metric {m} was not computed (its plugin was not loaded when the cell ran)"
-           for m in regs.metrics if metrics is not None and m not in metrics]
+    missing = [m for m in regs.metrics if metrics is not None and m not in metrics]
+    out = [f"metric{'s' if len(missing) > 1 else ''} {', '.join(missing)} {'were' if len(missing) > 1 else 'was'} "
+           "not computed (no plugin computed them when the cell ran)"] if missing else []
     if recorded is None:
         return out or None
     old_versions = recorded.get("versions", {})

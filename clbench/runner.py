@@ -620,7 +620,7 @@ class _CellState:
     def save_checkpoint(self, model: CLModel, method: Method, what: str = "the method") -> None:
         payload = {
             "config_hash": self.cell.config_hash,
-            "code": self.code[0] if self.code else {},
+            "code": self.trained_by(),
             "done": len(self.rows),
             "rows": self.rows,
             "timings": self.task_timings,
@@ -656,9 +656,9 @@ class _CellState:
             warnings.warn(f"{self.path}: checkpoint of other settings (config hash {str(recorded)[:12]}, this cell "
                           f"{self.cell.config_hash[:12]}); the cell starts over", stacklevel=2)
             return 0
-        code = payload.get("code")
-        if self.code is not None and code is not None and code != self.code[0]:
-            moved = sorted(k for k in set(code) | set(self.code[0]) if code.get(k) != self.code[0].get(k))
+        code, now = payload.get("code"), self.trained_by()
+        if code is not None and code != now:
+            moved = sorted(k for k in set(code) | set(now) if code.get(k) != now.get(k))
             warnings.warn(f"{self.path}: checkpoint made by other code ({', '.join(moved)}); the cell starts over",
                           stacklevel=2)
             return 0
@@ -723,6 +723,11 @@ class _CellState:
             divergence=self.divergence if self.status == "diverged" else None,
             provenance=self.provenance() if write else None,
         )
+
+    def trained_by(self) -> dict[str, str]:
+        """The code digests of the method, model and stream (not the metrics: they run after the last task): what
+        a checkpoint must have been written by to be resumed."""
+        return {k: v for k, v in (self.code[0] if self.code else {}).items() if not k.startswith("metric:")}
 
     def provenance(self) -> dict[str, Any] | None:
         """What made this result beyond its settings (:mod:`clbench.provenance`); None before the stream loaded."""

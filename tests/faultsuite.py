@@ -1172,6 +1172,555 @@ def _(o: Outcome) -> None:
     assert table_rows(o.stdout)[1:] == [["tiny-vector/ewc/order-1/seed-0", "2.00", "identical", "DIFFERS"]], o.stdout
 
 
+# ---- 7. integrity gates: code and data, damaged trees, identity ---------------------------------
+_SCALED_SOURCE = """\"\"\"A method plugin a user edits between two runs: fine-tuning plus {scale} × the squared weights.\"\"\"
+from clbench.hookspecs import hookimpl
+from clbench.method import Method
+from clbench.specs import MethodSpec
+
+
+class Scaled(Method):
+    def loss_terms(self, batch, logits):
+        return {{"penalty": {scale} * sum((p ** 2).sum() for p in self.model.parameters())}}
+
+
+@hookimpl
+def clbench_add_methods():
+    return [MethodSpec("scaled", Scaled)]
+"""
+
+
+def _scaled_plugin(tmp: Path, scale: float) -> Any:
+    """The module ``scaled_plugin`` as its file in ``tmp`` now says (written, then imported afresh)."""
+    import importlib.util
+
+    path = tmp / "scaled_plugin.py"
+    path.write_text(_SCALED_SOURCE.format(scale=scale))
+    spec = importlib.util.spec_from_file_location("scaled_plugin", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["scaled_plugin"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _edited_plugin(*args: str) -> Callable[[Path], Outcome]:
+    """Run `scaled`, multiply its penalty by 100 in the plugin's source, run the same command again."""
+    def scenario(tmp: Path) -> Outcome:
+        ok(tiny(tmp, "--methods", "scaled", plugins=[_scaled_plugin(tmp, 0.001)]))
+        evidence(tmp, first=result(tmp, "tiny-vector/scaled/order-1/seed-0"))
+        snapshot(tmp)
+        return tiny(tmp, "--methods", "scaled", *args, plugins=[_scaled_plugin(tmp, 0.1)])
+
+    return scenario
+
+
+def _edited_plugin_refused(o: Outcome) -> None:
+    unchanged(o.tmp)
+    assert "Rerun them with --on-change rerun, keep them with --on-change reuse, or use another --out" in o.stderr
+
+
+def _edited_plugin_rerun(o: Outcome) -> None:
+    first, now = read_evidence(o.tmp)["first"], result(o.tmp, "tiny-vector/scaled/order-1/seed-0")
+    digest = hashlib.sha256((o.tmp / "scaled_plugin.py").read_bytes()).hexdigest()
+    expected = hashlib.sha256(b"scaled_plugin.py\0" + digest.encode() + b"\n").hexdigest()  # source_digest's form
+    assert first["provenance"]["code"]["method:scaled"] != expected == now["provenance"]["code"]["method:scaled"]
+    assert now["accuracy_matrix"] != first["accuracy_matrix"] or now["timings"] != first["timings"]
+    assert now["config_hash"] == first["config_hash"]  # the same settings: only the code moved
+
+
+def _edited_plugin_reused(o: Outcome) -> None:
+    unchanged(o.tmp)
+    assert "clbench: 1 cell: 1 complete (1 reused, not run); exit 0" in o.stderr
+
+
+FAULTS += [
+    Fault("changed-plugin-code", "a method plugin's penalty multiplied by 100 in its source after a run, then the "
+          "same command", _edited_plugin(), 2,
+          "1 of 1 cells hold results in <out>/ made by other code or data than this run's; nothing was run or deleted:",
+          "nothing runs; the old result.json and footprints are byte-identical", _edited_plugin_refused),
+    Fault("changed-plugin-code-rerun", "the same edit, rerun with `--on-change rerun`",
+          _edited_plugin("--on-change", "rerun"), 0,
+          "rerun, made by other code or data: tiny-vector/scaled/order-1/seed-0: method scaled: its plugin's code "
+          "changed", "a new result recording the new source's digest (same config hash)", _edited_plugin_rerun),
+    Fault("changed-plugin-code-reuse", "the same edit, rerun with `--on-change reuse`",
+          _edited_plugin("--on-change", "reuse"), 0,
+          "reused, made by other code or data: tiny-vector/scaled/order-1/seed-0: method scaled: its plugin's "
+          "code changed", "the old result, byte-identical, named in the summary", _edited_plugin_reused),
+]
+
+
+@dataclass(frozen=True)
+class FileStreamConfig:
+    data_dir: str = ""
+
+
+class FileVectorStream(testing.TinyVectorStream):
+    """tiny-vector whose test labels are flipped when ``<data_dir>/<task>.json`` says so: a local data set."""
+
+    def __init__(self, config: FileStreamConfig) -> None:
+        super().__init__(config)
+        self.name, self.folder = "file-vector", Path(config.data_dir)
+
+    def load(self, info: Any) -> Any:
+        data = super().load(info)
+        if json.loads((self.folder / f"{info.name}.json").read_text())["flip"]:
+            data.test.y = 1 - data.test.y
+        return data
+
+
+class FileStreamPlugin(Specs):
+    pass
+
+
+@fault("changed-data-file", "the test labels of a local data set edited after a run, then the same command", 2,
+       "file-vector/seqft/order-1/seed-0: data file data_dir:t1.json changed",
+       "nothing runs; the old result is byte-identical; it records each data file's sha256")
+def changed_data(tmp: Path) -> Outcome:
+    data = tmp / "data"
+    data.mkdir()
+    for task in ("t0", "t1"):
+        (data / f"{task}.json").write_text('{"flip": false}')
+    plugin = FileStreamPlugin(streams=[StreamSpec("file-vector", FileVectorStream, FileStreamConfig,
+                                                  presets={TEST_PROFILE: _tiny_preset()[TEST_PROFILE]})])
+    args = ("run", "--profile", TEST_PROFILE, "--stream", "file-vector", "--methods", "seqft", "--data-dir",
+            str(data), "--no-progress", "--out", str(out_of(tmp)))
+    ok(clbench(tmp, *args, plugins=[plugin]))
+    snapshot(tmp)
+    (data / "t1.json").write_text('{"flip": true}')
+    return clbench(tmp, *args, plugins=[plugin])
+
+
+@changed_data.check
+def _(o: Outcome) -> None:
+    unchanged(o.tmp)
+    recorded = results(o.tmp)["file-vector/seqft/order-1/seed-0"]["provenance"]["data"]
+    assert set(recorded) == {"data_dir:t0.json", "data_dir:t1.json"}, recorded
+    assert recorded["data_dir:t0.json"] == hashlib.sha256(b'{"flip": false}').hexdigest()
+
+
+def _other_code(tmp: Path, checkpoint: Path) -> None:
+    payload = torch.load(checkpoint, weights_only=True)
+    payload["code"]["method:ewc"] = "0" * 64  # what an edit of the ewc plugin's sources does to its digest
+    torch.save(payload, checkpoint)
+
+
+FAULTS.append(Fault("checkpoint-other-code", "a run killed after its first task, rerun after the method's code changed",
+                    _killed_then(_other_code), 0,
+                    "warning: <out>/tiny-vector/ewc/order-1/seed-0/checkpoint.pt: checkpoint made by other code "
+                    "(method:ewc); the cell starts over",
+                    "the cell starts over (no task of the old code kept) and completes as a clean run does",
+                    _same_as_reference))
+
+
+@fault("metrics-plugins-disabled", "`clbench -p no:metrics metrics DIR` (the metric plugin disabled)", 2,
+       "error: no loaded plugin computes the stored metrics", "every result.json byte-identical: no metric erased")
+def metrics_disabled(tmp: Path) -> Outcome:
+    ok(tiny(tmp, "--methods", "ewc"))
+    snapshot(tmp)
+    return clbench(tmp, "-p", "no:metrics", "metrics", str(out_of(tmp)))
+
+
+@fault("metrics-plugins-disabled-check", "`clbench -p no:metrics metrics DIR --check`", 2,
+       "nothing was checked. Load it and run again", "every file byte-identical; no metric reported as None")
+def metrics_disabled_check(tmp: Path) -> Outcome:
+    ok(tiny(tmp, "--methods", "ewc"))
+    snapshot(tmp)
+    return clbench(tmp, "-p", "no:metrics", "metrics", str(out_of(tmp)), "--check")
+
+
+def _unchanged_no_none(o: Outcome) -> None:
+    unchanged(o.tmp)
+    assert "→ None" not in o.stderr
+
+
+metrics_disabled.check(_unchanged_no_none)
+metrics_disabled_check.check(_unchanged_no_none)
+
+
+@fault("reuse-without-metrics", "a run made with `-p no:metrics`, then the same run with the metric plugin", 2,
+       "tiny-vector/ewc/order-1/seed-0: metrics AA, ACR, AWOM, A_T.norm, BWT, F.Ra, GSR, NucNorm, NucNorm.1, OO, "
+       "unseen were not computed (no plugin computed them when the cell ran)",
+       "nothing runs; the metric-less result is kept and the line names `clbench metrics OUT`")
+def reuse_without_metrics(tmp: Path) -> Outcome:
+    ok(tiny(tmp, "--methods", "ewc", "-p", "no:metrics"))
+    snapshot(tmp)
+    return tiny(tmp, "--methods", "ewc")
+
+
+@reuse_without_metrics.check
+def _(o: Outcome) -> None:
+    unchanged(o.tmp)
+    assert "`clbench metrics OUT` computes the missing metrics without training" in o.stderr
+
+
+def _damaged(tamper: Callable[[Path], None], *command: str) -> Callable[[Path], Outcome]:
+    """A tree of two cells (seqft, ewc); ``tamper`` with the seqft cell; then ``clbench COMMAND`` (``<out>`` and
+    ``<good>``, an intact copy, filled in)."""
+    def scenario(tmp: Path) -> Outcome:
+        ok(tiny(tmp, "--methods", "seqft,ewc"))
+        shutil.copytree(out_of(tmp), tmp / "good")
+        tamper(out_of(tmp) / "tiny-vector/seqft/order-1/seed-0")
+        snapshot(tmp)
+        args = [a.replace("<out>", str(out_of(tmp))).replace("<good>", str(tmp / "good")) for a in command]
+        return clbench(tmp, *args)
+
+    return scenario
+
+
+def _cut_result(cell: Path) -> None:
+    path = cell / RESULT_FILE
+    path.write_bytes(path.read_bytes()[:100])
+
+
+def _list_result(cell: Path) -> None:
+    (cell / RESULT_FILE).write_text("[1, 2, 3]\n")
+
+
+class _Unlistable:
+    """``os.scandir`` that refuses one folder, as the kernel does for mode 000 (root may list every folder)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.scandir = str(folder), os.scandir
+
+    def __call__(self, path: Any = ".") -> Any:
+        if os.fspath(path) == self.folder:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(path))
+        return self.scandir(path)
+
+
+def _unlistable(*command: str) -> Callable[[Path], Outcome]:
+    def scenario(tmp: Path) -> Outcome:
+        ok(tiny(tmp, "--methods", "seqft,ewc"))
+        snapshot(tmp)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(os, "scandir", _Unlistable(out_of(tmp) / "tiny-vector/seqft"))
+            return clbench(tmp, *[a.replace("<out>", str(out_of(tmp))).replace("<tmp>", str(tmp)) for a in command])
+
+    return scenario
+
+
+FAULTS += [
+    Fault("metrics-check-truncated-result", "`clbench metrics DIR --check` with one result.json cut to 100 bytes",
+          _damaged(_cut_result, "metrics", "<out>", "--check"), 1,
+          "unusable: <out>/tiny-vector/seqft/order-1/seed-0/result.json: cannot read",
+          "every file as it was; the other cell checked", _checked_nothing_written),
+    Fault("metrics-check-wrong-json", "`clbench metrics DIR --check` with one result.json holding `[1, 2, 3]`",
+          _damaged(_list_result, "metrics", "<out>", "--check"), 1,
+          "unusable: <out>/tiny-vector/seqft/order-1/seed-0/result.json: not a clbench result",
+          "every file as it was", _checked_nothing_written),
+    Fault("compare-damaged-tree", "`clbench compare DAMAGED GOOD` with one result.json cut to 100 bytes",
+          _damaged(_cut_result, "compare", "<out>", "<good>"), 1,
+          "unusable: <out>/tiny-vector/seqft/order-1/seed-0/result.json: cannot read",
+          "both trees as they were", _checked_nothing_written),
+    Fault("metrics-check-unlistable-folder", "`clbench metrics DIR --check` with a method folder that cannot be "
+          "listed (mode 000)", _unlistable("metrics", "<out>", "--check"), 1,
+          "unusable: <out>/tiny-vector/seqft: cannot be listed (Permission denied)", "every file as it was",
+          _checked_nothing_written),
+    Fault("leaderboard-unlistable-folder", "`clbench leaderboard DIR` with a method folder that cannot be listed",
+          _unlistable("leaderboard", "<out>", "--out", "<tmp>/boards", "--no-plots"), 0,
+          "warning: 1 result skipped (named above): the leaderboard is built without them",
+          "the leaderboard of the readable cells; a warning names the folder", _checked_nothing_written),
+]
+
+
+@fault("compare-nested-run", "`clbench compare GOOD TREE` where TREE also holds a second run nested in TREE/zz", 0,
+       "extra: zz/tiny-vector/ewc/order-1/seed-0 (only in the second)",
+       "each cell is matched with the cell at the same place: no false difference")
+def compare_nested(tmp: Path) -> Outcome:
+    ok(tiny(tmp, "--methods", "ewc"))
+    tree = tmp / "tree"
+    shutil.copytree(out_of(tmp), tree)
+    ok(clbench(tmp, "run", *TINY, "--methods", "ewc", "--set", "train.lr=0.5", "--out", str(tmp / "other")))
+    shutil.copytree(tmp / "other", tree / "zz")
+    return clbench(tmp, "compare", str(out_of(tmp)), str(tree))
+
+
+@compare_nested.check
+def _(o: Outcome) -> None:
+    assert table_rows(o.stdout)[1:] == [["tiny-vector/ewc/order-1/seed-0", "0.00", "identical", "ok"]], o.stdout
+
+
+@fault("run-nested-out", "`clbench run --out <out>/zz`: a run inside another run's tree", 2,
+       "error: --out <out>/zz is inside the result tree of another run, <out>/", "nothing is written in <out>")
+def run_nested(tmp: Path) -> Outcome:
+    ok(tiny(tmp, "--methods", "seqft"))
+    snapshot(tmp)
+    return clbench(tmp, "run", *TINY, "--methods", "seqft", "--out", str(out_of(tmp) / "zz"))
+
+
+@run_nested.check
+def _(o: Outcome) -> None:
+    unchanged(o.tmp)
+    assert not (out_of(o.tmp) / "zz").exists()
+
+
+@fault("rerun-other-nproc", "rerun into the same --out with `--nproc 2` (was one process)", 2,
+       "holds a result for other settings: nproc: (absent) → 2",
+       "nothing runs; the old result.json and footprints are byte-identical")
+def rerun_nproc(tmp: Path) -> Outcome:
+    # split-digits: --nproc's rank processes load plugins from entry points, not this process's tiny plugin
+    run = ("run", "--methods", "seqft", *DIGITS, "--orders", "1", "--out", str(out_of(tmp)))
+    ok(clbench(tmp, *run))
+    snapshot(tmp)
+    return clbench(tmp, *run, "--nproc", "2")
+
+
+rerun_nproc.check(lambda o: unchanged(o.tmp))
+
+
+class EmptyStreamPlugin(Specs):
+    pass
+
+
+@fault("zero-task-stream", "a stream plugin whose stream has no tasks", 2,
+       "error: stream 'no-tasks' (plugin 'faultsuite.EmptyStreamPlugin', no installed distribution) has no tasks",
+       "nothing: refused before any cell")
+def zero_tasks(tmp: Path) -> Outcome:
+    from clbench.data import Stream
+
+    plugin = EmptyStreamPlugin(streams=[StreamSpec("no-tasks", lambda cfg: Stream("no-tasks", [], {"1": []}),
+                                                   presets={TEST_PROFILE: _tiny_preset()[TEST_PROFILE]})])
+    return clbench(tmp, "run", "--profile", TEST_PROFILE, "--stream", "no-tasks", "--methods", "seqft",
+                   "--out", str(out_of(tmp)), plugins=[plugin])
+
+
+@fault("seed-out-of-range", "`--seeds 18446744073709551616` (2**64, which wrapped to seed 0)", 2,
+       "error: seed 18446744073709551616 is out of range: seeds are integers 0 ≤ s < 2**32",
+       "nothing: refused before any cell")
+def huge_seed(tmp: Path) -> Outcome:
+    return tiny(tmp, "--methods", "seqft", "--seeds", str(2**64))
+
+
+zero_tasks.check(_nothing_written)
+huge_seed.check(_nothing_written)
+
+
+# ---- 8. one clear line for the confusing cases -------------------------------------------------------
+@fault("cell-folder-is-file", "a file where a cell's folder should be", 2,
+       "error: cell tiny-vector/seqft/order-1/seed-0: cannot write to <out>/tiny-vector/seqft/order-1/seed-0: "
+       "File exists", "the file, untouched")
+def cell_folder_file(tmp: Path) -> Outcome:
+    folder = out_of(tmp) / "tiny-vector/seqft/order-1"
+    folder.mkdir(parents=True)
+    (folder / "seed-0").write_text("notes")
+    return tiny(tmp, "--methods", "seqft")
+
+
+@cell_folder_file.check
+def _(o: Outcome) -> None:
+    assert (out_of(o.tmp) / "tiny-vector/seqft/order-1/seed-0").read_text() == "notes"
+
+
+@fault("out-is-file", "`--out` names a file", 2, "error: --out <out> is a file; give a folder",
+       "the file, untouched")
+def out_file(tmp: Path) -> Outcome:
+    out_of(tmp).write_text("notes")
+    return tiny(tmp, "--methods", "seqft")
+
+
+@out_file.check
+def _(o: Outcome) -> None:
+    assert out_of(o.tmp).read_text() == "notes"
+
+
+@fault("leaderboard-link-space", "`clbench leaderboard` of an --out with a space and parentheses in its name", 0,
+       "wrote <tmp>/boards/test.md", "links percent-encoded: `(../my%20runs%20%281%29/tiny-vector/…`")
+def link_space(tmp: Path) -> Outcome:
+    out = tmp / "my runs (1)"
+    ok(clbench(tmp, "run", *TINY, "--methods", "seqft", "--out", str(out)))
+    o = clbench(tmp, "leaderboard", str(out), "--out", str(tmp / "boards"), "--no-plots")
+    return o._replace(stderr=o.stderr + o.stdout)  # `wrote PATH` is printed on stdout
+
+
+@link_space.check
+def _(o: Outcome) -> None:
+    board = (o.tmp / "boards" / f"{TEST_PROFILE}.md").read_text()
+    assert "](../my%20runs%20%281%29/tiny-vector/seqft/order-1/seed-0/result.json)" in board, board
+
+
+@fault("epochs-huge", "`--set train.epochs=1000000000`", 2,
+       "error: train.epochs=1000000000 is out of range: it must be >= 1 and <= 10000", "nothing: refused before any cell")
+def epochs_huge(tmp: Path) -> Outcome:
+    return tiny(tmp, "--methods", "seqft", "--set", "train.epochs=1000000000")
+
+
+epochs_huge.check(_nothing_written)
+
+
+@fault("logger-fault-blamed", "`--logger tensorboard` where the cell's `tb` is a file", 1,
+       "failed: tiny-vector/seqft/order-1/seed-0: ObserverError: observer clbench_task_end (plugin 'loggers'",
+       "a `failed` result whose error names the first fault (clbench_task_end), then the second")
+def logger_fault(tmp: Path) -> Outcome:
+    cell = out_of(tmp) / "tiny-vector/seqft/order-1/seed-0"
+    cell.mkdir(parents=True)
+    (cell / "tb").write_text("")
+    return tiny(tmp, "--methods", "seqft", "--logger", "tensorboard")
+
+
+@logger_fault.check
+def _(o: Outcome) -> None:
+    r = result(o.tmp, "tiny-vector/seqft/order-1/seed-0")
+    assert r["status"] == "failed" and r["error"].startswith("ObserverError: observer clbench_task_end"), r["error"]
+
+
+def _empty_gate(*command: str) -> Callable[[Path], Outcome]:
+    def scenario(tmp: Path) -> Outcome:
+        (tmp / "empty").mkdir()
+        return clbench(tmp, *[a.replace("<empty>", str(tmp / "empty")) for a in command])
+
+    return scenario
+
+
+FAULTS += [
+    Fault("metrics-empty-tree", "`clbench metrics EMPTY`", _empty_gate("metrics", "<empty>"), 2,
+          "error: no complete result under <tmp>/empty: nothing was checked", "nothing"),
+    Fault("compare-empty-trees", "`clbench compare EMPTY EMPTY`", _empty_gate("compare", "<empty>", "<empty>"), 2,
+          "error: no result under <tmp>/empty or <tmp>/empty: nothing was compared", "nothing"),
+    Fault("verify-empty-tree", "`clbench verify EMPTY`", _empty_gate("verify", "<empty>"), 2,
+          "error: no complete result under <tmp>/empty: nothing was verified", "nothing"),
+    Fault("verify-zero-cells", "`clbench verify DIR --cells 0`", _empty_gate("verify", "<empty>", "--cells", "0"), 2,
+          "Invalid value for '--cells': 0 is not in the range x>=1", "nothing"),
+    Fault("compare-negative-atol", "`clbench compare A B --atol -1`",
+          _empty_gate("compare", "<empty>", "<empty>", "--atol", "-1"), 2,
+          "Invalid value for '--atol': -1.0 is not in the range x>=0", "nothing"),
+]
+
+
+@fault("leaderboard-interrupted", "Ctrl-C or SIGTERM while `clbench leaderboard --heatmaps` draws", 130,
+       "interrupted: every file clbench writes is written whole or not at all; rerun the command",
+       "the markdown written before; no half-written plot")
+def leaderboard_interrupted(tmp: Path) -> Outcome:
+    from clbench import plots
+
+    ok(tiny(tmp, "--methods", "seqft"))
+
+    def interrupted(*args: Any) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(plots, "heatmap", interrupted)
+        return clbench(tmp, "leaderboard", str(out_of(tmp)), "--out", str(tmp / "boards"), "--heatmaps")
+
+
+@leaderboard_interrupted.check
+def _(o: Outcome) -> None:
+    assert (o.tmp / "boards" / f"{TEST_PROFILE}.md").exists() and not list((o.tmp / "boards").rglob("*.tmp"))
+
+
+class PrintingPlugin:
+    @hookimpl
+    def clbench_add_methods(self) -> list[MethodSpec]:
+        print("myplugin v0.1 loaded")  # what a chatty plugin does when it loads
+        return []
+
+
+@fault("plugin-prints-show-json", "`clbench show --json CELL` with a plugin that prints while it loads", 0,
+       "myplugin v0.1 loaded", "stdout is the result.json alone (the plugin's line goes to stderr)")
+def printing_plugin(tmp: Path) -> Outcome:
+    ok(tiny(tmp, "--methods", "seqft"))
+    return clbench(tmp, "show", "--json", str(out_of(tmp) / "tiny-vector/seqft/order-1/seed-0"),
+                   plugins=[PrintingPlugin()])
+
+
+@printing_plugin.check
+def _(o: Outcome) -> None:
+    assert "myplugin" not in o.stdout
+    # (normalise masks 12 hex digits as <hash>: the fraction of a float may be such a run)
+    assert json.loads(o.stdout.replace("<hash>", "0"))["method"] == "seqft", o.stdout
+
+
+class Unpicklable(Method):
+    def state_dict(self) -> dict[str, Any]:
+        return {"schedule": lambda step: 0.1}
+
+
+class UnpicklablePlugin(Specs):
+    pass
+
+
+@fault("state-dict-unpicklable", "a method whose `state_dict()` holds a lambda (the checkpoint cannot be written)", 1,
+       "failed: tiny-vector/unpicklable/order-1/seed-0: PluginError: method 'unpicklable' (plugin "
+       "'faultsuite.UnpicklablePlugin', no installed distribution): the resume checkpoint cannot hold its state_dict()",
+       "that cell `failed` naming the plugin; no checkpoint or temp file")
+def unpicklable(tmp: Path) -> Outcome:
+    return tiny(tmp, "--methods", "unpicklable",
+                plugins=[UnpicklablePlugin(methods=[MethodSpec("unpicklable", Unpicklable)])])
+
+
+@unpicklable.check
+def _(o: Outcome) -> None:
+    cell = out_of(o.tmp) / "tiny-vector/unpicklable/order-1/seed-0"
+    assert not (cell / CHECKPOINT_FILE).exists() and not list(cell.glob(".*.tmp"))
+
+
+class SweepNamePlugin(Specs):
+    pass
+
+
+@fault("method-named-like-sweep", "a plugin registers a method named `ewc@lambda=3`", 2,
+       "registered the method 'ewc@lambda=3', whose name holds =, @", "nothing: refused when the plugins load")
+def sweep_named(tmp: Path) -> Outcome:
+    return tiny(tmp, "--methods", "seqft", plugins=[SweepNamePlugin(methods=[MethodSpec("ewc@lambda=3", Boom)])])
+
+
+sweep_named.check(_nothing_written)
+
+
+@fault("threads-oversubscribed", "`--set train.threads=3` where the process may use 2 CPUs", 0,
+       "warning: train.threads=3 is more threads than the 2 CPUs this process may use",
+       "the cell runs and completes (its threads are a setting: numbers depend on them)")
+def threads_over(tmp: Path) -> Outcome:
+    from clbench import executors
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(executors, "usable_cpus", lambda: 2)
+        return tiny(tmp, "--methods", "seqft", "--set", "train.threads=3")
+
+
+@threads_over.check
+def _(o: Outcome) -> None:
+    assert result(o.tmp, "tiny-vector/seqft/order-1/seed-0")["status"] == "complete"
+
+
+@fault("model-is-a-file", "`--model afile` (a file that is not a model plugin)", 2,
+       "error: --model afile: no model plugin has this name (`clbench list models`), and as a path of weights:",
+       "nothing: refused before any cell")
+def model_file(tmp: Path) -> Outcome:
+    (tmp / "afile").write_text("")
+    return tiny(tmp, "--methods", "seqft", "--model", "afile")
+
+
+@fault("executor-option-ignored", "`--cell-cpus 3` with the local executor", 2,
+       "--cell-cpus configures --executor ray; this run uses --executor local, which ignores it",
+       "nothing: refused before any cell")
+def executor_option(tmp: Path) -> Outcome:
+    return tiny(tmp, "--methods", "seqft", "--cell-cpus", "3")
+
+
+model_file.check(_nothing_written)
+executor_option.check(_nothing_written)
+
+
+@fault("leaderboard-check-missing", "`clbench leaderboard DIR --check` with no leaderboard on disk", 1,
+       "missing: <tmp>/boards/test.md (write it with `clbench leaderboard` without --check)", "nothing written")
+def board_missing(tmp: Path) -> Outcome:
+    ok(tiny(tmp, "--methods", "seqft"))
+    return clbench(tmp, "leaderboard", str(out_of(tmp)), "--out", str(tmp / "boards"), "--check", "--no-plots")
+
+
+@board_missing.check
+def _(o: Outcome) -> None:
+    assert not (o.tmp / "boards").exists()
+
+
+@fault("list-settings-train", "`clbench list settings train`", 0, "lr: float = 0.01  (> 0)",
+       "the train.* settings with defaults, ranges and what each does")
+def list_train(tmp: Path) -> Outcome:
+    o = clbench(tmp, "list", "settings", "train")
+    return o._replace(stderr=o.stdout)  # its answer is printed on stdout
+
+
 # --------------------------------------------------------------------------- outcomes and the doc
 _OUTCOMES: dict[str, Outcome] = {}
 

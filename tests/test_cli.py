@@ -40,7 +40,7 @@ def clbench(capsys, *args):
         (["run", "--executor", "slurm", "--methods", "seqft"], "unknown executor 'slurm'"),
         (["run", "--methods", "seqft+joint"], "cannot be composed"),
         (["list", "methodz"], "Invalid value"),
-        (["run", "--stream", "split-digits", "--model", "org/weights"], "--model-path org/weights: no planned model takes"),
+        (["run", "--stream", "split-digits", "--model", "org/weights"], "--model org/weights: no model plugin has this name (`clbench list models`), and as a path of weights: no planned model takes"),
         (["run", "--stream", "split-digits", "--data-dir", "."], "--data-dir .: no planned stream reads"),
         (["run", "--model", "a/b", "--model-path", "c"], "--model a/b is a path or hub name"),
     ],

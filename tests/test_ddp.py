@@ -23,7 +23,7 @@ from clbench import testing
 from clbench.cli import main
 from clbench.errors import ClbenchError
 from clbench.executors import execute
-from clbench.plan import make_plan
+from clbench.plan import config_diff, identity, make_plan
 from clbench.results import CHECKPOINT_FILE, FOOTPRINT_FILE, RESULT_FILE, CellResult
 
 # Every method the quick profile runs on split-digits (replay runs on tiny-vector, see REPLAY), and the LoRA family
@@ -93,7 +93,11 @@ def test_two_ranks_give_the_numbers_of_one_process_at_the_same_global_batch(meth
         (2, one.env["global_batch_size"], 1)
     assert two.env["per_device_batch_size"] == one.env["global_batch_size"] // 2
     assert (one.env["world_size"], accumulated.env["world_size"]) == (1, 1)
-    assert two.config_hash == one.config_hash  # --nproc is how a cell runs, like --jobs: not its identity
+    # the ranks are part of the identity (they round like grad_accum=2, not like one process), recorded only when
+    # more than one: the one-process cell's hash is what it always was
+    assert (two.config["nproc"], "nproc" in one.config) == (2, False)
+    assert config_diff(identity(one.config, one.stream, one.order, one.seed),
+                       identity(two.config, two.stream, two.order, two.seed)) == ["nproc: (absent) → 2"]
 
 
 def test_the_two_rank_runs_differ_from_one_process_where_they_should(grids):

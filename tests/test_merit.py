@@ -31,7 +31,7 @@ class BlowupPlugin:
 
 def test_an_exploding_epoch_is_diverged_with_where_it_happened(tmp_path):
     regs = testing.registry(BlowupPlugin())
-    [r] = testing.run(regs, tmp_path, "blowup")
+    [r] = testing.run(regs, tmp_path / "on", "blowup")
     assert r.status == "diverged"
     d = r.divergence
     stream = testing.TinyVectorStream()

@@ -173,7 +173,7 @@ def test_no_checkpoint_is_written_after_the_last_task(tmp_path):
 
 def test_checkpoints_follow_checkpoint_every_s(tmp_path, monkeypatch):
     saved: list[int] = []
-    monkeypatch.setattr(_CellState, "save_checkpoint", lambda self, model, method: saved.append(len(self.rows)))
+    monkeypatch.setattr(_CellState, "save_checkpoint", lambda self, *args: saved.append(len(self.rows)))
     regs = testing.registry()
     for every, expected in ((0, list(range(1, 10))), (1e6, [])):  # after every task but the last of ten; never
         saved.clear()
