@@ -29,11 +29,11 @@ from pathlib import Path
 CELL = ["run", "--methods", "seqft", "--stream", "permuted-digits", "--orders", "1", "--seeds", "0",
         "--set", "train.epochs=3", "--no-progress", "--no-leaderboard"]
 NO_HOOK = """
-import contextlib, clbench.provenance as p, clbench.data as d
+import contextlib, clbench.provenance as p
 @contextlib.contextmanager
 def reading():
     yield set()
-p.reading = d.reading = reading
+p.reading = reading
 """
 
 

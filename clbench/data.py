@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from clbench import provenance
 from clbench.errors import DataError
-from clbench.provenance import reading
 
 if TYPE_CHECKING:
     from clbench.model import CLModel
@@ -146,9 +146,10 @@ class Stream:
 
     def data(self, task: str) -> TaskData:
         if task not in self._cache:
-            with reading() as opened:
+            with provenance.reading() as opened:
                 data = self.load(self.task(task))
             self.opened.update(opened)
+            provenance.remember(self, opened)
             for split_name in ("train", "test"):
                 if len(getattr(data, split_name)) == 0:
                     raise DataError(f"stream {self.name!r}, task {task!r}: the {split_name} split is empty")

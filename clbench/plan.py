@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clbench import config as cfg
+from clbench import provenance
 from clbench.boundary import blame, check_type, describe
 from clbench.data import Stream
 from clbench.errors import ClbenchError, ConfigError, PluginError, did_you_mean
@@ -328,7 +329,9 @@ def make_plan(regs: Registries, req: RunRequest) -> Plan:
                                        cfg.split_scoped(single).get("stream", {}))
         stream_cfg = cfg.apply(sspec.config_cls, None, stream_cfg_values, "stream")
         try:
-            stream = sspec.factory(stream_cfg)
+            with provenance.reading() as opened:  # (a plugin that caches its data opens its files here)
+                stream = sspec.factory(stream_cfg)
+            provenance.remember(stream, opened)
         except ClbenchError:
             raise
         except Exception as exc:  # a plugin's bug at planning: one line naming it, not a traceback

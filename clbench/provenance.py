@@ -10,9 +10,11 @@ plugin edited between them, or a data file replaced. So every result also record
   stream's ``data_dir`` (``data_dir:sst2/train.json``) or to the Python package it ships in
   (``pkg:clbench_plugins/digits/data/digits.npz``), so a committed result checks on another machine.
 
-Files are seen through Python's ``open`` audit event (PEP 578) while :meth:`clbench.data.Stream.data` loads a task:
-numpy, json, pandas and PIL readers, whatever the plugin calls. Readers that open files in C++ (a Hugging Face
-``datasets`` Arrow cache) are not seen; such streams are identified by their settings (hub name, revision).
+Files are seen through Python's ``open`` audit event (PEP 578) while a stream's factory builds it and while
+:meth:`clbench.data.Stream.data` loads a task: numpy, json, pandas and PIL readers, whatever the plugin calls. A
+stream that opens no file because its plugin cached the data in this process gets the files that plugin's earlier
+loads opened (:func:`stream_files`). Readers that open files in C++ (a Hugging Face ``datasets`` Arrow cache) are
+not seen; such streams are identified by their settings (hub name, revision).
 Model weights are identified by their name or path, not digested (gigabytes).
 
 A rerun compares a finished result's provenance with the code and data present now (:func:`changes`) before it
@@ -84,6 +86,29 @@ def data_files(opened: set[str]) -> list[Path]:
         if path.suffix not in _NOT_DATA and path.is_file():
             out.append(path.resolve())
     return sorted(set(out))
+
+
+_seen: dict[str, set[str]] = {}  # owner (a stream's package) -> every data file its loads opened in this process
+
+
+def owner(stream: object) -> str:
+    """The package a stream's class lives in (``clbench_plugins.digits``): streams of one package may share what
+    their plugin caches in the process."""
+    module = type(stream).__module__
+    return module.rpartition(".")[0] or module
+
+
+def remember(stream: object, opened: set[str]) -> None:
+    """Note the files a stream's factory or loader opened, for :func:`stream_files` of a later stream of its
+    package that finds the data cached (called wherever a stream is built or loads a task, plan time too)."""
+    _seen.setdefault(owner(stream), set()).update(opened)
+
+
+def stream_files(stream: object, opened: set[str]) -> list[Path]:
+    """The data files of a cell whose stream opened ``opened``. A stream that opened none may have loaded from a
+    cache its plugin keeps in this process (the digits streams share one copy of scikit-learn's digits): it gets
+    the files every load by its package's streams opened in this process (:func:`remember`)."""
+    return data_files(opened) or data_files(_seen.get(owner(stream), set()))
 
 
 _digests: dict[tuple[str, int, int], str] = {}

@@ -85,6 +85,7 @@ def build_stream(regs: Registries, cell: Cell) -> Stream:
         stream = regs.streams.get(cell.stream).factory(cell.stream_cfg)
     check_type(stream, Stream, f"stream {cell.stream!r}", "factory", regs.streams.origins.get(cell.stream))
     stream.opened.update(opened)
+    provenance.remember(stream, opened)
     stream.eval_split = cell.train.eval_split
     return stream
 
@@ -734,5 +735,5 @@ class _CellState:
         if self.code is None:
             return None
         code, versions = self.code
-        read = provenance.data_files(self.stream.opened) if self.stream is not None else []
+        read = provenance.stream_files(self.stream, self.stream.opened) if self.stream is not None else []
         return {"versions": versions, "code": code, "data": provenance.data_digests(read, self.cell)}

@@ -77,3 +77,13 @@ def test_differences_name_versions_code_and_data():
     assert provenance.differences(old, new) == ["version of clbench", "code of method ewc", "data file pkg:x/d"]
     assert provenance.differences(old, old) == []
     assert provenance.differences(None, new) == []  # a result written before provenance was recorded
+
+
+def test_a_stream_served_from_its_plugins_cache_records_the_files_of_the_first_load(tmp_path):
+    """The digits streams share one in-process copy of the data: the second stream to load opens no file."""
+    regs = testing.registry()
+    [first] = testing.run(regs, tmp_path / "a", "seqft", stream="split-digits", profile="quick", orders=["1"],
+                          sets={"train.epochs": [1]})
+    [second] = testing.run(regs, tmp_path / "b", "seqft", stream="permuted-digits", profile="quick", orders=["1"],
+                           sets={"train.epochs": [1], "stream.tasks": [2]})
+    assert first.provenance["data"] and second.provenance["data"] == first.provenance["data"]
