@@ -11,6 +11,11 @@ reuses a result. Goal: ≤ 1 % of a quick cell's time.
 - **record**: in this process, cold (nothing cached): ``code_record`` of that cell (hashing every plugin
   package it names) and the digests of the data files its stream read; then warm (cached, as every later cell
   of a run); and ``Runner.changes`` on the finished result, what a rerun pays per cell before it reuses it.
+
+Measured 2026-11-25 (AMD EPYC, 2 vCPUs, torch 2.13 CPU, load ~1.3 from nothing else of ours), ``--reps 5``:
+cell 1.821 s with the hook, 1.830 s without, ratio 0.990 (within the noise of one process against another);
+record, cold: sources 1.3 ms, data files 0.2 ms (2 files), 0.08 % of the cell; warm 0.63 ms; a rerun's check
+0.7 ms for the first cell, 0.10 ms for each next one.
 """
 
 from __future__ import annotations
