@@ -419,7 +419,7 @@ for _id, _what, _first, _second, _diff in [
 
 
 @fault("rerun-same-settings", "rerun of a finished grid with the same settings", 0,
-       "clbench: 1 cell: 1 complete (1 reused, not run); exit 0", "the cell is reused, not rerun: its files are byte-identical")
+       "clbench: 1 cell: 1 complete; 1 reused; exit 0", "the cell is reused, not rerun: its files are byte-identical")
 def rerun_same(tmp: Path) -> Outcome:
     ok(tiny(tmp, "--methods", "ewc", "--set", "ewc.lambda=10"))
     snapshot(tmp)
@@ -432,7 +432,7 @@ def _(o: Outcome) -> None:
 
 
 @fault("rerun-same-settings-respelled", "rerun with `--set ewc.lambda=1e1` after `--set ewc.lambda=10`", 0,
-       "clbench: 1 cell: 1 complete (1 reused, not run); exit 0", "the cell is reused (the same value, spelt otherwise): files byte-identical")
+       "clbench: 1 cell: 1 complete; 1 reused; exit 0", "the cell is reused (the same value, spelt otherwise): files byte-identical")
 def rerun_respelled(tmp: Path) -> Outcome:
     ok(tiny(tmp, "--methods", "ewc", "--set", "ewc.lambda=10"))
     snapshot(tmp)
@@ -445,7 +445,7 @@ def _(o: Outcome) -> None:
 
 
 @fault("rerun-failed-other-settings", "rerun, with other settings, of a cell whose result is `failed`", 0,
-       "clbench: 1 cell: 1 complete; exit 0",
+       "clbench: 1 cell: 1 complete; 0 reused; exit 0",
        "a complete result with the new settings replaces the failed one (and its error.log is removed)")
 def rerun_failed(tmp: Path) -> Outcome:
     plugin = BoomPlugin(methods=[MethodSpec("boom", Boom, BoomConfig)])
@@ -477,7 +477,7 @@ def failed_cell(tmp: Path) -> Outcome:
 def _(o: Outcome) -> None:
     [failed] = [line for line in lines(o.stderr) if line.startswith("failed:")]
     assert failed.endswith(" (traceback: <out>/tiny-vector/raising/order-1/seed-0/error.log)"), failed
-    assert lines(o.stderr)[-1] == "clbench: 2 cells: 1 complete, 1 failed; exit 1", o.stderr
+    assert lines(o.stderr)[-1] == "clbench: 2 cells: 1 complete, 1 failed; 0 reused; exit 1", o.stderr
     assert result(o.tmp, "tiny-vector/raising/order-1/seed-0")["status"] == "failed"
     assert "Traceback" in (out_of(o.tmp) / "tiny-vector/raising/order-1/seed-0" / ERROR_LOG).read_text()
     assert result(o.tmp, "tiny-vector/seqft/order-1/seed-0")["status"] == "complete"
@@ -493,7 +493,7 @@ def diverged_cell(tmp: Path) -> Outcome:
 
 @diverged_cell.check
 def _(o: Outcome) -> None:
-    assert lines(o.stderr)[-1] == "clbench: 2 cells: 1 complete, 1 diverged; exit 0", o.stderr
+    assert lines(o.stderr)[-1] == "clbench: 2 cells: 1 complete, 1 diverged; 0 reused; exit 0", o.stderr
     r = result(o.tmp, "tiny-vector/exploding/order-1/seed-0")
     assert r["status"] == "diverged" and r["accuracy_matrix"][0][0] is not None and r["accuracy_matrix"][1] == [None, None]
     assert r["divergence"] == {"task": "t1", "index": 1, "phase": "train", "epoch": 1, "step": 9, "loss": "nan",
@@ -511,7 +511,7 @@ def blown_up_cell(tmp: Path) -> Outcome:
 
 @blown_up_cell.check
 def _(o: Outcome) -> None:
-    assert lines(o.stderr)[-1] == "clbench: 2 cells: 1 complete, 1 diverged; exit 0", o.stderr
+    assert lines(o.stderr)[-1] == "clbench: 2 cells: 1 complete, 1 diverged; 0 reused; exit 0", o.stderr
     r = result(o.tmp, "tiny-vector/blowup/order-1/seed-0")
     assert r["status"] == "diverged" and r["accuracy_matrix"][0][0] is not None and r["accuracy_matrix"][1] == [None, None]
     where = r["divergence"]
@@ -596,7 +596,7 @@ def _bad_cell_then_seqft(method: str) -> Callable[[Outcome], None]:
     def check(o: Outcome) -> None:
         assert result(o.tmp, f"tiny-vector/{method}/order-1/seed-0")["status"] == "failed"
         assert result(o.tmp, "tiny-vector/seqft/order-1/seed-0")["status"] == "complete"
-        assert lines(o.stderr)[-1] == "clbench: 2 cells: 1 complete, 1 failed; exit 1", o.stderr
+        assert lines(o.stderr)[-1] == "clbench: 2 cells: 1 complete, 1 failed; 0 reused; exit 1", o.stderr
 
     return check
 
@@ -719,7 +719,7 @@ def _(o: Outcome) -> None:
     r = result(o.tmp, "tiny-vector/seqft/order-1/seed-0")
     assert r["status"] == "failed" and all(v is not None for row in r["accuracy_matrix"] for v in row)
     assert result(o.tmp, "tiny-vector/ewc/order-1/seed-0")["status"] == "complete"
-    assert lines(o.stderr)[-1] == "clbench: 2 cells: 1 complete, 1 failed; exit 1", o.stderr
+    assert lines(o.stderr)[-1] == "clbench: 2 cells: 1 complete, 1 failed; 0 reused; exit 1", o.stderr
 
 
 @fault("observer-run-start", "an observer raises in `clbench_run_start`", 1,
@@ -733,7 +733,7 @@ def observer_run_start(tmp: Path) -> Outcome:
 def _cells_complete_one_fault(o: Outcome) -> None:
     """A run-level observer's fault: every cell complete, the fault counted in the summary (exit 1)."""
     assert [r["status"] for r in results(o.tmp).values()] == ["complete", "complete"]
-    assert lines(o.stderr)[-1] == "clbench: 2 cells: 2 complete; 1 observer fault; exit 1", o.stderr
+    assert lines(o.stderr)[-1] == "clbench: 2 cells: 2 complete; 0 reused; 1 observer fault; exit 1", o.stderr
 
 
 @fault("observer-run-end", "an observer raises in `clbench_run_end`", 1,
@@ -801,7 +801,7 @@ def _(o: Outcome) -> None:
 
 
 @fault("sweep-path-escape", "`--set \"boom.note=../../../../x,cuda:7\"` (a sweep value with `/` and `:`)", 0,
-       "clbench: 2 cells: 2 complete; exit 0", "both cells complete, in %-escaped folders; every file written is "
+       "clbench: 2 cells: 2 complete; 0 reused; exit 0", "both cells complete, in %-escaped folders; every file written is "
        "inside --out")
 def sweep_escape(tmp: Path) -> Outcome:
     (tmp / "a").mkdir()
@@ -1038,11 +1038,11 @@ def _modes(expected: int) -> Callable[[Outcome], None]:
 
 FAULTS += [
     Fault("file-mode-umask-022", "result files under umask 0o022 (written to a temp file, then renamed into place)", _under_umask(0o022), 0,
-          "clbench: 1 cell: 1 complete; exit 0", "result.json and footprints.safetensors are 0o644",
+          "clbench: 1 cell: 1 complete; 0 reused; exit 0", "result.json and footprints.safetensors are 0o644",
           _modes(0o644)),
     # the umask is read at each write: a long-lived process (a notebook, a worker) follows a changed umask
     Fault("file-mode-umask-077", "result files under umask 0o077, after an earlier run under 0o022 in the same process",
-          _under_umask(0o077, earlier=0o022), 0, "clbench: 1 cell: 1 complete; exit 0",
+          _under_umask(0o077, earlier=0o022), 0, "clbench: 1 cell: 1 complete; 0 reused; exit 0",
           "result.json and footprints.safetensors are 0o600", _modes(0o600)),
 ]
 
@@ -1231,7 +1231,7 @@ def _edited_plugin_rerun(o: Outcome) -> None:
 
 def _edited_plugin_reused(o: Outcome) -> None:
     unchanged(o.tmp)
-    assert "clbench: 1 cell: 1 complete (1 reused, not run); exit 0" in o.stderr
+    assert "clbench: 1 cell: 1 complete; 1 reused; exit 0" in o.stderr
 
 
 FAULTS += [
@@ -1439,6 +1439,28 @@ def compare_nested(tmp: Path) -> Outcome:
 @compare_nested.check
 def _(o: Outcome) -> None:
     assert table_rows(o.stdout)[1:] == [["tiny-vector/ewc/order-1/seed-0", "0.00", "identical", "ok"]], o.stdout
+
+
+@fault("verify-other-code", "`clbench verify DIR` where a result records another digest of its method's code and "
+       "its matrix moved", 1, "0 within tolerance, 1 beyond it (atol 0 pp, rtol 0), 1 of them made by other code or "
+       "data; 0 missing", "the tree untouched; the verdict is `other code`, not `DIFFERS`")
+def verify_other_code(tmp: Path) -> Outcome:
+    ok(tiny(tmp, "--methods", "ewc"))
+    path = out_of(tmp) / "tiny-vector/ewc/order-1/seed-0" / RESULT_FILE
+    data = json.loads(path.read_text())
+    data["provenance"]["code"]["method:ewc"] = "0" * 64  # made by an earlier version of the ewc plugin
+    data["accuracy_matrix"][0][0] -= 2.0
+    path.write_text(json.dumps(data))
+    snapshot(tmp)
+    return clbench(tmp, "verify", str(out_of(tmp)), "--cells", "1")
+
+
+@verify_other_code.check
+def _(o: Outcome) -> None:
+    unchanged(o.tmp)
+    [row] = table_rows(o.stdout)[1:]
+    assert row[0] == "tiny-vector/ewc/order-1/seed-0" and row[3] == "other code", row
+    assert "made by other code or data: code of method ewc" in row[2], row
 
 
 @fault("run-nested-out", "`clbench run --out <out>/zz`: a run inside another run's tree", 2,

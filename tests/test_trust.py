@@ -53,14 +53,14 @@ def _result(status: str, error: str | None = None, path: Path | None = None) -> 
 def test_summary_exit_codes_and_lines(tmp_path: Path) -> None:
     assert summary([_result("complete"), _result("diverged", "loss became nan")]) == (
         ["diverged: tiny-vector/ewc/order-1/seed-0: loss became nan",
-         "clbench: 2 cells: 1 complete, 1 diverged; exit 0"], 0)
+         "clbench: 2 cells: 1 complete, 1 diverged; 0 reused; exit 0"], 0)
     (tmp_path / ERROR_LOG).write_text("Traceback ...")
     assert summary([_result("failed", "RuntimeError: x", tmp_path / "result.json"), _result("failed", "y")]) == (
         [f"failed: tiny-vector/ewc/order-1/seed-0: RuntimeError: x (traceback: {tmp_path / ERROR_LOG})",
          "failed: tiny-vector/ewc/order-1/seed-0: y",
-         "clbench: 2 cells: 2 failed; exit 1"], 1)
+         "clbench: 2 cells: 2 failed; 0 reused; exit 1"], 1)
     assert summary([_result("complete")], ["observer clbench_run_end raised"]) == (
-        ["fault: observer clbench_run_end raised", "clbench: 1 cell: 1 complete; 1 observer fault; exit 1"], 1)
+        ["fault: observer clbench_run_end raised", "clbench: 1 cell: 1 complete; 0 reused; 1 observer fault; exit 1"], 1)
 
 
 # ------------------------------------------------------------------------------------------- folders

@@ -202,6 +202,6 @@ def summary(results: Sequence[CellResult], faults: Sequence[str] = ()) -> tuple[
     failed = counts.get("failed", 0) + len(faults)
     reused = len(getattr(results, "reused", ()))
     lines.append(f"clbench: {count(len(results), 'cell')}: {', '.join(parts) or 'none'}"
-                 + (f" ({reused} reused, not run)" if reused else "")
+                 + f"; {reused} reused"
                  + (f"; {count(len(faults), 'observer fault')}" if faults else "") + f"; exit {1 if failed else 0}")
     return lines, 1 if failed else 0
