@@ -278,8 +278,7 @@ def execute(plan: Plan, regs: Registries, executor: str = "local", fail_fast: bo
         ) from None
     except OSError as exc:  # read-only directory, full disk: finished cells stay, no partial file
         where = Path(exc.filename) if exc.filename else plan.out
-        cell = next((c for c in plan.cells if c.directory == where or c.directory in where.parents
-                     or where in c.directory.parents and where != plan.out), None)
+        cell = next((c for c in plan.cells if where == c.directory or c.directory in where.parents), None)
         if cell is not None:
             raise ClbenchError(f"cell {cell.key}: cannot write to {where}: {exc.strerror or exc}") from None
         raise ClbenchError(f"cannot write results to {where}{'' if exc.filename else '/'}: {exc.strerror or exc}"
@@ -299,11 +298,7 @@ class RunResults(list[CellResult]):
         self.notes = list(notes)
 
 
-ON_CHANGE = {
-    "refuse": "stop before anything runs, naming each such cell (the default: as for changed settings)",
-    "rerun": "run those cells again with this code and data; their results are replaced",
-    "reuse": "keep those results; each is named in the run's summary",
-}
+ON_CHANGE = ("refuse", "rerun", "reuse")  # what `clbench run --on-change` does with results of other code or data
 
 
 @dataclasses.dataclass
@@ -313,7 +308,8 @@ class _Found:
     done: dict[str, CellResult] = dataclasses.field(default_factory=dict)  # finished by this code and data: reused
     todo: list[Cell] = dataclasses.field(default_factory=list)
     stale: list[str] = dataclasses.field(default_factory=list)  # another cell's or other settings' results: refused
-    changed: list[tuple[Cell, CellResult, str]] = dataclasses.field(default_factory=list)  # by other code or data: --on-change
+    # finished by other code or data (why): --on-change decides
+    changed: list[tuple[Cell, CellResult, str]] = dataclasses.field(default_factory=list)
     unchecked: list[str] = dataclasses.field(default_factory=list)  # reused results that record no provenance
 
 

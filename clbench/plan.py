@@ -349,7 +349,8 @@ def make_plan(regs: Registries, req: RunRequest) -> Plan:
         for seed in seeds:
             if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT:
                 raise ConfigError(f"seed {seed!r} is out of range: seeds are integers 0 ≤ s < 2**32 (every random "
-                                  "generator of a cell is derived from 32 bits of it; larger ones would repeat smaller)")
+                                  "generator of a cell is derived from 32 bits of it; larger ones would repeat "
+                                  "smaller)")
         if stream_labels[sspec.name] is not labels:
             left_out = sorted(set(labels) - set(stream_labels[sspec.name]))
             if left_out:

@@ -54,7 +54,8 @@ def compare(regs: Registries, old: Path, new: Path, atol: float, rtol: float) ->
     a, b = scan(old), scan(new)
     bad = unusable(a.problems + b.problems)
     if not a.results and not b.results:
-        raise ClbenchError(f"no result under {old} or {new}: nothing was compared" + (f" ({bad} unusable)" if bad else ""))
+        raise ClbenchError(f"no result under {old} or {new}: nothing was compared"
+                           + (f" ({bad} unusable)" if bad else ""))
     code = report_deltas(regs, {located(r, old): r for r in a.results}, {located(r, new): r for r in b.results},
                          atol, rtol)
     sys.exit(code or (1 if bad else 0))
