@@ -276,7 +276,8 @@ def make_plan(regs: Registries, req: RunRequest) -> Plan:
     elif profile.streams is not None:
         stream_names = list(profile.streams)
     else:
-        stream_names = [s.name for s in regs.streams.values() if profile.name in s.presets]
+        # a stream of your own data (tag "own-data") runs when named: it needs --data-dir
+        stream_names = [s.name for s in regs.streams.values() if profile.name in s.presets and "own-data" not in s.tags]
     if not stream_names:
         raise ConfigError(f"profile {profile.name!r} has no streams; pass --stream")
     streams = [regs.streams.get(n) for n in stream_names]

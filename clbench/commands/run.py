@@ -131,6 +131,8 @@ def command(regs: Registries, methods: str | None, streams: str | None, orders: 
         sys.exit(summary(results, getattr(results, "faults", ()))[1])
     for line in plan.skipped:
         click.echo(f"skipped: {line}", err=True)
+    for line in _own_data_choices(regs, plan.cells):
+        click.echo(line, err=True)
     click.echo(f"clbench: {count(len(plan.cells), 'cell')}, profile {plan.profile!r}, results in {out}/", err=True)
     results = execute(plan, regs, executor=executor, fail_fast=fail_fast, progress=progress,
                       options={**options, "jobs": jobs, "nproc": nproc, "on_change": on_change})
@@ -147,6 +149,22 @@ def command(regs: Registries, methods: str | None, streams: str | None, orders: 
     for line in lines:
         click.echo(line, err=True)
     sys.exit(code)
+
+
+def _own_data_choices(regs: Registries, cells: Sequence[Any]) -> list[str]:
+    """One line per stream of your own data (tag ``own-data``): the model and training settings its cells use,
+    which nobody chose for this data."""
+    lines, seen = [], set()
+    for c in cells:
+        if c.stream in seen or "own-data" not in regs.streams.get(c.stream).tags:
+            continue
+        seen.add(c.stream)
+        t = c.train
+        lines.append(f"{c.stream} ({c.method}): model {c.model}, {t.epochs} epoch{'s' if t.epochs > 1 else ''} a task, "
+                     f"{t.optimizer} lr {t.lr:g}" + (f" momentum {t.momentum:g}" if t.momentum else "")
+                     + f", batch {t.batch_size} (its presets, not tuned for your data: --model, --set train.lr=... "
+                     "change them; `clbench list settings train`)")
+    return lines
 
 
 def _leaderboard_line(regs: Registries, results: Sequence[CellResult], profile: str, out: Path,

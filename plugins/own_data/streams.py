@@ -1,0 +1,213 @@
+"""Generic streams over a folder of your own tasks: no plugin to write.
+
+``--stream arrays --data-dir DIR`` (vectors or images)::
+
+    DIR/<task>/train.npz   arrays ``x`` (N × features, N × H × W or N × C × H × W) and ``y`` (N integer labels)
+    DIR/<task>/test.npz    the same; ``val.npz`` optional (``train.eval_split=val`` scores it)
+
+or, per split, ``DIR/<task>/train/X.npy`` and ``DIR/<task>/train/y.npy``.
+
+``--stream jsonl --data-dir DIR`` (text classification, the CL benchmark's form)::
+
+    DIR/<task>/train.jsonl   one {"sentence": "...", "label": "..."} a line; test.jsonl; dev.jsonl optional
+
+Tasks are the sub-folders, in the order of their names (order ``1``; ``2`` is the reverse). A task's labels are
+the labels its training split holds (sorted); a test label the training split lacks is refused. Tasks that share
+one label set share one head (domain-incremental); tasks with different label sets get one head each
+(task-incremental). Every file and field is checked when the stream is built or a task loads, and an error names
+the file, the line or array, and what was expected.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from clbench.data import Split, Stream, TaskData, TaskInfo, confined, read_text
+from clbench.errors import ConfigError, DataError
+
+ARRAY_SPLITS = {"train": True, "test": True, "val": False}  # split -> required
+TEXT_SPLITS = {"train": ("train",), "test": ("test",), "val": ("dev", "val")}
+
+
+@dataclass(frozen=True)
+class OwnDataConfig:
+    data_dir: str = ""  # the folder of task folders (--data-dir)
+
+
+def _root(config: OwnDataConfig, stream: str, layout: str) -> Path:
+    if not config.data_dir:
+        raise ConfigError(f"stream {stream!r} reads your own data: give --data-dir DIR, a folder with one "
+                          f"sub-folder per task holding {layout}")
+    root = Path(config.data_dir).expanduser()
+    if not root.is_dir():
+        raise DataError(f"--data-dir {root}: not a folder")
+    return root
+
+
+def _task_names(root: Path, stream: str, layout: str) -> list[str]:
+    names = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not names:
+        raise DataError(f"{root}: no task folders; stream {stream!r} expects one sub-folder per task holding {layout}")
+    return names
+
+
+def _orders(names: list[str]) -> dict[str, list[str]]:
+    return {"1": names, "2": names[::-1]}
+
+
+# --------------------------------------------------------------------------- arrays
+ARRAYS_LAYOUT = "train.npz and test.npz (arrays x and y), or train/X.npy, train/y.npy, test/X.npy, test/y.npy"
+
+
+def _read_array_split(root: Path, task: str, split: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(x, y)`` of one split of one task, or None when the (optional) split is absent."""
+    npz, folder = confined(root, task, f"{split}.npz"), confined(root, task, split)
+    if npz.is_file():
+        try:
+            with np.load(npz, allow_pickle=False) as f:
+                keys = set(f.files)
+                x_key = next((k for k in ("x", "X") if k in keys), None)
+                if x_key is None or "y" not in keys:
+                    raise DataError(f"{npz}: needs arrays 'x' and 'y'; it holds {sorted(keys) or 'none'}")
+                x, y = f[x_key], f["y"]
+        except (OSError, ValueError) as exc:
+            raise DataError(f"{npz}: not a readable .npz file ({exc})") from None
+        where = str(npz)
+    elif (folder / "X.npy").is_file() or (folder / "y.npy").is_file():
+        pair = []
+        for name in ("X.npy", "y.npy"):
+            path = folder / name
+            if not path.is_file():
+                raise DataError(f"{path} is missing (a split folder holds X.npy and y.npy)")
+            try:
+                pair.append(np.load(path, allow_pickle=False))
+            except (OSError, ValueError) as exc:
+                raise DataError(f"{path}: not a readable .npy file ({exc})") from None
+        x, y = pair
+        where = str(folder)
+    elif ARRAY_SPLITS[split]:
+        raise DataError(f"task {task!r}: {npz} is missing (each task folder holds {ARRAYS_LAYOUT})")
+    else:
+        return None
+    if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
+        raise DataError(f"{where}: y must be one integer label per example, got shape {y.shape} of {y.dtype}")
+    if x.ndim not in (2, 3, 4) or not np.issubdtype(x.dtype, np.number):
+        raise DataError(f"{where}: x must be numbers of shape N × features, N × H × W or N × C × H × W; got "
+                        f"shape {x.shape} of {x.dtype}")
+    if len(x) != len(y):
+        raise DataError(f"{where}: x has {len(x)} rows but y has {len(y)} labels")
+    if len(y) == 0:
+        raise DataError(f"{where}: the {split} split is empty")
+    if not np.isfinite(x).all():
+        raise DataError(f"{where}: x holds NaN or infinite values")
+    return x, y
+
+
+class ArraysStream(Stream):
+    def __init__(self, config: OwnDataConfig) -> None:
+        self.root = _root(config, "arrays", ARRAYS_LAYOUT)
+        names = _task_names(self.root, "arrays", ARRAYS_LAYOUT)
+        infos, shape = [], None
+        for task in names:
+            x, y = _read_array_split(self.root, task, "train")  # type: ignore[misc]
+            sample = x.shape[1:] if x.ndim != 3 else (1, *x.shape[1:])
+            if shape is not None and sample != shape:
+                raise DataError(f"task {task!r}: inputs of shape {tuple(sample)}, but task {names[0]!r} has "
+                                f"{tuple(shape)}; every task's inputs must have one shape")
+            shape = sample
+            infos.append(TaskInfo(task, tuple(str(v) for v in np.unique(y).tolist())))
+        multi_head = len({i.labels for i in infos}) > 1
+        super().__init__("arrays", infos, _orders(names), modality="vector" if len(shape) == 1 else "image",
+                         input_shape=tuple(int(s) for s in shape), multi_head=multi_head,
+                         provenance=f"your arrays in {self.root}")
+
+    def load(self, info: TaskInfo) -> TaskData:
+        index = {label: i for i, label in enumerate(info.labels)}
+        splits: dict[str, Split | None] = {}
+        for split in ARRAY_SPLITS:
+            read = _read_array_split(self.root, info.name, split)
+            if read is None:
+                splits[split] = None
+                continue
+            x, y = read
+            unknown = sorted({str(v) for v in np.unique(y).tolist()} - set(index))
+            if unknown:
+                raise DataError(f"task {info.name!r}, {split} split: labels {', '.join(unknown)} are not among its "
+                                f"train labels ({', '.join(info.labels)})")
+            tx = torch.as_tensor(np.asarray(x, dtype=np.float32))
+            if tx.ndim == 3:
+                tx = tx.unsqueeze(1)  # N × H × W: one channel
+            splits[split] = Split(tx, torch.tensor([index[str(v)] for v in y.tolist()], dtype=torch.long))
+        return TaskData(info, splits["train"], splits["test"], splits["val"])  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- jsonl
+JSONL_LAYOUT = 'train.jsonl and test.jsonl, one {"sentence": ..., "label": ...} a line (dev.jsonl optional)'
+
+
+def _read_jsonl(path: Path) -> list[tuple[str, str]]:
+    out = []
+    for n, line in enumerate(read_text(path).split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            record: Any = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}: line {n} is not JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise DataError(f"{path}: line {n} is {type(record).__name__}, expected an object with sentence, label")
+        for field in ("sentence", "label"):
+            if field not in record:
+                raise DataError(f"{path}: line {n} has no {field!r} (fields: {', '.join(map(repr, record)) or 'none'})")
+        if not isinstance(record["sentence"], str):
+            raise DataError(f"{path}: line {n}: 'sentence' is {type(record['sentence']).__name__}, expected text")
+        out.append((record["sentence"], str(record["label"])))
+    if not out:
+        raise DataError(f"{path}: no examples")
+    return out
+
+
+def _text_split(root: Path, task: str, split: str) -> Path | None:
+    for name in TEXT_SPLITS[split]:
+        path = confined(root, task, f"{name}.jsonl")
+        if path.is_file():
+            return path
+    if split == "val":
+        return None
+    raise DataError(f"task {task!r}: {confined(root, task, split + '.jsonl')} is missing (each task folder holds "
+                    f"{JSONL_LAYOUT})")
+
+
+class JsonlStream(Stream):
+    def __init__(self, config: OwnDataConfig) -> None:
+        self.root = _root(config, "jsonl", JSONL_LAYOUT)
+        names = _task_names(self.root, "jsonl", JSONL_LAYOUT)
+        infos = []
+        for task in names:
+            path = _text_split(self.root, task, "train")
+            assert path is not None
+            infos.append(TaskInfo(task, tuple(sorted({label for _, label in _read_jsonl(path)})), group=task))
+        super().__init__("jsonl", infos, _orders(names), modality="text",
+                         multi_head=len({i.labels for i in infos}) > 1, provenance=f"your JSONL tasks in {self.root}")
+
+    def load(self, info: TaskInfo) -> TaskData:
+        index = {label: i for i, label in enumerate(info.labels)}
+        splits: dict[str, Split | None] = {}
+        for split in TEXT_SPLITS:
+            path = _text_split(self.root, info.name, split)
+            if path is None:
+                splits[split] = None
+                continue
+            rows = _read_jsonl(path)
+            unknown = sorted({label for _, label in rows} - set(index))
+            if unknown:
+                raise DataError(f"{path}: labels {', '.join(map(repr, unknown))} are not among task "
+                                f"{info.name!r}'s train labels ({', '.join(map(repr, info.labels))})")
+            splits[split] = Split([s for s, _ in rows], torch.tensor([index[label] for _, label in rows]))
+        return TaskData(info, splits["train"], splits["test"], splits["val"])  # type: ignore[arg-type]
