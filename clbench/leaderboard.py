@@ -21,11 +21,12 @@ import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from tabulate import tabulate
 
-from clbench.results import CellResult
+from clbench.results import CellResult, iter_results
 from clbench.specs import MethodSpec, MetricSpec
 
 NA = "n/a"
@@ -254,10 +255,9 @@ def method_labels(methods: Sequence[str], specs: Mapping[str, MethodSpec] | None
     return out
 
 
-def summary_table(sdf: pd.DataFrame, labels: Mapping[str, str] | None = None, tablefmt: str = "github") -> str:
-    """One section's answer to "which method is best, and by how much": methods ranked by AA (mean ± std over
-    every cell), F.Ra beside it, and whether each row is separated from the best."""
-    labels = labels or {}
+def _summary(sdf: pd.DataFrame) -> list[dict[str, Any]]:
+    """One section's ranking, row by row: rank ("—" when unranked), method, the pooled AA and F.Ra values, cells,
+    the verdict against the best, and the diverged note."""
     rankable = _rankable(sdf)
     order = ranking(sdf, rankable)
     intervals = {i: _interval(rankable[m]) for i, m in enumerate(order) if m in rankable}
@@ -266,9 +266,6 @@ def summary_table(sdf: pd.DataFrame, labels: Mapping[str, str] | None = None, ta
     rows = []
     for i, method in enumerate(order):
         cells = sdf[sdf["method"] == method]
-        n = cells.drop_duplicates(["order", "seed"]).shape[0]
-        diverged = diverged_note(cells)
-        aa, second = rankable.get(method) or _pooled(sdf, method, RANK_BY), _pooled(sdf, method, SECOND)
         if i not in intervals:
             verdict, rank = "", "—"
         elif not separable(sdf):
@@ -276,11 +273,49 @@ def summary_table(sdf: pd.DataFrame, labels: Mapping[str, str] | None = None, ta
         else:
             verdict = "best" if intervals[i][0] == top else "tied" if i in tied else "below"
             rank = str(i + 1)
-        shown_aa = diverged or (_fmt(aa) if aa else ", ".join(sorted(set(cells["status"]))))
-        rows.append([rank, labels.get(method, method), shown_aa, "" if diverged else _fmt(second) if second else NA,
-                     str(n), verdict])
+        rows.append({"rank": rank, "method": method, RANK_BY: rankable.get(method) or _pooled(sdf, method, RANK_BY),
+                     SECOND: _pooled(sdf, method, SECOND), "cells": cells.drop_duplicates(["order", "seed"]).shape[0],
+                     "verdict": verdict, "diverged": diverged_note(cells), "statuses": sorted(set(cells["status"]))})
+    return rows
+
+
+def summary_table(sdf: pd.DataFrame, labels: Mapping[str, str] | None = None, tablefmt: str = "github") -> str:
+    """One section's answer to "which method is best, and by how much": methods ranked by AA (mean ± std over
+    every cell), F.Ra beside it, and whether each row is separated from the best."""
+    labels = labels or {}
+    rows = []
+    for row in _summary(sdf):
+        aa, second, diverged = row[RANK_BY], row[SECOND], row["diverged"]
+        shown_aa = diverged or (_fmt(aa) if aa else ", ".join(row["statuses"]))
+        rows.append([row["rank"], labels.get(row["method"], row["method"]), shown_aa,
+                     "" if diverged else _fmt(second) if second else NA, str(row["cells"]), row["verdict"]])
     return tabulate(rows, headers=["rank", "method", f"{RANK_BY} ↑", f"{SECOND} ↓", "cells", "vs best"],
                     tablefmt=tablefmt, disable_numparse=True) + "\n"
+
+
+def summary_frame(results: Iterable[CellResult]) -> pd.DataFrame:
+    """The summary tables as numbers, one row per (profile, stream, scenario, method): rank, AA and F.Ra (mean,
+    sample std over every cell, n), cells, the verdict against the best and diverged cells. What ``clbench
+    leaderboard --format csv,json,latex`` writes."""
+    rows = []
+    for profile, pdf in frame(results).groupby("profile", sort=True):
+        for stream, scenario, sdf in sections(pdf):
+            for row in _summary(sdf):
+                out = {"profile": profile, "stream": stream, "scenario": scenario, "rank": row["rank"],
+                       "method": row["method"]}
+                for name in (RANK_BY, SECOND):
+                    values = [] if row["diverged"] else row[name]
+                    mean, std = _stats(values) if values else (None, None)
+                    out.update({f"{name} mean": mean, f"{name} std": std})
+                out.update(cells=row["cells"], **{"vs best": row["verdict"], "diverged": row["diverged"] or ""})
+                rows.append(out)
+    return pd.DataFrame(rows)
+
+
+def load(*roots: str | Path) -> pd.DataFrame:
+    """Every result under ``roots`` as a tidy DataFrame, one row per (cell, metric): profile, stream, scenario,
+    method, order, seed, status, path, metric, value, error. Unusable files are skipped with a warning."""
+    return frame(r for root in roots for r in iter_results(Path(root)))
 
 
 def sections(df: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:

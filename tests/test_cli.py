@@ -5,10 +5,13 @@
 from __future__ import annotations
 
 import json
+import re
+import statistics
 
+import pandas as pd
 import pytest
 
-from clbench import testing
+from clbench import leaderboard, testing
 from clbench.cli import main
 
 GRID = ["run", "--methods", "seqft,ewc", "--stream", "split-digits", "--orders", "1,2", "--seeds", "0,1",
@@ -133,7 +136,8 @@ def test_corrupt_and_foreign_results_are_skipped_with_a_warning(capsys, tmp_path
     assert "junk/result.json: cannot read" in err
     assert "foreign/result.json: not a clbench result" in err
     assert "schema_version 99 is newer" in err
-    assert "seqft" in (tmp_path / "leaderboards" / "quick.md").read_text()
+    assert "seqft" in (tmp_path / "runs" / "leaderboard" / "quick.md").read_text()  # beside the results it is of
+    assert not (tmp_path / "leaderboards").exists()
 
 
 def test_plots_are_written(capsys, tmp_path, monkeypatch):
@@ -142,9 +146,9 @@ def test_plots_are_written(capsys, tmp_path, monkeypatch):
             "--set", "train.epochs=1", "--no-progress", "--no-leaderboard")
     code, _, err = clbench(capsys, "leaderboard", "runs", "--heatmaps")
     assert code == 0, err
-    png = tmp_path / "leaderboards" / "plots" / "quick-split-digits-accuracy.png"
+    png = tmp_path / "runs" / "leaderboard" / "plots" / "quick-split-digits-accuracy.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert list((tmp_path / "leaderboards" / "plots" / "heatmaps").rglob("*.png"))
+    assert list((tmp_path / "runs" / "leaderboard" / "plots" / "heatmaps").rglob("*.png"))
     code, out, _ = clbench(capsys, "show", "runs/split-digits/seqft/order-1/seed-0/result.json", "--plot", "h.png")
     assert code == 0 and (tmp_path / "h.png").exists()
 
@@ -216,3 +220,30 @@ def test_build_cli_puts_the_registries_in_the_context(capsys):
     run_params = {p.name for p in cli.commands["run"].params}
     assert not {"plugins", "debug"} & run_params
     assert {spec.name.replace("-", "_") for spec in regs.options.values()} <= run_params
+
+
+def test_leaderboard_exports_the_summary_as_numbers_and_show_opens_a_multi_seed_link(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = clbench(capsys, "run", "--methods", "seqft,ewc", "--stream", "split-digits", "--seeds", "0,1",
+                           "--set", "train.epochs=1", "--no-progress")
+    assert code == 0, err
+    code, out, err = clbench(capsys, "leaderboard", "runs", "--format", "md,csv,json,latex", "--no-plots")
+    assert code == 0, err
+    board = tmp_path / "runs" / "leaderboard"
+    csv = pd.read_csv(board / "quick.csv")
+    records = json.loads((board / "quick.json").read_text())
+    for method in ("seqft", "ewc"):  # AA mean ± sample std over the two seeds, from the result files themselves
+        aa = [json.loads(p.read_text())["metrics"]["AA"]
+              for p in sorted((tmp_path / "runs" / "split-digits" / method).rglob("result.json"))]
+        row = csv[csv["method"] == method].iloc[0]
+        assert row["AA mean"] == pytest.approx(statistics.mean(aa)) and row["AA std"] == pytest.approx(statistics.stdev(aa))
+        assert [r["AA mean"] for r in records if r["method"] == method] == [pytest.approx(statistics.mean(aa))]
+    tex = (board / "quick.tex").read_text()
+    assert tex.startswith("\\begin{tabular}") and f"${csv['AA mean'][0]:.2f} \\pm " in tex
+    link = re.search(r"\]\((\.\./split-digits/seqft/order-1)\)", (board / "quick.md").read_text())
+    assert link, "a row of two seeds links to its order folder"
+    code, out, err = clbench(capsys, "show", str(board / link.group(1)))
+    assert code == 0, err
+    assert out.count("seqft · split-digits · order 1 · seed") == 2
+    df = leaderboard.load(tmp_path / "runs")  # the Python API the README names
+    assert set(df["method"]) == {"seqft", "ewc"} and set(df["seed"]) == {0, 1}

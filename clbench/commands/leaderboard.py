@@ -11,17 +11,37 @@ import click
 from clbench.errors import ClbenchError
 from clbench.registry import Registries
 
+FORMATS = {"md": ".md", "csv": ".csv", "json": ".json", "latex": ".tex"}
+
+
+def _formats(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
+    names = [v.strip().lower() for v in value.split(",") if v.strip()]
+    unknown = [n for n in names if n not in FORMATS]
+    if unknown or not names:
+        raise click.BadParameter(f"{', '.join(unknown) or value!r}: choose from {', '.join(FORMATS)} (a comma list)")
+    return names
+
 
 @click.command(name="leaderboard")
 @click.argument("runs", nargs=-1, type=click.Path(exists=True, path_type=Path))
-@click.option("--out", default="leaderboards", show_default=True, type=click.Path(path_type=Path))
+@click.option("--out", default=None, type=click.Path(path_type=Path),
+              help="Where to write (default: DIR/leaderboard/ of the one result folder given).")
+@click.option("--format", "formats", default="md", show_default=True, callback=_formats,
+              help="Comma list of md, csv, json, latex: the markdown leaderboard, and the summary tables as "
+                   "numbers (csv, json) or a LaTeX table, as <profile>.<ext>.")
 @click.option("--plots/--no-plots", default=True, help="Accuracy-over-time plot per stream.")
 @click.option("--heatmaps", is_flag=True, help="Also an accuracy-matrix heatmap and a loss curve per cell.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if the markdown on disk differs.")
 @click.pass_obj
-def command(regs: Registries, runs: tuple[Path, ...], out: Path, plots: bool, heatmaps: bool, check: bool) -> None:
-    """Markdown tables (and plots) from result directories (default: runs/)."""
+def command(regs: Registries, runs: tuple[Path, ...], out: Path | None, formats: list[str], plots: bool,
+            heatmaps: bool, check: bool) -> None:
+    """Markdown tables (and plots) from result directories (default: runs/), written beside them."""
     from clbench.results import scan
+
+    if out is None:
+        if len(runs) > 1:
+            raise click.UsageError("several result folders: say where their leaderboard goes with --out")
+        out = (runs[0] if runs else Path("runs")) / "leaderboard"
 
     results, skipped = [], 0
     for root in runs or (Path("runs"),):
@@ -43,10 +63,46 @@ def command(regs: Registries, runs: tuple[Path, ...], out: Path, plots: bool, he
                                f"{r.path}; give one result tree per profile")
     try:
         stale = _write_leaderboards(regs, results, out, plots, heatmaps, check)
+        if not check:
+            _export(results, out, [f for f in formats if f != "md"])
     except OSError as exc:
         raise ClbenchError(f"cannot write leaderboards to {out}/: {exc.strerror or exc}") from None
     if stale:
         sys.exit(1)
+
+
+def _export(results: list[Any], out: Path, formats: list[str]) -> None:
+    """The summary tables as numbers (csv, json) or LaTeX, one file per profile; pandas writes them."""
+    if not formats:
+        return
+    from clbench.leaderboard import by_profile, summary_frame
+    from clbench.results import atomic_write_text
+
+    for profile, group in by_profile(results).items():
+        df = summary_frame(group)
+        for fmt in formats:
+            path = out / f"{profile}{FORMATS[fmt]}"
+            if fmt == "csv":
+                text = df.to_csv(index=False)
+            elif fmt == "json":
+                text = df.to_json(orient="records", indent=1, force_ascii=False) + "\n"
+            else:
+                text = _latex(df)
+            atomic_write_text(path, text)
+            click.echo(f"wrote {path}")
+
+
+def _latex(df: Any) -> str:
+    """A booktabs table per profile: one row per (stream, scenario, method), AA and F.Ra as mean ± std."""
+    def cell(mean: Any, std: Any) -> str:
+        if mean is None or mean != mean:  # None or NaN
+            return "--"
+        return f"{mean:.2f}" if std is None or std != std else f"${mean:.2f} \\pm {std:.2f}$"
+
+    shown = df.assign(**{name: [cell(m, s) for m, s in zip(df[f"{name} mean"], df[f"{name} std"], strict=True)]
+                         for name in ("AA", "F.Ra")})
+    shown = shown[["stream", "scenario", "rank", "method", "AA", "F.Ra", "cells", "vs best"]]
+    return shown.to_latex(index=False, escape=False, column_format="llrlrrrl")
 
 
 def _write_leaderboards(regs: Registries, results: list[Any], out: Path, plots: bool, heatmaps: bool,

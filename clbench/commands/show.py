@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from clbench.errors import ClbenchError
+
 
 @click.command(name="show")
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
@@ -15,10 +17,22 @@ import click
               help="Also write the per-epoch loss curve PNG here (from result.json's timings).")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw result.json.")
 def command(path: Path, plot: Path | None, loss_plot: Path | None, as_json: bool) -> None:
-    """The accuracy matrix and metrics of one cell."""
+    """The accuracy matrix and metrics of one cell (PATH: its folder or result.json), or of every cell under a
+    folder (an order's seeds: what a leaderboard links to for a row of several seeds)."""
     from clbench.leaderboard import render_cell
-    from clbench.results import RESULT_FILE, read_result
+    from clbench.results import RESULT_FILE, read_result, scan
 
+    if path.is_dir() and not (path / RESULT_FILE).exists():
+        found = scan(path)
+        for problem in found.problems:
+            click.echo(f"warning: skipping {problem}", err=True)
+        if not found.results:
+            raise ClbenchError(f"no result under {path}")
+        if as_json or plot or loss_plot:
+            raise ClbenchError(f"{path} holds {len(found.results)} cells; --json, --plot and --loss-plot take one "
+                               "cell's folder")
+        click.echo("\n\n".join(render_cell(r) for r in found.results))
+        return
     if path.is_dir():
         path = path / RESULT_FILE
     r = read_result(path)
