@@ -179,7 +179,8 @@ def parse_value(text: str) -> Any:
 def parse_sets(items: Iterable[str]) -> dict[str, list[Any]]:
     """``["ewc.lambda=100", "lps.beta=0.5,0.7"]`` → ``{"ewc.lambda": [100], "lps.beta": [0.5, 0.7]}``.
 
-    A comma outside brackets makes a sweep: one cell per value.
+    A comma outside brackets makes a sweep: one cell per value. A list is written in brackets, so a list-valued
+    setting can be swept too: ``model.hidden=[512,512]`` is one value, ``model.hidden=[256],[512,512]`` two.
     """
     out: dict[str, list[Any]] = {}
     for item in items:
@@ -189,11 +190,30 @@ def parse_sets(items: Iterable[str]) -> dict[str, list[Any]]:
         key = key.strip()
         if "." not in key:
             raise ConfigError(f"--set {item!r}: the key needs a scope, e.g. ewc.lambda or train.epochs")
-        if value.strip().startswith("["):
-            out[key] = [parse_value(value)]
-        else:
-            out[key] = [parse_value(v) for v in value.split(",")]
+        out[key] = [parse_value(v) for v in split_top_level(value, item)]
     return out
+
+
+def split_top_level(text: str, item: str) -> list[str]:
+    """``text`` cut at the commas outside brackets, braces and quotes (``[1,2],[3]`` → ``[1,2]``, ``[3]``)."""
+    parts, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(text):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+            if depth < 0:
+                raise ConfigError(f"--set {item!r}: a '{ch}' closes nothing")
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    if depth or quote:
+        raise ConfigError(f"--set {item!r}: an unclosed {quote or '[ or {'}")
+    return [*parts, text[start:]]
 
 
 # --------------------------------------------------------------------------- dataclass overrides

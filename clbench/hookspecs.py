@@ -159,14 +159,16 @@ def clbench_step(cell: Cell, task: str, index: int, phase: str, epoch: int, step
 
 @hookspec
 def clbench_task_end(cell: Cell, task: str, index: int, accuracy_row: list[float], tasks: list[str],
-                     step: int) -> None:
+                     step: int, epochs: list[dict[str, Any]]) -> None:
     """Observe the end of task ``index``: training, the method's after-task step and evaluation done.
 
     ``accuracy_row`` is row ``index`` of the accuracy matrix: the score on every task of the order
     (in run order) after training this one; ``tasks`` is that order, so ``accuracy_row[j]`` is the score on
     ``tasks[j]``. ``step`` is the number of optimizer steps the cell has taken so far (the x axis of
-    :func:`clbench_step`). Called by the runner after the checkpoint is written. An implementation may
-    take any subset of these arguments.
+    :func:`clbench_step`). ``epochs`` is the task's loss curve, whatever ``train.log_every`` says: one
+    ``{"phase", "epoch" (from 0), "step" (where it ended), "loss" (its mean loss)}`` per epoch of each phase.
+    Called by the runner after the checkpoint is written. An implementation may take any subset of these
+    arguments.
     """
 
 

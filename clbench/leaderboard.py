@@ -83,6 +83,19 @@ def _errors_note(n: int) -> str:
     return f" ({n} error{'s' if n != 1 else ''})" if n else ""
 
 
+def label_key(label: str) -> tuple[str, list[tuple[str, int, float, str]]]:
+    """Method labels in natural order: a sweep's values numerically (``ewc@lambda=3`` before ``ewc@lambda=10``)."""
+    base, _, sweep = label.partition("@")
+    parts = []
+    for pair in sweep.split(",") if sweep else []:
+        key, _, value = pair.partition("=")
+        try:
+            parts.append((key, 0, float(value), ""))
+        except ValueError:
+            parts.append((key, 1, 0.0, value))
+    return base, parts
+
+
 def _order_key(order: str) -> tuple[int, str]:
     return (int(order), order) if order.isdigit() else (1 << 30, order)
 
@@ -141,7 +154,7 @@ def metric_table(df: pd.DataFrame, metric: MetricSpec, link_root: Path | None = 
     ``methods`` (default: alphabetical), each named by ``labels`` (default: the method). A (method, order) or row
     with a diverged cell shows ``diverged (d of n cells)``, not a mean of the others, and cannot be best."""
     orders = sorted(df["order"].unique(), key=_order_key)
-    methods = list(methods) if methods is not None else sorted(df["method"].unique())
+    methods = list(methods) if methods is not None else sorted(df["method"].unique(), key=label_key)
     labels = labels or {}
     values = df[(df["metric"] == metric.name)]
     table = []
@@ -233,7 +246,7 @@ def _pooled(sdf: pd.DataFrame, method: str, metric: str) -> list[float]:
 
 def _rankable(sdf: pd.DataFrame) -> dict[str, list[float]]:
     """The AA values of every method of one section that can be ranked: it has AA and no diverged cell."""
-    return {m: v for m in sorted(sdf["method"].unique())
+    return {m: v for m in sorted(sdf["method"].unique(), key=label_key)
             if (v := _pooled(sdf, m, RANK_BY)) and not diverged_note(sdf[sdf["method"] == m])}
 
 
@@ -242,7 +255,8 @@ def ranking(sdf: pd.DataFrame, rankable: Mapping[str, list[float]] | None = None
     by name."""
     rankable = _rankable(sdf) if rankable is None else rankable
     means = {m: _stats(v)[0] for m, v in rankable.items()}
-    return sorted(means, key=lambda m: (-means[m], m)) + sorted(set(sdf["method"].unique()) - set(means))
+    return (sorted(means, key=lambda m: (-means[m], label_key(m)))
+            + sorted(set(sdf["method"].unique()) - set(means), key=label_key))
 
 
 def method_labels(methods: Sequence[str], specs: Mapping[str, MethodSpec] | None) -> dict[str, str]:
@@ -333,7 +347,7 @@ def cannot_run(df: pd.DataFrame, scenario: str, specs: Mapping[str, MethodSpec] 
     if not specs or not scenario:
         return []
     out = []
-    for label in sorted(df["method"].unique()):
+    for label in sorted(df["method"].unique(), key=label_key):
         parts = [specs[p] for p in label.split("@", 1)[0].split("+") if p in specs]
         if any(p.scenarios and scenario not in p.scenarios for p in parts):
             out.append(label)

@@ -253,12 +253,12 @@ def _select(scoped: Mapping[str, Mapping[str, Any]], scope: str) -> dict[str, An
     return dict(scoped.get(scope, {}))
 
 
-def _once(values: Sequence[Any] | None, what: str) -> None:
+def _once(values: Sequence[Any] | None, what: str, hint: str = "") -> None:
     """A value given twice would plan two cells for one folder (the second overwrites the first)."""
     seen: list[Any] = []
     for v in values or ():
         if v in seen:
-            raise ConfigError(f"{what}: {v!r} is given twice")
+            raise ConfigError(f"{what}: {v!r} is given twice{hint}")
         seen.append(v)
 
 
@@ -267,7 +267,8 @@ def make_plan(regs: Registries, req: RunRequest) -> Plan:
     _once(req.orders, "--orders")
     _once(req.seeds, "--seeds")
     for key, values in req.sets.items():
-        _once(values, f"--set {key}")
+        _once(values, f"--set {key}", " (a comma makes a sweep; a list is written in brackets: "
+                                      f"{key}=[{','.join(map(str, values))}])")
     _check_scopes(req.sets, regs)
     _check_scopes(profile.sets, regs)
 

@@ -344,6 +344,20 @@ def _diverged(what: str, task: str, index: int, phase: str, epoch: int, step: in
                     where)
 
 
+def epoch_losses(stats: dict[str, Any], step: int) -> list[dict[str, Any]]:
+    """The mean loss of every epoch of a task's phases, in run order, each at the cell's optimizer step where that
+    epoch ended (``step``: the step the task ended; a phase's epochs take equal shares of its steps)."""
+    out: list[dict[str, Any]] = []
+    start = step - sum(int(stats[p].get("steps", 0)) for p in stats.get("phases", ()))
+    for phase in stats.get("phases", ()):
+        losses, steps = stats[phase].get("loss", []), int(stats[phase].get("steps", 0))
+        for e, loss in enumerate(losses):
+            out.append({"phase": phase, "epoch": e, "step": start + steps * (e + 1) // len(losses),
+                        "loss": loss})
+        start += steps
+    return out
+
+
 def steps_done(timings: list[dict[str, Any]]) -> int:
     """Optimizer steps of the tasks whose timings these are (to go on counting after a resume)."""
     return sum(int(v.get("steps", 0)) for t in timings for v in t.values() if isinstance(v, dict))
@@ -548,7 +562,7 @@ class Runner:
                     dist.barrier()
                     saved = time.perf_counter()
                 self._notify("clbench_task_end", cell=cell, task=task, index=index, accuracy_row=row,
-                       tasks=list(order), step=step)
+                             tasks=list(order), step=step, epochs=epoch_losses(stats, step))
                 bar.update(1)
         state.status = "complete"
 

@@ -298,3 +298,25 @@ def test_tensorboard_shows_each_step_once_after_a_kill_mid_task_and_a_resume(reg
         return [(e.step, e.value) for e in acc.Scalars("loss")]
 
     assert losses(resumed) == losses(reference)  # the killed attempt's steps of task 2 purged, none twice
+
+
+def test_the_loss_curve_is_logged_without_log_every(regs, tmp_path):
+    """`--logger csv,tensorboard` alone (train.log_every 0): one `loss/epoch` per epoch, the mean loss result.json
+    records for it, at the step the epoch ended (each of a phase's epochs takes an equal share of its steps)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    [r] = _run(regs, tmp_path, "ewc", logger="csv,tensorboard")
+    expected, done = [], 0
+    for task in r.timings["tasks"]:
+        for phase in task["phases"]:
+            losses, steps = task[phase]["loss"], task[phase]["steps"]
+            expected += [(done + steps * (e + 1) // len(losses), loss) for e, loss in enumerate(losses)]
+            done += steps
+    rows = _rows(r.path.parent / "log.csv")
+    assert not [row for row in rows if row["kind"] == "step"]  # no step is logged at log_every 0
+    epochs = [(int(row["step"]), float(row["loss/epoch"])) for row in rows if row["kind"] == "epoch"]
+    assert epochs == expected and len(epochs) == 2 * r.config["train"]["epochs"]
+    acc = EventAccumulator(str(r.path.parent / "tb"))
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("loss/epoch")] == [(s, pytest.approx(v, rel=1e-6))
+                                                                     for s, v in expected]

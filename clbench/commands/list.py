@@ -87,9 +87,13 @@ def show_settings(regs: Registries, name: str, kind: str | None = None) -> None:
             _details(row)
         return
     if kind is None and name in ("model", "stream") and name not in regs.kind(name + "s"):
-        names = ", ".join(sorted(regs.kind(name + "s")))
-        raise click.UsageError(f"{name}.* settings are the settings of the {name} a cell uses: "
-                               f"clbench list settings NAME with a {name}'s name ({names})")
+        click.echo(f"{name}: --set {name}.NAME=VALUE sets a setting of the {name} each cell uses; per {name}:")
+        reg = regs.kind(name + "s")
+        for item in reg:
+            rows = settings_mod.config_settings(reg.get(item).config_cls, name)
+            click.echo(f"  {item}: {', '.join(r.name for r in rows) or '(no settings)'}")
+        click.echo(f"types, defaults and what each does: clbench list settings NAME (a {name} above)")
+        return
     kind, spec = settings_mod.find(regs, name, kind)
     rows = settings_mod.settings(regs, name, kind)
     origin = regs.kind(kind + "s").origins[name]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 CSV_FILE = "log.csv"
+EPOCH_LOSS = "loss/epoch"  # an epoch's mean loss (task loss and the method's terms), logged at the step it ended
 _FILE_IDS = itertools.count()  # event files opened by this process (their names' last part, as TensorBoard's)
 TB_DIR = "tb"
 WANDB_DIR = "wandb"
@@ -72,8 +73,13 @@ class Logger:
     def flush(self) -> None:
         """Push what was written to the file."""
 
-    def task_end(self, task: str, index: int, row: list[float], tasks: list[str], step: int) -> None:
-        """Subclasses write the task's row after this, then call :meth:`task_written`."""
+    def task_end(self, task: str, index: int, row: list[float], tasks: list[str], step: int,
+                 epochs: Iterable[dict[str, Any]] = ()) -> None:
+        """Writes the task's kept steps and its loss curve (``loss/epoch`` per epoch, logged whatever
+        ``train.log_every`` says), merged in step order; subclasses write the task's row after this, then call
+        :meth:`task_written`."""
+        curve = [(task, index, e["phase"], e["epoch"], e["step"], {EPOCH_LOSS: float(e["loss"])}) for e in epochs]
+        self.kept = sorted([*self.kept, *curve], key=lambda r: r[4])  # stable: a step row before its epoch's row
         self.write_kept()
         self.last_step = step
 
@@ -101,9 +107,10 @@ def metric_values(result: Any) -> dict[str, float]:
 
 # ------------------------------------------------------------------------------------------------ csv
 class CsvLogger(Logger):
-    """``<cell>/log.csv``, one row per event: ``kind`` is ``step`` (a logged step), ``task`` (a task's accuracy
-    row) or ``cell`` (status and metrics). Columns: kind, index, task, phase, epoch, step, then each value
-    in the order first seen (loss, loss/task, loss/<term>, lr, grad_norm, accuracy/<task>..., metric/<name>...);
+    """``<cell>/log.csv``, one row per event: ``kind`` is ``step`` (a logged step), ``epoch`` (an epoch's mean loss,
+    ``loss/epoch``), ``task`` (a task's accuracy row) or ``cell`` (status and metrics). Columns: kind, index, task,
+    phase, epoch, step, then each value in the order first seen (loss/epoch, loss, loss/task, loss/<term>, lr,
+    grad_norm, accuracy/<task>..., metric/<name>...);
     a row leaves the columns it has no value for empty. Floats are written exactly (Python's repr)."""
 
     FIXED = ["kind", "index", "task", "phase", "epoch", "step", "status"]
@@ -116,7 +123,7 @@ class CsvLogger(Logger):
         columns: list[str] = []
         if resumed_from and self.path.exists():  # keep what the tasks before the resume logged
             columns, old = self._read()
-            rows = [r for r in old if r.get("kind") in ("step", "task") and _index(r) < resumed_from]
+            rows = [r for r in old if r.get("kind") in ("step", "epoch", "task") and _index(r) < resumed_from]
         self.columns = self.FIXED + [c for c in columns if c not in self.FIXED]
         self.fh: Any = None
         self._rewrite([[r.get(c) or "" for c in self.columns] for r in rows])
@@ -156,11 +163,12 @@ class CsvLogger(Logger):
 
     def write_steps(self, rows: list[StepRow]) -> None:
         for task, index, phase, epoch, step, values in rows:
-            self._write({"kind": "step", "index": index, "task": task, "phase": phase, "epoch": epoch, "step": step,
+            self._write({"kind": "epoch" if EPOCH_LOSS in values else "step", "index": index, "task": task, "phase": phase, "epoch": epoch, "step": step,
                          **values})
 
-    def task_end(self, task: str, index: int, row: list[float], tasks: list[str], step: int) -> None:
-        super().task_end(task, index, row, tasks, step)
+    def task_end(self, task: str, index: int, row: list[float], tasks: list[str], step: int,
+                 epochs: Iterable[dict[str, Any]] = ()) -> None:
+        super().task_end(task, index, row, tasks, step, epochs)
         self._write({"kind": "task", "index": index, "task": task, "step": step, **task_values(index, row, tasks)})
         self.task_written()
 
@@ -233,8 +241,9 @@ class TensorboardLogger(Logger):
         for *_, step, values in rows:
             self._scalars(values, step)
 
-    def task_end(self, task: str, index: int, row: list[float], tasks: list[str], step: int) -> None:
-        super().task_end(task, index, row, tasks, step)
+    def task_end(self, task: str, index: int, row: list[float], tasks: list[str], step: int,
+                 epochs: Iterable[dict[str, Any]] = ()) -> None:
+        super().task_end(task, index, row, tasks, step, epochs)
         self._scalars(task_values(index, row, tasks), step)
         self.task_written()
 
@@ -275,8 +284,9 @@ class WandbLogger(Logger):
         for *_, step, values in rows:
             self.run.log(values, step=step)
 
-    def task_end(self, task: str, index: int, row: list[float], tasks: list[str], step: int) -> None:
-        super().task_end(task, index, row, tasks, step)
+    def task_end(self, task: str, index: int, row: list[float], tasks: list[str], step: int,
+                 epochs: Iterable[dict[str, Any]] = ()) -> None:
+        super().task_end(task, index, row, tasks, step, epochs)
         self.run.log(task_values(index, row, tasks), step=step)
 
     def cell_end(self, result: Any) -> None:

@@ -3,6 +3,7 @@
 Plain observers on the lifecycle hooks, with no path of their own in the runner: whatever they log, a
 third-party observer plugin gets through the same hooks.
 
+* per epoch, always: its mean loss, ``loss/epoch`` (``clbench_task_end``'s ``epochs``), at the step it ended;
 * per logged step (``--set train.log_every=N``; 0, the default, logs no step): ``clbench_step``'s
   ``loss``, ``loss/task``, ``loss/<term>``, ``lr`` and ``grad_norm``;
 * per task: ``clbench_task_end``'s accuracy row, one value per task of the order (``accuracy/<task>``);
@@ -100,9 +101,9 @@ def clbench_step(cell: Any, task: str, index: int, phase: str, epoch: int, step:
 
 @hookimpl
 def clbench_task_end(cell: Any, task: str, index: int, accuracy_row: list[float], tasks: list[str],
-                     step: int) -> None:
+                     step: int, epochs: list[dict[str, Any]]) -> None:
     for logger in _open.get(_key(cell), ()):
-        logger.task_end(task, index, accuracy_row, tasks, step)
+        logger.task_end(task, index, accuracy_row, tasks, step, epochs)
 
 
 @hookimpl
