@@ -1,0 +1,64 @@
+"""The first hour's friction (issue 26): list-valued settings, natural sweep order, every `list settings` scope."""
+
+from __future__ import annotations
+
+import pytest
+
+from clbench import testing
+from clbench.cli import main
+from clbench.config import parse_sets
+from clbench.errors import ConfigError
+from clbench.leaderboard import frame, label_key, ranking
+from clbench.plan import RunRequest, make_plan
+
+
+def test_a_list_is_written_in_brackets_and_a_comma_outside_them_sweeps():
+    assert parse_sets(["model.hidden=[512,512]"]) == {"model.hidden": [[512, 512]]}
+    assert parse_sets(["model.hidden=[256],[512, 512]", "ewc.lambda=3,10"]) == {
+        "model.hidden": [[256], [512, 512]], "ewc.lambda": [3, 10]}
+    assert parse_sets(['stream.note="a,b",c']) == {"stream.note": ["a,b", "c"]}
+    with pytest.raises(ConfigError, match=r"an unclosed \[ or \{"):
+        parse_sets(["model.hidden=[1,2"])
+
+
+def test_a_list_value_sweeps_into_cells_of_its_own(tmp_path):
+    plan = make_plan(testing.registry(), RunRequest(profile=testing.TEST_PROFILE, methods="seqft",
+                                                    streams=["tiny-vector"], out=tmp_path,
+                                                    sets=parse_sets(["model.hidden=[8],[8,8]"])))
+    assert sorted(list(c.model_config["hidden"]) for c in plan.cells) == [[8], [8, 8]]
+
+
+def test_a_repeated_sweep_value_hints_at_the_list_syntax(tmp_path):
+    with pytest.raises(ConfigError, match=r"model.hidden: 512 is given twice \(a comma makes a sweep; a list is "
+                                          r"written in brackets: model.hidden=\[512,512\]\)"):
+        make_plan(testing.registry(), RunRequest(methods="seqft", streams=["split-digits"], out=tmp_path,
+                                                 sets=parse_sets(["model.hidden=512,512"])))
+
+
+def test_sweep_labels_order_by_their_numbers():
+    labels = ["ewc@lambda=30", "ewc@lambda=3", "ewc@lambda=100", "ewc@lambda=10", "ewc", "lwf@alpha=x"]
+    assert sorted(labels, key=label_key) == ["ewc", "ewc@lambda=3", "ewc@lambda=10", "ewc@lambda=30",
+                                             "ewc@lambda=100", "lwf@alpha=x"]
+
+
+def test_unranked_rows_keep_the_natural_order(tmp_path):
+    """Rows without AA (failed cells) follow the ranked ones in label order, numbers as numbers."""
+    from clbench.results import CellResult
+
+    results = [CellResult(f"ewc@lambda={v}", "s", "1", 0, ["a"], [[None]], status="failed") for v in (100, 3, 30)]
+    assert ranking(frame(results)) == ["ewc@lambda=3", "ewc@lambda=30", "ewc@lambda=100"]
+
+
+@pytest.mark.parametrize(("scope", "line"), [
+    ("train", "  lr: float = 0.01  (> 0)"),
+    ("metrics", "  tolerance: float = 0.001  (>= 0 and < 1)"),
+    ("model", "  mlp: hidden, dropout, multi_head, bias"),
+    ("stream", "  arrays: data_dir"),
+    ("ewc", "  lambda: float = 100.0  (>= 0)"),
+])
+def test_every_settings_scope_lists(capsys, scope, line):
+    with pytest.raises(SystemExit) as exit_:
+        main(["list", "settings", scope])
+        raise SystemExit(0)
+    out = capsys.readouterr().out
+    assert exit_.value.code in (0, None) and line in out.splitlines(), out
