@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from clbench import console
 from clbench.commands import doctor, leaderboard, metrics, run, show, verify
 from clbench.commands import list as list_
 from clbench.commands._common import INTERRUPTED, INTERRUPTED_DEFAULT
@@ -106,9 +107,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     disabled, debug = _early_args(args)
     INTERRUPTED["line"] = INTERRUPTED_DEFAULT
     term = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() else None
-    formatwarning = warnings.formatwarning
+    formatwarning, showwarning = warnings.formatwarning, warnings.showwarning
     if not debug:
         warnings.formatwarning = _format_warning
+        console.one_line_warnings()
+    console.quiet_third_party_bars()
     try:
         check_disabled(disabled)
         with contextlib.redirect_stdout(sys.stderr):  # a plugin printing at import must not corrupt `show --json`
@@ -134,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     finally:
-        warnings.formatwarning = formatwarning
+        warnings.formatwarning, warnings.showwarning = formatwarning, showwarning
         if term is not None:
             signal.signal(signal.SIGTERM, term)
 

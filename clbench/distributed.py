@@ -212,11 +212,13 @@ def _rank_main(rank: int, world: int, backend: str, init_method: str, disabled: 
     """A rank process: join the group, then run every cell the parent sends until it sends None."""
     from tqdm.auto import tqdm
 
+    from clbench import console
     from clbench.executors import _exit_with
     from clbench.registry import build_registry
     from clbench.runner import Runner
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the process group: the parent stops us
+    console.one_line_warnings()
     threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
     tqdm.set_lock(threading.RLock())  # as the --jobs workers: no multiprocessing lock of the parent's
     if rank:

@@ -23,6 +23,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 from tqdm.auto import tqdm
 
+from clbench import console
 from clbench.boundary import ObserverError, notify
 from clbench.distributed import SINGLE, Dist, RankPool, from_torchrun, launched_by_torchrun
 from clbench.errors import ClbenchError, ResultFileError
@@ -111,6 +112,7 @@ def _start_worker(disabled: tuple[str, ...], fail_fast: bool) -> None:
     # tqdm's default lock is a multiprocessing lock, a named semaphore of the parent's resource tracker; a worker
     # terminated on Ctrl-C could not release it ("leaked semaphore" at exit). No bar is drawn in a worker.
     tqdm.set_lock(threading.RLock())
+    console.one_line_warnings()  # (a spawned process starts with Python's own: several lines a warning)
     _worker_runner = Runner(build_registry(disabled=disabled), fail_fast=fail_fast, progress=False)
 
 

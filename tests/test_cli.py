@@ -85,7 +85,7 @@ def test_grid_show_and_deterministic_leaderboard(capsys, tmp_path, monkeypatch):
 
     assert out == "\n" + console_summary(iter_results(tmp_path / "runs"), testing.registry().methods.items) + "\n"
     assert out.startswith("\nsplit-digits — task-incremental") and "#### AA" not in out + err
-    assert err.splitlines()[-2:] == ["leaderboard: clbench leaderboard runs", "clbench: 8 cells: 8 complete; 0 reused; exit 0"]
+    assert err.splitlines()[-2:] == ["results: runs/; leaderboard: clbench leaderboard runs (writes runs/leaderboard/)", "clbench: 8 cells: 8 complete; 0 reused; exit 0"]
     assert not (tmp_path / "runs" / "leaderboard.md").exists()
 
     result = json.loads((tmp_path / "runs/split-digits/ewc/order-1/seed-0/result.json").read_text())
@@ -175,13 +175,13 @@ def test_run_writes_its_leaderboard_when_asked(capsys, tmp_path, monkeypatch):
     assert code == 0, err
     [row] = [line.split() for line in out.splitlines() if line.startswith("1 ")]
     assert row[1] == "seqft" and row[-1] == "—"  # one seed: nothing is separated
-    assert err.splitlines()[-2:] == ["leaderboard: wrote o/leaderboard.md", "clbench: 1 cell: 1 complete; 0 reused; exit 0"]
+    assert err.splitlines()[-2:] == ["results: o/; leaderboard: wrote o/leaderboard.md", "clbench: 1 cell: 1 complete; 0 reused; exit 0"]
     text = (tmp_path / "o" / "leaderboard.md").read_text(encoding="utf-8")
     assert text.startswith("# profile `quick` (o)\n") and "#### AA" in text and "| seqft" in text
     assert "](split-digits/seqft/order-1/seed-0/result.json)" in text  # links relative to the file, in --out
     # the cell is complete: a rerun skips it, and --no-leaderboard (kept for old scripts) changes nothing
     code, again, err = clbench(capsys, *args, "--no-leaderboard")
-    assert code == 0 and again == out and err.splitlines()[-2] == "leaderboard: clbench leaderboard o"
+    assert code == 0 and again == out and err.splitlines()[-2] == "results: o/; leaderboard: clbench leaderboard o (writes o/leaderboard/)"
 
 
 @pytest.mark.parametrize("where", ["before", "after"])

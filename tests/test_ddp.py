@@ -125,7 +125,8 @@ def test_rank_zero_alone_writes_results_checkpoints_and_logs(tmp_path):
     assert len(list((tmp_path / "two").rglob("*tfevents*"))) == 1
     log_two = (two.path.parent / "log.csv").read_text().splitlines()
     log_one = (one.path.parent / "log.csv").read_text().splitlines()
-    assert len(log_two) == len(log_one) == 1 + 16 + 2 + 1  # header, 2 tasks × 2 epochs × 4 steps, 2 tasks, metrics
+    # header, 2 tasks × 2 epochs × 4 steps, 2 tasks × 2 epochs' mean losses, 2 tasks, metrics
+    assert len(log_two) == len(log_one) == 1 + 16 + 4 + 2 + 1
     # the logged losses are the global batch's (summed over the ranks), as one process logs them
     assert [row.split(",")[:6] for row in log_two] == [row.split(",")[:6] for row in log_one]
 

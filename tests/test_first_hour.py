@@ -62,3 +62,44 @@ def test_every_settings_scope_lists(capsys, scope, line):
         raise SystemExit(0)
     out = capsys.readouterr().out
     assert exit_.value.code in (0, None) and line in out.splitlines(), out
+
+
+def test_a_warning_prints_once_on_one_line(capsys):
+    import warnings
+
+    from clbench import console
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        console.one_line_warnings()
+        for _ in range(3):  # a third-party warning raised every step
+            warnings.warn("masked_fill is deprecated;\n  use where() instead", UserWarning, stacklevel=1)
+        warnings.warn("another one", UserWarning, stacklevel=1)
+    assert capsys.readouterr().err.splitlines() == [
+        "warning: masked_fill is deprecated; use where() instead", "warning: another one"]
+
+
+def _run(capsys, tmp_path, *args):
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "--methods", "all", "--stream", "split-digits,permuted-digits", "--seeds", "0",
+              "--set", "train.epochs=1", "--no-progress", "--out", str(tmp_path / "runs"), *args])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 0, err
+    return err.splitlines()
+
+
+def test_methods_that_do_not_apply_are_one_line_unless_verbose(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "0")  # a user's own choice stays
+    plan = make_plan(testing.registry(), RunRequest(methods="all", streams=["split-digits", "permuted-digits"],
+                                                    out=tmp_path))
+    quiet = _run(capsys, tmp_path)
+    assert [line for line in quiet if line.startswith(("not run:", "skipped:"))] == [
+        f"not run: {len(plan.skipped)} method/stream pairings that do not apply (a scenario a method cannot run in, "
+        "a stream's preset of methods); -v lists them"]
+    loud = _run(capsys, tmp_path, "-v")
+    assert [line.removeprefix("skipped: ") for line in loud if line.startswith("skipped:")] == plan.skipped
+    assert quiet[-2] == f"results: {tmp_path / 'runs'}/; leaderboard: clbench leaderboard {tmp_path / 'runs'} " \
+                        f"(writes {tmp_path / 'runs' / 'leaderboard'}/)"
+    import os
+
+    assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "0"

@@ -87,11 +87,12 @@ class Jobs(click.ParamType):
               help=f"Also write this run's leaderboard to OUT/{LEADERBOARD_FILE} (default: print the command "
                    "that makes one; --no-leaderboard is accepted and does nothing).")
 @click.option("--progress/--no-progress", default=True, help="Progress bars.")
+@click.option("-v", "--verbose", is_flag=True, help="List each method and stream left out of --methods all, and why.")
 @click.pass_obj
 def command(regs: Registries, methods: str | None, streams: str | None, orders: str | None, seeds: str | None,
             profile: str, sets: tuple[str, ...], model: str | None, out: Path, data_dir: Path | None,
             model_path: str | None, executor: str, jobs: int | str, nproc: int | None, on_change: str, fail_fast: bool,
-            write_board: bool, progress: bool, **options: Any) -> None:
+            write_board: bool, progress: bool, verbose: bool, **options: Any) -> None:
     """Train and evaluate a grid of cells (method × stream × order × seed).
 
     -p no:NAME and --debug (options of `clbench`) may also be given after `run`.
@@ -129,8 +130,13 @@ def command(regs: Registries, methods: str | None, streams: str | None, orders: 
         results = execute(plan, regs, executor=executor, fail_fast=fail_fast, progress=False,
                           options={**options, "jobs": 1, "nproc": nproc, "on_change": on_change})
         sys.exit(summary(results, getattr(results, "faults", ()))[1])
-    for line in plan.skipped:
-        click.echo(f"skipped: {line}", err=True)
+    if verbose:
+        for line in plan.skipped:
+            click.echo(f"skipped: {line}", err=True)
+    elif plan.skipped:
+        n = len(plan.skipped)
+        click.echo(f"not run: {n} method/stream pairing{'s' if n > 1 else ''} that do not apply (a scenario a method "
+                   "cannot run in, a stream's preset of methods); -v lists them", err=True)
     for line in _own_data_choices(regs, plan.cells):
         click.echo(line, err=True)
     click.echo(f"clbench: {count(len(plan.cells), 'cell')}, profile {plan.profile!r}, results in {out}/", err=True)
@@ -172,7 +178,8 @@ def _leaderboard_line(regs: Registries, results: Sequence[CellResult], profile: 
     """Where this run's leaderboard is: written to OUT/leaderboard.md (``--leaderboard``), or the command
     that makes one; and false when it was asked for and could not be written (the run then exits 2, not 0)."""
     if not write:
-        return f"leaderboard: clbench leaderboard {shlex.quote(str(out))}", True
+        return (f"results: {out}/; leaderboard: clbench leaderboard {shlex.quote(str(out))} (writes "
+                f"{out / 'leaderboard'}/)"), True
     from clbench.leaderboard import render
     from clbench.results import atomic_write_text
 
@@ -182,7 +189,7 @@ def _leaderboard_line(regs: Registries, results: Sequence[CellResult], profile: 
         atomic_write_text(path, text)
     except OSError as exc:
         return f"leaderboard: cannot write {path}: {exc.strerror or exc}", False
-    return f"leaderboard: wrote {path}", True
+    return f"results: {out}/; leaderboard: wrote {path}", True
 
 
 def with_plugin_options(cmd: click.Command, options: Iterable[OptionSpec]) -> click.Command:
