@@ -54,6 +54,11 @@ class DataError(ClbenchError):
     """A data file is missing or malformed; the message names the file and the record."""
 
 
+class HubUnreachable(ClbenchError):
+    """A hub name that can be neither fetched nor found in the local cache (clbench.hub): a fault of the machine,
+    not of a cell, so it stops the run (every later cell would meet it); finished cells stay."""
+
+
 class ResultFileError(ClbenchError):
     """A result file is corrupt, foreign, or from an unsupported schema version."""
 

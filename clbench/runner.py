@@ -39,7 +39,7 @@ from clbench.boundary import (
 from clbench.config import TrainConfig
 from clbench.data import Batch, Stream, batches
 from clbench.distributed import SINGLE, Dist
-from clbench.errors import ClbenchError, Diverged, PluginError, ResultFileError
+from clbench.errors import ClbenchError, Diverged, HubUnreachable, PluginError, ResultFileError
 from clbench.method import CellContext, CompositeMethod, Method, derive_seed, seed_torch
 from clbench.metrics import MetricInput, compute_metrics
 from clbench.model import CLModel, StreamInfo
@@ -442,8 +442,8 @@ class Runner:
         try:
             try:
                 self._run(cell, state)
-            except KeyboardInterrupt:
-                raise  # the checkpoint of the last finished task stays for the next run
+            except (KeyboardInterrupt, HubUnreachable):
+                raise  # the checkpoint of the last finished task stays for the next run; the hub: every cell's
             except Diverged as exc:
                 state.fail("diverged", str(exc))
                 state.divergence = exc.where

@@ -103,3 +103,55 @@ def test_methods_that_do_not_apply_are_one_line_unless_verbose(capsys, tmp_path,
     import os
 
     assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "0"
+
+
+@pytest.fixture
+def unreachable_hub(monkeypatch):
+    """No network, as on this machine, decided afresh: the probe's answer and the offline variables it sets are
+    undone after the test."""
+    import socket
+
+    from clbench import hub
+
+    def refuse(*args, **kwargs):
+        raise OSError(101, "Network is unreachable")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(hub, "_reached", None)
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HUB_CACHE", "/nonexistent-hub-cache")
+    return hub
+
+
+def test_an_unreachable_hub_stops_the_run_in_seconds_once_naming_the_local_way(unreachable_hub, tmp_path, capsys):
+    import time
+
+    start = time.perf_counter()
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "--stream", "permuted-mnist", "--model", "mlp", "--methods", "seqft,ewc", "--seeds", "0,1",
+              "--jobs", "1", "--no-progress", "--out", str(tmp_path / "runs")])
+    elapsed = time.perf_counter() - start
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and elapsed < 30, (elapsed, err)  # 25 s of retries per cell before
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert line.startswith("error: the data set 'ylecun/mnist': on the Hugging Face Hub, which cannot be reached "
+                           "(huggingface.co did not answer in ") and "pass --data-dir DIR" in line
+    assert not list((tmp_path / "runs").rglob("result.json"))  # no cell is failed for the machine's fault
+    import os
+
+    assert os.environ["HF_HUB_OFFLINE"] == "1"  # the libraries load what is cached without retrying
+
+
+def test_a_cached_hub_name_loads_offline_and_hf_hub_offline_is_honoured(unreachable_hub, tmp_path, monkeypatch):
+    hub = unreachable_hub
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    (tmp_path / "models--org--model").mkdir()
+    hub.require("org/model", "the model's weights", "pass --model-path")  # in the cache: no error
+    from clbench.errors import HubUnreachable
+
+    with pytest.raises(HubUnreachable, match=r"'org/other': on the Hugging Face Hub, which cannot be reached"):
+        hub.require("org/other", "the model's weights", "pass --model-path")
+    monkeypatch.setattr(hub, "_reached", None)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert hub.reachable() == (False, "HF_HUB_OFFLINE is set")

@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from clbench import hub
 from clbench.data import TaskInfo
 from clbench.errors import ConfigError
 from clbench.model import CLModel, StreamInfo
@@ -61,9 +62,16 @@ def load_kwargs(config: HFConfig, path: str) -> dict[str, Any]:
     return kw
 
 
+def require_weights(path: str) -> None:
+    """A hub name of weights: refused in seconds when the hub is out of reach and no copy is cached."""
+    if hub.looks_like_hub_id(path):
+        hub.require(path, "the model's weights", "pass --model-path DIR, a local folder of them")
+
+
 def load_tokenizer(config: HFConfig, path: str) -> Any:
     from transformers import AutoTokenizer
 
+    require_weights(path)
     tok = AutoTokenizer.from_pretrained(path, **load_kwargs(config, path))
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.unk_token
@@ -71,6 +79,7 @@ def load_tokenizer(config: HFConfig, path: str) -> Any:
 
 
 def load_backbone(auto_cls: Any, config: HFConfig, path: str) -> nn.Module:
+    require_weights(path)
     try:
         return auto_cls.from_pretrained(path, dtype=_DTYPES[config.dtype], **load_kwargs(config, path))
     except (OSError, ValueError) as exc:  # ValueError: a folder without a usable config.json

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from clbench import hub
 from clbench.data import confined
 from clbench.errors import DataError
 
@@ -159,6 +160,8 @@ def from_hub(name: str, split: str) -> tuple[Tensor, Tensor]:
         import datasets
     except ImportError as exc:  # pragma: no cover - depends on the installation
         raise DataError(f"loading {name!r} from the hub needs the 'datasets' package; or pass --data-dir") from exc
+    hub.require(name, "the data set", "pass --data-dir DIR, a local copy (formats: plugins/vision_streams/"
+                "loaders.py)", "dataset")
     ds = datasets.load_dataset(name, split=split)
     cols = ds.column_names
     img, lab = _image_column(cols, name), _label_column(cols, name)
