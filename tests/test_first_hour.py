@@ -155,3 +155,19 @@ def test_a_cached_hub_name_loads_offline_and_hf_hub_offline_is_honoured(unreacha
     monkeypatch.setattr(hub, "_reached", None)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert hub.reachable() == (False, "HF_HUB_OFFLINE is set")
+
+
+def test_the_readmes_python_block_loads_a_run(tmp_path, monkeypatch):
+    """The README's "Results in Python" snippet, run as written on a fresh run."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    [block] = re.findall(r"```python\n(from clbench\.leaderboard import load\n.*?)```", readme, re.S)
+    monkeypatch.chdir(tmp_path)
+    testing.run(testing.registry(), tmp_path / "runs", "seqft", stream="split-digits", profile="quick", orders=["1"],
+                sets={"train.epochs": [1]})
+    scope: dict = {}
+    exec(block, scope)  # noqa: S102 - the documented snippet itself
+    df = scope["df"]
+    assert set(df["method"]) == {"seqft"} and df.loc[df["metric"] == "AA", "value"].notna().all()
