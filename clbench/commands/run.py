@@ -137,7 +137,7 @@ def command(regs: Registries, methods: str | None, streams: str | None, orders: 
         n = len(plan.skipped)
         click.echo(f"not run: {n} method/stream pairing{'s' if n > 1 else ''} that do not apply (a scenario a method "
                    "cannot run in, a stream's preset of methods); -v lists them", err=True)
-    for line in _own_data_choices(regs, plan.cells):
+    for line in _chosen_settings(regs, plan.cells):
         click.echo(line, err=True)
     click.echo(f"clbench: {count(len(plan.cells), 'cell')}, profile {plan.profile!r}, results in {out}/", err=True)
     results = execute(plan, regs, executor=executor, fail_fast=fail_fast, progress=progress,
@@ -157,19 +157,23 @@ def command(regs: Registries, methods: str | None, streams: str | None, orders: 
     sys.exit(code)
 
 
-def _own_data_choices(regs: Registries, cells: Sequence[Any]) -> list[str]:
-    """One line per stream of your own data (tag ``own-data``): the model and training settings its cells use,
-    which nobody chose for this data."""
+def _chosen_settings(regs: Registries, cells: Sequence[Any]) -> list[str]:
+    """One line per stream whose training settings nobody chose for it: a stream of your own data (tag
+    ``own-data``: its presets are generic), or a stream without a preset for the run's profile (the training
+    defaults). The model and settings of its first cell."""
     lines, seen = [], set()
     for c in cells:
-        if c.stream in seen or "own-data" not in regs.streams.get(c.stream).tags:
+        spec = regs.streams.get(c.stream)
+        preset = c.profile in spec.presets
+        if c.stream in seen or (preset and "own-data" not in spec.tags):
             continue
         seen.add(c.stream)
         t = c.train
+        why = "its presets, not tuned for your data" if preset else f"no preset for profile {c.profile!r}: the defaults"
         lines.append(f"{c.stream} ({c.method}): model {c.model}, {t.epochs} epoch{'s' if t.epochs > 1 else ''} a task, "
                      f"{t.optimizer} lr {t.lr:g}" + (f" momentum {t.momentum:g}" if t.momentum else "")
-                     + f", batch {t.batch_size} (its presets, not tuned for your data: --model, --set train.lr=... "
-                     "change them; `clbench list settings train`)")
+                     + f", batch {t.batch_size} ({why}: --model, --set train.lr=... change them; "
+                     "`clbench list settings train`)")
     return lines
 
 
