@@ -189,7 +189,7 @@ def test_committed_docs_have_the_markers():
     text = (ROOT / "docs" / "lora-family.md").read_text(encoding="utf-8")
     assert dt.section_names(text) == ["cl-quick-cells", "acr-tau", "claims-verdict", "claims-oo", "claims-cost"]
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert dt.section_names(readme) == ["quick-size", "reproducibility", "quick-excerpt"]
+    assert dt.section_names(readme) == ["quick-size", "quick-excerpt", "reproducibility"]
     streams = (ROOT / "docs" / "text-streams-and-models.md").read_text(encoding="utf-8")
     assert dt.section_names(streams) == ["smol-cells"]
     tuning = (ROOT / "docs" / "tuning.md").read_text(encoding="utf-8")
