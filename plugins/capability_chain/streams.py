@@ -200,6 +200,25 @@ def refused(answer: str) -> bool:
     return any(r in a for r in REFUSALS)
 
 
+def greedy(model: CLModel, prompts: list[str], batch_size: int, max_new_tokens: int) -> list[str]:
+    """Greedy continuations of raw prompts (no clbench prompt template) by a model with ``backbone`` and
+    ``tokenizer`` (``causal-lm-sft``), new tokens only, stripped."""
+    backbone, tok = model.backbone, model.tokenizer  # type: ignore[attr-defined]
+    device = next(backbone.parameters()).device
+    side, tok.padding_side = tok.padding_side, "left"
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    out: list[str] = []
+    try:
+        for start in range(0, len(prompts), batch_size):
+            enc = tok(prompts[start:start + batch_size], return_tensors="pt", padding=True).to(device)
+            gen = backbone.generate(**enc, do_sample=False, num_beams=1, pad_token_id=pad,
+                                    max_new_tokens=max_new_tokens)
+            out += tok.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    finally:
+        tok.padding_side = side
+    return [o.strip() for o in out]
+
+
 class CapabilityChain(Stream):
     def __init__(self, config: CapabilityConfig) -> None:
         names = list(config.tasks)
@@ -294,20 +313,7 @@ class CapabilityChain(Stream):
 
     def generate(self, model: CLModel, prompts: list[str], batch_size: int) -> list[str]:
         """Greedy continuations of raw prompts (no clbench prompt template), new tokens only."""
-        backbone, tok = model.backbone, model.tokenizer  # type: ignore[attr-defined]
-        device = next(backbone.parameters()).device
-        side, tok.padding_side = tok.padding_side, "left"
-        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        out: list[str] = []
-        try:
-            for start in range(0, len(prompts), batch_size):
-                enc = tok(prompts[start:start + batch_size], return_tensors="pt", padding=True).to(device)
-                gen = backbone.generate(**enc, do_sample=False, num_beams=1, pad_token_id=pad,
-                                        max_new_tokens=self.config.max_new_tokens)
-                out += tok.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-        finally:
-            tok.padding_side = side
-        return [o.strip() for o in out]
+        return greedy(model, prompts, batch_size, self.config.max_new_tokens)
 
     def hex_phi_prompts(self, limit: int | None) -> list[str]:
         c = self.config

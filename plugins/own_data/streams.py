@@ -7,6 +7,12 @@
 
 or, per split, ``DIR/<task>/train/X.npy`` and ``DIR/<task>/train/y.npy``.
 
+``--stream prompts --data-dir DIR`` (a language model learns to answer)::
+
+    DIR/<task>/train.jsonl   one {"prompt": "...", "response": "..."} a line; test.jsonl the same
+
+scored by the ROUGE-1 F1 (× 100) of the model's greedy answers to the test prompts against their responses.
+
 ``--stream jsonl --data-dir DIR`` (text classification, the CL benchmark's form)::
 
     DIR/<task>/train.jsonl   one {"sentence": "...", "label": "..."} a line; test.jsonl; dev.jsonl optional
@@ -30,6 +36,7 @@ import torch
 
 from clbench.data import Split, Stream, TaskData, TaskInfo, confined, read_text
 from clbench.errors import ConfigError, DataError
+from clbench.model import CLModel
 
 ARRAY_SPLITS = {"train": True, "test": True, "val": False}  # split -> required
 TEXT_SPLITS = {"train": ("train",), "test": ("test",), "val": ("dev", "val")}
@@ -151,7 +158,7 @@ class ArraysStream(Stream):
 JSONL_LAYOUT = 'train.jsonl and test.jsonl, one {"sentence": ..., "label": ...} a line (dev.jsonl optional)'
 
 
-def _read_jsonl(path: Path) -> list[tuple[str, str]]:
+def _read_jsonl(path: Path, fields: tuple[str, str] = ("sentence", "label")) -> list[tuple[str, str]]:
     out = []
     for n, line in enumerate(read_text(path).split("\n"), 1):
         if not line.strip():
@@ -161,13 +168,15 @@ def _read_jsonl(path: Path) -> list[tuple[str, str]]:
         except json.JSONDecodeError as exc:
             raise DataError(f"{path}: line {n} is not JSON ({exc.msg})") from None
         if not isinstance(record, dict):
-            raise DataError(f"{path}: line {n} is {type(record).__name__}, expected an object with sentence, label")
-        for field in ("sentence", "label"):
+            raise DataError(f"{path}: line {n} is {type(record).__name__}, expected an object with "
+                            f"{', '.join(fields)}")
+        for field in fields:
             if field not in record:
                 raise DataError(f"{path}: line {n} has no {field!r} (fields: {', '.join(map(repr, record)) or 'none'})")
-        if not isinstance(record["sentence"], str):
-            raise DataError(f"{path}: line {n}: 'sentence' is {type(record['sentence']).__name__}, expected text")
-        out.append((record["sentence"], str(record["label"])))
+        text, target = (record[f] for f in fields)
+        if not isinstance(text, str):
+            raise DataError(f"{path}: line {n}: {fields[0]!r} is {type(text).__name__}, expected text")
+        out.append((text, str(target)))
     if not out:
         raise DataError(f"{path}: no examples")
     return out
@@ -211,3 +220,50 @@ class JsonlStream(Stream):
                                 f"{info.name!r}'s train labels ({', '.join(map(repr, info.labels))})")
             splits[split] = Split([s for s, _ in rows], torch.tensor([index[label] for _, label in rows]))
         return TaskData(info, splits["train"], splits["test"], splits["val"])  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- prompts
+PROMPTS_LAYOUT = 'train.jsonl and test.jsonl, one {"prompt": ..., "response": ...} a line'
+PAIR = ("prompt", "response")
+
+
+@dataclass(frozen=True)
+class PromptsConfig:
+    data_dir: str = ""  # the folder of task folders (--data-dir)
+    max_new_tokens: int = 64  # the longest answer generated for a test prompt
+
+
+class PromptsStream(Stream):
+    def __init__(self, config: PromptsConfig) -> None:
+        self.root = _root(OwnDataConfig(config.data_dir), "prompts", PROMPTS_LAYOUT)
+        names = _task_names(self.root, "prompts", PROMPTS_LAYOUT)
+        for task in names:  # every task's files, checked when the run is planned
+            for split in ("train", "test"):
+                _read_jsonl(self._path(task, split), PAIR)
+        super().__init__("prompts", [TaskInfo(t, ("",), group=t) for t in names], _orders(names), modality="text",
+                         provenance=f"your prompt/response tasks in {self.root}")
+        self.config = config
+        self.references: dict[str, list[str]] = {}
+
+    def _path(self, task: str, split: str) -> Path:
+        path = confined(self.root, task, f"{split}.jsonl")
+        if not path.is_file():
+            raise DataError(f"task {task!r}: {path} is missing (each task folder holds {PROMPTS_LAYOUT})")
+        return path
+
+    def load(self, info: TaskInfo) -> TaskData:
+        train = _read_jsonl(self._path(info.name, "train"), PAIR)
+        test = _read_jsonl(self._path(info.name, "test"), PAIR)
+        self.references[info.name] = [r for _, r in test]
+        return TaskData(info, Split(train, torch.zeros(len(train), dtype=torch.long)),
+                        Split([p for p, _ in test], torch.zeros(len(test), dtype=torch.long)))
+
+    @torch.no_grad()
+    def evaluate(self, model: CLModel, task: str, *, batch_size: int, limit: int | None,
+                 device: torch.device) -> float:
+        """ROUGE-1 F1 × 100 of the greedy answers to the task's test prompts (the first ``limit``)."""
+        from clbench_plugins.capability_chain.streams import greedy, rouge1
+
+        prompts = list(self.data(task).test.x)
+        n = len(prompts) if not limit else min(limit, len(prompts))
+        return rouge1(greedy(model, prompts[:n], batch_size, self.config.max_new_tokens), self.references[task][:n])
