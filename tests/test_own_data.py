@@ -93,7 +93,7 @@ def _break(data: Path, what: str) -> None:
     ("no-y", "{d}/task0/train.npz: needs arrays 'x' and 'y'; it holds ['x']"),
     ("float-y", "{d}/task0/train.npz: y must be one integer label per example, got shape (4,) of float64"),
     ("rows", "{d}/task0/train.npz: x has 4 rows but y has 3 labels"),
-    ("test-label", "task 'task0', test split: labels 7 are not among its train labels (0, 1)"),
+    ("test-label", "task 'task0', test split: labels 7 are not among the train labels of task 'task0' (0, 1)"),
 ])
 def test_a_malformed_task_is_refused_naming_the_file_and_the_field(tmp_path, what, message):
     data = _digits_tasks(tmp_path / "d", [(0, 1), (2, 3)])

@@ -68,6 +68,17 @@ def _orders(names: list[str]) -> dict[str, list[str]]:
     return {"1": names, "2": names[::-1]}
 
 
+def _indices(labels: list[str], info: TaskInfo, where: str) -> torch.Tensor:
+    """Each label's index among the task's labels (its training split's); a label the training split lacks is
+    refused, naming ``where``."""
+    index = {label: i for i, label in enumerate(info.labels)}
+    unknown = sorted(set(labels) - set(index))
+    if unknown:
+        raise DataError(f"{where}: labels {', '.join(unknown)} are not among the train labels of task {info.name!r} "
+                        f"({', '.join(info.labels)})")
+    return torch.tensor([index[label] for label in labels], dtype=torch.long)
+
+
 # --------------------------------------------------------------------------- arrays
 ARRAYS_LAYOUT = "train.npz and test.npz (arrays x and y), or train/X.npy, train/y.npy, test/X.npy, test/y.npy"
 
@@ -135,7 +146,6 @@ class ArraysStream(Stream):
                          provenance=f"your arrays in {self.root}")
 
     def load(self, info: TaskInfo) -> TaskData:
-        index = {label: i for i, label in enumerate(info.labels)}
         splits: dict[str, Split | None] = {}
         for split in ARRAY_SPLITS:
             read = _read_array_split(self.root, info.name, split)
@@ -143,14 +153,10 @@ class ArraysStream(Stream):
                 splits[split] = None
                 continue
             x, y = read
-            unknown = sorted({str(v) for v in np.unique(y).tolist()} - set(index))
-            if unknown:
-                raise DataError(f"task {info.name!r}, {split} split: labels {', '.join(unknown)} are not among its "
-                                f"train labels ({', '.join(info.labels)})")
             tx = torch.as_tensor(np.asarray(x, dtype=np.float32))
             if tx.ndim == 3:
                 tx = tx.unsqueeze(1)  # N × H × W: one channel
-            splits[split] = Split(tx, torch.tensor([index[str(v)] for v in y.tolist()], dtype=torch.long))
+            splits[split] = Split(tx, _indices([str(v) for v in y.tolist()], info, f"task {info.name!r}, {split} split"))
         return TaskData(info, splits["train"], splits["test"], splits["val"])  # type: ignore[arg-type]
 
 
@@ -206,7 +212,6 @@ class JsonlStream(Stream):
                          multi_head=len({i.labels for i in infos}) > 1, provenance=f"your JSONL tasks in {self.root}")
 
     def load(self, info: TaskInfo) -> TaskData:
-        index = {label: i for i, label in enumerate(info.labels)}
         splits: dict[str, Split | None] = {}
         for split in TEXT_SPLITS:
             path = _text_split(self.root, info.name, split)
@@ -214,11 +219,7 @@ class JsonlStream(Stream):
                 splits[split] = None
                 continue
             rows = _read_jsonl(path)
-            unknown = sorted({label for _, label in rows} - set(index))
-            if unknown:
-                raise DataError(f"{path}: labels {', '.join(map(repr, unknown))} are not among task "
-                                f"{info.name!r}'s train labels ({', '.join(map(repr, info.labels))})")
-            splits[split] = Split([s for s, _ in rows], torch.tensor([index[label] for _, label in rows]))
+            splits[split] = Split([s for s, _ in rows], _indices([label for _, label in rows], info, str(path)))
         return TaskData(info, splits["train"], splits["test"], splits["val"])  # type: ignore[arg-type]
 
 
