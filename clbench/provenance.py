@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.metadata
 import importlib.util
 import os
 import sys
@@ -214,12 +215,6 @@ def source_digest(plugin: object) -> str:
     return h.hexdigest()
 
 
-def _plugin_objects(regs: Registries) -> dict[str, object]:
-    from clbench.registry import plugin_name
-
-    return {plugin_name(regs.pm, p): p for p in regs.pm.get_plugins()}
-
-
 def components(cell: Cell) -> list[tuple[str, str]]:
     """The (kind, name) of every plugin component that computes a cell's numbers, metrics aside."""
     return [*(("methods", p) for p in cell.parts), ("models", cell.model), ("streams", cell.stream)]
@@ -228,19 +223,23 @@ def components(cell: Cell) -> list[tuple[str, str]]:
 _KIND = {"methods": "method", "models": "model", "streams": "stream", "metrics": "metric"}
 
 
-def _code_of(regs: Registries, entries: list[tuple[str, str]]) -> tuple[dict[str, str], dict[str, str]]:
-    from clbench.registry import _own_version
+def _clbench_version() -> str:
+    try:
+        return importlib.metadata.version("clbench")
+    except importlib.metadata.PackageNotFoundError:
+        return "dev"
 
-    objects = _plugin_objects(regs)
+
+def _code_of(regs: Registries, entries: list[tuple[str, str]]) -> tuple[dict[str, str], dict[str, str]]:
     by_plugin: dict[str, str] = {}
     code: dict[str, str] = {}
-    versions = {"clbench": _own_version()}
+    versions = {"clbench": _clbench_version()}
     for kind, name in entries:
         origin = regs.kind(kind).origins.get(name)
         if origin is None:
             continue
         if origin.plugin not in by_plugin:
-            plugin = objects.get(origin.plugin)
+            plugin = regs.plugin(origin.plugin)
             by_plugin[origin.plugin] = source_digest(plugin) if plugin is not None else "unknown"
         code[f"{_KIND[kind]}:{name}"] = by_plugin[origin.plugin]
         if origin.version != "-":

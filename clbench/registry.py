@@ -124,6 +124,10 @@ class Registries:
     options: Registry[OptionSpec]
     disabled: tuple[str, ...] = ()  # -p no:NAME, so remote workers can rebuild the same registries
 
+    def plugin(self, name: str) -> object | None:
+        """The plugin object (a module, an instance) registered under ``name`` as :func:`plugin_name` gives it."""
+        return next((p for p in self.pm.get_plugins() if plugin_name(self.pm, p) == name), None)
+
     def kind(self, kind: str) -> Registry[Any]:
         if kind not in _HOOKS:
             raise UnknownNameError("registry", kind, sorted(_HOOKS))
