@@ -108,7 +108,7 @@ def command(regs: Registries, methods: str | None, streams: str | None, orders: 
         value = options.get(spec.name.replace("-", "_"))
         if spec.executor and spec.executor != executor and value not in (None, False, spec.default):
             raise ConfigError(f"--{spec.name} configures --executor {spec.executor}; this run uses --executor "
-                                   f"{executor}, which ignores it")
+                              f"{executor}, which ignores it")
     weights_from_model = False
     if model and model not in regs.models and ("/" in model or Path(model).expanduser().exists()):
         if model_path:
