@@ -24,7 +24,7 @@ from clbench.data import Stream
 from clbench.errors import ClbenchError, ConfigError, PluginError, did_you_mean
 from clbench.registry import Registries, Registry
 from clbench.results import cell_folders, cell_key, path_component  # noqa: F401 (path_component re-exported)
-from clbench.specs import MethodSpec, ModelSpec, StreamSpec
+from clbench.specs import MethodSpec, ModelSpec, ProfileSpec, StreamSpec
 
 if TYPE_CHECKING:
     from clbench.results import CellResult
@@ -263,7 +263,35 @@ def _once(values: Sequence[Any] | None, what: str, hint: str = "") -> None:
 
 
 def make_plan(regs: Registries, req: RunRequest) -> Plan:
+    """The cells ``req`` means, every setting resolved and checked before anything runs, in named steps: the
+    request, the streams, the methods (and what "all" means on each stream), the sweep, then per stream its
+    settings, orders, seeds and cells; last, what was asked but would be ignored."""
     profile = regs.profiles.get(req.profile)
+    _check_request(regs, req, profile)
+    streams = _streams(regs, req, profile)
+    methods = _methods(regs, req, profile, streams)
+    sweep = _Sweep.of(req)
+    cells: list[Cell] = []
+    skipped: list[str] = []
+    known_orders: dict[str, list[str]] = {}
+    for sspec in streams:
+        preset = methods.presets[sspec.name]
+        stream = _build_stream(regs, req, profile, sspec, preset, sweep.single)
+        known_orders[sspec.name] = list(stream.orders)
+        orders, seeds = _orders_and_seeds(regs, req, profile, sspec, stream, preset)
+        labels = methods.on_stream[sspec.name]
+        left_out = sorted(set(methods.labels) - set(labels))
+        if left_out:
+            skipped.append(f"{', '.join(left_out)} on {sspec.name}: not in the {profile.name!r} preset's methods")
+        for label in labels:
+            cells += _label_cells(regs, req, profile, sspec, stream, label, methods, sweep, orders, seeds, skipped)
+    _check_presets(regs, streams, {p: regs.methods.get(p) for p in methods.in_run}, known_orders)
+    _check_ignored(req, cells, skipped, streams)
+    return Plan(cells=cells, profile=profile.name, out=Path(req.out), skipped=skipped)
+
+
+def _check_request(regs: Registries, req: RunRequest, profile: ProfileSpec) -> None:
+    """No value given twice, every ``--set`` scope known."""
     _once(req.orders, "--orders")
     _once(req.seeds, "--seeds")
     for key, values in req.sets.items():
@@ -272,117 +300,157 @@ def make_plan(regs: Registries, req: RunRequest) -> Plan:
     _check_scopes(req.sets, regs)
     _check_scopes(profile.sets, regs)
 
+
+def _streams(regs: Registries, req: RunRequest, profile: ProfileSpec) -> list[StreamSpec]:
+    """``--stream``, else the profile's streams, else every stream with a preset for it (not those of your own
+    data: tag ``own-data``, they need --data-dir)."""
     if req.streams:
-        stream_names = list(req.streams)
+        names = list(req.streams)
     elif profile.streams is not None:
-        stream_names = list(profile.streams)
+        names = list(profile.streams)
     else:
-        # a stream of your own data (tag "own-data") runs when named: it needs --data-dir
-        stream_names = [s.name for s in regs.streams.values() if profile.name in s.presets and "own-data" not in s.tags]
-    if not stream_names:
+        names = [s.name for s in regs.streams.values() if profile.name in s.presets and "own-data" not in s.tags]
+    if not names:
         raise ConfigError(f"profile {profile.name!r} has no streams; pass --stream")
-    streams = [regs.streams.get(n) for n in stream_names]
+    return [regs.streams.get(n) for n in names]
 
-    explicit = req.methods not in (None, "all")
-    method_expr = req.methods if req.methods is not None else (
-        profile.methods if isinstance(profile.methods, str) else ",".join(profile.methods)
-    )
-    labels = sorted(regs.methods) if method_expr == "all" else [m.strip() for m in method_expr.split(",") if m.strip()]
+
+@dataclass
+class _Methods:
+    """The method labels of a request and what they mean per stream."""
+
+    explicit: bool  # named by --methods (a cell that cannot run is an error), not "all" or the profile's
+    labels: list[str]
+    on_stream: dict[str, list[str]]  # stream -> its labels ("all" may mean a stream preset's methods)
+    parts_of: dict[str, tuple[str, ...]]  # label -> registered methods, in composition order
+    presets: dict[str, dict[str, Any]]  # stream -> its preset for the profile (stream-level keys)
+
+    @property
+    def in_run(self) -> set[str]:
+        return {p for parts in self.parts_of.values() for p in parts}
+
+
+def _methods(regs: Registries, req: RunRequest, profile: ProfileSpec, streams: Sequence[StreamSpec]) -> _Methods:
+    """The labels, what "all" means on each stream (a stream preset may name them: the quick profile keeps the
+    expensive text stream to the LoRA family), their parts (composites like "olora+nlora" must compose), and no
+    ``--set`` for a method that does not run (it would be silently ignored)."""
+    expr = req.methods if req.methods is not None else (
+        profile.methods if isinstance(profile.methods, str) else ",".join(profile.methods))
+    labels = sorted(regs.methods) if expr == "all" else [m.strip() for m in expr.split(",") if m.strip()]
     _once(labels, "--methods")
-    # A stream preset may name the methods that "all" means on it for this profile (the quick profile
-    # keeps the expensive text stream to the LoRA family); composites like "olora+nlora" are allowed.
-    base_presets = {s.name: cfg.preset_values(s.presets, profile.name, s.name, "") for s in streams}
-    stream_labels: dict[str, list[str]] = {}
+    presets = {s.name: cfg.preset_values(s.presets, profile.name, s.name, "") for s in streams}
+    on_stream = {}
     for sspec in streams:
-        preset_methods = base_presets[sspec.name].get("methods")
-        stream_labels[sspec.name] = list(preset_methods) if method_expr == "all" and preset_methods else labels
-    parts_of = {label: tuple(p.strip() for p in label.split("+")) for ls in stream_labels.values() for label in ls}
+        preset_methods = presets[sspec.name].get("methods")
+        on_stream[sspec.name] = list(preset_methods) if expr == "all" and preset_methods else labels
+    parts_of = {label: tuple(p.strip() for p in label.split("+")) for ls in on_stream.values() for label in ls}
     for label, parts in parts_of.items():
-        specs = [regs.methods.get(p) for p in parts]
-        if len(specs) > 1:
-            for s in specs[1:]:
-                if not s.composable:
-                    raise ConfigError(f"method {s.name!r} cannot be composed ('{label}'): it only adds structure")
-
-    in_run = {p for parts in parts_of.values() for p in parts}
-    for key in req.sets:  # a setting for a method that does not run would be silently ignored
+        for spec in [regs.methods.get(p) for p in parts][1:]:
+            if not spec.composable:
+                raise ConfigError(f"method {spec.name!r} cannot be composed ('{label}'): it only adds structure")
+    methods = _Methods(req.methods not in (None, "all"), labels, on_stream, parts_of, presets)
+    for key in req.sets:
         scope = key.split(".", 1)[0]
-        if scope not in RESERVED_SCOPES and scope not in in_run:
+        if scope not in RESERVED_SCOPES and scope not in methods.in_run:
             raise ConfigError(f"--set {key}: method {scope!r} is not in this run (methods: "
-                              f"{', '.join(sorted(in_run))}); add it to --methods or drop the setting")
+                              f"{', '.join(sorted(methods.in_run))}); add it to --methods or drop the setting")
+    return methods
 
-    sweep_keys = sorted(k for k, v in req.sets.items() if len(v) > 1)
-    single = {k: v[0] for k, v in req.sets.items() if len(v) == 1}
 
-    def sweep_of(parts: tuple[str, ...]) -> tuple[list[str], list[tuple[Any, ...]]]:
-        """The sweep a label takes part in: the reserved scopes' and its own methods' keys (a sweep of
-        ``si.c`` does not multiply ``ewc``)."""
-        keys = [k for k in sweep_keys if k.split(".", 1)[0] in RESERVED_SCOPES or k.split(".", 1)[0] in parts]
-        return keys, list(itertools.product(*(req.sets[k] for k in keys))) or [()]
+@dataclass
+class _Sweep:
+    """``--set`` split into single values and swept keys (a comma: one cell per value)."""
 
-    cells: list[Cell] = []
-    skipped: list[str] = []
-    known_orders: dict[str, list[str]] = {}
-    for sspec in streams:
-        base_preset = base_presets[sspec.name]
-        stream_cfg_values = {**cfg.split_scoped(base_preset).get("stream", {}),
-                             **cfg.split_scoped({**profile.sets, **single}).get("stream", {})}
-        stream_cfg_values = _with_path(sspec.config_cls, stream_cfg_values, "data_dir", req.data_dir,
-                                       cfg.split_scoped(single).get("stream", {}))
-        stream_cfg = cfg.apply(sspec.config_cls, None, stream_cfg_values, "stream")
-        try:
-            with provenance.reading() as opened:  # (a plugin that caches its data opens its files here)
-                stream = sspec.factory(stream_cfg)
-            provenance.remember(stream, opened)
-        except ClbenchError:
-            raise
-        except Exception as exc:  # a plugin's bug at planning: one line naming it, not a traceback
-            raise PluginError(f"stream {sspec.name!r}{describe(regs.streams.origins.get(sspec.name))}: factory "
-                              f"raised {type(exc).__name__}: {exc}{blame(exc, regs)}") from exc
-        check_type(stream, Stream, f"stream {sspec.name!r}", "factory", regs.streams.origins.get(sspec.name))
-        known_orders[sspec.name] = list(stream.orders)
-        orders = list(req.orders) if req.orders else list(base_preset.get("orders", stream.orders))
-        if not stream.tasks:
-            raise ConfigError(f"stream {sspec.name!r}{describe(regs.streams.origins.get(sspec.name))} has no tasks")
-        for o in orders:
-            if not stream.order(o):  # (validates the name)
-                raise ConfigError(f"stream {sspec.name!r}, order {o!r} has no tasks: nothing to train or evaluate")
-        seeds = list(req.seeds) if req.seeds else list(base_preset.get("seeds", profile.seeds))
-        for seed in seeds:
-            if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT:
-                raise ConfigError(f"seed {seed!r} is out of range: seeds are integers 0 ≤ s < 2**32 (every random "
-                                  "generator of a cell is derived from 32 bits of it; larger ones would repeat "
-                                  "smaller)")
-        if stream_labels[sspec.name] is not labels:
-            left_out = sorted(set(labels) - set(stream_labels[sspec.name]))
-            if left_out:
-                skipped.append(f"{', '.join(left_out)} on {sspec.name}: not in the {profile.name!r} preset's methods")
-        for label in stream_labels[sspec.name]:
-            parts = parts_of[label]
-            mspecs = [regs.methods.get(p) for p in parts]
-            keys, sweep_points = sweep_of(parts)
-            for order, seed, point in itertools.product(orders, seeds, sweep_points):
-                sweep = dict(zip(keys, point, strict=True))
-                cell = _make_cell(regs, profile.name, profile.sets, sspec, stream, order, seed,
-                                  label, mspecs, {**single, **sweep}, sweep, req)
-                if isinstance(cell, str):
-                    if explicit:
-                        raise ConfigError(f"method {label!r} cannot run on stream {sspec.name!r}: {cell}")
-                    if (order, seed, point) == (orders[0], seeds[0], sweep_points[0]):
-                        skipped.append(f"{label} on {sspec.name}: {cell}")
-                    continue
-                cells.append(cell)
-    _check_presets(regs, streams, {p: regs.methods.get(p) for p in in_run}, known_orders)
+    sets: Mapping[str, list[Any]]
+    keys: list[str]
+    single: dict[str, Any]
+
+    @classmethod
+    def of(cls, req: RunRequest) -> _Sweep:
+        return cls(req.sets, sorted(k for k, v in req.sets.items() if len(v) > 1),
+                   {k: v[0] for k, v in req.sets.items() if len(v) == 1})
+
+    def points(self, parts: tuple[str, ...]) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """The sweep a label takes part in: the reserved scopes' and its own methods' keys (a sweep of ``si.c``
+        does not multiply ``ewc``), and their value combinations."""
+        keys = [k for k in self.keys if k.split(".", 1)[0] in RESERVED_SCOPES or k.split(".", 1)[0] in parts]
+        return keys, list(itertools.product(*(self.sets[k] for k in keys))) or [()]
+
+
+def _build_stream(regs: Registries, req: RunRequest, profile: ProfileSpec, sspec: StreamSpec,
+                  preset: Mapping[str, Any], single: Mapping[str, Any]) -> Stream:
+    """The stream with its settings (preset, profile, ``--set``, ``--data-dir``); a plugin's fault names it."""
+    values = {**cfg.split_scoped(preset).get("stream", {}),
+              **cfg.split_scoped({**profile.sets, **single}).get("stream", {})}
+    values = _with_path(sspec.config_cls, values, "data_dir", req.data_dir, cfg.split_scoped(single).get("stream", {}))
+    config = cfg.apply(sspec.config_cls, None, values, "stream")
+    origin = regs.streams.origins.get(sspec.name)
+    try:
+        with provenance.reading() as opened:  # (a plugin that caches its data opens its files here)
+            stream = sspec.factory(config)
+        provenance.remember(stream, opened)
+    except ClbenchError:
+        raise
+    except Exception as exc:  # a plugin's bug at planning: one line naming it, not a traceback
+        raise PluginError(f"stream {sspec.name!r}{describe(origin)}: factory raised {type(exc).__name__}: "
+                          f"{exc}{blame(exc, regs)}") from exc
+    check_type(stream, Stream, f"stream {sspec.name!r}", "factory", origin)
+    if not stream.tasks:
+        raise ConfigError(f"stream {sspec.name!r}{describe(origin)} has no tasks")
+    return stream
+
+
+def _orders_and_seeds(regs: Registries, req: RunRequest, profile: ProfileSpec, sspec: StreamSpec, stream: Stream,
+                      preset: Mapping[str, Any]) -> tuple[list[str], list[int]]:
+    """The orders (``--orders``, the preset's, the stream's) and seeds (``--seeds``, the preset's, the profile's),
+    each order known and not empty, each seed in range."""
+    orders = list(req.orders) if req.orders else list(preset.get("orders", stream.orders))
+    for o in orders:
+        if not stream.order(o):  # (validates the name)
+            raise ConfigError(f"stream {sspec.name!r}, order {o!r} has no tasks: nothing to train or evaluate")
+    seeds = list(req.seeds) if req.seeds else list(preset.get("seeds", profile.seeds))
+    for seed in seeds:
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT:
+            raise ConfigError(f"seed {seed!r} is out of range: seeds are integers 0 ≤ s < 2**32 (every random "
+                              "generator of a cell is derived from 32 bits of it; larger ones would repeat smaller)")
+    return orders, seeds
+
+
+def _label_cells(regs: Registries, req: RunRequest, profile: ProfileSpec, sspec: StreamSpec, stream: Stream,
+                 label: str, methods: _Methods, sweep: _Sweep, orders: list[str], seeds: list[int],
+                 skipped: list[str]) -> list[Cell]:
+    """A label's cells on one stream (orders × seeds × its sweep points). One that cannot run is an error when
+    the label was named, else noted once in ``skipped``."""
+    parts = methods.parts_of[label]
+    mspecs = [regs.methods.get(p) for p in parts]
+    keys, points = sweep.points(parts)
+    cells = []
+    for order, seed, point in itertools.product(orders, seeds, points):
+        swept = dict(zip(keys, point, strict=True))
+        cell = _make_cell(regs, profile.name, profile.sets, sspec, stream, order, seed, label, mspecs,
+                          {**sweep.single, **swept}, swept, req)
+        if isinstance(cell, str):
+            if methods.explicit:
+                raise ConfigError(f"method {label!r} cannot run on stream {sspec.name!r}: {cell}")
+            if (order, seed, point) == (orders[0], seeds[0], points[0]):
+                skipped.append(f"{label} on {sspec.name}: {cell}")
+            continue
+        cells.append(cell)
+    return cells
+
+
+def _check_ignored(req: RunRequest, cells: Sequence[Cell], skipped: Sequence[str],
+                   streams: Sequence[StreamSpec]) -> None:
+    """An empty grid, or a flag no planned plugin reads (it would be silently ignored), is refused."""
     if not cells:
         raise ConfigError("nothing to run: " + ("; ".join(skipped) or "the grid is empty"))
-    # A flag no planned plugin reads would be silently ignored; say so instead.
     if req.model_path is not None and not any("name_or_path" in c.model_config for c in cells):
         models = sorted({c.model for c in cells})
-        raise ConfigError(f"--model-path {req.model_path}: no planned model takes weights from a path ({', '.join(models)})")
+        raise ConfigError(f"--model-path {req.model_path}: no planned model takes weights from a path "
+                          f"({', '.join(models)})")
     if req.data_dir is not None and not any("data_dir" in c.stream_config for c in cells):
         raise ConfigError(f"--data-dir {req.data_dir}: no planned stream reads a data directory "
                           f"({', '.join(s.name for s in streams)})")
-    return Plan(cells=cells, profile=profile.name, out=Path(req.out), skipped=skipped)
 
 
 def _check_presets(regs: Registries, streams: Sequence[StreamSpec], methods: Mapping[str, MethodSpec],
