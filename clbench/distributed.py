@@ -28,9 +28,7 @@ import contextlib
 import os
 import queue
 import shutil
-import signal
 import tempfile
-import threading
 import time
 import traceback
 import warnings
@@ -197,35 +195,15 @@ class _Raised:
     trace: str
 
 
-def load_plugin(spec: str) -> object:
-    """The plugin ``module:name`` names (a class is instantiated): how a plugin registered in the parent process
-    only (a test's) reaches the ranks, which otherwise load the installed entry points alone."""
-    import importlib
-
-    module, _, name = spec.partition(":")
-    obj = getattr(importlib.import_module(module), name)
-    return obj() if isinstance(obj, type) else obj
-
-
 def _rank_main(rank: int, world: int, backend: str, init_method: str, disabled: tuple[str, ...],
                plugins: tuple[str, ...], fail_fast: bool, inbox: Any, outbox: Any, parent: int) -> None:
     """A rank process: join the group, then run every cell the parent sends until it sends None."""
-    from tqdm.auto import tqdm
+    from clbench.worker import bootstrap
 
-    from clbench import console
-    from clbench.executors import _exit_with
-    from clbench.registry import build_registry
-    from clbench.runner import Runner
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the process group: the parent stops us
-    console.one_line_warnings()
-    threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
-    tqdm.set_lock(threading.RLock())  # as the --jobs workers: no multiprocessing lock of the parent's
     if rank:
         warnings.simplefilter("ignore")  # rank 0 says it once
-    dist = join(rank, world, rank, backend, init_method)
-    regs = build_registry(disabled=disabled, extra_plugins=[load_plugin(spec) for spec in plugins])
-    runner = Runner(regs, fail_fast=fail_fast, progress=False, dist=dist)
+    runner = bootstrap(disabled, fail_fast, plugins, parent=parent,
+                       join=lambda: join(rank, world, rank, backend, init_method))
     try:
         while (cell := inbox.get()) is not None:
             try:

@@ -12,9 +12,6 @@ import dataclasses
 import multiprocessing
 import os
 import queue
-import signal
-import threading
-import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -23,7 +20,6 @@ from typing import Any
 from filelock import FileLock, Timeout
 from tqdm.auto import tqdm
 
-from clbench import console
 from clbench.boundary import ObserverError, notify
 from clbench.distributed import SINGLE, Dist, RankPool, from_torchrun, launched_by_torchrun
 from clbench.errors import ClbenchError, ResultFileError
@@ -105,23 +101,9 @@ _worker_runner: Runner | None = None
 
 def _start_worker(disabled: tuple[str, ...], fail_fast: bool) -> None:
     global _worker_runner
-    from clbench.registry import build_registry
+    from clbench.worker import bootstrap
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent ends us
-    threading.Thread(target=_exit_with, args=(os.getppid(),), daemon=True).start()
-    # tqdm's default lock is a multiprocessing lock, a named semaphore of the parent's resource tracker; a worker
-    # terminated on Ctrl-C could not release it ("leaked semaphore" at exit). No bar is drawn in a worker.
-    tqdm.set_lock(threading.RLock())
-    console.one_line_warnings()  # (a spawned process starts with Python's own: several lines a warning)
-    _worker_runner = Runner(build_registry(disabled=disabled), fail_fast=fail_fast, progress=False)
-
-
-def _exit_with(parent: int) -> None:
-    """End this worker within a second of its parent's death (a SIGKILL gives the parent no chance to stop
-    it): an orphan would go on with its cell while the rerun of the same command starts that cell again."""
-    while os.getppid() == parent:
-        time.sleep(1.0)
-    os._exit(1)
+    _worker_runner = bootstrap(disabled, fail_fast, parent=os.getppid())
 
 
 def _run_in_worker(cell: Cell) -> CellResult:

@@ -18,10 +18,9 @@ from clbench.results import CellResult
 
 def _run_remote(cell: Cell, disabled: tuple[str, ...], fail_fast: bool, nproc: int = 1) -> CellResult:
     from clbench.distributed import RankPool
-    from clbench.registry import build_registry
-    from clbench.runner import Runner
+    from clbench.worker import bootstrap
 
-    runner = Runner(build_registry(disabled=disabled), fail_fast=fail_fast, progress=False)
+    runner = bootstrap(disabled, fail_fast)
     if nproc == 1:
         return runner.run(cell)
     if runner.existing(cell) is not None:  # complete on another worker since the driver looked

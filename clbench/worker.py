@@ -1,0 +1,56 @@
+"""The one way a process that runs cells starts: a ``--jobs`` worker, a data-parallel rank, a Ray task.
+
+Each rebuilds the parent's registries (the same ``-p no:`` list, plus plugins named ``module:name`` that were
+registered in the parent only), prints warnings on one line, keeps tqdm off multiprocessing locks and, when it
+has a parent to follow, leaves Ctrl-C to it and exits within a second of its death.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from clbench.distributed import SINGLE, Dist
+from clbench.runner import Runner
+
+
+def load_plugin(spec: str) -> object:
+    """The plugin ``module:name`` names (a class is instantiated): how a plugin registered in the parent process
+    only (a test's) reaches the ranks, which otherwise load the installed entry points alone."""
+    module, _, name = spec.partition(":")
+    obj = getattr(importlib.import_module(module), name)
+    return obj() if isinstance(obj, type) else obj
+
+
+def exit_with(parent: int) -> None:
+    """End this process within a second of its parent's death (a SIGKILL gives the parent no chance to stop
+    it): an orphan would go on with its cell while the rerun of the same command starts that cell again."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
+
+
+def bootstrap(disabled: Sequence[str], fail_fast: bool, plugins: Sequence[str] = (), parent: int | None = None,
+              join: Callable[[], Dist] | None = None) -> Runner:
+    """This process's :class:`~clbench.runner.Runner`, the process set up to run cells (see the module). ``parent``:
+    follow that process (Ctrl-C is its to handle); ``join``: joins the process group, once the process is set up
+    and before the registries load (a rank)."""
+    from tqdm.auto import tqdm
+
+    from clbench import console
+    from clbench.registry import build_registry
+
+    if parent is not None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent ends us
+        threading.Thread(target=exit_with, args=(parent,), daemon=True).start()
+    # tqdm's default lock is a multiprocessing lock, a named semaphore of the parent's resource tracker; a process
+    # terminated on Ctrl-C could not release it ("leaked semaphore" at exit). No bar is drawn here.
+    tqdm.set_lock(threading.RLock())
+    console.one_line_warnings()  # (a spawned process starts with Python's own: several lines a warning)
+    dist = join() if join is not None else SINGLE
+    regs = build_registry(disabled=tuple(disabled), extra_plugins=[load_plugin(spec) for spec in plugins])
+    return Runner(regs, fail_fast=fail_fast, progress=False, dist=dist)
