@@ -18,33 +18,29 @@ Everything else (Fisher information, replay buffers, masks, ADMM variables, adap
 from identical weights and data, so it stays identical without communication. Rank 0 alone writes files
 (result, checkpoints, footprints, error log) and calls the run's observers (loggers, progress).
 
-:class:`RankPool` is what ``--nproc N`` starts: N spawned processes joined in one group for a whole run, to
-which the parent hands each cell; the parent returns rank 0's result.
+:class:`clbench.ranks.RankPool` is what ``--nproc N`` starts: N spawned processes joined in one group for a whole
+run, to which the parent hands each cell; the parent returns rank 0's result. This module is what a method sees
+(:class:`Dist`, its rank and the collectives); that one runs cells.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import queue
-import shutil
-import tempfile
-import time
-import traceback
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor, nn
 
-if TYPE_CHECKING:
-    from clbench.plan import Cell
-    from clbench.results import CellResult
-    from clbench.runner import Runner
-
 T = TypeVar("T")
+
+
+def resolve_device(name: str) -> torch.device:
+    """``train.device``: ``auto`` is CUDA where there is one, else the CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
 
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
@@ -177,178 +173,3 @@ def from_torchrun(device: torch.device) -> Dist:
     if torch.distributed.is_initialized():
         return Dist(rank, world, local, str(torch.distributed.get_backend()))
     return join(rank, world, local, backend_for(device), "env://")
-
-
-# --------------------------------------------------------------------------- --nproc: the rank processes
-GRACE_S = 10.0
-"""How long the parent waits for the other ranks once one has reported a cell that they did not finish with
-it (a fault on one rank only: an observer or a file write on rank 0, memory on another); then it restarts the
-ranks, whose group is out of step."""
-
-
-@dataclass
-class _Raised:
-    """An exception that left ``Runner.run`` in a rank (sent as text: not every exception pickles)."""
-
-    kind: str
-    message: str
-    trace: str
-
-
-def _rank_main(rank: int, world: int, backend: str, init_method: str, disabled: tuple[str, ...],
-               plugins: tuple[str, ...], fail_fast: bool, inbox: Any, outbox: Any, parent: int) -> None:
-    """A rank process: join the group, then run every cell the parent sends until it sends None."""
-    from clbench.worker import bootstrap
-
-    if rank:
-        warnings.simplefilter("ignore")  # rank 0 says it once
-    runner = bootstrap(disabled, fail_fast, plugins, parent=parent,
-                       join=lambda: join(rank, world, rank, backend, init_method))
-    try:
-        while (cell := inbox.get()) is not None:
-            try:
-                outbox.put((rank, cell.key, runner.run(cell)))
-            except BaseException as exc:  # FailFast, an interrupt, a result folder of another cell
-                outbox.put((rank, cell.key, _Raised(type(exc).__name__, str(exc), traceback.format_exc())))
-                break
-    finally:
-        with contextlib.suppress(Exception):
-            torch.distributed.destroy_process_group()
-
-
-class RankPool:
-    """``nproc`` spawned rank processes in one process group, started on the first cell and kept for the next
-    ones (starting them costs seconds: torch, the plugins and the group); each cell is sent to every rank and
-    :meth:`run` returns rank 0's result. A rank that dies, or ranks left out of step by a fault on one of them,
-    stop the pool (the cell is recorded as failed); the next cell starts a fresh one."""
-
-    def __init__(self, runner: Runner, nproc: int, disabled: tuple[str, ...], plugins: tuple[str, ...] = ()) -> None:
-        self.runner = runner  # this process's: it writes the result of a cell whose rank 0 could not
-        self.nproc = nproc
-        self.plugins = plugins  # `module:name` of plugins beside the entry points (see load_plugin)
-        self.backend = ""
-        self.disabled = disabled
-        self.fail_fast = runner.fail_fast
-        self.procs: list[Any] = []
-        self.inboxes: list[Any] = []
-        self.outbox: Any = None
-        self.store = ""
-
-    def __enter__(self) -> RankPool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop(graceful=exc[0] is None)
-
-    def _start(self) -> None:
-        import multiprocessing
-
-        if self.backend == "nccl" and torch.cuda.device_count() < self.nproc:
-            from clbench.errors import ClbenchError
-
-            raise ClbenchError(f"--nproc {self.nproc}: this machine has {torch.cuda.device_count()} GPUs; a cell on "
-                               "CUDA runs one rank per GPU")
-        # spawn, not fork: a forked child of a process that has run torch's OpenMP pool can hang in its first op
-        mp = multiprocessing.get_context("spawn")
-        self.store = tempfile.mkdtemp(prefix="clbench-ddp-")  # a file store: no port to find free, or to race for
-        init = f"file://{os.path.join(self.store, 'store')}"
-        self.outbox = mp.Queue()
-        self.inboxes = [mp.Queue() for _ in range(self.nproc)]
-        self.procs = [mp.Process(target=_rank_main, daemon=True, name=f"clbench-rank-{r}",
-                                 args=(r, self.nproc, self.backend, init, self.disabled, self.plugins, self.fail_fast,
-                                       self.inboxes[r], self.outbox, os.getpid()))
-                      for r in range(self.nproc)]
-        for p in self.procs:
-            p.start()
-
-    def stop(self, graceful: bool = True) -> None:
-        """End the rank processes: asked to (``graceful``, between cells) or terminated (out of step, or an
-        interrupt: their last checkpoints are on disk already)."""
-        if graceful:
-            for box in self.inboxes:
-                with contextlib.suppress(Exception):
-                    box.put(None)
-            for p in self.procs:
-                p.join(timeout=GRACE_S)
-        for p in self.procs:
-            if p.is_alive():
-                p.terminate()
-        for p in self.procs:
-            p.join()
-        self.procs, self.inboxes = [], []
-        if self.store:
-            shutil.rmtree(self.store, ignore_errors=True)
-            self.store = ""
-
-    def run(self, cell: Cell) -> CellResult:
-        from clbench.runner import resolve_device
-
-        backend = backend_for(resolve_device(cell.train.device))
-        if self.procs and backend != self.backend:
-            self.stop()
-        if not self.procs:
-            self.backend = backend
-            self._start()
-        for box in self.inboxes:
-            box.put(cell)
-        try:
-            got, error = self._collect(cell)
-        except BaseException:  # an interrupt: the ranks stop where they are
-            self.stop(graceful=False)
-            raise
-        main = got.get(0)
-        if error is not None or isinstance(main, _Raised):
-            self.stop(graceful=False)
-        if isinstance(main, _Raised):
-            _reraise(main)
-        if main is None:  # rank 0 is gone or waits for a rank that failed alone: the cell failed
-            return self.runner.record_failure(cell, error or "rank 0 reported nothing")
-        return main
-
-    def _collect(self, cell: Cell) -> tuple[dict[int, Any], str | None]:
-        """Every rank's report of ``cell`` (until the ranks are known to be out of step), and the error that
-        put them out of step (None: they all reported)."""
-        got: dict[int, Any] = {}
-        deadline = float("inf")
-        while len(got) < self.nproc:
-            try:
-                rank, key, item = self.outbox.get(timeout=0.5)
-            except queue.Empty:
-                dead = [r for r, p in enumerate(self.procs) if r not in got and not p.is_alive()]
-                if dead:
-                    r = dead[0]
-                    return got, f"rank {r} of {self.nproc} ended with exit code {self.procs[r].exitcode}"
-                if time.monotonic() > deadline:
-                    return got, self._fault(got)
-                continue
-            if key != cell.key:  # a report of a cell an out-of-step pool was running: not this one's
-                continue
-            got[rank] = item
-            alone = isinstance(item, _Raised) or item.status == "failed"
-            if rank == 0 or alone:  # the others finish with rank 0, or fail with a fault every rank has
-                deadline = min(deadline, time.monotonic() + GRACE_S)
-        return got, None
-
-    def _fault(self, got: dict[int, Any]) -> str:
-        waiting = [r for r in range(self.nproc) if r not in got]
-        for r, item in sorted(got.items()):
-            if isinstance(item, _Raised):
-                return f"rank {r} of {self.nproc}: {item.kind}: {item.message}"
-            if item.status == "failed":
-                return f"rank {r} of {self.nproc}: {item.error}"
-        return f"ranks {waiting} of {self.nproc} did not finish the cell with rank 0"
-
-
-def _reraise(raised: _Raised) -> None:
-    from clbench.errors import ClbenchError
-    from clbench.runner import FailFast
-
-    if raised.kind == "FailFast":
-        raise FailFast(raised.message)
-    if raised.kind == "KeyboardInterrupt":
-        raise KeyboardInterrupt(raised.message)
-    if raised.kind == "ResultFileError":
-        from clbench.errors import ResultFileError
-
-        raise ResultFileError(raised.message)
-    raise ClbenchError(f"rank 0: {raised.kind}: {raised.message}\n{raised.trace}")

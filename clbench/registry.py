@@ -29,7 +29,7 @@ from clbench.specs import (
 
 ENTRY_POINT_GROUP = "clbench"
 AUTOLOAD_ENV = "CLBENCH_DISABLE_PLUGIN_AUTOLOAD"
-CORE_PLUGINS = ("clbench.executors",)  # the local executor and the quick profile
+CORE_PLUGINS = ("clbench.local",)  # the local executor and the quick profile
 
 T = TypeVar("T")
 

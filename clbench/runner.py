@@ -38,7 +38,7 @@ from clbench.boundary import (
 )
 from clbench.config import TrainConfig
 from clbench.data import Batch, Stream, batches
-from clbench.distributed import SINGLE, Dist
+from clbench.distributed import SINGLE, Dist, resolve_device
 from clbench.errors import ClbenchError, Diverged, HubUnreachable, PluginError, ResultFileError
 from clbench.method import CellContext, CompositeMethod, Method, derive_seed, seed_torch
 from clbench.metrics import MetricInput, compute_metrics
@@ -63,12 +63,6 @@ from clbench.results import (
 # after its first task: a first step of 4e-4) has a loss that may rise a hundredfold and stay far below a blow-up.
 LOSS_FLOOR = 1.0
 FINAL_STATUSES = ("complete", "diverged")  # deterministic outcomes: rerunning gives the same
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
 
 
 def build_method(regs: Registries, cell: Cell, ctx: CellContext) -> Method:
@@ -458,7 +452,7 @@ class Runner:
 
     def record_failure(self, cell: Cell, error: str) -> CellResult:
         """Write a failed result for ``cell``, which did not run to its end here (a data-parallel cell whose rank
-        0 is gone, see :class:`clbench.distributed.RankPool`); a checkpoint stays for the rerun."""
+        0 is gone, see :class:`clbench.ranks.RankPool`); a checkpoint stays for the rerun."""
         state = _CellState(cell)
         state.fail("failed", error)
         return self._stop_if_failed(cell, self._finish(cell, state))

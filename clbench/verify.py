@@ -201,8 +201,8 @@ def rerun(regs: Registries, results: Sequence[CellResult], out: Path | None = No
     """Run each result's cell again from its recorded settings into ``out`` (a temp dir by default). A result
     whose settings no longer resolve to its recorded config hash is a ConfigError: the code changed what
     those settings mean (a new setting, another default), so the numbers are not comparable."""
-    from clbench.distributed import RankPool
     from clbench.plan import Cell
+    from clbench.ranks import RankPool
     from clbench.runner import Runner
 
     runner = Runner(regs, progress=False)

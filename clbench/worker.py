@@ -13,6 +13,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from clbench.distributed import SINGLE, Dist
 from clbench.runner import Runner
@@ -54,3 +55,19 @@ def bootstrap(disabled: Sequence[str], fail_fast: bool, plugins: Sequence[str] =
     dist = join() if join is not None else SINGLE
     regs = build_registry(disabled=tuple(disabled), extra_plugins=[load_plugin(spec) for spec in plugins])
     return Runner(regs, fail_fast=fail_fast, progress=False, dist=dist)
+
+
+_runner: Runner | None = None
+
+
+def start(disabled: Sequence[str], fail_fast: bool) -> None:
+    """A ``--jobs`` worker process's initializer (:class:`clbench.local.LocalExecutor`): set up, following its
+    parent."""
+    global _runner
+    _runner = bootstrap(disabled, fail_fast, parent=os.getppid())
+
+
+def run(cell: Any) -> Any:
+    """Run one cell in a ``--jobs`` worker process set up by :func:`start`."""
+    assert _runner is not None
+    return _runner.run(cell)

@@ -1693,10 +1693,10 @@ sweep_named.check(_nothing_written)
        "warning: train.threads=3 is more threads than the 2 CPUs this process may use",
        "the cell runs and completes (its threads are a setting: numbers depend on them)")
 def threads_over(tmp: Path) -> Outcome:
-    from clbench import executors
+    from clbench import local
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(executors, "usable_cpus", lambda: 2)
+        mp.setattr(local, "usable_cpus", lambda: 2)
         return tiny(tmp, "--methods", "seqft", "--set", "train.threads=3")
 
 

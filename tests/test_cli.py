@@ -67,7 +67,7 @@ def test_list_names_distributions(capsys):
     code, out, _ = clbench(capsys, "list")
     assert code == 0
     for needle in ("methods:", "ewc", "permuted-digits", "AA", "quick", "local", "(plugin ewc, clbench 0.1.0)",
-                   "(plugin clbench.executors, clbench 0.1.0)"):
+                   "(plugin clbench.local, clbench 0.1.0)"):
         assert needle in out
 
 

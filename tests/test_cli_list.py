@@ -47,7 +47,7 @@ def test_list_names_the_plugin_and_the_distribution(capsys, monkeypatch):
     code, out, _ = clbench(capsys, monkeypatch, "list", "executors")
     assert code == 0
     assert ("  local                  cells on this machine: in this process, or in --jobs N worker processes (auto: "
-            "one per CPU when every cell runs on the CPU)  (plugin clbench.executors, clbench 0.1.0)") in out.splitlines()
+            "one per CPU when every cell runs on the CPU)  (plugin clbench.local, clbench 0.1.0)") in out.splitlines()
 
 
 def test_a_plugin_of_no_distribution_is_listed_so(capsys, monkeypatch):

@@ -130,3 +130,21 @@ def test_plugin_failing_at_import_names_its_distribution(tmp_path):
     # and it can be switched off by name
     out = _clbench(["-p", "no:clbench_broken", "list", "methods"], tmp_path, site)
     assert out.returncode == 0 and "seqft" in out.stdout
+
+
+def test_the_core_has_no_runtime_import_circle():
+    """scripts/import_graph.py counts module-level, function-level and by-name imports (a module named in a string,
+    as CORE_PLUGINS): none may close a circle, so each module can be read knowing only the ones below it."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "import_graph.py"
+    spec = importlib.util.spec_from_file_location("import_graph", path)
+    assert spec is not None and spec.loader is not None
+    ig = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ig)
+    g = ig.graph()
+    kinds = {k for *_, k in g.edges(data="kind")}
+    assert {"module", "function", "by-name"} <= kinds  # the parser sees every kind it counts
+    assert ("clbench.registry", "clbench.local") in {(a, b) for a, b, k in g.edges(data="kind") if k == "by-name"}
+    assert ig.circles(g, ig.RUNTIME) == []

@@ -17,7 +17,7 @@ from clbench.results import CellResult
 
 
 def _run_remote(cell: Cell, disabled: tuple[str, ...], fail_fast: bool, nproc: int = 1) -> CellResult:
-    from clbench.distributed import RankPool
+    from clbench.ranks import RankPool
     from clbench.worker import bootstrap
 
     runner = bootstrap(disabled, fail_fast)

@@ -1,0 +1,146 @@
+"""The core plugins: the local executor and the ``quick`` profile, registered by every registry (``CORE_PLUGINS``).
+
+It imports nothing that builds registries or runs cells (the registry imports it by name): the functions a worker
+process starts with and runs a cell with come in the executor's options (``clbench.executors.execute``).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from clbench.distributed import resolve_device
+from clbench.errors import ClbenchError
+from clbench.hookspecs import hookimpl
+from clbench.specs import ExecutorSpec, ProfileSpec
+
+if TYPE_CHECKING:
+    from clbench.plan import Cell
+    from clbench.results import CellResult
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask: a container's or ``taskset``'s share)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+class LocalExecutor:
+    """Cells on this machine: one after another in this process (``jobs`` 1, the API's default), or in
+    ``jobs`` worker processes (``clbench run --jobs N``; ``auto``: one per usable CPU when every cell runs on
+    the CPU, else 1). A worker runs a cell exactly as this process would: its numbers depend on its own
+    settings (seed, ``train.threads``), never on where or beside what it runs."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        # how a worker process starts and runs a cell (clbench.worker.start, .run), handed in by clbench.executors:
+        # the core plugin imports nothing that builds registries (which import it by name)
+        self.worker = options.get("worker")
+        self.jobs = options.get("jobs") or 1
+        self.nproc = int(options.get("nproc") or 1)
+        self.disabled = tuple(options.get("disabled", ()))
+        self.fail_fast = bool(options.get("fail_fast", False))
+        self.in_process = list(options.get("in_process_plugins", ()))
+
+    def workers(self, cells: list[Cell]) -> int:
+        """How many worker processes to start (1: run in this process)."""
+        if self.nproc > 1:  # a data-parallel cell takes N processes (and cores, or GPUs) of its own
+            if self.jobs != "auto" and int(self.jobs) > 1:
+                raise ClbenchError(f"--nproc {self.nproc} runs one cell at a time on {self.nproc} processes; it does "
+                                   f"not combine with --jobs {self.jobs} (use --jobs 1, or leave --jobs at auto)")
+            return 1
+        if self.jobs == "auto":
+            if self.in_process or any(resolve_device(c.train.device).type != "cpu" for c in cells):
+                return 1  # several cells on one GPU would share its memory: one at a time
+            jobs = usable_cpus()
+        else:
+            jobs = int(self.jobs)
+            if jobs > 1 and self.in_process:
+                raise ClbenchError(f"--jobs {jobs}: plugins registered in this process only "
+                                   f"({', '.join(self.in_process)}) would be missing in worker processes; "
+                                   "install them as a package with a `clbench` entry point, or use --jobs 1")
+        return max(1, min(jobs, len(cells)))
+
+    def run(self, cells: Iterable[Cell], run_cell: Callable[[Cell], CellResult]) -> Iterator[CellResult]:
+        cells = list(cells)
+        jobs = self.workers(cells)
+        cpus = usable_cpus()
+        wide = sorted({c.train.threads for c in cells if c.train.threads > cpus})
+        if wide and self.nproc == 1:
+            warnings.warn(f"train.threads={wide[-1]} is more threads than the {cpus} CPUs this process may use: "
+                          "its cells run oversubscribed, several times slower (the setting is kept: numbers "
+                          "depend on it)", stacklevel=2)
+        if jobs == 1:
+            for cell in cells:
+                yield run_cell(cell)
+            return
+        if self.worker is None:
+            raise ClbenchError("the local executor needs options['worker'] (clbench.worker.start, clbench.worker.run) "
+                               "to start worker processes; clbench.executors.execute hands them in")
+        yield from _in_workers(cells, jobs, cpus, self.disabled, self.fail_fast, self.worker)
+
+
+def next_cell(pending: list[Cell], running: Mapping[str, int], jobs: int, cpus: int) -> Cell | None:
+    """The first pending cell that may start now: a worker is free and the running cells' threads leave room
+    for its ``train.threads`` (capped at ``cpus``: a cell that wants more runs alone); None: wait."""
+    if len(running) >= jobs:
+        return None
+    free = cpus - sum(running.values())
+    return next((c for c in pending if not running or min(c.train.threads, cpus) <= free), None)
+
+
+def _in_workers(cells: list[Cell], jobs: int, cpus: int, disabled: tuple[str, ...], fail_fast: bool,
+                worker: tuple[Callable[..., None], Callable[[Cell], CellResult]]) -> Iterator[CellResult]:
+    """Run ``cells`` in ``jobs`` spawned worker processes, yielding results as they finish. A cell starts when a
+    worker is free and the ``train.threads`` of the running cells leave room for its own (a cell asking for
+    more threads than ``cpus`` runs alone): oversubscribed cores would slow every cell. An interrupt or a
+    --fail-fast stop terminates the workers; finished results and checkpoints are on disk already."""
+    finished: queue.SimpleQueue[CellResult | BaseException] = queue.SimpleQueue()
+    pending = list(cells)
+    running: dict[str, int] = {}  # cell key -> the threads it holds
+    # spawn, not fork: a forked child of a process that has run torch's OpenMP pool can hang in its first op
+    start, run = worker
+    pool = multiprocessing.get_context("spawn").Pool(jobs, start, (disabled, fail_fast))
+    try:
+        while pending or running:
+            while (cell := next_cell(pending, running, jobs, cpus)) is not None:
+                pending.remove(cell)
+                running[cell.key] = min(cell.train.threads, cpus)
+                pool.apply_async(run, (cell,), callback=finished.put, error_callback=finished.put)
+            item = finished.get()
+            if isinstance(item, BaseException):  # FailFast, or a cell that could not reach its worker
+                raise item
+            running.pop(item.key)
+            yield item
+    except BaseException:  # an interrupt, --fail-fast, an error, or the caller stopped early
+        pool.terminate()  # the cells still running stop (their last checkpoints stay)
+        raise
+    else:
+        pool.close()  # every cell is done: the workers exit on their own
+    finally:
+        pool.join()
+
+
+@hookimpl
+def clbench_add_executors() -> list[ExecutorSpec]:
+    return [ExecutorSpec("local", LocalExecutor, "cells on this machine: in this process, or in --jobs N worker "
+                                                 "processes (auto: one per CPU when every cell runs on the CPU)")]
+
+
+@hookimpl
+def clbench_add_profiles() -> list[ProfileSpec]:
+    return [
+        ProfileSpec(
+            "quick",
+            "embedded default: every method on every quick stream, real data shipped offline, CPU, minutes",
+            version="2",  # 2: seeds 0-2 on order 1, permuted-digits in both scenarios, tuned presets (docs/tuning.md)
+            seeds=(0, 1, 2),
+        )
+    ]
+
+
