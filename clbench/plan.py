@@ -386,9 +386,7 @@ def _build_stream(regs: Registries, req: RunRequest, profile: ProfileSpec, sspec
     config = cfg.apply(sspec.config_cls, None, values, "stream")
     origin = regs.streams.origins.get(sspec.name)
     try:
-        with provenance.reading() as opened:  # (a plugin that caches its data opens its files here)
-            stream = sspec.factory(config)
-        provenance.remember(stream, opened)
+        stream = provenance.observed(lambda: sspec.factory(config))  # (a plugin that caches its data reads it here)
     except ClbenchError:
         raise
     except Exception as exc:  # a plugin's bug at planning: one line naming it, not a traceback

@@ -31,13 +31,15 @@ import os
 import sys
 import threading
 import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from clbench.plan import Cell
     from clbench.registry import Registries
+
+T = TypeVar("T")
 
 # what a stream's loader opens that is not data: its own code and compiled extensions
 _NOT_DATA = frozenset({".py", ".pyc", ".pyi", ".so", ".pyd", ".dylib", ".dll", ".pth"})
@@ -105,6 +107,19 @@ def remember(stream: object, opened: set[str]) -> None:
     _seen.setdefault(owner(stream), set()).update(opened)
 
 
+def observed(build: Callable[[], T]) -> T:
+    """``build()`` (a stream's factory), the files it opens remembered for its package (:func:`remember`) and added
+    to what it returns (``Stream.opened``, when it is a stream): a file a factory reads is the cell's data as
+    much as a task's."""
+    with reading() as opened:
+        built = build()
+    remember(built, opened)
+    seen = getattr(built, "opened", None)
+    if isinstance(seen, set):
+        seen.update(opened)
+    return built
+
+
 def stream_files(stream: object, opened: set[str]) -> list[Path]:
     """The data files of a cell whose stream opened ``opened``. A stream that opened none may have loaded from a
     cache its plugin keeps in this process (the digits streams share one copy of scikit-learn's digits): it gets
@@ -139,13 +154,10 @@ def _package_root(top: str) -> Path | None:
     return Path(next(iter(spec.submodule_search_locations))).resolve()
 
 
-def _roots(cell: Cell) -> dict[str, Path]:
+def _data_dir(cell: Cell) -> Path | None:
     """The stream's ``data_dir``, when it has one: where its data files are named from."""
-    roots = {}
     data_dir = cell.stream_config.get("data_dir")
-    if data_dir:
-        roots["data_dir:"] = Path(str(data_dir)).expanduser().resolve()
-    return roots
+    return Path(str(data_dir)).expanduser().resolve() if data_dir else None
 
 
 def _top_level_packages() -> dict[Path, str]:
@@ -162,9 +174,9 @@ def _top_level_packages() -> dict[Path, str]:
 
 def data_key(path: Path, cell: Cell) -> str:
     """How ``path`` is named in a result: under ``data_dir``, in a Python package, or by its absolute path."""
-    for prefix, root in _roots(cell).items():
-        if root == path or root in path.parents:
-            return prefix + path.relative_to(root).as_posix()
+    root = _data_dir(cell)
+    if root is not None and root in path.parents:
+        return "data_dir:" + path.relative_to(root).as_posix()
     packages = _top_level_packages()
     for parent in reversed(path.parents):  # the outermost package holding it
         if parent in packages:
@@ -176,7 +188,7 @@ def locate(key: str, cell: Cell) -> Path | None:
     """The file a :func:`data_key` names on this machine, or None when it cannot be found."""
     prefix, _, rest = key.partition(":")
     if prefix == "data_dir":
-        root = _roots(cell).get("data_dir:")
+        root = _data_dir(cell)
         path = root / rest if root else None
     elif prefix == "pkg":
         top, _, rel = rest.partition("/")

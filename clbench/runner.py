@@ -75,11 +75,8 @@ def build_method(regs: Registries, cell: Cell, ctx: CellContext) -> Method:
 
 
 def build_stream(regs: Registries, cell: Cell) -> Stream:
-    with provenance.reading() as opened:  # a file the factory reads is the cell's data as much as a task's
-        stream = regs.streams.get(cell.stream).factory(cell.stream_cfg)
+    stream = provenance.observed(lambda: regs.streams.get(cell.stream).factory(cell.stream_cfg))
     check_type(stream, Stream, f"stream {cell.stream!r}", "factory", regs.streams.origins.get(cell.stream))
-    stream.opened.update(opened)
-    provenance.remember(stream, opened)
     stream.eval_split = cell.train.eval_split
     return stream
 
