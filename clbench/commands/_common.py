@@ -37,3 +37,11 @@ def unusable(problems: list[str]) -> int:
     for problem in problems:
         click.echo(f"unusable: {problem}", err=True)
     return len(problems)
+
+
+def skipping(problems: list[str]) -> int:
+    """Print one ``warning: skipping ...`` line per result a reader leaves out (:func:`clbench.results.scan`); their
+    number. For the commands that show what they can (``leaderboard``, ``show``), not the gates (:func:`unusable`)."""
+    for problem in problems:
+        click.echo(f"warning: skipping {problem}", err=True)
+    return len(problems)

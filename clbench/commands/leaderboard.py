@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from clbench.commands._common import skipping
 from clbench.errors import ClbenchError
 from clbench.registry import Registries
 
@@ -46,9 +47,7 @@ def command(regs: Registries, runs: tuple[Path, ...], out: Path | None, formats:
     results, skipped = [], 0
     for root in runs or (Path("runs"),):
         found = scan(root)
-        for problem in found.problems:
-            click.echo(f"warning: skipping {problem}", err=True)
-        skipped += len(found.problems)
+        skipped += skipping(found.problems)
         results += found.results
     if skipped:
         click.echo(f"warning: {skipped} result{'s' if skipped > 1 else ''} skipped (named above): the leaderboard "

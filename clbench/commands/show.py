@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from clbench.commands._common import skipping
 from clbench.errors import ClbenchError
 
 
@@ -24,8 +25,7 @@ def command(path: Path, plot: Path | None, loss_plot: Path | None, as_json: bool
 
     if path.is_dir() and not (path / RESULT_FILE).exists():
         found = scan(path)
-        for problem in found.problems:
-            click.echo(f"warning: skipping {problem}", err=True)
+        skipping(found.problems)
         if not found.results:
             raise ClbenchError(f"no result under {path}")
         if as_json or plot or loss_plot:
