@@ -491,14 +491,20 @@ def diverged_cell(tmp: Path) -> Outcome:
     return tiny(tmp, "--methods", "exploding,seqft", plugins=[plugin])
 
 
+def _diverged_beside_seqft(o: Outcome, method: str) -> dict[str, Any]:
+    """The run ended exit 0 with ``method``'s cell diverged on its second task (its first row kept) and seqft
+    complete; returns where it diverged."""
+    assert lines(o.stderr)[-1] == "clbench: 2 cells: 1 complete, 1 diverged; 0 reused; exit 0", o.stderr
+    r = result(o.tmp, f"tiny-vector/{method}/order-1/seed-0")
+    assert r["status"] == "diverged" and r["accuracy_matrix"][0][0] is not None and r["accuracy_matrix"][1] == [None, None]
+    assert result(o.tmp, "tiny-vector/seqft/order-1/seed-0")["status"] == "complete"
+    return r["divergence"]
+
+
 @diverged_cell.check
 def _(o: Outcome) -> None:
-    assert lines(o.stderr)[-1] == "clbench: 2 cells: 1 complete, 1 diverged; 0 reused; exit 0", o.stderr
-    r = result(o.tmp, "tiny-vector/exploding/order-1/seed-0")
-    assert r["status"] == "diverged" and r["accuracy_matrix"][0][0] is not None and r["accuracy_matrix"][1] == [None, None]
-    assert r["divergence"] == {"task": "t1", "index": 1, "phase": "train", "epoch": 1, "step": 9, "loss": "nan",
-                               "reference": None}
-    assert result(o.tmp, "tiny-vector/seqft/order-1/seed-0")["status"] == "complete"
+    assert _diverged_beside_seqft(o, "exploding") == {"task": "t1", "index": 1, "phase": "train", "epoch": 1,
+                                                      "step": 9, "loss": "nan", "reference": None}
 
 
 @fault("blown-up-cell", "a method adds 1e4 to the loss from the second epoch of the second task (finite)", 0,
@@ -511,13 +517,9 @@ def blown_up_cell(tmp: Path) -> Outcome:
 
 @blown_up_cell.check
 def _(o: Outcome) -> None:
-    assert lines(o.stderr)[-1] == "clbench: 2 cells: 1 complete, 1 diverged; 0 reused; exit 0", o.stderr
-    r = result(o.tmp, "tiny-vector/blowup/order-1/seed-0")
-    assert r["status"] == "diverged" and r["accuracy_matrix"][0][0] is not None and r["accuracy_matrix"][1] == [None, None]
-    where = r["divergence"]
+    where = _diverged_beside_seqft(o, "blowup")
     assert (where["task"], where["index"], where["phase"], where["epoch"]) == ("t1", 1, "train", 2)
     assert where["loss"] > 100 * where["reference"] >= 100
-    assert result(o.tmp, "tiny-vector/seqft/order-1/seed-0")["status"] == "complete"
 
 
 @fault("fail-fast", "`--fail-fast` and a method that raises", 1,
