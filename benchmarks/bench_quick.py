@@ -50,12 +50,14 @@ def main() -> None:
                 sys.exit(f"clbench run --jobs {jobs} exited {done.returncode}:\n{done.stderr[-3000:]}")
             cells = list(out.rglob("result.json"))
             busy = sum(json.loads(p.read_text())["timings"]["total_s"] for p in cells)
-            print(f"--jobs {jobs}: {len(cells)} cells in {seconds / 60:.0f} min {seconds % 60:.0f} s wall "
+            print(f"--jobs {jobs}: {len(cells)} cells in {int(seconds // 60)} min {seconds % 60:.0f} s wall "
                   f"({seconds:.1f} s; the cells' own times add up to {busy:.1f} s)  (goal ≤ 5 min)")
             if args.compare:
                 cmp = subprocess.run([sys.executable, "-m", "clbench.cli", "compare", str(args.compare), str(out)],
                                      capture_output=True, text=True, check=False)
-                print(f"  vs {args.compare}: {cmp.stdout.strip().splitlines()[-1] if cmp.stdout.strip() else cmp.stderr}")
+                # the verdict is compare's summary line (stderr) and exit code; its stdout is the per-cell table
+                summary = cmp.stderr.strip().splitlines()[-1] if cmp.stderr.strip() else "(no summary)"
+                print(f"  vs {args.compare}: {summary} (exit {cmp.returncode})")
 
 
 if __name__ == "__main__":
