@@ -4,7 +4,8 @@ process. Goals: ratio ≤ 1.03 at 10 epochs and ≤ 1.10 at 3 epochs with logger
 
     python benchmarks/bench_overhead.py [--reps 5] [--epochs 10] [--log-every 10]
 
-Both sides train the quick MLP on permuted-digits (10 tasks, order 1) with SGD(lr 0.05, momentum 0.9), batch
+Both sides train the quick MLP on permuted-digits (10 tasks, order 1) with the quick profile's settings
+(SGD, momentum 0.9, the preset's learning rate, read from the cell's result.json before the clock starts), batch
 32, the same seeds and batch order, and after every task evaluate every task in batches of
 ``train.eval_batch_size`` (256, clbench's default: the same forward passes). The bare side gets its stream and
 model factories from a registry built before its clock starts; clbench's side pays for everything a
@@ -139,17 +140,22 @@ from clbench.registry import Registries
 EVAL_BATCH = TrainConfig().eval_batch_size
 
 
-def bare_loop(epochs: int, regs: Registries) -> list[list[float]]:
+def bare_loop(epochs: int, regs: Registries, config: dict[str, Any]) -> list[list[float]]:
+    """The same cell by hand; ``config`` is the cell's resolved settings (result.json's ``config``), so the
+    profile's presets (the stream's fractions, the model, the learning rate) are the ones clbench used."""
     spec = regs.streams.get("permuted-digits")
-    stream = spec.factory(spec.config_cls())
+    stream = spec.factory(spec.config_cls(**config["stream"]))
     order = stream.order("1")
     torch.manual_seed(derive_seed(0, 0))
     mspec = regs.models.get("mlp")
-    model = mspec.factory(mspec.config_cls(), StreamInfo.of(stream))
+    model = mspec.factory(mspec.config_cls(**{k: v for k, v in config["model"].items() if k != "name"}),
+                          StreamInfo.of(stream))
+    train_cfg = config["train"]
+    assert (train_cfg["optimizer"], train_cfg["batch_size"], train_cfg["weight_decay"]) == ("sgd", 32, 0.0)
     rows = []
     for i, task in enumerate(order):
         torch.manual_seed(derive_seed(0, i + 1))
-        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        opt = torch.optim.SGD(model.parameters(), lr=train_cfg["lr"], momentum=train_cfg["momentum"])
         train = stream.data(task).train
         for epoch in range(epochs):
             g = torch.Generator().manual_seed(derive_seed(0, i, 0, epoch))
@@ -173,12 +179,16 @@ def bare_loop(epochs: int, regs: Registries) -> list[list[float]]:
     return rows
 
 
-def clbench_loop(epochs: int, out: Path, options: dict[str, Any] | None = None, log_every: int = 0
-                 ) -> list[list[float]]:
+def clbench_cell(epochs: int, out: Path, options: dict[str, Any] | None = None, log_every: int = 0) -> Any:
     [r] = testing.run(testing.registry(), out, "seqft", stream="permuted-digits", profile="quick", orders=["1"],
                       sets={"train.epochs": [epochs], "train.log_every": [log_every]}, options=options)
     assert r.status == "complete", r.error
-    return r.accuracy_matrix
+    return r
+
+
+def clbench_loop(epochs: int, out: Path, options: dict[str, Any] | None = None, log_every: int = 0
+                 ) -> list[list[float]]:
+    return clbench_cell(epochs, out, options, log_every).accuracy_matrix
 
 
 def steal_seconds() -> float:
@@ -199,14 +209,15 @@ def main() -> None:
     torch.set_num_threads(1)  # clbench's cells run with train.threads=1; less noise from the other core
     regs = testing.registry()
     with tempfile.TemporaryDirectory() as tmp:
-        bare_loop(1, regs)  # warm caches (data, imports) of both sides
-        clbench_loop(1, Path(tmp) / "warm", {"logger": "tensorboard,csv"}, args.log_every)
+        # warm caches (data, imports) of both sides; the bare side takes the cell's resolved settings
+        config = clbench_cell(1, Path(tmp) / "warm", {"logger": "tensorboard,csv"}, args.log_every).config
+        bare_loop(1, regs, config)
         times: dict[str, list[float]] = {"bare": [], "clbench": [], "loggers": [], "every": []}
         cpu: dict[str, list[float]] = {k: [] for k in times}
         matrices: dict[str, list[list[float]]] = {}
         steal0 = steal_seconds()
         for rep in range(args.reps):
-            sides = [("bare", lambda: bare_loop(args.epochs, regs)),
+            sides = [("bare", lambda: bare_loop(args.epochs, regs, config)),
                      ("clbench", lambda rep=rep: clbench_loop(args.epochs, Path(tmp) / f"off{rep}")),
                      ("loggers", lambda rep=rep: clbench_loop(args.epochs, Path(tmp) / f"on{rep}",
                                                       {"logger": "tensorboard,csv"}, args.log_every)),
@@ -253,6 +264,8 @@ def main() -> None:
           f"per-step cost measured {args.log_every}× above the noise (the loggers' per-cell file work is spread over "
           f"the steps, so it counts 1/{args.log_every} of it)")
     print(f"max |Δ accuracy| bare vs clbench (every side) = {same:.3f} points (same seeds, same data order)")
+    if same:  # the two sides no longer compute the same thing: the timings compare different work
+        raise SystemExit("error: bare and clbench sides differ; fix the bare loop before reading the ratios")
 
 
 if __name__ == "__main__":
