@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from clbench import testing
-from clbench.results import CellResult
+from clbench.cell import CellResult
 
 
 def step_seconds(result: CellResult) -> float:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from clbench import footprints as fps
 from clbench import metrics as m
-from clbench.results import FOOTPRINT_FILE, RESULT_FILE
+from clbench.cell import FOOTPRINT_FILE, RESULT_FILE
 
 
 def main() -> None:

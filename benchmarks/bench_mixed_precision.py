@@ -21,9 +21,9 @@ from clbench_plugins.lora.adapters import Adapters
 from clbench_plugins.lora.config import LoRAConfig
 from torch import Tensor, nn
 
+from clbench._core.optim import make_optimizer, torch_optimizer
 from clbench.method import Phase
 from clbench.model import CLModel
-from clbench.optim import make_optimizer, torch_optimizer
 
 
 class Stack(CLModel):

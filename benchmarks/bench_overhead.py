@@ -117,6 +117,13 @@ loggers +4.2 %.
 - verdict: 10 epochs ≤ 1.03 met in four of five runs (median of the runs 1.020); 3 epochs ≤ 1.10 met; the
   loggers' ≤ 2 % is not met (2.6–4.8 %): the gradient norm alone is ~0.9 % of this MLP's cell, whose step is
   ~0.6 ms; a model with longer steps pays proportionally less.
+
+2026-11-25 (same machine), issue 27 (the core in layers, ``train_task`` in a phase object whose ``epoch`` keeps the
+step loop written out over locals). The bare loop now takes the cell's resolved settings (it had trained at lr 0.05
+after the quick preset moved to 0.0125: its accuracies differed by 35 points, and the bench now exits 1 when they
+differ). ``--epochs 10 --reps 9``, before (ffee1ec's code, this bench) and after, run in the order before, after,
+after, before: 1.046 and 1.053 before, 1.054 and 1.050 after (of the minimums 1.047, 1.049 / 1.049, 1.046):
+not separated.
 """
 
 from __future__ import annotations
@@ -132,10 +139,10 @@ from typing import Any
 import torch
 
 from clbench import testing
+from clbench._core.registry import Registries
 from clbench.config import TrainConfig
 from clbench.method import derive_seed
 from clbench.model import StreamInfo
-from clbench.registry import Registries
 
 EVAL_BATCH = TrainConfig().eval_batch_size
 

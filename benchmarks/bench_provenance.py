@@ -1,11 +1,11 @@
-"""What recording a result's provenance costs (clbench.provenance): the audit hook that sees the files a stream
+"""What recording a result's provenance costs (clbench._core.provenance): the audit hook that sees the files a stream
 opens, the digests of the plugins' sources and of the data files, and the check a rerun makes before it
 reuses a result. Goal: ≤ 1 % of a quick cell's time.
 
     python benchmarks/bench_provenance.py [--reps 5]
 
 - **hook**: a quick cell (seqft, permuted-digits order 1, 3 epochs) in a fresh process, with the audit hook
-  as shipped and with :func:`clbench.provenance.reading` replaced by a no-op (the hook never installed);
+  as shipped and with :func:`clbench._core.provenance.reading` replaced by a no-op (the hook never installed);
   alternating, ``--reps`` of each. Ratio: the median of the repetitions' own ratios of the cells' recorded
   ``timings.total_s``.
 - **record**: in this process, cold (nothing cached): ``code_record`` of that cell (hashing every plugin
@@ -34,7 +34,7 @@ from pathlib import Path
 CELL = ["run", "--methods", "seqft", "--stream", "permuted-digits", "--orders", "1", "--seeds", "0",
         "--set", "train.epochs=3", "--no-progress", "--no-leaderboard"]
 NO_HOOK = """
-import contextlib, clbench.provenance as p
+import contextlib, clbench._core.provenance as p
 @contextlib.contextmanager
 def reading():
     yield set()
@@ -43,7 +43,7 @@ p.reading = reading
 
 
 def run_cell(out: Path, hook: bool) -> float:
-    code = ("" if hook else NO_HOOK) + f"from clbench.cli import main\nmain({[*CELL, '--out', str(out)]!r})"
+    code = ("" if hook else NO_HOOK) + f"from clbench._cli.main import main\nmain({[*CELL, '--out', str(out)]!r})"
     subprocess.run([sys.executable, "-c", code], check=False, capture_output=True)
     [path] = out.rglob("result.json")
     return float(json.loads(path.read_text())["timings"]["total_s"])
@@ -65,15 +65,15 @@ def main() -> None:
         print(f"hook: cell {statistics.median(on):.3f} s with the audit hook, {statistics.median(off):.3f} s "
               f"without; ratio (median of {args.reps}) {statistics.median(ratios):.4f}")
 
-        from clbench import provenance
-        from clbench.plan import Cell
-        from clbench.registry import build_registry
-        from clbench.results import read_result
-        from clbench.runner import Runner
+        from clbench._core import provenance
+        from clbench._core.plan import cell_from_result
+        from clbench._core.results import read_result
+        from clbench._exec.local import harness_registry
+        from clbench._exec.runner import Runner
 
-        regs = build_registry()
+        regs = harness_registry()
         result = read_result(next((Path(tmp) / "0-True").rglob("result.json")))
-        cell = Cell.from_result(regs, result, Path(tmp) / "0-True")
+        cell = cell_from_result(regs, result, Path(tmp) / "0-True")
         provenance._digests.clear()
         t0 = time.perf_counter()
         provenance.code_record(regs, cell)

@@ -43,7 +43,7 @@ def main() -> None:
         for jobs in args.jobs or ["auto"]:
             out = Path(tmp) / f"jobs-{jobs}"
             t0 = time.perf_counter()
-            done = subprocess.run([sys.executable, "-m", "clbench.cli", "run", "--methods", "all", "--jobs", jobs,
+            done = subprocess.run([sys.executable, "-m", "clbench", "run", "--methods", "all", "--jobs", jobs,
                                    "--out", str(out), "--no-progress"], capture_output=True, text=True, check=False)
             seconds = time.perf_counter() - t0
             if done.returncode:
@@ -53,7 +53,7 @@ def main() -> None:
             print(f"--jobs {jobs}: {len(cells)} cells in {int(seconds // 60)} min {seconds % 60:.0f} s wall "
                   f"({seconds:.1f} s; the cells' own times add up to {busy:.1f} s)  (goal ≤ 5 min)")
             if args.compare:
-                cmp = subprocess.run([sys.executable, "-m", "clbench.cli", "compare", str(args.compare), str(out)],
+                cmp = subprocess.run([sys.executable, "-m", "clbench", "compare", str(args.compare), str(out)],
                                      capture_output=True, text=True, check=False)
                 # the verdict is compare's summary line (stderr) and exit code; its stdout is the per-cell table
                 summary = cmp.stderr.strip().splitlines()[-1] if cmp.stderr.strip() else "(no summary)"

@@ -17,8 +17,8 @@ import time
 import torch
 from torch import nn
 
+from clbench._core.optim import PackedState, make_optimizer
 from clbench.method import Phase
-from clbench.optim import PackedState, make_optimizer
 
 
 def state_bytes(opt: object) -> int:

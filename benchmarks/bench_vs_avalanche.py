@@ -30,7 +30,7 @@ code of that time and of 2026-11-23 both read within the machine's drift (0.48�
 process CPU time beside wall time: the clbench side used 8 % more CPU than wall time (1.48 s CPU in 1.37 s),
 Avalanche none. A second thread was busy during training: scipy's OpenBLAS, called by the dense AWOM at the
 end of the warm-up cell with both cores, whose idle workers spin after a call. Cells now hold the BLAS pools
-to ``train.threads`` (``clbench.runner.blas_pools``), and CPU time equals wall time on both sides. Then the
+to ``train.threads`` (``clbench._exec.runner.blas_pools``), and CPU time equals wall time on both sides. Then the
 EWC step was made cheaper (its parameters found once a phase, not by walking the model twice a step; value
 and gradient of the penalty from one θ − θ*), with matrices unchanged to the last bit.
 Consecutive runs, ``--reps 7`` (median of rep ratios, range): before 0.500 (0.475–0.536, ``--reps 5``) and

@@ -4,7 +4,7 @@ Runs exactly the cells of
 
     clbench run --profile paper-t5 --stream standard --orders 1 --seeds 0 --methods nlora,olora
 
-(planned by ``clbench.plan.make_plan``, so the stream's and the methods' presets give every hyperparameter; nothing
+(planned by ``clbench._core.plan.make_plan``, so the stream's and the methods' presets give every hyperparameter; nothing
 is retyped here), then prints one table per method: AA (the mean over tasks of the last row, from the result),
 training tokens/s and peak GPU memory (from the result's timings), wall time, beside N-LoRA's Table 1 (order 1) and,
 for O-LoRA, the output stored in the released O-LoRA repository.
@@ -94,7 +94,7 @@ def extra_sets(args: argparse.Namespace) -> dict[str, list[Any]]:
 
 def request(args: argparse.Namespace, data_dir: Path, sets: Mapping[str, list[Any]] | None = None) -> Any:
     """The RunRequest of ``clbench run --profile paper-t5 --stream standard --orders 1 --seeds 0 --methods ...``."""
-    from clbench.plan import RunRequest
+    from clbench._core.plan import RunRequest
 
     # --model-path replaces the profile's model.name_or_path preset (google-t5/t5-large); a --set of it wins
     return RunRequest(profile=PROFILE, methods=args.methods, streams=[STREAM], orders=[ORDER], seeds=[SEED],
@@ -121,7 +121,7 @@ def placeholder_data() -> Iterator[Path]:
 
 def plan_cells(regs: Any, args: argparse.Namespace, data_dir: Path) -> tuple[list[Any], dict[str, Any]]:
     """This run's cells, and per method the cell the bare clbench command plans (no --limit, no --set)."""
-    from clbench.plan import make_plan
+    from clbench._core.plan import make_plan
 
     cells = make_plan(regs, request(args, data_dir, extra_sets(args))).cells
     bare = {c.method: c for c in make_plan(regs, request(args, data_dir)).cells}
@@ -192,8 +192,8 @@ def describe_cell(cell: Any, bare: Any | None = None) -> str:
 
 
 def deviations(config: Mapping[str, Any], bare: Mapping[str, Any]) -> list[str]:
-    """How ``config`` differs from the bare command's cell ``bare`` (clbench.plan.config_diff of their identities)."""
-    from clbench.plan import config_diff, identity
+    """How ``config`` differs from the bare command's cell ``bare`` (clbench._core.plan.config_diff of their identities)."""
+    from clbench.cell import config_diff, identity
 
     return config_diff(identity(bare, STREAM, ORDER, SEED), identity(config, STREAM, ORDER, SEED))
 
@@ -280,11 +280,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (args.dry_run or args.report) and not torch.cuda.is_available() and not args.allow_cpu:
         print(NO_CUDA, file=sys.stderr)
         return 2
+    from clbench._exec.local import harness_registry
     from clbench.errors import ClbenchError
-    from clbench.registry import build_registry
 
     try:
-        regs = build_registry()
+        regs = harness_registry()
         with contextlib.ExitStack() as stack:
             data_dir = args.data_dir
             if data_dir is None:
@@ -326,7 +326,8 @@ def dry_run(args: argparse.Namespace, cells: list[Any], bare: Mapping[str, Any])
 
 
 def report(args: argparse.Namespace, cells: list[Any], bare: Mapping[str, Any]) -> int:
-    from clbench.results import RESULT_FILE, read_result
+    from clbench._core.results import read_result
+    from clbench.cell import RESULT_FILE
 
     missing = 0
     for cell in cells:
@@ -342,8 +343,8 @@ def report(args: argparse.Namespace, cells: list[Any], bare: Mapping[str, Any]) 
 
 
 def train(args: argparse.Namespace, regs: Any, cells: list[Any], bare: Mapping[str, Any]) -> int:
-    from clbench.executors import execute
-    from clbench.plan import Plan
+    from clbench._exec.executors import execute
+    from clbench.cell import Plan
 
     print(f"running: {command_line(args)}", flush=True)
     for cell in cells:

@@ -8,9 +8,13 @@ worker and collation overhead that dominates small CL streams (see benchmarks/be
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Iterator, Sequence
+import secrets
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from clbench import provenance
 from clbench.errors import DataError
 
 if TYPE_CHECKING:
@@ -121,7 +124,7 @@ class Stream:
     scenario: str = ""
     eval_split: str = "test"  # the split a[i][j] scores: "test", or "val" to select settings (train.eval_split)
     _cache: dict[str, TaskData] = field(default_factory=dict, repr=False)
-    # the paths opened while the factory built it and while a task loaded (clbench.provenance: the cell's data)
+    # the paths opened while the factory built it and while a task loaded (clbench._core.provenance: the cell's data)
     opened: set[str] = field(default_factory=set, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -146,10 +149,10 @@ class Stream:
 
     def data(self, task: str) -> TaskData:
         if task not in self._cache:
-            with provenance.reading() as opened:
+            with reading() as opened:
                 data = self.load(self.task(task))
             self.opened.update(opened)
-            provenance.remember(self, opened)
+            remember(self, opened)
             for split_name in ("train", "test"):
                 if len(getattr(data, split_name)) == 0:
                     raise DataError(f"stream {self.name!r}, task {task!r}: the {split_name} split is empty")
@@ -299,3 +302,100 @@ def stratified_split(y: Tensor, fraction: float, generator: torch.Generator) -> 
         held.append(idx[:k])
         keep.append(idx[k:])
     return torch.sort(torch.cat(keep)).values, torch.sort(torch.cat(held)).values
+
+
+# --------------------------------------------------------------------------- atomic writes
+TMP_SUFFIX = ".tmp"
+
+
+def atomic_write_with(path: Path, write: Callable[[Path], None], durable: bool = True) -> None:
+    """Call ``write(tmp)`` on a temp file beside ``path`` then move it into place. ``durable`` also fsyncs
+    it first, so it survives a machine crash, not only a killed process (≈5 ms a file here)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _new_temp_file(path)
+    try:
+        write(tmp)
+        if durable:
+            with open(tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _new_temp_file(path: Path) -> Path:
+    """A new empty ``.<name>.<random>.tmp`` beside ``path`` with the mode a plain ``open`` gives (0o666 less the
+    umask, which the kernel applies). Not ``tempfile.mkstemp``: it makes 0o600, and setting the mode after needs
+    the umask, which can only be read by changing it for the whole process — a race with a thread that creates
+    a file meanwhile (a cell writes its footprint file in a worker thread)."""
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}{TMP_SUFFIX}")
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        return tmp
+    raise FileExistsError(f"{path.parent}: no free temporary name for {path.name}")
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_with(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+# --------------------------------------------------------------------------- files a stream reads (clbench._core.provenance
+# records their digests as the cell's data)
+_local = threading.local()
+_hook_installed = False
+_hook_lock = threading.Lock()
+
+
+def _on_audit(event: str, args: tuple[Any, ...]) -> None:
+    if event != "open":
+        return
+    opened = getattr(_local, "opened", None)
+    if opened is None:
+        return
+    path, mode = args[0], args[1] if len(args) > 1 else None
+    if isinstance(path, (str, bytes)) and (mode is None or not any(c in str(mode) for c in "wax+")):
+        opened.add(os.fsdecode(path))
+
+
+@contextlib.contextmanager
+def reading() -> Iterator[set[str]]:
+    """The paths this thread opens for reading inside the block (files only; other threads are not seen)."""
+    global _hook_installed
+    with _hook_lock:
+        if not _hook_installed:  # an audit hook cannot be removed: one, installed on first use, checks a flag
+            sys.addaudithook(_on_audit)
+            _hook_installed = True
+    outer = getattr(_local, "opened", None)
+    opened: set[str] = set()
+    _local.opened = opened
+    try:
+        yield opened
+    finally:
+        _local.opened = outer
+        if outer is not None:
+            outer.update(opened)
+
+
+_seen: dict[str, set[str]] = {}  # owner (a stream's package) -> every data file its loads opened in this process
+
+
+def owner(stream: object) -> str:
+    """The package a stream's class lives in (``clbench_plugins.digits``): streams of one package may share what
+    their plugin caches in the process."""
+    module = type(stream).__module__
+    return module.rpartition(".")[0] or module
+
+
+def remember(stream: object, opened: set[str]) -> None:
+    """Note the files a stream's factory or loader opened, for :func:`clbench._core.provenance.stream_files` of a later stream of its
+    package that finds the data cached (called wherever a stream is built or loads a task, plan time too)."""
+    _seen.setdefault(owner(stream), set()).update(opened)
+
+
+def seen_by_package(stream: object) -> set[str]:
+    """Every path the streams of ``stream``'s package opened in this process (:func:`remember`)."""
+    return _seen.get(owner(stream), set())

@@ -1,31 +1,30 @@
-"""Data parallelism for one cell (``clbench run --nproc N``, or ``torchrun ... -m clbench.cli run``).
+"""Data parallelism for one cell (``clbench run --nproc N``, or ``torchrun ... -m clbench run``).
 
 A cell runs on N processes, the ranks of one ``torch.distributed`` process group (NCCL on GPUs, gloo on the
 CPU). Every rank builds the same model and method from the same seeds and walks the same steps; only the data
 of a step is split:
 
 * the global batch (``train.batch_size``) is cut into ``N × train.grad_accum`` micro-batches with
-  :func:`clbench.runner.micro_batches`; rank r runs micro-batches r, r+N, r+2N, ..., each loss scaled by its
+  :func:`clbench._exec.runner.micro_batches`; rank r runs micro-batches r, r+N, r+2N, ..., each loss scaled by its
   share of the *global* batch, so the gradients summed over the ranks (:meth:`Dist.all_reduce_grads`, right
   after backward and before ``Method.after_backward``) are the one-process mean gradient: every rank then
   takes the same optimizer step, and a method's gradient edits and penalties see the global gradient;
 * the step's loss (and loss terms) are summed over the ranks before the non-finite check: every rank raises
   ``Diverged`` at the same step, or none does (a rank that stopped alone would leave the others waiting);
 * evaluation batches are dealt round-robin and the predictions gathered, so the score is computed from
-  exactly the predictions one process makes (:func:`clbench.runner.evaluate`).
+  exactly the predictions one process makes (:func:`clbench._exec.runner.evaluate`).
 
 Everything else (Fisher information, replay buffers, masks, ADMM variables, adapters) is computed on every rank
 from identical weights and data, so it stays identical without communication. Rank 0 alone writes files
 (result, checkpoints, footprints, error log) and calls the run's observers (loggers, progress).
 
-:class:`clbench.ranks.RankPool` is what ``--nproc N`` starts: N spawned processes joined in one group for a whole
+:class:`clbench._exec.ranks.RankPool` is what ``--nproc N`` starts: N spawned processes joined in one group for a whole
 run, to which the parent hands each cell; the parent returns rank 0's result. This module is what a method sees
 (:class:`Dist`, its rank and the collectives); that one runs cells.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -41,9 +40,6 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
-
-TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
-
 
 @dataclass(frozen=True)
 class Dist:
@@ -144,32 +140,3 @@ class Dist:
 
 SINGLE = Dist()
 """One process, no group: what a cell runs with unless ``--nproc`` or torchrun says otherwise."""
-
-
-def backend_for(device: torch.device) -> str:
-    return "nccl" if device.type == "cuda" else "gloo"
-
-
-def join(rank: int, world_size: int, local_rank: int, backend: str, init_method: str) -> Dist:
-    """Join the process group and return this process's :class:`Dist`."""
-    if backend == "nccl":
-        torch.cuda.set_device(local_rank)  # before any collective: NCCL and the object collectives use it
-    torch.distributed.init_process_group(backend, init_method=init_method, rank=rank, world_size=world_size)
-    return Dist(rank, world_size, local_rank, backend)
-
-
-def launched_by_torchrun() -> bool:
-    """The environment of a process that torchrun (or another launcher of its conventions) started."""
-    return all(v in os.environ for v in TORCHRUN_VARS)
-
-
-def from_torchrun(device: torch.device) -> Dist:
-    """This torchrun process's :class:`Dist` (the group joined through ``env://``); a world of 1 joins none."""
-    world = int(os.environ["WORLD_SIZE"])
-    rank = int(os.environ["RANK"])
-    local = int(os.environ.get("LOCAL_RANK", rank))
-    if world == 1:
-        return SINGLE
-    if torch.distributed.is_initialized():
-        return Dist(rank, world, local, str(torch.distributed.get_backend()))
-    return join(rank, world, local, backend_for(device), "env://")

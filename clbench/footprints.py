@@ -160,7 +160,7 @@ def from_tensors(tensors: dict[str, Tensor]) -> list[TaskFootprint]:
 def save(footprints: list[TaskFootprint], path: Path) -> dict[str, Any]:
     """Write the footprints; returns ``{"file", "sha256", "bytes"}`` for result.json, so a truncated or
     swapped file is caught when the metrics are recomputed (``clbench metrics``)."""
-    from clbench.results import atomic_write_with
+    from clbench.data import atomic_write_with
 
     data = safetensors_save(to_tensors(footprints))
     atomic_write_with(path, lambda tmp: tmp.write_bytes(data))

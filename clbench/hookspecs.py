@@ -3,11 +3,11 @@
 Two families:
 
 * **Registration hooks** run once when the plugin manager is built. Every plugin may answer; the
-  answers are collected into the typed registries of :mod:`clbench.registry`. They return lists of
+  answers are collected into the typed registries of :mod:`clbench._core.registry`. They return lists of
   specs (:mod:`clbench.specs`) and must not have side effects.
 * **Lifecycle hooks** are observers: called on every active plugin at fixed points of a run. They
   return nothing and must not change what they are given. Loggers, progress displays, trackers and
-  plots live here. clbench calls them one plugin at a time (clbench.boundary.notify), so a fault names
+  plots live here. clbench calls them one plugin at a time (clbench._core.boundary.notify), so a fault names
   its plugin: an observer that raises fails the cell it was observing (in ``clbench_cell_end`` too: the
   result is rewritten as failed), never the whole run; one that raises in ``clbench_run_start`` or
   ``clbench_run_end`` is reported, the run goes on, and its exit code is 1.
@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from clbench.plan import Cell, Plan
-    from clbench.results import CellResult
+    from clbench.cell import Cell, CellResult, Plan
     from clbench.specs import (
         ExecutorSpec,
         MethodSpec,
@@ -49,7 +48,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 def clbench_add_methods() -> list[MethodSpec]:
     """Return the continual-learning methods this plugin provides.
 
-    Called once by :func:`clbench.registry.build_registry` at start-up, on every plugin.
+    Called once by :func:`clbench._core.registry.build_registry` at start-up, on every plugin.
     Returns a list of :class:`~clbench.specs.MethodSpec` (may be empty). Registering a name that
     another plugin already registered is an error naming both distributions.
     """
@@ -112,7 +111,7 @@ def clbench_add_options() -> list[OptionSpec]:
 def clbench_run_start(plan: Plan) -> None:
     """Observe the start of ``clbench run``.
 
-    Called once by :func:`clbench.executors.execute` on the driver, after the grid is planned and before
+    Called once by :func:`clbench._exec.executors.execute` on the driver, after the grid is planned and before
     any cell runs. ``plan.cells`` lists every cell, including those that will be skipped because a
     complete result exists.
     """
@@ -187,6 +186,6 @@ def clbench_run_end(plan: Plan, results: list[Any]) -> None:
     """Observe the end of ``clbench run``.
 
     Called once on the driver after every cell has run or failed; ``results`` holds one
-    :class:`~clbench.results.CellResult` per cell of the plan (skipped cells included, read back
+    :class:`~clbench._core.results.CellResult` per cell of the plan (skipped cells included, read back
     from disk).
     """

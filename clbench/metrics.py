@@ -1,4 +1,4 @@
-"""Metric math, exactly as defined in README.md (section "Metrics"), and the code that runs metric plugins on a cell.
+"""Metric math, exactly as defined in README.md (section "Metrics"), and a metric plugin's input (:class:`MetricInput`).
 
 ``a[i][j]`` is the score (percent) on task j after training task i, tasks in run order, T tasks.
 Footprint metrics never hold more than one row-chunk of a dense ΔW in memory; OO and AWOM never form
@@ -9,19 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import scipy.linalg
 import torch
 
 from clbench.config import MetricsConfig
 from clbench.footprints import LowRank, Masked, TaskFootprint
-from clbench.specs import MetricSpec
-
-if TYPE_CHECKING:
-    from clbench.registry import Origin
 
 DEFAULT_TOLERANCE = MetricsConfig.tolerance  # relative "non-zero" threshold: |x| > τ·max|ΔW|
 AcrForm = Literal["layer", "task", "absolute"]
@@ -59,23 +55,6 @@ class MetricInput:
         if key not in self.cache:
             self.cache[key] = scan(self.footprints, self.tolerance, self.samples, acr=self.acr, factors=self.factors)
         return self.cache[key]
-
-
-def compute_metrics(specs: Iterable[MetricSpec], inp: MetricInput, origins: Mapping[str, Origin] | None = None
-                    ) -> tuple[dict[str, float | None], dict[str, str]]:
-    """Run every metric; one that raises or returns something other than a finite number or None is
-    recorded as an error naming its plugin (value None), never as a number, and never stops the others."""
-    from clbench.boundary import describe, metric_value
-
-    values: dict[str, float | None] = {}
-    errors: dict[str, str] = {}
-    for spec in specs:
-        try:
-            values[spec.name] = metric_value(spec.fn(inp))
-        except Exception as exc:
-            who = describe((origins or {}).get(spec.name))
-            values[spec.name], errors[spec.name] = None, f"metric {spec.name!r}{who}: {type(exc).__name__}: {exc}"
-    return values, errors
 
 
 # --------------------------------------------------------------------------- accuracy matrix

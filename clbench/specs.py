@@ -7,7 +7,7 @@ state; the objects they build do.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -106,8 +106,21 @@ class MetricSpec:
 
 
 @dataclass(frozen=True)
+class Workers:
+    """How a cell runs in another process, handed to every executor as ``options["worker"]``, so an executor
+    plugin needs nothing of the harness but this. ``start(disabled, fail_fast)`` sets up a worker process (a
+    process pool's initializer) and ``run(cell)`` runs a cell there; ``run_one(cell, disabled, fail_fast, nproc)``
+    sets up the process it is called in and runs one cell on ``nproc`` data-parallel ranks (a remote task)."""
+
+    start: Callable[[Sequence[str], bool], None]
+    run: Callable[[Any], Any]
+    run_one: Callable[[Any, Sequence[str], bool, int], Any]
+
+
+@dataclass(frozen=True)
 class ExecutorSpec:
-    """Where cells run. ``factory(options)`` returns an object with ``run(cells, fn) -> Iterator``."""
+    """Where cells run. ``factory(options)`` returns an object with ``run(cells, fn) -> Iterator``; the options
+    hold the run's executor options and ``worker`` (:class:`Workers`)."""
 
     name: str
     factory: Callable[[Mapping[str, Any]], Any]

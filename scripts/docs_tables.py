@@ -16,7 +16,7 @@ Sections (all from ``results/quick/cl-quick/*/order-1/seed-0``, the LoRA-family 
 - ``quick-excerpt`` (README.md): the summary that opens leaderboards/quick.md (AA-ranked, F.Ra, separation).
 - ``quick-size`` (README.md): the committed quick default's cell count per stream.
 - ``reproducibility`` (README.md): how far the quick cells move with AVX2 kernels or another thread count
-  (``results/reproducibility/*``, result.json only, compared with ``clbench.verify.compare``).
+  (``results/reproducibility/*``, result.json only, compared with ``clbench._tools.verify.compare``).
 - ``tuning-choices``, ``tuning-cost`` (docs/tuning.md): the quick presets' validation protocol as committed under
   ``results/tuning`` (scripts/tune_quick.py): the grids, each choice, its doubled run, and what it cost.
 - ``acr-tau``: ACR recomputed from each cell's committed ``footprints.safetensors`` at several τ, with the
@@ -123,7 +123,7 @@ def _shown(path: Path) -> str:
 def lora_cells(results: Path, regs: Any) -> list[Any]:
     """The complete LoRA-family cells (every part of the method requires the model's "lora") of the
     stream/order/seed, sorted by method."""
-    from clbench.results import iter_results
+    from clbench._core.results import iter_results
 
     root = results / STREAM
     if not root.is_dir():
@@ -189,7 +189,7 @@ def table_cells(results: Path, regs: Any) -> str:
 
 def _footprints(r: Any) -> list[Any]:
     from clbench import footprints as fps
-    from clbench.results import FOOTPRINT_FILE
+    from clbench.cell import FOOTPRINT_FILE
 
     path = r.path.parent / FOOTPRINT_FILE
     if not path.exists():
@@ -267,7 +267,8 @@ def table_acr_tau(results: Path, regs: Any) -> str:
 def quick_excerpt(results: Path, regs: Any) -> str:
     """The summary that opens leaderboards/quick.md: per stream and scenario, methods ranked by AA (every order and
     seed of a row pooled), F.Ra, and which rows are separated from the best."""
-    from clbench.leaderboard import (
+    from clbench._core.results import iter_results
+    from clbench._tools.leaderboard import (
         SUMMARY_LEGEND,
         frame,
         method_labels,
@@ -275,7 +276,6 @@ def quick_excerpt(results: Path, regs: Any) -> str:
         sections,
         summary_table,
     )
-    from clbench.results import iter_results
 
     df = frame(iter_results(results))
     seeds = sorted(df["seed"].unique())
@@ -290,7 +290,7 @@ def quick_excerpt(results: Path, regs: Any) -> str:
 
 def quick_size(results: Path, regs: Any) -> str:
     """How many cells the committed quick default has: methods × orders × seeds per stream."""
-    from clbench.results import iter_results
+    from clbench._core.results import iter_results
 
     cells = list(iter_results(results))
     parts = []
@@ -313,9 +313,9 @@ REPRO_RUNS = {
 def reproducibility(results: Path, regs: Any) -> str:
     """How far the committed quick cells move under each change of REPRO_RUNS, per stream; and a check that the
     committed cross-machine tolerance (results/quick/TOLERANCE) covers every move."""
-    from clbench.plan import config_diff, identity
-    from clbench.results import iter_results
-    from clbench.verify import compare, percent_metrics
+    from clbench._core.results import iter_results
+    from clbench._tools.verify import compare, percent_metrics
+    from clbench.cell import config_diff, identity
 
     percent = percent_metrics(regs)
     committed = list(iter_results(results))
@@ -385,7 +385,7 @@ CALIBRATED = ("layer", "task", "absolute")
 
 def claims_cells(results: Path, regs: Any) -> dict[tuple[str, str], list[Any]]:
     """(folder, method) → the complete cells of results/cl-claims/<folder>, by seed."""
-    from clbench.results import iter_results
+    from clbench._core.results import iter_results
 
     out: dict[tuple[str, str], list[Any]] = {}
     for folder in CLAIMS_FOLDERS:
@@ -638,7 +638,7 @@ def _g(x: float | None) -> str:
 def tuning_choices(results: Path, regs: Any) -> str:
     """Per quick stream × method: the grid, the validation AA of the choice and of the runner-up, the points a
     seed diverged at, and the choice's doubled run (results/tuning, scripts/tune_quick.py)."""
-    from clbench.leaderboard import _fmt
+    from clbench._tools.leaderboard import _fmt
 
     tq = _tune_quick()
     grid_results, stable_results = tq._results(tq.GRID_DIR), tq._results(tq.STABLE_DIR)
@@ -704,9 +704,9 @@ DOCUMENTS = (DOC, ROOT / "README.md", ROOT / "docs" / "text-streams-and-models.m
 
 def generate(text: str, results: Path) -> str:
     """``text`` with every generated section it holds regenerated (a section's name picks its generator)."""
-    from clbench.registry import build_registry
+    from clbench._exec.local import harness_registry
 
-    regs = build_registry()
+    regs = harness_registry()
     names = section_names(text)
     unknown = sorted(set(names) - set(GENERATORS))
     if unknown:

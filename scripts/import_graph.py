@@ -1,12 +1,18 @@
 """The import graph of ``clbench/``: which core module imports which, and the circles among them.
 
-    python scripts/import_graph.py [--edges]
+    python scripts/import_graph.py [--edges] [--check]
 
 An edge A → B is any import of clbench module B by module A, of one of three kinds: ``module`` (at import time),
 ``function`` (inside a function: it runs later, but it is still a dependency), ``by-name`` (a module named in a
 string that is imported later: ``CORE_PLUGINS``, ``importlib.import_module``), and ``typing`` (under
 ``if TYPE_CHECKING:``, never at runtime). A circle is a strongly connected component of two modules or more;
 they are counted for the runtime edges (module, function, by-name) and for all of them. networkx finds them.
+
+The layers, lowest first (README "Architecture"): 0 the contract (``clbench`` and its top-level modules), 1 the
+harness core (``clbench._core``), 2 execution (``clbench._exec``), 3 tools (``clbench._tools``), 4 the command line
+and the testing kit (``clbench._cli``). ``clbench.testing``, ``clbench.leaderboard`` and ``clbench.__main__`` are the
+public names of upper-layer code and count as layer 4. An upward edge imports a higher layer, of any kind (typing
+too). ``--check`` exits 1 on a runtime circle or an upward edge.
 """
 
 from __future__ import annotations
@@ -21,6 +27,17 @@ import networkx as nx
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "clbench"
 RUNTIME = ("module", "function", "by-name")
+LAYERS = {"_core": 1, "_exec": 2, "_tools": 3, "_cli": 4}
+NAMES = {0: "contract", 1: "core", 2: "execution", 3: "tools", 4: "cli"}
+FACADES = {"clbench.testing": 4, "clbench.leaderboard": 4, "clbench.__main__": 4}
+
+
+def layer(module: str) -> int:
+    """The layer ``module`` belongs to (see the module's docstring)."""
+    if module in FACADES:
+        return FACADES[module]
+    parts = module.split(".")
+    return LAYERS.get(parts[1], 0) if len(parts) > 1 else 0
 
 
 def modules() -> dict[str, Path]:
@@ -35,7 +52,7 @@ def modules() -> dict[str, Path]:
 
 
 def _resolve(name: str, known: dict[str, Path]) -> str | None:
-    """The clbench module ``name`` is, or is inside (``clbench.plan.Cell`` → ``clbench.plan``)."""
+    """The clbench module ``name`` is, or is inside (``clbench._core.plan.Cell`` → ``clbench._core.plan``)."""
     while name:
         if name in known:
             return name
@@ -78,7 +95,7 @@ def imports(module: str, path: Path, known: dict[str, Path]) -> Iterator[tuple[s
             names = [f"{base}.{a.name}" for a in node.names] + [base]
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("clbench."):
             target = _resolve(node.value.split(":")[0], known)
-            if target and target != module:
+            if target and target not in (module, "clbench"):  # "clbench.local" names a plugin, not a module
                 yield target, "by-name"
         for name in names:
             target = _resolve(name, known)
@@ -107,9 +124,15 @@ def circles(g: nx.MultiDiGraph, kinds: tuple[str, ...]) -> list[list[str]]:
     return sorted(sorted(c) for c in nx.strongly_connected_components(sub) if len(c) > 1)
 
 
+def upward(g: nx.MultiDiGraph) -> list[tuple[str, str, str]]:
+    """Every edge (of any kind) from a module to one of a higher layer."""
+    return sorted((a, b, k) for a, b, k in g.edges(data="kind") if layer(b) > layer(a))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--edges", action="store_true", help="Also list every edge and its kind.")
+    parser.add_argument("--check", action="store_true", help="Exit 1 on a runtime circle or an upward edge.")
     args = parser.parse_args()
     g = graph()
     counts = {k: sum(1 for *_, kind in g.edges(data="kind") if kind == k) for k in (*RUNTIME, "typing")}
@@ -117,9 +140,15 @@ def main() -> None:
     for label, kinds in (("module-level", ("module",)), ("runtime", RUNTIME), ("all, typing too", (*RUNTIME, "typing"))):
         found = circles(g, kinds)
         print(f"circles ({label}): {len(found)}" + "".join(f"\n  {len(c)}: {', '.join(c)}" for c in found))
+    up = upward(g)
+    per_layer = {NAMES[n]: sum(1 for m in g.nodes if layer(m) == n) for n in NAMES}
+    print("layers (modules): " + ", ".join(f"{k} {v}" for k, v in per_layer.items()))
+    print(f"upward edges: {len(up)}" + "".join(f"\n  {a} -> {b} ({k})" for a, b, k in up))
     if args.edges:
         for a, b, kind in sorted(g.edges(data="kind")):
             print(f"{a} -> {b} ({kind})")
+    if args.check and (up or circles(g, RUNTIME)):
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

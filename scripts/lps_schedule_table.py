@@ -85,7 +85,7 @@ def commands(out: str = "/tmp/lps-exp") -> list[str]:
 # --------------------------------------------------------------------------- the cells
 def cells(results: Path) -> dict[str, dict[int, Any]]:
     """Variant tag → seed → the complete LPS cell of that variant."""
-    from clbench.results import iter_results
+    from clbench._core.results import iter_results
 
     found: dict[str, dict[int, Any]] = {v.tag: {} for v in VARIANTS}
     by_key = {(v.milestones, v.across): v.tag for v in VARIANTS}

@@ -91,7 +91,7 @@ def knobs(stream: str, method: str) -> Knobs:
 
 def planned(regs: Any) -> list[tuple[str, str, Any]]:
     """(stream, method, its order-1 seed-0 cell) for every quick stream × method of `clbench run --methods all`."""
-    from clbench.plan import RunRequest, make_plan
+    from clbench._core.plan import RunRequest, make_plan
 
     plan = make_plan(regs, RunRequest(profile="quick", streams=list(STREAMS), orders=[ORDER], seeds=[0]))
     return [(c.stream, c.method, c) for c in plan.cells]
@@ -103,7 +103,7 @@ def preset_point(cell: Any) -> tuple[float, float | None]:
 
 # --------------------------------------------------------------------------- reading the committed results
 def _results(folder: Path) -> list[Any]:
-    from clbench.results import iter_results
+    from clbench._core.results import iter_results
 
     return list(iter_results(folder)) if folder.is_dir() else []
 
@@ -188,7 +188,7 @@ def state(stream: str, method: str, grid_results: list[Any], stable_results: lis
 
 # --------------------------------------------------------------------------- running
 def clbench(args: list[str]) -> None:
-    cmd = [sys.executable, "-m", "clbench.cli", "run", "--no-progress", *args]
+    cmd = [sys.executable, "-m", "clbench", "run", "--no-progress", *args]
     print("$ clbench " + " ".join(cmd[4:]), file=sys.stderr, flush=True)
     subprocess.run(cmd, check=False, cwd=ROOT)  # a diverged cell is a result (exit 0); a failed one is read back
 
@@ -221,9 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="run nothing; exit 1 when a preset is not the choice")
     ap.add_argument("--stream", action="append", default=None, help="only this quick stream (repeatable)")
     args = ap.parse_args(argv)
-    from clbench.registry import build_registry
+    from clbench._exec.local import harness_registry
 
-    regs = build_registry()
+    regs = harness_registry()
     cells = [c for c in planned(regs) if args.stream is None or c[0] in args.stream]
     if not args.check:
         have = _results(GRID_DIR)

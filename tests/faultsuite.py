@@ -37,12 +37,11 @@ from typing import Any, NamedTuple
 import pytest
 import torch
 
-from clbench import cli as clbench_cli
 from clbench import testing
+from clbench._cli import main as clbench_cli
+from clbench.cell import CHECKPOINT_FILE, ERROR_LOG, FOOTPRINT_FILE, RESULT_FILE, TEST_PROFILE
 from clbench.hookspecs import hookimpl
 from clbench.method import Method
-from clbench.plan import TEST_PROFILE
-from clbench.results import CHECKPOINT_FILE, ERROR_LOG, FOOTPRINT_FILE, RESULT_FILE
 from clbench.specs import MethodSpec, MetricSpec, StreamSpec
 
 # --------------------------------------------------------------------------- running the command
@@ -88,12 +87,12 @@ def _show_warning(message: Any, category: Any, filename: str, lineno: int, file:
 
 def clbench(tmp: Path, *args: str, plugins: Sequence[object] = ()) -> Outcome:
     """``clbench ARGS`` in this process, in folder ``tmp``, with ``plugins`` (and the tiny test plugin of
-    :mod:`clbench.testing`) registered beside the installed ones. An exception that escapes ``main`` is
+    :mod:`clbench._cli.kit`) registered beside the installed ones. An exception that escapes ``main`` is
     what Python would print: a traceback and exit 1."""
     out, err = io.StringIO(), io.StringIO()
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(tmp)
-        mp.setattr(clbench_cli, "build_registry",
+        mp.setattr(clbench_cli, "harness_registry",
                    lambda disabled=(): testing.registry(*plugins, disabled=disabled))
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
             warnings.simplefilter("always")
@@ -916,13 +915,13 @@ def leaderboard_read_only(tmp: Path) -> Outcome:
             return clbench(tmp, *args)
         finally:
             boards.chmod(0o700)
-    from clbench import results as results_module
+    from clbench import data
 
     def denied(path: Path, text: str) -> None:  # root ignores permissions: deny as the kernel would
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(results_module, "atomic_write_text", denied)
+        mp.setattr(data, "atomic_write_text", denied)
         return clbench(tmp, *args)
 
 
@@ -1049,15 +1048,15 @@ FAULTS += [
 ]
 
 
-# click turns a KeyboardInterrupt raised inside a command (SIGTERM is one, clbench.cli._terminate) into click.Abort;
-# clbench.cli.main answers both with the same "interrupted" line and exit code 130.
+# click turns a KeyboardInterrupt raised inside a command (SIGTERM is one, clbench._cli.main._terminate) into click.Abort;
+# clbench._cli.main.main answers both with the same "interrupted" line and exit code 130.
 @fault("sigterm", "SIGTERM to `clbench run` (ewc, split-digits, orders 1-3) after its first cell", 130,
        "interrupted: finished cells and checkpoints are kept; rerun the same command to resume",
        "finished cells; no temp file; the same command again resumes to the matrices of an uninterrupted run")
 def sigterm(tmp: Path) -> Outcome:
     out = out_of(tmp)
     args = ["run", *DIGITS, "--methods", "ewc", "--orders", "1,2,3", "--out", str(out)]
-    proc = subprocess.Popen([sys.executable, "-m", "clbench.cli", *args], cwd=tmp, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen([sys.executable, "-m", "clbench", *args], cwd=tmp, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while proc.poll() is None and not any(out.rglob(RESULT_FILE)) and time.monotonic() < deadline:
@@ -1615,7 +1614,7 @@ FAULTS += [
        "interrupted: every file clbench writes is written whole or not at all; rerun the command",
        "the markdown written before; no half-written plot")
 def leaderboard_interrupted(tmp: Path) -> Outcome:
-    from clbench import plots
+    from clbench._tools import plots
 
     ok(tiny(tmp, "--methods", "seqft"))
 
@@ -1695,7 +1694,7 @@ sweep_named.check(_nothing_written)
        "warning: train.threads=3 is more threads than the 2 CPUs this process may use",
        "the cell runs and completes (its threads are a setting: numbers depend on them)")
 def threads_over(tmp: Path) -> Outcome:
-    from clbench import local
+    from clbench._exec import local
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(local, "usable_cpus", lambda: 2)

@@ -20,10 +20,10 @@ from clbench_plugins.glue.streams import GlueConfig, GlueSparse
 from clbench_plugins.vision_streams import loaders
 
 from clbench import config as cfg
-from clbench.cli import main
+from clbench._cli.main import main
+from clbench._exec.local import harness_registry
 from clbench.data import read_records
 from clbench.errors import ConfigError, DataError, UnknownNameError, plural_of
-from clbench.registry import build_registry
 
 RUN = ["run", "--methods", "ewc", "--stream", "split-digits", "--orders", "1", "--seeds", "0", "--no-progress"]
 NOT_UTF8 = b'["n\xe9gatif", "positive"]'  # latin-1 "é": a file saved in the wrong encoding
@@ -79,7 +79,7 @@ def _sample_outside(bounds: dict[str, float], tp: typing.Any) -> typing.Any:
 def test_every_declared_plugin_range_is_checked_and_every_default_and_preset_is_inside():
     """Each built-in method/model/stream config: defaults and presets pass; a value outside a declared range
     is a ConfigError naming ``scope.field``."""
-    regs = build_registry()
+    regs = harness_registry()
     declared = 0
     for kind, scope_of in (("methods", lambda n: n), ("models", lambda n: "model"), ("streams", lambda n: "stream")):
         for name in regs.kind(kind):

@@ -11,8 +11,9 @@ import statistics
 import pandas as pd
 import pytest
 
-from clbench import leaderboard, testing
-from clbench.cli import main
+from clbench import testing
+from clbench._cli.main import main
+from clbench._tools import leaderboard
 
 GRID = ["run", "--methods", "seqft,ewc", "--stream", "split-digits", "--orders", "1,2", "--seeds", "0,1",
         "--set", "train.epochs=1", "--no-progress"]
@@ -80,8 +81,8 @@ def test_grid_show_and_deterministic_leaderboard(capsys, tmp_path, monkeypatch):
                      for m in ("ewc", "seqft") for o in (1, 2) for s in (0, 1)]
     # a compact summary, no leaderboard: the ranked table on stdout (as the leaderboard's summary), the command that
     # makes a leaderboard just before the last line
-    from clbench.leaderboard import console_summary
-    from clbench.results import iter_results
+    from clbench._core.results import iter_results
+    from clbench._tools.leaderboard import console_summary
 
     assert out == "\n" + console_summary(iter_results(tmp_path / "runs"), testing.registry().methods.items) + "\n"
     assert out.startswith("\nsplit-digits — task-incremental") and "#### AA" not in out + err
@@ -154,7 +155,7 @@ def test_plots_are_written(capsys, tmp_path, monkeypatch):
 
 
 def test_model_flag_takes_a_path_or_hub_name_for_the_streams_model(capsys, tmp_path, monkeypatch):
-    from clbench import executors
+    from clbench._exec import executors
 
     planned = []
     monkeypatch.setattr(executors, "execute", lambda plan, *a, **k: planned.append(plan) or [])
@@ -205,10 +206,10 @@ def test_p_takes_no_name(capsys, tmp_path, monkeypatch):
 
 
 def test_build_cli_puts_the_registries_in_the_context(capsys):
-    from clbench.cli import build_cli
-    from clbench.registry import build_registry
+    from clbench._cli.main import build_cli
+    from clbench._exec.local import harness_registry
 
-    regs = build_registry()
+    regs = harness_registry()
     cli = build_cli(regs)
     assert sorted(cli.commands) == ["compare", "doctor", "leaderboard", "list", "metrics", "run", "show", "verify"]
     with pytest.raises(SystemExit) as exit_:

@@ -7,19 +7,19 @@ from dataclasses import dataclass, field, make_dataclass
 
 import pytest
 
-from clbench import cli as clbench_cli
 from clbench import hookimpl, testing
-from clbench.commands import settings as settings_mod
-from clbench.commands.settings import REQUIRED, Setting, config_settings, field_comments
+from clbench._cli import main as clbench_cli
+from clbench._cli.commands import settings as settings_mod
+from clbench._cli.commands.settings import REQUIRED, Setting, config_settings, field_comments
+from clbench._exec.local import harness_registry
 from clbench.config import bounded
 from clbench.errors import ClbenchError, UnknownNameError
-from clbench.registry import build_registry
 from clbench.specs import EmptyConfig, ModelSpec
 
 
 def clbench(capsys, monkeypatch, *args, plugins=()):
     if plugins:
-        monkeypatch.setattr(clbench_cli, "build_registry",
+        monkeypatch.setattr(clbench_cli, "harness_registry",
                             lambda disabled=(): testing.registry(*plugins, disabled=disabled))
     with pytest.raises(SystemExit) as exit_:
         clbench_cli.main(list(args))
@@ -54,7 +54,7 @@ def test_a_plugin_of_no_distribution_is_listed_so(capsys, monkeypatch):
     code, out, _ = clbench(capsys, monkeypatch, "list", "models", plugins=[_ModelPlugin("extra-model")])
     assert code == 0
     assert ("  tiny-text              bag-of-words model with q/v layers (tests only)  "
-            "(plugin clbench.testing.TinyPlugin, no installed distribution)") in out.splitlines()
+            "(plugin clbench._cli.kit.TinyPlugin, no installed distribution)") in out.splitlines()
     assert "  extra-model            a model for this test  (plugin test_cli_list._ModelPlugin, no installed distribution)" \
         in out.splitlines()
 
@@ -234,7 +234,7 @@ class _ModelPlugin:
 
 
 def test_every_installed_plugin_setting_is_readable():
-    regs = build_registry()
+    regs = harness_registry()
     for kind in settings_mod.KINDS:
         for name in regs.kind(kind + "s"):
             rows = settings_mod.settings(regs, name, kind)
@@ -242,7 +242,7 @@ def test_every_installed_plugin_setting_is_readable():
 
 
 def test_list_plugins_names_every_plugin_with_what_it_offers(capsys):
-    from clbench.cli import main
+    from clbench._cli.main import main
 
     main(["list", "plugins"])  # returns: exit 0
     out = capsys.readouterr().out

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from clbench import footprints, testing
-from clbench.results import FOOTPRINT_FILE
+from clbench.cell import FOOTPRINT_FILE
 
 REGS = testing.registry()
 

@@ -20,11 +20,12 @@ import torch
 
 from clbench import footprints as fps
 from clbench import testing
-from clbench.cli import main
+from clbench._cli import kit
+from clbench._cli.main import main
+from clbench._core.plan import make_plan
+from clbench._exec.executors import execute
+from clbench.cell import CHECKPOINT_FILE, FOOTPRINT_FILE, RESULT_FILE, CellResult, config_diff, identity
 from clbench.errors import ClbenchError
-from clbench.executors import execute
-from clbench.plan import config_diff, identity, make_plan
-from clbench.results import CHECKPOINT_FILE, FOOTPRINT_FILE, RESULT_FILE, CellResult
 
 # Every method the quick profile runs on split-digits (replay runs on tiny-vector, see REPLAY), and the LoRA family
 # on the tiny text stream (O-LoRA's earlier adapters, IncLoRA's merges, MTL's joint data, per-task adapters).
@@ -141,7 +142,7 @@ class KillAfterFirstTask(testing.KillAfterTask):
 def test_a_killed_data_parallel_cell_resumes_to_the_same_numbers(tmp_path):
     regs = testing.registry()
     sets = {"train.checkpoint_every_s": [0]}
-    plan = make_plan(regs, testing._request(tmp_path / "killed", "lwf", "tiny-vector", sets=sets))
+    plan = make_plan(regs, kit._request(tmp_path / "killed", "lwf", "tiny-vector", sets=sets))
     killer = f"{__name__}:{KillAfterFirstTask.__name__}"
     tiny = "clbench.testing:TinyPlugin"
     with pytest.raises(KeyboardInterrupt):
@@ -184,25 +185,25 @@ def test_bad_nproc_settings_are_refused_before_anything_runs(args, message, tmp_
 
 def test_plugins_of_this_process_only_are_refused_for_the_ranks(tmp_path):
     regs = testing.registry()
-    plan = make_plan(regs, testing._request(tmp_path, "seqft", "tiny-vector"))
-    with pytest.raises(ClbenchError, match="stream 'tiny-vector' comes from plugin 'clbench.testing.TinyPlugin', "
+    plan = make_plan(regs, kit._request(tmp_path, "seqft", "tiny-vector"))
+    with pytest.raises(ClbenchError, match="stream 'tiny-vector' comes from plugin 'clbench._cli.kit.TinyPlugin', "
                                            "registered in this process only"):
         execute(plan, regs, progress=False, options={"nproc": 2})
 
 
 def test_torchrun_processes_are_the_ranks(tmp_path, grids):
-    """`torchrun --nproc-per-node 2 -m clbench.cli run ...`: the same group code, joined through env://; the cell
+    """`torchrun --nproc-per-node 2 -m clbench run ...`: the same group code, joined through env://; the cell
     equals the one `--nproc 2` ran (and the other rank writes nothing, prints nothing)."""
     out = tmp_path / "torchrun"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           "-m", "clbench.cli", "run", "--profile", "quick", "--methods", "ewc", "--stream", "split-digits",
+           "-m", "clbench", "run", "--profile", "quick", "--methods", "ewc", "--stream", "split-digits",
            "--orders", "1", "--seeds", "0", "--set", "train.epochs=1", "--out", str(out), "--no-progress"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stderr.count("clbench: 1 cell:") == 1  # the summary, from rank 0 only
     [path] = out.rglob(RESULT_FILE)
-    from clbench.results import read_result
+    from clbench._core.results import read_result
 
     result = read_result(path)
     reference = grids["two ranks"]["ewc"]
@@ -217,7 +218,7 @@ def test_a_ray_task_runs_its_cell_on_nproc_ranks(tmp_path, grids):
     """`--executor ray --nproc 2` (on GPUs: `--cell-gpus 2`): the ranks are processes of the cell's Ray task."""
     ray = pytest.importorskip("ray")
     regs = testing.registry()
-    req = testing._request(tmp_path, "ewc", "split-digits", "quick", sets={"train.epochs": [1]}, orders=["1"])
+    req = kit._request(tmp_path, "ewc", "split-digits", "quick", sets={"train.epochs": [1]}, orders=["1"])
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     try:
         [result] = execute(make_plan(regs, req), regs, executor="ray", progress=False,

@@ -70,8 +70,10 @@ def test_replace_sections_rejects(text, sections, message):
 # --------------------------------------------------------------------------- the tables, on made-up cells
 def _cell(root: Path, regs, method: str, seed: int, footprints: list, acr_override: float | None = None):
     from clbench import footprints as fps
-    from clbench.metrics import MetricInput, compute_metrics
-    from clbench.results import FOOTPRINT_FILE, CellResult, write_result
+    from clbench._core.boundary import compute_metrics
+    from clbench._core.results import write_result
+    from clbench.cell import FOOTPRINT_FILE, CellResult
+    from clbench.metrics import MetricInput
 
     tasks = ["t1", "t2", "t3"]
     matrix = [[90.0, 10.0, 20.0], [80.0, 85.0, 30.0], [70.0, 75.0, 88.0]]
@@ -110,9 +112,9 @@ def _lowrank(seed: int, tasks: int = 3, sparse: float = 0.0) -> list:
 
 @pytest.fixture(scope="module")
 def regs():
-    from clbench.registry import build_registry
+    from clbench._exec.local import harness_registry
 
-    return build_registry()
+    return harness_registry()
 
 
 def test_tables_from_cells(tmp_path, regs):

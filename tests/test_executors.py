@@ -11,20 +11,21 @@ import pytest
 import torch
 
 from clbench import testing
-from clbench.cli import main
+from clbench._cli import kit
+from clbench._cli.main import main
+from clbench._core.plan import RunRequest, make_plan
+from clbench._exec.executors import execute
+from clbench._exec.local import LocalExecutor, harness_registry, next_cell
+from clbench._exec.runner import FailFast
 from clbench.config import TrainConfig
 from clbench.errors import ClbenchError
-from clbench.executors import LocalExecutor, execute, next_cell
-from clbench.plan import RunRequest, make_plan
-from clbench.registry import build_registry
-from clbench.runner import FailFast
 
 GRID = ["run", "--stream", "split-digits", "--methods", "seqft,ewc", "--orders", "1,2", "--seeds", "0",
         "--set", "train.epochs=1", "--no-progress"]
 
 
 def _run(out: Path, jobs: int | str, fail_fast: bool = False, **sets: list) -> list:
-    regs = build_registry()  # no plugin of this process only: workers rebuild the same registries
+    regs = harness_registry()  # no plugin of this process only: workers rebuild the same registries
     plan = make_plan(regs, RunRequest(methods="seqft,ewc", streams=["split-digits"], orders=["1", "2"], seeds=[0],
                                       out=out, sets={"train.epochs": [1], **sets}))
     return execute(plan, regs, fail_fast=fail_fast, progress=False, options={"jobs": jobs})
@@ -46,7 +47,7 @@ def test_two_worker_processes_give_the_numbers_of_one_process(tmp_path):
 
 
 def _cells(threads: list[int]):
-    plan = make_plan(build_registry(), RunRequest(methods="seqft", streams=["split-digits"], orders=["1", "2", "3"],
+    plan = make_plan(harness_registry(), RunRequest(methods="seqft", streams=["split-digits"], orders=["1", "2", "3"],
                                                   seeds=[0, 1]))
     return [replace(cell, train=TrainConfig(threads=t)) for cell, t in zip(plan.cells, threads, strict=False)]
 
@@ -79,7 +80,7 @@ def test_auto_is_one_process_for_cells_on_a_gpu():
 
 def test_tests_in_this_process_still_run_with_jobs_auto(tmp_path):
     regs = testing.registry()  # the tiny plugin lives in this process only
-    plan = make_plan(regs, testing._request(tmp_path, "seqft,ewc", "tiny-vector"))
+    plan = make_plan(regs, kit._request(tmp_path, "seqft,ewc", "tiny-vector"))
     results = execute(plan, regs, progress=False, options={"jobs": "auto"})
     assert [r.status for r in results] == ["complete", "complete"]
 
@@ -119,7 +120,7 @@ def test_workers_end_when_their_parent_is_killed(tmp_path):
 
     long_cells = ["run", "--stream", "permuted-digits", "--methods", "seqft", "--orders", "1,2", "--set",
                   "train.epochs=60", "--no-progress"]  # ~20 s a cell: the workers are mid-cell at the kill
-    proc = subprocess.Popen([sys.executable, "-m", "clbench.cli", *long_cells, "--jobs", "2", "--out", str(tmp_path)],
+    proc = subprocess.Popen([sys.executable, "-m", "clbench", *long_cells, "--jobs", "2", "--out", str(tmp_path)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while len(workers := [p for p in _children(proc.pid) if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()

@@ -14,10 +14,10 @@ from clbench_plugins.expander_ewc.method import ExpanderEWC
 from test_packnet_method import make_cell, run_task  # tests/ is on sys.path (rootdir conftest)
 
 from clbench import footprints, testing
+from clbench.cell import FOOTPRINT_FILE
 from clbench.config import TrainConfig
 from clbench.errors import ConfigError
 from clbench.method import CellContext
-from clbench.results import FOOTPRINT_FILE
 
 
 def _cell(config: ExpanderEWCConfig) -> tuple[ExpanderEWC, torch.nn.Module, CellContext]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from clbench.cli import main
+from clbench._cli.main import main
 
 GRID = ["run", "--methods", "seqft,ewc", "--stream", "split-digits", "--orders", "1,3", "--seeds", "0",
         "--set", "train.epochs=1", "--set", "train.checkpoint_every_s=0",  # kills land between checkpoints
@@ -21,7 +21,7 @@ GRID = ["run", "--methods", "seqft,ewc", "--stream", "split-digits", "--orders",
 
 
 def _cmd(out: Path) -> list[str]:
-    return [sys.executable, "-m", "clbench.cli", *GRID, "--out", str(out)]
+    return [sys.executable, "-m", "clbench", *GRID, "--out", str(out)]
 
 
 def _matrices(out: Path) -> dict[str, list]:
@@ -107,7 +107,7 @@ def test_data_paths_stay_inside_the_data_directory(tmp_path):
 def test_an_atomic_write_gives_the_umask_mode_without_touching_the_umask(tmp_path, monkeypatch):
     """A cell writes its footprint file in a worker thread: reading the umask (by setting it) there would
     change it for the whole process meanwhile."""
-    from clbench.results import atomic_write_with
+    from clbench.data import atomic_write_with
 
     old = os.umask(0o027)
     try:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from clbench import testing
-from clbench.cli import main
+from clbench._cli.main import main
+from clbench._core.plan import RunRequest, make_plan
+from clbench._tools.leaderboard import frame, label_key, ranking
 from clbench.config import parse_sets
 from clbench.errors import ConfigError
-from clbench.leaderboard import frame, label_key, ranking
-from clbench.plan import RunRequest, make_plan
 
 
 def test_a_list_is_written_in_brackets_and_a_comma_outside_them_sweeps():
@@ -43,7 +43,7 @@ def test_sweep_labels_order_by_their_numbers():
 
 def test_unranked_rows_keep_the_natural_order(tmp_path):
     """Rows without AA (failed cells) follow the ranked ones in label order, numbers as numbers."""
-    from clbench.results import CellResult
+    from clbench.cell import CellResult
 
     results = [CellResult(f"ewc@lambda={v}", "s", "1", 0, ["a"], [[None]], status="failed") for v in (100, 3, 30)]
     assert ranking(frame(results)) == ["ewc@lambda=3", "ewc@lambda=30", "ewc@lambda=100"]
@@ -67,7 +67,7 @@ def test_every_settings_scope_lists(capsys, scope, line):
 def test_a_warning_prints_once_on_one_line(capsys):
     import warnings
 
-    from clbench import console
+    from clbench._core import console
 
     with warnings.catch_warnings():
         warnings.simplefilter("always")
@@ -174,7 +174,7 @@ def test_the_readmes_python_block_loads_a_run(tmp_path, monkeypatch):
 
 
 def test_a_stream_without_a_preset_says_it_trains_with_the_defaults(tmp_path):
-    from clbench.commands.run import _chosen_settings
+    from clbench._cli.commands.run import _chosen_settings
 
     regs = testing.registry()
     plan = make_plan(regs, RunRequest(methods="seqft", streams=["tiny-vector", "split-digits"], model="mlp",

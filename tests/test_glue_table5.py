@@ -17,11 +17,11 @@ from scipy.stats import pearsonr, spearmanr
 from test_packnet_method import make_cell, run_task  # tests/ is on sys.path (rootdir conftest)
 
 from clbench import testing
+from clbench._core.plan import RunRequest, make_plan
 from clbench.config import TrainConfig
 from clbench.data import TaskInfo
 from clbench.method import CellContext
 from clbench.model import StreamInfo
-from clbench.plan import RunRequest, make_plan
 
 
 # --------------------------------------------------------------------------- metrics, by hand

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from clbench.plan import RunRequest, make_plan
-from clbench.registry import build_registry
-from clbench.results import CellResult, read_result
+from clbench._core.plan import RunRequest, make_plan
+from clbench._core.results import read_result
+from clbench._exec.local import harness_registry
+from clbench.cell import CellResult
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_paper_t5.py"
 TASKS = {"dbpedia": ("Company", "Artist", "Film"), "amazon": ("negative", "positive"),
@@ -33,7 +34,7 @@ def runbook():  # noqa: ANN201 - a module
 
 @pytest.fixture(scope="module")
 def regs():  # noqa: ANN201
-    return build_registry()
+    return harness_registry()
 
 
 def fabricate(root: Path, train: int = 8, test: int = 4) -> Path:

@@ -10,12 +10,12 @@ from clbench_plugins.olora.config import OLoRAConfig
 from clbench_plugins.olora.method import OLoRA
 
 from clbench import testing
+from clbench._exec.runner import micro_batches, train_task
+from clbench.cell import identity
 from clbench.config import TrainConfig, apply
 from clbench.errors import ConfigError
 from clbench.method import CellContext, Method
 from clbench.model import StreamInfo
-from clbench.plan import identity
-from clbench.runner import micro_batches, train_task
 
 
 def _mlp(stream):

@@ -281,7 +281,7 @@ def flatten(config: dict[str, object], prefix: str = "") -> dict[str, object]:
 
 def test_smol_profile_trains_the_lora_family_with_adamw_and_nlora_in_paper_form(tmp_path: Path) -> None:
     """SmolLM2's v_proj is 576→192 (grouped-query attention): the code's r×r ‖A·B‖₁ does not exist there."""
-    from clbench.plan import RunRequest, make_plan
+    from clbench._core.plan import RunRequest, make_plan
 
     plan = make_plan(testing.registry(), RunRequest(profile="smol", methods=None, streams=["cl-quick"],
                                                     out=tmp_path))

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from clbench import testing
-from clbench.plan import Cell, RunRequest, config_diff, config_hash, identity, make_plan, path_component
+from clbench._core.plan import RunRequest, cell_from_result, make_plan
+from clbench.cell import config_diff, config_hash, identity, path_component
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +64,7 @@ def test_a_result_records_every_setting_its_cell_is_rebuilt_with_the_same_hash(r
                            sets={"train.epochs": [1], "ewc.fisher_samples": [32]})
     stored = json.loads(result.path.read_text())
     assert stored["config_hash"] == result.config_hash and stored["schema_version"] == 2
-    rebuilt = Cell.from_result(regs, result, tmp_path / "again")
+    rebuilt = cell_from_result(regs, result, tmp_path / "again")
     assert rebuilt.config_hash == result.config_hash
     assert rebuilt.train.epochs == 1 and rebuilt.methods_cfg["ewc"].fisher_samples == 32
 
@@ -131,3 +132,20 @@ def test_path_flags_win_over_presets_and_lose_to_an_explicit_set(regs, tmp_path)
     explicit = plan(data_dir=data, model_path="/models/t5",
                     sets={"model.name_or_path": ["/other"], "stream.data_dir": [other]})
     assert explicit.model_cfg.name_or_path == "/other" and explicit.stream_cfg.data_dir == other
+
+
+def test_the_resolved_configuration_is_built_once_per_cell_and_survives_pickling(regs):
+    """One resolved configuration from planning to result.json: the same dict object on every call (the planner's
+    checks, the hash and the result file share it); a pickled cell (how a worker gets it) resolves to an equal one
+    with the same hash; a replaced cell resolves afresh."""
+    import dataclasses
+    import pickle
+
+    cell = _cells(regs)["ewc"]
+    first = cell.resolved()
+    assert cell.resolved() is first and first["methods"]["ewc"]["lambda"] == cell.methods_cfg["ewc"].lambda_
+    shipped = pickle.loads(pickle.dumps(cell))
+    assert shipped.resolved() == first and shipped.config_hash == cell.config_hash
+    other = dataclasses.replace(cell, train=dataclasses.replace(cell.train, lr=0.5))
+    assert other.resolved()["train"]["lr"] == 0.5 and first["train"]["lr"] == cell.train.lr != 0.5
+    assert other.config_hash != cell.config_hash

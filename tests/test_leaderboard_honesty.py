@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from clbench.leaderboard import (
+from clbench._tools.leaderboard import (
     LEGEND,
     LEGEND_ONE_SEED,
     frame,
@@ -18,7 +18,7 @@ from clbench.leaderboard import (
     render_cell,
     tied_for_best,
 )
-from clbench.results import CellResult
+from clbench.cell import CellResult
 from clbench.specs import MetricSpec
 
 ROOT = Path("/r")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from clbench.leaderboard import frame, metric_table
-from clbench.results import CellResult
+from clbench._tools.leaderboard import frame, metric_table
+from clbench.cell import CellResult
 from clbench.specs import MetricSpec
 
 

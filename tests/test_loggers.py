@@ -13,10 +13,10 @@ import pytest
 from clbench_plugins.loggers.backends import Logger
 
 from clbench import testing
-from clbench.executors import execute
+from clbench._core.plan import RunRequest, make_plan
+from clbench._core.results import RESULT_FILE
+from clbench._exec.executors import execute
 from clbench.hookspecs import hookimpl
-from clbench.plan import RunRequest, make_plan
-from clbench.results import RESULT_FILE
 
 STEP_KEYS = {"loss", "loss/task", "lr", "grad_norm"}
 
@@ -214,7 +214,7 @@ def test_a_resumed_cell_logs_each_step_once(regs, tmp_path):
 
 
 def test_an_unknown_logger_is_a_usage_error_naming_the_known_ones(tmp_path, capsys):
-    from clbench.cli import main
+    from clbench._cli.main import main
 
     with pytest.raises(SystemExit) as exc:
         main(["run", "--profile", "quick", "--methods", "seqft", "--logger", "csv,bogus", "--out", str(tmp_path)])

@@ -10,11 +10,11 @@ from clbench_plugins.lota.method import LoTA, top_fraction_mask
 from clbench_plugins.mlp.model import MLPConfig, build
 
 from clbench import testing
+from clbench._exec.runner import train_task
 from clbench.config import TrainConfig
 from clbench.errors import ConfigError
 from clbench.method import CellContext
 from clbench.model import StreamInfo
-from clbench.runner import train_task
 
 
 def _cell(config: LoTAConfig, tasks: int = 2) -> tuple[LoTA, torch.nn.Module, CellContext]:

@@ -17,13 +17,15 @@ from clbench_plugins.packnet.partition import keep_mask
 from test_packnet_method import make_cell, run_task  # tests/ is on sys.path (rootdir conftest)
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
-from clbench import plots, testing
-from clbench.cli import main
+from clbench import testing
+from clbench._cli.main import main
+from clbench._core.results import iter_results, read_result
+from clbench._tools import plots
+from clbench.cell import CellResult
 from clbench.config import TrainConfig
 from clbench.data import Batch
 from clbench.errors import ConfigError
 from clbench.method import Phase
-from clbench.results import CellResult, iter_results, read_result
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -368,12 +370,12 @@ def test_cli_settings_reach_the_cell_and_its_result(capsys, tmp_path):
 
 @pytest.mark.parametrize("stream", ["permuted-mnist", "split-cifar10-100"])
 def test_paper_lps_takes_the_released_schedule_and_a_fresh_optimizer_per_stage(stream, tmp_path):
-    from clbench.plan import RunRequest, make_plan
-    from clbench.registry import build_registry
+    from clbench._core.plan import RunRequest, make_plan
+    from clbench._exec.local import harness_registry
 
     req = RunRequest(profile="paper-lps", methods="lps", streams=[stream], seeds=[0], orders=None, sets={},
                      out=tmp_path)
-    [cell] = make_plan(build_registry(), req).cells
+    [cell] = make_plan(harness_registry(), req).cells
     lps = cell.method_config["lps"]
     assert lps["lr_milestones"] == [65, 100, 130, 190, 220, 250, 280] and lps["lr_gamma"] == 0.5
     assert lps["optimizer_across_stages"] is False

@@ -10,15 +10,16 @@ import torch
 from faultsuite import BlowingUp  # adds 1e4 to the loss from the second epoch of the second task
 
 from clbench import testing
+from clbench._core.plan import RunRequest, make_plan
+from clbench._core.results import read_result
+from clbench._tools.leaderboard import console_summary, render, summary_table
+from clbench.cell import CellResult
 from clbench.config import TrainConfig
 from clbench.data import SCENARIOS, Stream, TaskInfo
 from clbench.errors import ConfigError
 from clbench.hookspecs import hookimpl
-from clbench.leaderboard import console_summary, render, summary_table
 from clbench.method import Method
 from clbench.model import StreamInfo
-from clbench.plan import RunRequest, make_plan
-from clbench.results import CellResult, read_result
 from clbench.specs import MethodSpec, MetricSpec
 
 
@@ -52,7 +53,7 @@ def test_an_exploding_epoch_is_diverged_with_where_it_happened(tmp_path):
 
 
 def test_a_nan_step_records_its_step():
-    from clbench.runner import _diverged
+    from clbench._exec.runner import _diverged
 
     exc = _diverged("loss became nan", "t1", 1, "train", 0, 7, float("nan"), None)
     assert exc.where == {"task": "t1", "index": 1, "phase": "train", "epoch": 1, "step": 7, "loss": "nan",
@@ -77,7 +78,7 @@ def test_a_diverged_row_is_shown_as_such_and_never_averaged():
     text = render(results, [AA, FRA], "T")
     assert "| ewc      | diverged (1 of 3 cells) | diverged (1 of 3 cells) |" in text
     # the only rankable row is seqft, ranked first; ewc is listed after it, unranked, without an F.Ra
-    table = summary_table(__import__("clbench.leaderboard", fromlist=["frame"]).frame(results))
+    table = summary_table(__import__("clbench._tools.leaderboard", fromlist=["frame"]).frame(results))
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
     assert rows == [["1", "seqft", "52.00 ± 2.00", "1.00 ± 0.00", "3", "best"],
                     ["—", "ewc", "diverged (1 of 3 cells)", "", "3", ""]]
@@ -215,7 +216,7 @@ def test_ewc_penalises_a_shared_head_and_not_a_task_s_own():
 
 
 def test_a_sweep_plot_marks_diverged_points(tmp_path):
-    from clbench.plots import sweep_diverged, sweep_plots
+    from clbench._tools.plots import sweep_diverged, sweep_plots
 
     results = [_cell(f"ewc@lambda={v}", s, 80.0 - v / 10) for v in (3, 10, 30) for s in range(2)]
     results += [_cell("ewc@lambda=100", 0, None, "diverged"), _cell("ewc@lambda=100", 1, 40.0)]

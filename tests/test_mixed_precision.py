@@ -12,15 +12,15 @@ from clbench_plugins.lora.config import LoRAConfig
 from torch import Tensor, nn
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
-import clbench.runner as runner
+import clbench._exec.runner as runner
 from clbench import footprints as fps
 from clbench import testing
+from clbench._core.optim import Masters, PackedState, make_optimizer, torch_optimizer
+from clbench.cell import FOOTPRINT_FILE
 from clbench.config import TrainConfig
 from clbench.hookspecs import hookimpl
 from clbench.method import CellContext, Method, Phase
 from clbench.model import CLModel, StreamInfo
-from clbench.optim import Masters, PackedState, make_optimizer, torch_optimizer
-from clbench.results import FOOTPRINT_FILE
 from clbench.specs import ModelSpec
 
 BF16 = torch.bfloat16

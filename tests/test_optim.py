@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import nn
 
+from clbench._core.optim import PackedState, make_optimizer
 from clbench.errors import ClbenchError
 from clbench.method import Phase
-from clbench.optim import PackedState, make_optimizer
 
 
 def run(phase: Phase, packed: bool, steps: int = 5) -> tuple[list[nn.Parameter], torch.Tensor, object]:

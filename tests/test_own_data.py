@@ -10,9 +10,9 @@ import pytest
 from sklearn.datasets import load_digits
 
 from clbench import testing
-from clbench.cli import main
+from clbench._cli.main import main
+from clbench._core.plan import RunRequest, make_plan
 from clbench.errors import ConfigError, DataError
-from clbench.plan import RunRequest, make_plan
 
 
 def _digits_tasks(root: Path, pairs: list[tuple[int, int]], layout: str = "npz", images: bool = False) -> Path:

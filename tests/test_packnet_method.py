@@ -16,14 +16,14 @@ from clbench_plugins.packnet.partition import keep_mask, pack, topk_positions, u
 from torch import nn
 
 from clbench import footprints, testing
+from clbench._exec.runner import evaluate, train_task
+from clbench.cell import FOOTPRINT_FILE
 from clbench.config import TrainConfig
 from clbench.errors import ConfigError
 from clbench.footprints import Masked
 from clbench.method import CellContext
 from clbench.metrics import MetricInput, scan
 from clbench.model import HeadedModel, StreamInfo
-from clbench.results import FOOTPRINT_FILE
-from clbench.runner import evaluate, train_task
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -219,10 +219,10 @@ def test_footprints_are_masked_disjoint_and_acr_is_exactly_zero():
         assert not (masks[0] & masks[1]).any() and not (masks[1] & masks[2]).any() and not (masks[0] & masks[2]).any()
         assert torch.equal(fps[2][n].values, method.layers[n].detach()[masks[2]])
     result = scan(fps, 1e-3, 0)
-    from clbench.metrics import compute_metrics
-    from clbench.registry import build_registry
+    from clbench._core.boundary import compute_metrics
+    from clbench._exec.local import harness_registry
 
-    metrics, _ = compute_metrics(build_registry().metrics.values(), MetricInput([[0.0] * 3] * 3, fps))
+    metrics, _ = compute_metrics(harness_registry().metrics.values(), MetricInput([[0.0] * 3] * 3, fps))
     assert metrics["ACR"] == 0.0 and result is not None
 
 

@@ -8,8 +8,8 @@ import copy
 import pytest
 from matplotlib.collections import PolyCollection
 
-from clbench import plots
-from clbench.results import CellResult
+from clbench._tools import plots
+from clbench.cell import CellResult
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -7,7 +7,7 @@ Every fenced block of the guide is one of:
 * ```` ```bash ````: commands, run in order from the package's folder: ``pip install -e .`` (the package is
   built into a wheel with pip and that wheel is unpacked onto a temporary ``sys.path`` entry: an installed
   distribution as ``importlib.metadata`` finds it, without touching site-packages), ``pytest tests/`` (the
-  package's own tests, called in-process) and ``clbench ...`` (``clbench.cli.main`` in-process; exit 0);
+  package's own tests, called in-process) and ``clbench ...`` (``clbench._cli.main.main`` in-process; exit 0);
 * ```` ```text output="COMMAND" ```` (stdout of that command, exactly) or ```` ```text output-lines="COMMAND" ````
   (each line appears in it), or a plain ```` ```text ```` diagram, which is not code.
 
@@ -35,10 +35,10 @@ from typing import Any
 
 import pytest
 
-from clbench import cli as clbench_cli
 from clbench import testing
-from clbench.commands import list as clbench_list
-from clbench.registry import ENTRY_POINT_GROUP
+from clbench._cli import main as clbench_cli
+from clbench._cli.commands import list as clbench_list
+from clbench._core.registry import ENTRY_POINT_GROUP
 
 try:
     import tomllib
@@ -204,7 +204,7 @@ def run_clbench(command: str, capsys) -> tuple[int, str, str]:
 
 def run_package_tests(pkg: Installed, tmp: Path, monkeypatch) -> set[tuple[str, str]]:
     """``pytest tests/``: every test function of the package's tests, called with a fresh ``tmp_path``; returns
-    the (check, name) pairs of the clbench.testing checks they ran."""
+    the (check, name) pairs of the clbench._cli.kit checks they ran."""
     ran: set[tuple[str, str]] = set()
     for check in CHECKS.values():
         original = getattr(testing, check)

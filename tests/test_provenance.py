@@ -1,4 +1,4 @@
-"""What a result records beyond its settings (clbench.provenance), checked against values computed another way."""
+"""What a result records beyond its settings (clbench._core.provenance), checked against values computed another way."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from clbench import provenance, testing
-from clbench.plan import Cell
+from clbench import testing
+from clbench._core import provenance
+from clbench._core.plan import cell_from_result
 
 
 def _sha(data: bytes) -> str:
@@ -52,7 +53,7 @@ def test_data_keys_name_package_files_relative_to_their_package_and_find_them_ag
     regs = testing.registry()
     [result] = testing.run(regs, tmp_path / "out", "seqft", stream="split-digits", profile="quick", orders=["1"],
                            sets={"train.epochs": [1]})
-    cell = Cell.from_result(regs, result, tmp_path / "out")
+    cell = cell_from_result(regs, result, tmp_path / "out")
     data = result.provenance["data"]
     assert data and all(key.startswith("pkg:") for key in data), data
     for key, digest in data.items():

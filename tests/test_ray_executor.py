@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from clbench import testing
-from clbench.executors import execute
-from clbench.plan import RunRequest, make_plan
+from clbench._core.plan import RunRequest, make_plan
+from clbench._exec.executors import execute
 
 ray = pytest.importorskip("ray")
 

@@ -10,12 +10,13 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from clbench import testing
+from clbench._core.results import read_result
+from clbench._exec.runner import FailFast, _CellState, train_task
+from clbench.cell import CHECKPOINT_FILE, RESULT_FILE
 from clbench.config import TrainConfig
 from clbench.hookspecs import hookimpl
 from clbench.method import CellContext, Method, Phase
 from clbench.model import CLModel
-from clbench.results import CHECKPOINT_FILE, RESULT_FILE, read_result
-from clbench.runner import FailFast, _CellState, train_task
 from clbench.specs import MethodSpec, StreamSpec
 
 
@@ -233,7 +234,7 @@ class PresetMethodsPlugin:
 
 
 def test_a_stream_preset_can_say_what_all_means_on_it(tmp_path):
-    from clbench.plan import RunRequest, make_plan
+    from clbench._core.plan import RunRequest, make_plan
 
     regs = testing.registry(PresetMethodsPlugin())
 
@@ -251,7 +252,7 @@ def test_a_stream_preset_can_say_what_all_means_on_it(tmp_path):
 
 
 def test_stream_preset_sets_the_streams_own_config_and_user_sets_win(tmp_path):
-    from clbench.plan import RunRequest, make_plan
+    from clbench._core.plan import RunRequest, make_plan
 
     regs = testing.registry()
 
@@ -311,7 +312,7 @@ def test_a_cell_holds_the_blas_pools_to_train_threads(clbench_registry, tmp_path
     """numpy/scipy's OpenBLAS runs with ``train.threads`` inside a cell, as torch does, and gets its own count
     back after it (scipy's eigensolver in the dense AWOM used every core, and its idle workers spun)."""
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    from clbench import runner
+    from clbench._exec import runner
 
     if not threadpoolctl.threadpool_info():
         pytest.skip("no BLAS thread pool loaded")

@@ -1,4 +1,4 @@
-"""The plugin author's test kit (clbench.testing): every check passes on built-ins and fails, with a message
+"""The plugin author's test kit (clbench._cli.kit): every check passes on built-ins and fails, with a message
 that says what to fix, on a plugin that breaks its contract."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import torch
 from torch import Tensor, nn
 
 from clbench import footprints, hookimpl, testing
+from clbench.cell import CellResult
 from clbench.data import Split, Stream, TaskData, TaskInfo
 from clbench.method import Method
 from clbench.model import CLModel, StreamInfo
-from clbench.results import CellResult
 from clbench.specs import EmptyConfig, MethodSpec, MetricSpec, ModelSpec, StreamSpec
 
 
@@ -255,9 +255,9 @@ def test_check_method_keeps_its_signature(regs, tmp_path):
     ("liar-dense", r"footprint\[.*\] is LowRank, but the spec's footprint_kind='dense' promises Dense"),
 ])
 def test_a_footprint_kind_that_lies_fails_the_cell(regs, method, needle, tmp_path):
-    """The runner checks each task's footprint against the spec (clbench.boundary.check_footprint): the cell
+    """The runner checks each task's footprint against the spec (clbench._core.boundary.check_footprint): the cell
     fails, and check_method stops there (fail-fast) with the runner's message."""
-    from clbench.runner import FailFast
+    from clbench._exec.runner import FailFast
 
     with pytest.raises(FailFast, match=needle):
         testing.check_method(regs, method, tmp_path)

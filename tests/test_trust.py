@@ -17,10 +17,10 @@ import faultsuite  # noqa: E402
 from faultsuite import FAULTS, Fault, outcome  # noqa: E402
 
 from clbench import testing  # noqa: E402
-from clbench.cli import summary  # noqa: E402
+from clbench._cli.main import summary  # noqa: E402
+from clbench._core.plan import RunRequest, make_plan  # noqa: E402
+from clbench.cell import ERROR_LOG, TEST_PROFILE, CellResult, path_component  # noqa: E402  # noqa: E402
 from clbench.errors import ConfigError  # noqa: E402
-from clbench.plan import TEST_PROFILE, RunRequest, make_plan, path_component  # noqa: E402
-from clbench.results import ERROR_LOG, CellResult  # noqa: E402
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "faults.md"
 

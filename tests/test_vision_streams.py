@@ -130,10 +130,10 @@ def test_cifar_refuses_pickle_archives_and_bad_images(tmp_path):
 
 
 def test_paper_lps_profile_settings():
-    from clbench.plan import RunRequest, make_plan
-    from clbench.registry import build_registry
+    from clbench._core.plan import RunRequest, make_plan
+    from clbench._exec.local import harness_registry
 
-    regs = build_registry()
+    regs = harness_registry()
     req = RunRequest(profile="paper-lps", methods="lps", streams=["permuted-mnist"], seeds=[0], orders=None,
                      sets={}, out=Path("/tmp/unused"))
     [cell] = make_plan(regs, req).cells

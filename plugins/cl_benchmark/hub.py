@@ -29,9 +29,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from clbench.data import confined, read_text
+from clbench.data import atomic_write_text, confined, read_text
 from clbench.errors import DataError
-from clbench.results import atomic_write_text
 
 TRAIN_PER_CLASS = 1000
 TEST_MAX = 7600

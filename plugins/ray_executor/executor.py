@@ -11,24 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from clbench.cell import Cell, CellResult
 from clbench.errors import ClbenchError
-from clbench.plan import Cell
-from clbench.results import CellResult
-
-
-def _run_remote(cell: Cell, disabled: tuple[str, ...], fail_fast: bool, nproc: int = 1) -> CellResult:
-    from clbench.ranks import RankPool
-    from clbench.worker import bootstrap
-
-    runner = bootstrap(disabled, fail_fast)
-    if nproc == 1:
-        return runner.run(cell)
-    if runner.existing(cell) is not None:  # complete on another worker since the driver looked
-        return runner.run(cell)
-    # data-parallel inside the task: its ranks are processes of this worker, one per GPU Ray gave it
-    # (CUDA_VISIBLE_DEVICES, inherited by the ranks), or CPU processes with gloo
-    with RankPool(runner, nproc, disabled) as pool:
-        return pool.run(cell)
 
 
 class RayExecutor:
@@ -37,6 +21,7 @@ class RayExecutor:
             import ray  # noqa: F401
         except ImportError:
             raise ClbenchError("--executor ray needs Ray: pip install 'clbench[ray]'") from None
+        self.worker = options["worker"]  # clbench.specs.Workers: run_one sets up a task's process and runs its cell
         self.address = options.get("address")
         self.disabled = tuple(options.get("disabled", ()))
         self.fail_fast = bool(options.get("fail_fast", False))
@@ -56,7 +41,7 @@ class RayExecutor:
 
         if not ray.is_initialized():
             ray.init(address=self.address, ignore_reinit_error=True, log_to_driver=False)
-        task = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_retries=0)(_run_remote)
+        task = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_retries=0)(self.worker.run_one)
         pending = [task.remote(cell, self.disabled, self.fail_fast, self.nproc) for cell in cells]
         try:
             while pending:

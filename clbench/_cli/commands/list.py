@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from clbench.commands import settings as settings_mod
-from clbench.registry import Origin, Registries
+from clbench._cli.commands import settings as settings_mod
+from clbench._core.registry import Origin, Registries
 
 KINDS = ("methods", "models", "streams", "metrics", "profiles", "executors")
 WIDTH = 110  # comments are wrapped to this many columns
@@ -58,7 +58,7 @@ def command(regs: Registries, kind: str | None, name: str | None, of_kind: str |
 def show_plugins(regs: Registries) -> None:
     """Every loaded plugin — the name ``-p no:NAME`` takes — its distribution and what it registers (observers
     and run options too, which no other list shows)."""
-    from clbench.boundary import origin_of
+    from clbench._core.boundary import origin_of
 
     click.echo("plugins:")
     rows = []

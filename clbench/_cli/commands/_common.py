@@ -32,7 +32,7 @@ def count(n: int, noun: str) -> str:
 
 
 def unusable(problems: list[str]) -> int:
-    """Print one ``unusable: ...`` line per result a gate could not use (:func:`clbench.results.scan`); their
+    """Print one ``unusable: ...`` line per result a gate could not use (:func:`clbench._core.results.scan`); their
     number (a gate that met any exits 1: it did not check everything it was given)."""
     for problem in problems:
         click.echo(f"unusable: {problem}", err=True)
@@ -40,7 +40,7 @@ def unusable(problems: list[str]) -> int:
 
 
 def skipping(problems: list[str]) -> int:
-    """Print one ``warning: skipping ...`` line per result a reader leaves out (:func:`clbench.results.scan`); their
+    """Print one ``warning: skipping ...`` line per result a reader leaves out (:func:`clbench._core.results.scan`); their
     number. For the commands that show what they can (``leaderboard``, ``show``), not the gates (:func:`unusable`)."""
     for problem in problems:
         click.echo(f"warning: skipping {problem}", err=True)

@@ -11,22 +11,54 @@ import tempfile
 import time
 import traceback
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from clbench.distributed import backend_for, join
+from clbench._exec.worker import bootstrap
+from clbench.distributed import SINGLE, Dist
 
 if TYPE_CHECKING:
-    from clbench.plan import Cell
-    from clbench.results import CellResult
-    from clbench.runner import Runner
+    from clbench._exec.runner import Runner
+    from clbench.cell import Cell, CellResult
 
 GRACE_S = 10.0
 """How long the parent waits for the other ranks once one has reported a cell that they did not finish with
 it (a fault on one rank only: an observer or a file write on rank 0, memory on another); then it restarts the
 ranks, whose group is out of step."""
+
+TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def backend_for(device: torch.device) -> str:
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
+def join(rank: int, world_size: int, local_rank: int, backend: str, init_method: str) -> Dist:
+    """Join the process group and return this process's :class:`Dist`."""
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)  # before any collective: NCCL and the object collectives use it
+    torch.distributed.init_process_group(backend, init_method=init_method, rank=rank, world_size=world_size)
+    return Dist(rank, world_size, local_rank, backend)
+
+
+def launched_by_torchrun() -> bool:
+    """The environment of a process that torchrun (or another launcher of its conventions) started."""
+    return all(v in os.environ for v in TORCHRUN_VARS)
+
+
+def from_torchrun(device: torch.device) -> Dist:
+    """This torchrun process's :class:`Dist` (the group joined through ``env://``); a world of 1 joins none."""
+    world = int(os.environ["WORLD_SIZE"])
+    rank = int(os.environ["RANK"])
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    if world == 1:
+        return SINGLE
+    if torch.distributed.is_initialized():
+        return Dist(rank, world, local, str(torch.distributed.get_backend()))
+    return join(rank, world, local, backend_for(device), "env://")
 
 
 @dataclass
@@ -41,7 +73,6 @@ class _Raised:
 def _rank_main(rank: int, world: int, backend: str, init_method: str, disabled: tuple[str, ...],
                plugins: tuple[str, ...], fail_fast: bool, inbox: Any, outbox: Any, parent: int) -> None:
     """A rank process: join the group, then run every cell the parent sends until it sends None."""
-    from clbench.worker import bootstrap
 
     if rank:
         warnings.simplefilter("ignore")  # rank 0 says it once
@@ -124,7 +155,7 @@ class RankPool:
             self.store = ""
 
     def run(self, cell: Cell) -> CellResult:
-        from clbench.runner import resolve_device
+        from clbench._exec.runner import resolve_device
 
         backend = backend_for(resolve_device(cell.train.device))
         if self.procs and backend != self.backend:
@@ -183,8 +214,8 @@ class RankPool:
 
 
 def _reraise(raised: _Raised) -> None:
+    from clbench._exec.runner import FailFast
     from clbench.errors import ClbenchError
-    from clbench.runner import FailFast
 
     if raised.kind == "FailFast":
         raise FailFast(raised.message)
@@ -195,3 +226,14 @@ def _reraise(raised: _Raised) -> None:
 
         raise ResultFileError(raised.message)
     raise ClbenchError(f"rank 0: {raised.kind}: {raised.message}\n{raised.trace}")
+
+
+def run_one(cell: Any, disabled: Sequence[str], fail_fast: bool, nproc: int = 1) -> Any:
+    """Set up this process (a remote task: Ray's) and run one cell in it, on ``nproc`` data-parallel ranks that are
+    processes of this one (one per GPU the task was given, through ``CUDA_VISIBLE_DEVICES``, or CPU processes with
+    gloo)."""
+    runner = bootstrap(disabled, fail_fast)
+    if nproc == 1 or runner.existing(cell) is not None:  # (complete on another worker since the driver looked)
+        return runner.run(cell)
+    with RankPool(runner, nproc, disabled) as pool:
+        return pool.run(cell)

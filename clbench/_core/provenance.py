@@ -27,59 +27,23 @@ import contextlib
 import hashlib
 import importlib.metadata
 import importlib.util
-import os
 import sys
-import threading
 import types
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from clbench.data import reading, remember, seen_by_package
+
 if TYPE_CHECKING:
-    from clbench.plan import Cell
-    from clbench.registry import Registries
+    from clbench._core.registry import Registries
+    from clbench.cell import Cell
 
 T = TypeVar("T")
 
 # what a stream's loader opens that is not data: its own code and compiled extensions
 _NOT_DATA = frozenset({".py", ".pyc", ".pyi", ".so", ".pyd", ".dylib", ".dll", ".pth"})
 _CHUNK = 1 << 20
-
-# --------------------------------------------------------------------------- files a stream reads
-_local = threading.local()
-_hook_installed = False
-_hook_lock = threading.Lock()
-
-
-def _on_audit(event: str, args: tuple[Any, ...]) -> None:
-    if event != "open":
-        return
-    opened = getattr(_local, "opened", None)
-    if opened is None:
-        return
-    path, mode = args[0], args[1] if len(args) > 1 else None
-    if isinstance(path, (str, bytes)) and (mode is None or not any(c in str(mode) for c in "wax+")):
-        opened.add(os.fsdecode(path))
-
-
-@contextlib.contextmanager
-def reading() -> Iterator[set[str]]:
-    """The paths this thread opens for reading inside the block (files only; other threads are not seen)."""
-    global _hook_installed
-    with _hook_lock:
-        if not _hook_installed:  # an audit hook cannot be removed: one, installed on first use, checks a flag
-            sys.addaudithook(_on_audit)
-            _hook_installed = True
-    outer = getattr(_local, "opened", None)
-    opened: set[str] = set()
-    _local.opened = opened
-    try:
-        yield opened
-    finally:
-        _local.opened = outer
-        if outer is not None:
-            outer.update(opened)
-
 
 def data_files(opened: set[str]) -> list[Path]:
     """The data files among ``opened`` paths: existing regular files that are not code."""
@@ -91,24 +55,8 @@ def data_files(opened: set[str]) -> list[Path]:
     return sorted(set(out))
 
 
-_seen: dict[str, set[str]] = {}  # owner (a stream's package) -> every data file its loads opened in this process
-
-
-def owner(stream: object) -> str:
-    """The package a stream's class lives in (``clbench_plugins.digits``): streams of one package may share what
-    their plugin caches in the process."""
-    module = type(stream).__module__
-    return module.rpartition(".")[0] or module
-
-
-def remember(stream: object, opened: set[str]) -> None:
-    """Note the files a stream's factory or loader opened, for :func:`stream_files` of a later stream of its
-    package that finds the data cached (called wherever a stream is built or loads a task, plan time too)."""
-    _seen.setdefault(owner(stream), set()).update(opened)
-
-
 def observed(build: Callable[[], T]) -> T:
-    """``build()`` (a stream's factory), the files it opens remembered for its package (:func:`remember`) and added
+    """``build()`` (a stream's factory), the files it opens remembered for its package (:func:`clbench.data.remember`) and added
     to what it returns (``Stream.opened``, when it is a stream): a file a factory reads is the cell's data as
     much as a task's."""
     with reading() as opened:
@@ -123,8 +71,8 @@ def observed(build: Callable[[], T]) -> T:
 def stream_files(stream: object, opened: set[str]) -> list[Path]:
     """The data files of a cell whose stream opened ``opened``. A stream that opened none may have loaded from a
     cache its plugin keeps in this process (the digits streams share one copy of scikit-learn's digits): it gets
-    the files every load by its package's streams opened in this process (:func:`remember`)."""
-    return data_files(opened) or data_files(_seen.get(owner(stream), set()))
+    the files every load by its package's streams opened in this process (:func:`clbench.data.remember`)."""
+    return data_files(opened) or data_files(seen_by_package(stream))
 
 
 _digests: dict[tuple[str, int, int], str] = {}

@@ -20,11 +20,14 @@ import torch
 
 from clbench import config as cfg
 from clbench import footprints as fps
-from clbench import provenance
+from clbench._core import provenance
+from clbench._core.boundary import compute_metrics
+from clbench._core.plan import cell_from_result
+from clbench._core.registry import Registries
+from clbench._core.results import scan, write_result
+from clbench.cell import FOOTPRINT_FILE, CellResult
 from clbench.errors import ClbenchError, ConfigError, ResultFileError
-from clbench.metrics import MetricInput, compute_metrics
-from clbench.registry import Registries
-from clbench.results import FOOTPRINT_FILE, CellResult, scan, write_result
+from clbench.metrics import MetricInput
 
 
 def percent_metrics(regs: Registries) -> frozenset[str]:
@@ -99,7 +102,7 @@ class Recomputed:
     deltas: list[Delta]  # cells whose stored metrics differ, or whose footprint file is unreadable
     checked: int  # complete cells recomputed
     without_footprints: list[str]  # cells whose footprint file is absent: matrix metrics only
-    problems: list[str] = field(default_factory=list)  # results that could not be read (clbench.results.scan)
+    problems: list[str] = field(default_factory=list)  # results that could not be read (clbench._core.results.scan)
 
 
 def unloaded_metrics(regs: Registries, results: Iterable[CellResult]) -> dict[str, int]:
@@ -171,7 +174,7 @@ def _metric_changes(old: Mapping[str, float | None], new: Mapping[str, float | N
 
 
 def compare(a: Mapping[str, CellResult], b: Mapping[str, CellResult]) -> tuple[list[Delta], list[str], list[str]]:
-    """Per key present in both (a cell key, or :func:`clbench.results.located`), how ``b``'s result differs from
+    """Per key present in both (a cell key, or :func:`clbench._core.results.located`), how ``b``'s result differs from
     ``a``'s; and the keys only in a, only in b."""
     deltas = []
     for key in sorted(set(a) & set(b)):
@@ -201,9 +204,8 @@ def rerun(regs: Registries, results: Sequence[CellResult], out: Path | None = No
     """Run each result's cell again from its recorded settings into ``out`` (a temp dir by default). A result
     whose settings no longer resolve to its recorded config hash is a ConfigError: the code changed what
     those settings mean (a new setting, another default), so the numbers are not comparable."""
-    from clbench.plan import Cell
-    from clbench.ranks import RankPool
-    from clbench.runner import Runner
+    from clbench._exec.ranks import RankPool
+    from clbench._exec.runner import Runner
 
     runner = Runner(regs, progress=False)
     with tempfile.TemporaryDirectory(prefix="clbench-verify-") as tmp, contextlib.ExitStack() as stack:
@@ -211,7 +213,7 @@ def rerun(regs: Registries, results: Sequence[CellResult], out: Path | None = No
         pools: dict[int, RankPool] = {}  # a data-parallel cell reruns on as many processes as it ran on
         fresh = []
         for result in results:
-            cell = Cell.from_result(regs, result, target)
+            cell = cell_from_result(regs, result, target)
             if result.config_hash is not None and cell.config_hash != result.config_hash:
                 raise ConfigError(f"{result.path}: its recorded settings now hash to {cell.config_hash[:12]}, not "
                                   f"{result.config_hash[:12]}: the code resolves them differently; rerun the profile")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from clbench.commands._common import unusable, warned
+from clbench._cli.commands._common import unusable, warned
+from clbench._core.registry import Registries
 from clbench.errors import ClbenchError
-from clbench.registry import Registries
 
 
 @click.command(name="metrics")
@@ -22,7 +22,7 @@ def command(regs: Registries, runs: tuple[Path, ...], check: bool) -> None:
     Without --check the recomputed metrics are written into each result.json (after a metric plugin
     changed, say). Footprint files are checked against the sha256 and size their result.json records.
     """
-    from clbench.verify import RECOMPUTE_RTOL, recompute_tree
+    from clbench._tools.verify import RECOMPUTE_RTOL, recompute_tree
 
     done = warned(lambda: recompute_tree(regs, runs, write=not check))
     bad = unusable(done.problems)

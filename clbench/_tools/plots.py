@@ -13,7 +13,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from clbench.results import CellResult, atomic_write_with
+from clbench.cell import CellResult
+from clbench.data import atomic_write_with
 
 _META = {"Software": None}
 _DPI = 110
@@ -229,21 +230,17 @@ def _losses(value: Any) -> list[float] | None:
     return out
 
 
-def loss_curve_figure(result: CellResult | Mapping[str, Any]):
-    """The figure of :func:`loss_curve` (not saved), or None without any per-epoch loss."""
-    from matplotlib.ticker import MaxNLocator
-
-    data = result.to_json() if isinstance(result, CellResult) else result
+def _loss_segments(data: Mapping[str, Any]
+                   ) -> tuple[list[tuple[int, str, str, list[float]]], list[tuple[int, str, int]], bool]:
+    """A result's per-epoch losses: ``(task index, task name, phase, losses)`` per phase in run order, ``(task index,
+    task name, epochs)`` per task that has any, and whether the phases' run order is known."""
     timings = data.get("timings")
     entries = timings.get("tasks") if isinstance(timings, Mapping) else None
-    if not isinstance(entries, list):
-        return None
     names = list(data.get("tasks") or [])
-    # (task index, task name, phase, losses) in run order
     segments: list[tuple[int, str, str, list[float]]] = []
-    spans: list[tuple[int, str, int]] = []  # (task index, task name, epochs)
+    spans: list[tuple[int, str, int]] = []
     run_order = True
-    for i, entry in enumerate(entries):
+    for i, entry in enumerate(entries if isinstance(entries, list) else []):
         if not isinstance(entry, Mapping):
             continue
         task = str(entry.get("task", names[i] if i < len(names) else i + 1))
@@ -257,6 +254,15 @@ def loss_curve_figure(result: CellResult | Mapping[str, Any]):
                 epochs += len(losses)
         if epochs:
             spans.append((i, task, epochs))
+    return segments, spans, run_order
+
+
+def loss_curve_figure(result: CellResult | Mapping[str, Any]):
+    """The figure of :func:`loss_curve` (not saved), or None without any per-epoch loss."""
+    from matplotlib.ticker import MaxNLocator
+
+    data = result.to_json() if isinstance(result, CellResult) else result
+    segments, spans, run_order = _loss_segments(data)
     if not segments:
         return None
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 
-from clbench.commands._common import unusable
+from clbench._cli.commands._common import unusable
+from clbench._core.registry import Registries
 from clbench.errors import ClbenchError
-from clbench.registry import Registries
 
 _ATOL_HELP = "Allowed |Δ| in percentage points (scores, AA, F.Ra, BWT)."
 _RTOL_HELP = "Allowed relative |Δ| of the other metrics."
@@ -27,8 +27,8 @@ _RTOL_HELP = "Allowed relative |Δ| of the other metrics."
 @click.pass_obj
 def command(regs: Registries, run_dir: Path, per_stream: int, atol: float, rtol: float, keep: Path | None) -> None:
     """Rerun a sample of committed cells from their recorded settings and compare the numbers."""
-    from clbench.results import scan
-    from clbench.verify import rerun, sample
+    from clbench._core.results import scan
+    from clbench._tools.verify import rerun, sample
 
     found = scan(run_dir)
     bad = unusable(found.problems)
@@ -49,7 +49,7 @@ def command(regs: Registries, run_dir: Path, per_stream: int, atol: float, rtol:
 @click.pass_obj
 def compare(regs: Registries, old: Path, new: Path, atol: float, rtol: float) -> None:
     """Compare two result trees cell by cell; exit 1 when a number moved beyond the tolerance."""
-    from clbench.results import located, scan
+    from clbench._core.results import located, scan
 
     a, b = scan(old), scan(new)
     bad = unusable(a.problems + b.problems)
@@ -66,8 +66,8 @@ def report_deltas(regs: Registries, old: Mapping[str, Any], new: Mapping[str, An
     or is missing from ``new``."""
     from tabulate import tabulate
 
-    from clbench.verify import compare as compare_results
-    from clbench.verify import percent_metrics, table, verdict_of
+    from clbench._tools.verify import compare as compare_results
+    from clbench._tools.verify import percent_metrics, table, verdict_of
 
     deltas, only_old, only_new = compare_results(old, new)
     percent = percent_metrics(regs)

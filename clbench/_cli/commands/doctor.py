@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from clbench.registry import Registries
+from clbench._core.registry import Registries
 
 
 @click.command(name="doctor")
@@ -15,7 +15,7 @@ from clbench.registry import Registries
 @click.pass_obj
 def command(regs: Registries, out: Path) -> None:
     """Check this environment: packages, device, plugins, quick-profile data, output directory."""
-    from clbench.doctor import checks
+    from clbench._tools.doctor import checks
 
     failed = False
     for status, what, detail in checks(regs, out):

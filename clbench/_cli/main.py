@@ -1,6 +1,6 @@
 """The ``clbench`` command: the group, and ``main`` (plugins, exit codes, one-line errors).
 
-Each subcommand is a module of :mod:`clbench.commands`. Plugins are loaded before the command line is
+Each subcommand is a module of :mod:`clbench._cli.commands`. Plugins are loaded before the command line is
 parsed (their options join ``clbench run``), so ``-p no:NAME`` and ``--debug`` are read from argv first,
 as pytest does with ``-p``; they are declared once, on the group, and may stand anywhere on the line.
 """
@@ -17,14 +17,15 @@ from typing import Any
 
 import click
 
-from clbench import console
-from clbench.commands import doctor, leaderboard, metrics, run, show, verify
-from clbench.commands import list as list_
-from clbench.commands._common import INTERRUPTED, INTERRUPTED_DEFAULT
-from clbench.commands.list import KINDS  # noqa: F401 (kept importable from here)
-from clbench.commands.run import summary  # noqa: F401 (public: the run's closing lines and exit code)
+from clbench._cli.commands import doctor, leaderboard, metrics, run, show, verify
+from clbench._cli.commands import list as list_
+from clbench._cli.commands._common import INTERRUPTED, INTERRUPTED_DEFAULT
+from clbench._cli.commands.list import KINDS  # noqa: F401 (kept importable from here)
+from clbench._cli.commands.run import summary  # noqa: F401 (public: the run's closing lines and exit code)
+from clbench._core import console
+from clbench._core.registry import Registries, check_disabled
+from clbench._exec.local import harness_registry
 from clbench.errors import ClbenchError
-from clbench.registry import Registries, build_registry, check_disabled
 
 
 def _early_args(argv: Sequence[str]) -> tuple[list[str], bool]:
@@ -71,7 +72,7 @@ class ClbenchGroup(click.Group):
 
 
 def build_cli(regs: Registries) -> click.Group:
-    """The ``clbench`` command group for these registries: one command per module of :mod:`clbench.commands`,
+    """The ``clbench`` command group for these registries: one command per module of :mod:`clbench._cli.commands`,
     each reading ``regs`` from ``ctx.obj``; ``clbench run`` also takes the options plugins add."""
 
     @click.group(cls=ClbenchGroup, name="clbench",
@@ -115,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         check_disabled(disabled)
         with contextlib.redirect_stdout(sys.stderr):  # a plugin printing at import must not corrupt `show --json`
-            regs = build_registry(disabled=disabled)
+            regs = harness_registry(disabled=disabled)
         cli = build_cli(regs)
         cli.main(args=args, prog_name="clbench", standalone_mode=False)
     except ClbenchError as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import os
 import warnings
 from collections.abc import Iterable, Mapping
@@ -18,16 +19,16 @@ from typing import Any
 from filelock import FileLock, Timeout
 from tqdm.auto import tqdm
 
-from clbench import worker
-from clbench.boundary import ObserverError, notify
-from clbench.distributed import SINGLE, Dist, from_torchrun, launched_by_torchrun
+from clbench._core.boundary import ObserverError, notify
+from clbench._core.registry import Registries, in_process_plugins
+from clbench._core.results import remove_orphan_temp_files
+from clbench._exec import worker
+from clbench._exec.ranks import RankPool, from_torchrun, launched_by_torchrun, run_one
+from clbench._exec.runner import Runner, resolve_device
+from clbench.cell import RESULT_FILE, Cell, CellResult, Plan
+from clbench.distributed import SINGLE, Dist
 from clbench.errors import ClbenchError, ResultFileError
-from clbench.local import LocalExecutor, next_cell, usable_cpus  # noqa: F401 (the core plugin; importable here)
-from clbench.plan import Cell, Plan
-from clbench.ranks import RankPool
-from clbench.registry import Registries, in_process_plugins
-from clbench.results import RESULT_FILE, CellResult, remove_orphan_temp_files
-from clbench.runner import Runner, resolve_device
+from clbench.specs import Workers
 
 LOCK_FILE = ".clbench.lock"
 
@@ -49,8 +50,14 @@ def data_parallel(plan: Plan, options: Mapping[str, Any]) -> tuple[Dist, int]:
 
 
 def _name_of(spec: str) -> str:
-    """The plugin name of a ``rank_plugins`` entry (``module:Class`` → ``module.Class``, as registered)."""
-    return spec.replace(":", ".")
+    """The plugin name a ``rank_plugins`` entry registers under: ``module.Class`` of the class it names, wherever
+    that class is defined (``clbench.testing:TinyPlugin`` is ``clbench._cli.kit.TinyPlugin``)."""
+    module, _, attr = spec.partition(":")
+    try:
+        obj = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError):  # the rank reports it, naming the spec
+        return spec.replace(":", ".")
+    return f"{obj.__module__}.{obj.__qualname__}" if isinstance(obj, type) else getattr(obj, "__name__", attr)
 
 
 def check_data_parallel(plan: Plan, regs: Registries, nproc: int, executor: str, options: Mapping[str, Any]) -> None:
@@ -230,7 +237,7 @@ def _execute(plan: Plan, regs: Registries, executor: str, fail_fast: bool, progr
     engine = spec.factory({**options, "disabled": regs.disabled, "fail_fast": fail_fast,
                            "requires_gpu": regs.profiles.get(plan.profile).requires_gpu,
                            "in_process_plugins": in_process_plugins(regs.pm),
-                           "worker": (worker.start, worker.run)})
+                           "worker": Workers(worker.start, worker.run, run_one)})
     # the processes each cell runs on are part of its identity: --nproc, torchrun's world size, or what the
     # executor gives a cell (Ray's --cell-gpus N runs N ranks)
     ranks = int(getattr(engine, "nproc", None) or options.get("nproc") or 1)

@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from clbench.registry import Registries
+from clbench._core.registry import Registries
 
 Check = tuple[str, str, str]  # (OK | WARN | FAIL, what, detail)
 

@@ -13,18 +13,20 @@ import json
 import math
 import numbers
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
 
 from clbench.errors import PluginError
+from clbench.metrics import MetricInput
+from clbench.specs import MetricSpec
 
 if TYPE_CHECKING:
     import pluggy
 
-    from clbench.registry import Origin, Registries
+    from clbench._core.registry import Origin, Registries
 
 
 class ObserverError(PluginError):
@@ -124,7 +126,7 @@ def observers(regs: Registries, hook: str) -> Callable[..., None]:
 
 
 def origin_of(regs: Registries, plugin: object) -> Origin:
-    from clbench.registry import Origin, _dist_of, plugin_name
+    from clbench._core.registry import Origin, _dist_of, plugin_name
 
     dist, version = _dist_of(plugin, regs.pm)
     return Origin(plugin_name(regs.pm, plugin), dist, version)
@@ -170,3 +172,18 @@ def _short(path: str) -> str:
         if root and path.startswith(root.rstrip("/") + "/"):
             return path[len(root.rstrip("/")) + 1 :]
     return path
+
+
+def compute_metrics(specs: Iterable[MetricSpec], inp: MetricInput, origins: Mapping[str, Origin] | None = None
+                    ) -> tuple[dict[str, float | None], dict[str, str]]:
+    """Run every metric; one that raises or returns something other than a finite number or None is
+    recorded as an error naming its plugin (value None), never as a number, and never stops the others."""
+    values: dict[str, float | None] = {}
+    errors: dict[str, str] = {}
+    for spec in specs:
+        try:
+            values[spec.name] = metric_value(spec.fn(inp))
+        except Exception as exc:
+            who = describe((origins or {}).get(spec.name))
+            values[spec.name], errors[spec.name] = None, f"metric {spec.name!r}{who}: {type(exc).__name__}: {exc}"
+    return values, errors

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from clbench.commands._common import skipping
+from clbench._cli.commands._common import skipping
 from clbench.errors import ClbenchError
 
 
@@ -20,8 +20,9 @@ from clbench.errors import ClbenchError
 def command(path: Path, plot: Path | None, loss_plot: Path | None, as_json: bool) -> None:
     """The accuracy matrix and metrics of one cell (PATH: its folder or result.json), or of every cell under a
     folder (an order's seeds: what a leaderboard links to for a row of several seeds)."""
-    from clbench.leaderboard import render_cell
-    from clbench.results import RESULT_FILE, read_result, scan
+    from clbench._core.results import read_result, scan
+    from clbench._tools.leaderboard import render_cell
+    from clbench.cell import RESULT_FILE
 
     if path.is_dir() and not (path / RESULT_FILE).exists():
         found = scan(path)
@@ -41,11 +42,11 @@ def command(path: Path, plot: Path | None, loss_plot: Path | None, as_json: bool
         return
     click.echo(render_cell(r))
     if plot:
-        from clbench.plots import heatmap
+        from clbench._tools.plots import heatmap
 
         click.echo(f"wrote {heatmap(r, plot)}")
     if loss_plot:
-        from clbench.plots import loss_curve
+        from clbench._tools.plots import loss_curve
 
         written = loss_curve(r, loss_plot)
         click.echo(f"wrote {written}" if written else "no loss curve: this result records no per-epoch loss")

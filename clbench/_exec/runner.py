@@ -15,49 +15,42 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from threadpoolctl import ThreadpoolController
+from torch import Tensor
 from torch.optim.lr_scheduler import MultiStepLR
 from tqdm.auto import tqdm
 
 from clbench import footprints as fps
-from clbench import provenance
-from clbench.boundary import (
+from clbench._core import provenance
+from clbench._core.boundary import (
     ObserverError,
     blame,
     check_footprint,
     check_loss_terms,
     check_report,
     check_type,
+    compute_metrics,
     describe,
     notify,
     observers,
 )
+from clbench._core.composite import CompositeMethod
+from clbench._core.optim import MASTERS, Masters, make_optimizer, torch_optimizer_of
+from clbench._core.registry import Registries
+from clbench._core.results import environment, read_result, write_result
+from clbench.cell import CHECKPOINT_FILE, ERROR_LOG, FOOTPRINT_FILE, RESULT_FILE, Cell, CellResult
 from clbench.config import TrainConfig
-from clbench.data import Batch, Stream, batches
+from clbench.data import Batch, Stream, atomic_write_text, atomic_write_with, batches
 from clbench.distributed import SINGLE, Dist, resolve_device
 from clbench.errors import ClbenchError, Diverged, HubUnreachable, PluginError, ResultFileError
-from clbench.method import CellContext, CompositeMethod, Method, derive_seed, seed_torch
-from clbench.metrics import MetricInput, compute_metrics
+from clbench.method import CellContext, Method, Phase, derive_seed, seed_torch
+from clbench.metrics import MetricInput
 from clbench.model import CLModel, StreamInfo
-from clbench.optim import MASTERS, Masters, make_optimizer, torch_optimizer_of
-from clbench.plan import Cell
-from clbench.registry import Registries
-from clbench.results import (
-    CHECKPOINT_FILE,
-    ERROR_LOG,
-    FOOTPRINT_FILE,
-    RESULT_FILE,
-    CellResult,
-    atomic_write_text,
-    atomic_write_with,
-    environment,
-    read_result,
-    write_result,
-)
 
 # The least blow-up reference (train.diverge_factor): a phase that starts on a task already learned (joint training
 # after its first task: a first step of 4e-4) has a loss that may rise a hundredfold and stay far below a blow-up.
@@ -237,93 +230,124 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
     optimizer step, counted across the cell from ``step`` (the steps before this task); on other steps it
     costs nothing. A step takes ``train.batch_size`` examples (the global batch), in ``train.grad_accum``
     micro-batches (see :func:`accumulate`)."""
-    task = ctx.order[index]
-    train_tasks = method.train_tasks(index)
-    every = ctx.train.log_every if on_step is not None else 0
-    accum = ctx.train.grad_accum
-    dist = ctx.dist
-    parallel = dist.active
+    task, train_tasks = ctx.order[index], method.train_tasks(index)
     stats: dict[str, Any] = {}
-    move = ctx.device.type != "cpu"  # streams hold CPU tensors: on CPU a batch is used as it is
     model.train()
     group: tuple[str, Any] = ("", None)  # the optimizer of the phase group going on (Phase.optimizer_group)
-    blowup = ctx.train.diverge_factor
     for p_i, phase in enumerate(method.phases(task, index)):
         method.before_phase(phase, task, index)
         params = method.parameters(model, phase)
         if not phase.optimizer_group or group[0] != phase.optimizer_group:
             group = (phase.optimizer_group, make_optimizer(params, phase, method.sparse_coordinates(phase),
                                                            cell_masters(ctx)))
-        opt = group[1]
-        schedule = MultiStepLR(torch_optimizer_of(opt), list(phase.lr_milestones), phase.lr_gamma) \
-            if phase.lr_milestones else None
-        t0 = time.perf_counter()
-        steps = examples = 0
-        tokens0 = model.tokens_seen
-        epoch_loss: list[float | None] = []
-        # looked up once: the step below is the harness's whole per-step cost (benchmarks/bench_overhead.py)
-        after_backward, after_step = _own_hook(method, "after_backward"), _own_hook(method, "after_step")
-        clip = ctx.train.grad_clip
-        first = None  # the blow-up reference: the loss the phase starts from (its first step's), at least LOSS_FLOOR
-        for epoch in range(phase.epochs):
-            total, n = 0.0, 0
-            for batch in _epoch_batches(ctx, train_tasks, ctx.train.batch_size, index, p_i, epoch):
-                if move:
-                    batch = batch.to(ctx.device)
-                opt.zero_grad(set_to_none=True)
-                if parallel:  # the losses summed over the ranks: every rank diverges at the same step or none
-                    loss, task_loss, terms = data_parallel_step(model, method, batch, accum, params, dist, what)
-                elif accum == 1:
-                    loss, task_loss, terms = batch_loss(model, method, batch, what)
-                    loss.backward()
-                else:
-                    loss, task_loss, terms = accumulate(model, method, batch, accum, what)
-                value = loss.item()  # the step's one host sync: the non-finite check and the epoch's mean loss
-                if not math.isfinite(value):
-                    raise _diverged(f"loss became {value}", task, index, phase.name, epoch, step + 1, value, None)
-                if first is None:
-                    first = max(value, LOSS_FLOOR)
-                total += value
-                n += 1
-                if after_backward is not None:
-                    after_backward()
-                step += 1
-                logged = every and step % every == 0
-                norm = None
-                if clip > 0:
-                    norm = torch.nn.utils.clip_grad_norm_(params, clip)
-                elif logged:
-                    norm = grad_norm(params)
-                opt.step()
-                if after_step is not None:
-                    after_step()
-                steps += 1
-                examples += batch.y.shape[0]  # not len(): Tensor.__len__ is Python
-                if logged:
-                    values = {"loss": value, "loss/task": float(task_loss.detach())}
-                    values.update((f"loss/{name}", float(term.detach())) for name, term in terms.items())
-                    values.update(lr=float(opt.param_groups[0]["lr"]), grad_norm=float(norm))
-                    on_step(phase.name, epoch, step, values)
-            method.after_epoch(phase, epoch)
-            if schedule is not None:
-                schedule.step()
-            mean = total / n if n else None
-            epoch_loss.append(mean)
-            if blowup and mean is not None and first is not None and mean > blowup * first:
-                raise _diverged(f"epoch mean loss {mean:.4g} > {blowup:g} × {first:.4g} (the phase's first step's loss, "
-                                f"at least {LOSS_FLOOR:g}; train.diverge_factor)", task, index, phase.name, epoch, step,
-                                mean, first)
-        seconds = time.perf_counter() - t0
-        if parallel:  # each rank counted the tokens of its micro-batches
-            model.tokens_seen = tokens0 + int(dist.sum(torch.tensor(model.tokens_seen - tokens0, device=ctx.device)))
-        entry: dict[str, Any] = {"seconds": seconds, "steps": steps, "examples_per_s": examples / max(seconds, 1e-9),
+        run = _PhaseRun(model, method, ctx, phase, p_i, index, train_tasks, group[1], params, what, on_step, step)
+        t0, tokens0 = time.perf_counter(), model.tokens_seen
+        epoch_loss = run.epochs()
+        seconds, step = time.perf_counter() - t0, run.step
+        if ctx.dist.active:  # each rank counted the tokens of its micro-batches
+            model.tokens_seen = tokens0 + int(ctx.dist.sum(torch.tensor(model.tokens_seen - tokens0,
+                                                                        device=ctx.device)))
+        entry: dict[str, Any] = {"seconds": seconds, "steps": run.steps,
+                                 "examples_per_s": run.examples / max(seconds, 1e-9),
                                  "loss": epoch_loss}  # the mean loss of each epoch: a loss curve without a logger
         if model.tokens_seen > tokens0:
             entry["tokens_per_s"] = (model.tokens_seen - tokens0) / max(seconds, 1e-9)
         stats[phase.name] = entry
     stats["phases"] = [name for name, v in stats.items() if isinstance(v, dict)]  # result.json sorts keys
-    dist.broadcast_buffers(model)
+    ctx.dist.broadcast_buffers(model)
     return stats
+
+
+@dataclass
+class _PhaseRun:
+    """One phase of a task being trained: its epochs (:meth:`epochs`) and their steps (:meth:`epoch`), counting
+    the cell's optimizer steps from ``step``."""
+
+    model: CLModel
+    method: Method
+    ctx: CellContext
+    phase: Phase
+    p_i: int
+    index: int
+    train_tasks: Any  # Method.train_tasks(index): the tasks whose data this task trains on
+    opt: Any
+    params: list[Tensor]
+    what: str
+    on_step: StepObserver | None
+    step: int
+    steps: int = 0
+    examples: int = 0
+    first: float | None = None  # the blow-up reference: the loss the phase starts from (its first step's)
+
+    def epochs(self) -> list[float | None]:
+        """Every epoch of the phase: each one's mean loss; raises Diverged on a blow-up (train.diverge_factor)."""
+        phase, blowup, task = self.phase, self.ctx.train.diverge_factor, self.ctx.order[self.index]
+        schedule = MultiStepLR(torch_optimizer_of(self.opt), list(phase.lr_milestones), phase.lr_gamma) \
+            if phase.lr_milestones else None
+        epoch_loss: list[float | None] = []
+        for epoch in range(phase.epochs):
+            total, n = self.epoch(epoch)
+            self.method.after_epoch(phase, epoch)
+            if schedule is not None:
+                schedule.step()
+            mean = total / n if n else None
+            epoch_loss.append(mean)
+            if blowup and mean is not None and self.first is not None and mean > blowup * self.first:
+                raise _diverged(f"epoch mean loss {mean:.4g} > {blowup:g} × {self.first:.4g} (the phase's first step's "
+                                f"loss, at least {LOSS_FLOOR:g}; train.diverge_factor)", task, self.index, phase.name,
+                                epoch, self.step, mean, self.first)
+        return epoch_loss
+
+    def epoch(self, epoch: int) -> tuple[float, int]:
+        """One epoch's optimizer steps: the sum of their losses and their count. The step is written out here, in
+        one loop over locals: it is the harness's whole per-step cost (benchmarks/bench_overhead.py)."""
+        model, method, ctx, opt, params, what, on_step = (self.model, self.method, self.ctx, self.opt, self.params,
+                                                          self.what, self.on_step)
+        task, phase, dist, accum, clip = ctx.order[self.index], self.phase, ctx.dist, ctx.train.grad_accum, \
+            ctx.train.grad_clip
+        every = ctx.train.log_every if on_step is not None else 0
+        move, parallel = ctx.device.type != "cpu", dist.active  # streams hold CPU tensors: on CPU a batch is used as is
+        after_backward, after_step = _own_hook(method, "after_backward"), _own_hook(method, "after_step")
+        step, total, n = self.step, 0.0, 0
+        for batch in _epoch_batches(ctx, self.train_tasks, ctx.train.batch_size, self.index, self.p_i, epoch):
+            if move:
+                batch = batch.to(ctx.device)
+            opt.zero_grad(set_to_none=True)
+            if parallel:  # the losses summed over the ranks: every rank diverges at the same step or none
+                loss, task_loss, terms = data_parallel_step(model, method, batch, accum, params, dist, what)
+            elif accum == 1:
+                loss, task_loss, terms = batch_loss(model, method, batch, what)
+                loss.backward()
+            else:
+                loss, task_loss, terms = accumulate(model, method, batch, accum, what)
+            value = loss.item()  # the step's one host sync: the non-finite check and the epoch's mean loss
+            if not math.isfinite(value):
+                raise _diverged(f"loss became {value}", task, self.index, phase.name, epoch, step + 1, value, None)
+            if self.first is None:
+                self.first = max(value, LOSS_FLOOR)
+            total += value
+            n += 1
+            if after_backward is not None:
+                after_backward()
+            step += 1
+            logged = every and step % every == 0
+            norm = None
+            if clip > 0:
+                norm = torch.nn.utils.clip_grad_norm_(params, clip)
+            elif logged:
+                norm = grad_norm(params)
+            opt.step()
+            if after_step is not None:
+                after_step()
+            self.examples += batch.y.shape[0]  # not len(): Tensor.__len__ is Python
+            if logged:
+                values = {"loss": value, "loss/task": float(task_loss.detach())}
+                values.update((f"loss/{name}", float(term.detach())) for name, term in terms.items())
+                values.update(lr=float(opt.param_groups[0]["lr"]), grad_norm=float(norm))
+                on_step(phase.name, epoch, step, values)
+        self.steps += step - self.step
+        self.step = step
+        return total, n
 
 
 def _diverged(what: str, task: str, index: int, phase: str, epoch: int, step: int, loss: float,
@@ -403,12 +427,12 @@ class Runner:
         return result if result.status in FINAL_STATUSES else None
 
     def changes(self, result: CellResult, cell: Cell) -> list[str] | None:
-        """How the code and data here differ from what made ``result`` (see :func:`clbench.provenance.changes`)."""
+        """How the code and data here differ from what made ``result`` (see :func:`clbench._core.provenance.changes`)."""
         return provenance.changes(result.provenance, result.metrics if result.status == "complete" else None,
                                   self.regs, cell, self.code_record(cell))
 
     def code_record(self, cell: Cell) -> tuple[dict[str, str], dict[str, str]]:
-        """:func:`clbench.provenance.code_record`, once per set of components in this runner's life (one run)."""
+        """:func:`clbench._core.provenance.code_record`, once per set of components in this runner's life (one run)."""
         key = (cell.parts, cell.model, cell.stream)
         if key not in self._code:
             self._code[key] = provenance.code_record(self.regs, cell)
@@ -449,7 +473,7 @@ class Runner:
 
     def record_failure(self, cell: Cell, error: str) -> CellResult:
         """Write a failed result for ``cell``, which did not run to its end here (a data-parallel cell whose rank
-        0 is gone, see :class:`clbench.ranks.RankPool`); a checkpoint stays for the rerun."""
+        0 is gone, see :class:`clbench._exec.ranks.RankPool`); a checkpoint stays for the rerun."""
         state = _CellState(cell)
         state.fail("failed", error)
         return self._stop_if_failed(cell, self._finish(cell, state))
@@ -571,7 +595,7 @@ class Runner:
     @functools.cached_property
     def _versions(self) -> dict[str, str]:
         """Every plugin's distribution and version, for each result's ``env`` (the registries do not change)."""
-        from clbench.registry import _dist_of, plugin_name
+        from clbench._core.registry import _dist_of, plugin_name
 
         pm = self.regs.pm
         out = {}
@@ -590,7 +614,7 @@ def stale_reason(result: CellResult, cell: Cell) -> str | None:
         return None
     if result.config_hash is None:
         return "was written by an older clbench that recorded no config hash; its settings cannot be matched"
-    from clbench.plan import config_diff, identity
+    from clbench.cell import config_diff, identity
 
     diff = config_diff(identity(result.config, result.stream, result.order, result.seed),
                        identity(cell.resolved(), cell.stream, cell.order, cell.seed))
@@ -736,7 +760,7 @@ class _CellState:
         return {k: v for k, v in (self.code[0] if self.code else {}).items() if not k.startswith("metric:")}
 
     def provenance(self) -> dict[str, Any] | None:
-        """What made this result beyond its settings (:mod:`clbench.provenance`); None before the stream loaded."""
+        """What made this result beyond its settings (:mod:`clbench._core.provenance`); None before the stream loaded."""
         if self.code is None:
             return None
         code, versions = self.code

@@ -1,7 +1,8 @@
-"""The core plugins: the local executor and the ``quick`` profile, registered by every registry (``CORE_PLUGINS``).
+"""The core plugins: the local executor and the ``quick`` profile, registered by every registry the harness builds
+(:func:`harness_registry`) under the name ``clbench.local``.
 
-It imports nothing that builds registries or runs cells (the registry imports it by name): the functions a worker
-process starts with and runs a cell with come in the executor's options (``clbench.executors.execute``).
+It imports nothing that runs cells: the functions a worker process starts with and runs a cell with come in the
+executor's options (``clbench._exec.executors.execute``).
 """
 
 from __future__ import annotations
@@ -9,18 +10,19 @@ from __future__ import annotations
 import multiprocessing
 import os
 import queue
+import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from clbench._core.registry import Registries, build_registry
 from clbench.distributed import resolve_device
 from clbench.errors import ClbenchError
 from clbench.hookspecs import hookimpl
-from clbench.specs import ExecutorSpec, ProfileSpec
+from clbench.specs import ExecutorSpec, ProfileSpec, Workers
 
 if TYPE_CHECKING:
-    from clbench.plan import Cell
-    from clbench.results import CellResult
+    from clbench.cell import Cell, CellResult
 
 
 def usable_cpus() -> int:
@@ -38,7 +40,7 @@ class LocalExecutor:
     settings (seed, ``train.threads``), never on where or beside what it runs."""
 
     def __init__(self, options: Mapping[str, Any]) -> None:
-        # how a worker process starts and runs a cell (clbench.worker.start, .run), handed in by clbench.executors:
+        # how a worker process starts and runs a cell (clbench._exec.worker.start, .run), handed in by clbench._exec.executors:
         # the core plugin imports nothing that builds registries (which import it by name)
         self.worker = options.get("worker")
         self.jobs = options.get("jobs") or 1
@@ -80,8 +82,8 @@ class LocalExecutor:
                 yield run_cell(cell)
             return
         if self.worker is None:
-            raise ClbenchError("the local executor needs options['worker'] (clbench.worker.start, clbench.worker.run) "
-                               "to start worker processes; clbench.executors.execute hands them in")
+            raise ClbenchError("the local executor needs options['worker'] (clbench.specs.Workers) to start worker "
+                               "processes; clbench._exec.executors.execute hands them in")
         yield from _in_workers(cells, jobs, cpus, self.disabled, self.fail_fast, self.worker)
 
 
@@ -95,7 +97,7 @@ def next_cell(pending: list[Cell], running: Mapping[str, int], jobs: int, cpus: 
 
 
 def _in_workers(cells: list[Cell], jobs: int, cpus: int, disabled: tuple[str, ...], fail_fast: bool,
-                worker: tuple[Callable[..., None], Callable[[Cell], CellResult]]) -> Iterator[CellResult]:
+                worker: Workers) -> Iterator[CellResult]:
     """Run ``cells`` in ``jobs`` spawned worker processes, yielding results as they finish. A cell starts when a
     worker is free and the ``train.threads`` of the running cells leave room for its own (a cell asking for
     more threads than ``cpus`` runs alone): oversubscribed cores would slow every cell. An interrupt or a
@@ -104,7 +106,7 @@ def _in_workers(cells: list[Cell], jobs: int, cpus: int, disabled: tuple[str, ..
     pending = list(cells)
     running: dict[str, int] = {}  # cell key -> the threads it holds
     # spawn, not fork: a forked child of a process that has run torch's OpenMP pool can hang in its first op
-    start, run = worker
+    start, run = worker.start, worker.run
     pool = multiprocessing.get_context("spawn").Pool(jobs, start, (disabled, fail_fast))
     try:
         while pending or running:
@@ -144,3 +146,8 @@ def clbench_add_profiles() -> list[ProfileSpec]:
     ]
 
 
+def harness_registry(disabled: Iterable[str] = (), extra_plugins: Iterable[object] = (), autoload: bool | None = None
+             ) -> Registries:
+    """The registries of the core plugins (this module), the installed entry points and ``extra_plugins``: what
+    every command, worker and rank builds (:func:`clbench._core.registry.build_registry`)."""
+    return build_registry(disabled, extra_plugins, autoload, core=sys.modules[__name__])

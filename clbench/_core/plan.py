@@ -7,181 +7,21 @@ fails the command, not cell 37.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import itertools
-import json
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from clbench import config as cfg
-from clbench import provenance
-from clbench.boundary import blame, check_type, describe
+from clbench._core import provenance
+from clbench._core.boundary import blame, check_type, describe
+from clbench._core.registry import Registries, Registry
+from clbench.cell import RESERVED_SCOPES, SEED_LIMIT, TEST_PROFILE, Cell, CellResult, Plan
 from clbench.data import Stream
 from clbench.errors import ClbenchError, ConfigError, PluginError, did_you_mean
-from clbench.registry import Registries, Registry
-from clbench.results import cell_folders, cell_key, path_component  # noqa: F401 (path_component re-exported)
 from clbench.specs import MethodSpec, ModelSpec, ProfileSpec, StreamSpec
-
-if TYPE_CHECKING:
-    from clbench.results import CellResult
-
-RESERVED_SCOPES = ("train", "model", "stream", "metrics")
-SEED_LIMIT = 2**32  # clbench.method.derive_seed keeps a seed's low 32 bits
-# The profile clbench.testing registers for plugin test suites: a plugin may key presets to it although
-# it exists only while a test runs.
-TEST_PROFILE = "test"
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One cell of the grid with every setting resolved: the one configuration object that flows from
-    planning to the runner (and to remote workers: it pickles). Settings are the plugins' own config
-    dataclasses, validated once, here; ``resolved()`` is their JSON form, ``config_hash`` its identity."""
-
-    method: str  # label: "ewc", "olora+nlora", "lps@beta=0.5"
-    parts: tuple[str, ...]  # registered method names, in composition order
-    stream: str
-    order: str
-    seed: int
-    profile: str
-    model: str
-    methods_cfg: Mapping[str, Any]  # part -> its config dataclass
-    model_cfg: Any
-    train: cfg.TrainConfig
-    stream_cfg: Any
-    metrics: cfg.MetricsConfig
-    out: str
-    options: Mapping[str, Any] = field(default_factory=dict)  # plugin run options: not part of the identity
-    sweep: Mapping[str, Any] = field(default_factory=dict)
-    # processes a data-parallel cell runs on (--nproc, torchrun's world size): part of the identity, as the global
-    # batch is split into nproc × train.grad_accum micro-batches and a reduction across ranks rounds otherwise
-    nproc: int = 1
-
-    @property
-    def directory(self) -> Path:
-        return Path(self.out).joinpath(*cell_folders(self.stream, self.method, self.order, self.seed))
-
-    @property
-    def key(self) -> str:
-        return cell_key(self.stream, self.method, self.order, self.seed)
-
-    # dict views of the settings, as stored in result.json
-    @property
-    def method_config(self) -> dict[str, dict[str, Any]]:
-        return {k: cfg.to_dict(v) for k, v in self.methods_cfg.items()}
-
-    @property
-    def model_config(self) -> dict[str, Any]:
-        return cfg.to_dict(self.model_cfg)
-
-    @property
-    def train_config(self) -> dict[str, Any]:
-        return cfg.to_dict(self.train)
-
-    @property
-    def stream_config(self) -> dict[str, Any]:
-        return cfg.to_dict(self.stream_cfg)
-
-    @property
-    def metrics_config(self) -> dict[str, Any]:
-        return cfg.to_dict(self.metrics)
-
-    def resolved(self) -> dict[str, Any]:
-        """The cell's full configuration, as stored in ``result.json``."""
-        return {
-            "profile": self.profile,
-            "parts": list(self.parts),
-            "methods": self.method_config,
-            "model": {"name": self.model, **self.model_config},
-            "train": self.train_config,
-            "stream": self.stream_config,
-            "metrics": self.metrics_config,
-            "sweep": dict(self.sweep),
-            "options": dict(self.options),
-            # only when more than one: the identity (config hash) of a one-process cell stays what it was
-            **({"nproc": self.nproc} if self.nproc > 1 else {}),
-        }
-
-    @functools.cached_property
-    def config_hash(self) -> str:
-        return config_hash(self.resolved(), self.stream, self.order, self.seed)
-
-    @classmethod
-    def from_result(cls, regs: Registries, result: CellResult, out: Path | str) -> Cell:
-        """The cell a result file records, rebuilt from its stored settings (to rerun or verify it)."""
-        c = result.config
-        parts = tuple(c.get("parts") or result.method.split("@", 1)[0].split("+"))
-        model = dict(c.get("model", {}))
-        model_name = model.pop("name", None)
-        if model_name is None:
-            raise ConfigError(f"{result.path}: the result records no model")
-        mspec, sspec = regs.models.get(model_name), regs.streams.get(result.stream)
-        return cls(
-            method=result.method, parts=parts, stream=result.stream, order=result.order, seed=result.seed,
-            profile=str(c.get("profile", "custom")), model=model_name,
-            methods_cfg={p: cfg.apply(regs.methods.get(p).config_cls, None, c.get("methods", {}).get(p, {}), p)
-                         for p in parts},
-            model_cfg=cfg.apply(mspec.config_cls, None, model, "model"),
-            train=cfg.apply(cfg.TrainConfig, None, c.get("train", {}), "train"),
-            stream_cfg=cfg.apply(sspec.config_cls, None, c.get("stream", {}), "stream"),
-            metrics=cfg.apply(cfg.MetricsConfig, None, c.get("metrics", {}), "metrics"),
-            out=str(out), options=dict(c.get("options", {})), sweep=dict(c.get("sweep", {})),
-            nproc=int(c.get("nproc", 1)),
-        )
-
-
-IDENTITY_EXCLUDES = ("sweep", "options")  # the label's sweep repeats the settings; options are run plumbing
-
-
-def identity(resolved: Mapping[str, Any], stream: str, order: str, seed: int) -> dict[str, Any]:
-    """What makes a cell's numbers: every resolved setting, the stream, the order and the seed."""
-    out = {k: v for k, v in resolved.items() if k not in IDENTITY_EXCLUDES}
-    for scope, cls in (("train", cfg.TrainConfig), ("metrics", cfg.MetricsConfig)):
-        if isinstance(out.get(scope), Mapping):  # settings that change no number (train.log_every)
-            since, never = cls.IDENTITY_SINCE, getattr(cls, "NOT_IDENTITY", ())
-            out[scope] = {k: v for k, v in out[scope].items() if k not in never and (k not in since or v != since[k])}
-    out["cell"] = {"stream": stream, "order": str(order), "seed": int(seed)}
-    return out
-
-
-def config_hash(resolved: Mapping[str, Any], stream: str, order: str, seed: int) -> str:
-    """sha256 of the canonical JSON of :func:`identity` (sorted keys, no spaces): stable across runs,
-    processes and machines for the same settings."""
-    try:
-        text = json.dumps(identity(resolved, stream, order, seed), sort_keys=True, separators=(",", ":"),
-                          allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"cell {stream}/order-{order}/seed-{seed}: a setting is not JSON ({exc})") from None
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(data, Mapping):
-        out: dict[str, Any] = {}
-        for k, v in data.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
-        return out
-    return {prefix.rstrip("."): data}
-
-
-def config_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """``["methods.ewc.lambda: 10.0 → 3.0", "train.threads: (absent) → 1"]`` between two identities."""
-    a, b = _flatten(old), _flatten(new)
-    absent = "(absent)"
-    return [f"{k}: {a.get(k, absent)!r} → {b.get(k, absent)!r}".replace(repr(absent), absent)
-            for k in sorted(set(a) | set(b)) if a.get(k, absent) != b.get(k, absent)]
-
-
-@dataclass
-class Plan:
-    cells: list[Cell]
-    profile: str
-    out: Path
-    skipped: list[str] = field(default_factory=list)  # "method on stream: why", for --methods all
 
 
 @dataclass
@@ -491,6 +331,43 @@ def _label(label: str, sweep: Mapping[str, Any]) -> str:
                                   for k, v in sweep.items())
 
 
+@dataclass
+class _Layers:
+    """The settings of one cell, lowest first: the stream's presets, each method part's, the profile's ``sets`` and
+    the user's ``--set``; each scoped (``{"train": {...}, "ewc": {...}, "": {"model": ...}}``)."""
+
+    stream: dict[str, dict[str, Any]]
+    methods: list[dict[str, dict[str, Any]]]
+    profile: dict[str, dict[str, Any]]
+    user: dict[str, dict[str, Any]]
+
+    @classmethod
+    def of(cls, profile: str, profile_sets: Mapping[str, Any], sspec: StreamSpec, order: str,
+           mspecs: Sequence[MethodSpec], user_sets: Mapping[str, Any]) -> _Layers:
+        return cls(cfg.split_scoped(cfg.preset_values(sspec.presets, profile, sspec.name, order)),
+                   [cfg.split_scoped(cfg.preset_values(m.presets, profile, sspec.name, order)) for m in mspecs],
+                   cfg.split_scoped(profile_sets), cfg.split_scoped(user_sets))
+
+    def model_name(self) -> str | None:
+        """The model the presets name: the first method part's, else the stream's."""
+        return next((mp[""]["model"] for mp in self.methods if "model" in mp.get("", {})), None) or \
+            self.stream.get("", {}).get("model")
+
+    def scope(self, scope: str) -> dict[str, Any]:
+        """``train``, ``metrics`` or ``model``: every layer, method presets between the stream's and the profile's."""
+        values = _select(self.stream, scope)
+        for mp in self.methods:
+            values.update(_select(mp, scope))
+        return {**values, **_select(self.profile, scope), **_select(self.user, scope)}
+
+    def stream_scope(self) -> dict[str, Any]:
+        return {**_select(self.stream, "stream"), **_select(self.profile, "stream"), **_select(self.user, "stream")}
+
+    def method(self, index: int, name: str) -> dict[str, Any]:
+        values = {k: v for k, v in self.methods[index].get("", {}).items() if k != "model"}
+        return {**values, **_select(self.profile, name), **_select(self.user, name)}
+
+
 def _make_cell(
     regs: Registries,
     profile: str,
@@ -505,14 +382,9 @@ def _make_cell(
     sweep: Mapping[str, Any],
     req: RunRequest,
 ) -> Cell | str:
-    stream_preset = cfg.split_scoped(cfg.preset_values(sspec.presets, profile, sspec.name, order))
-    method_presets = [cfg.split_scoped(cfg.preset_values(m.presets, profile, sspec.name, order)) for m in mspecs]
-    prof = cfg.split_scoped(profile_sets)
-    user = cfg.split_scoped(user_sets)
-
-    model_name = req.model or next(
-        (mp[""]["model"] for mp in method_presets if "model" in mp.get("", {})), None
-    ) or stream_preset.get("", {}).get("model")
+    """The cell of one method label, stream order, seed and sweep point, or why its methods do not fit."""
+    layers = _Layers.of(profile, profile_sets, sspec, order, mspecs, user_sets)
+    model_name = req.model or layers.model_name()
     if model_name is None:
         raise ConfigError(f"stream {sspec.name!r} names no model for profile {profile!r}; pass --model")
     mspec = regs.models.get(model_name)
@@ -520,45 +392,43 @@ def _make_cell(
         why = _fits(m, mspec, stream)
         if why:
             return why
-
-    def layered(scope: str) -> dict[str, Any]:
-        values = _select(stream_preset, scope)
-        for mp in method_presets:
-            values.update(_select(mp, scope))
-        values.update(_select(prof, scope))
-        values.update(_select(user, scope))
-        return values
-
-    train = cfg.apply(cfg.TrainConfig, None, layered("train"), "train")
-    metrics_cfg = cfg.apply(cfg.MetricsConfig, None, layered("metrics"), "metrics")
-    model_values = _with_path(mspec.config_cls, layered("model"), "name_or_path", req.model_path,
-                              _select(user, "model"))
+    model_values = _with_path(mspec.config_cls, layers.scope("model"), "name_or_path", req.model_path,
+                              _select(layers.user, "model"))
     model_cfg = cfg.apply(mspec.config_cls, None, model_values, "model")
     _check_heads(model_cfg, stream)
-    stream_values = _with_path(sspec.config_cls, {**_select(stream_preset, "stream"), **_select(prof, "stream"),
-                                                   **_select(user, "stream")},
-                               "data_dir", req.data_dir, _select(user, "stream"))
-    stream_cfg = cfg.apply(sspec.config_cls, None, stream_values, "stream")
-    method_cfgs = {}
-    for m, mp in zip(mspecs, method_presets, strict=True):
-        values = {k: v for k, v in mp.get("", {}).items() if k != "model"}
-        values.update(_select(prof, m.name))
-        values.update(_select(user, m.name))
-        method_cfgs[m.name] = cfg.apply(m.config_cls, None, values, m.name)
+    stream_values = _with_path(sspec.config_cls, layers.stream_scope(), "data_dir", req.data_dir,
+                               _select(layers.user, "stream"))
     return Cell(
-        method=_label(label, sweep),
-        parts=tuple(m.name for m in mspecs),
-        stream=sspec.name,
-        order=str(order),
-        seed=int(seed),
-        profile=profile,
-        model=mspec.name,
-        methods_cfg=method_cfgs,
+        method=_label(label, sweep), parts=tuple(m.name for m in mspecs), stream=sspec.name, order=str(order),
+        seed=int(seed), profile=profile, model=mspec.name,
+        methods_cfg={m.name: cfg.apply(m.config_cls, None, layers.method(i, m.name), m.name)
+                     for i, m in enumerate(mspecs)},
         model_cfg=model_cfg,
-        train=train,
-        stream_cfg=stream_cfg,
-        metrics=metrics_cfg,
-        out=str(req.out),
-        options=dict(req.options),
-        sweep=dict(sweep),
+        train=cfg.apply(cfg.TrainConfig, None, layers.scope("train"), "train"),
+        stream_cfg=cfg.apply(sspec.config_cls, None, stream_values, "stream"),
+        metrics=cfg.apply(cfg.MetricsConfig, None, layers.scope("metrics"), "metrics"),
+        out=str(req.out), options=dict(req.options), sweep=dict(sweep),
+    )
+
+
+def cell_from_result(regs: Registries, result: CellResult, out: Path | str) -> Cell:
+    """The cell a result file records, rebuilt from its stored settings (to rerun or verify it)."""
+    c = result.config
+    parts = tuple(c.get("parts") or result.method.split("@", 1)[0].split("+"))
+    model = dict(c.get("model", {}))
+    model_name = model.pop("name", None)
+    if model_name is None:
+        raise ConfigError(f"{result.path}: the result records no model")
+    mspec, sspec = regs.models.get(model_name), regs.streams.get(result.stream)
+    return Cell(
+        method=result.method, parts=parts, stream=result.stream, order=result.order, seed=result.seed,
+        profile=str(c.get("profile", "custom")), model=model_name,
+        methods_cfg={p: cfg.apply(regs.methods.get(p).config_cls, None, c.get("methods", {}).get(p, {}), p)
+                     for p in parts},
+        model_cfg=cfg.apply(mspec.config_cls, None, model, "model"),
+        train=cfg.apply(cfg.TrainConfig, None, c.get("train", {}), "train"),
+        stream_cfg=cfg.apply(sspec.config_cls, None, c.get("stream", {}), "stream"),
+        metrics=cfg.apply(cfg.MetricsConfig, None, c.get("metrics", {}), "metrics"),
+        out=str(out), options=dict(c.get("options", {})), sweep=dict(c.get("sweep", {})),
+        nproc=int(c.get("nproc", 1)),
     )

@@ -8,9 +8,9 @@ from typing import Any
 
 import click
 
-from clbench.commands._common import skipping
+from clbench._cli.commands._common import skipping
+from clbench._core.registry import Registries
 from clbench.errors import ClbenchError
-from clbench.registry import Registries
 
 FORMATS = {"md": ".md", "csv": ".csv", "json": ".json", "latex": ".tex"}
 
@@ -37,7 +37,7 @@ def _formats(ctx: click.Context, param: click.Parameter, value: str) -> list[str
 def command(regs: Registries, runs: tuple[Path, ...], out: Path | None, formats: list[str], plots: bool,
             heatmaps: bool, check: bool) -> None:
     """Markdown tables (and plots) from result directories (default: runs/), written beside them."""
-    from clbench.results import scan
+    from clbench._core.results import scan
 
     if out is None:
         if len(runs) > 1:
@@ -74,8 +74,8 @@ def _export(results: list[Any], out: Path, formats: list[str]) -> None:
     """The summary tables as numbers (csv, json) or LaTeX, one file per profile; pandas writes them."""
     if not formats:
         return
-    from clbench.leaderboard import by_profile, summary_frame
-    from clbench.results import atomic_write_text
+    from clbench._tools.leaderboard import by_profile, summary_frame
+    from clbench.data import atomic_write_text
 
     for profile, group in by_profile(results).items():
         df = summary_frame(group)
@@ -106,7 +106,7 @@ def _latex(df: Any) -> str:
 
 def _write_leaderboards(regs: Registries, results: list[Any], out: Path, plots: bool, heatmaps: bool,
                         check: bool) -> list[Path]:
-    from clbench.leaderboard import by_profile, render
+    from clbench._tools.leaderboard import by_profile, render
 
     stale = []
     for profile, group in by_profile(results).items():
@@ -121,12 +121,12 @@ def _write_leaderboards(regs: Registries, results: list[Any], out: Path, plots: 
                 click.echo(f"stale: {path} differs from what the results give; run `clbench leaderboard`", err=True)
                 stale.append(path)
             continue
-        from clbench.results import atomic_write_text
+        from clbench.data import atomic_write_text
 
         atomic_write_text(path, text)
         click.echo(f"wrote {path}")
         if plots:
-            from clbench.plots import accuracy_over_time, heatmap, loss_curve, sweep_plots
+            from clbench._tools.plots import accuracy_over_time, heatmap, loss_curve, sweep_plots
 
             for stream in sorted({r.stream for r in group}):
                 p = accuracy_over_time(group, stream, out / "plots" / f"{profile}-{stream}-accuracy.png")

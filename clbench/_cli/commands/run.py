@@ -6,16 +6,16 @@ import copy
 import os
 import shlex
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
-from clbench.commands._common import INTERRUPTED, count
+from clbench._cli.commands._common import INTERRUPTED, count
+from clbench._core.registry import Registries
+from clbench.cell import ERROR_LOG, CellResult
 from clbench.errors import ClbenchError, ConfigError
-from clbench.registry import Registries
-from clbench.results import ERROR_LOG, CellResult
 from clbench.specs import OptionSpec
 
 LEADERBOARD_FILE = "leaderboard.md"  # `clbench run --leaderboard` writes <out>/leaderboard.md
@@ -97,18 +97,13 @@ def command(regs: Registries, methods: str | None, streams: str | None, orders: 
 
     -p no:NAME and --debug (options of `clbench`) may also be given after `run`.
     """
+    from clbench._core.plan import RunRequest, make_plan
+    from clbench._exec.executors import execute
+    from clbench._exec.ranks import launched_by_torchrun
     from clbench.config import parse_sets
-    from clbench.distributed import launched_by_torchrun
-    from clbench.executors import execute
-    from clbench.plan import RunRequest, make_plan
 
     INTERRUPTED["line"] = "interrupted: finished cells and checkpoints are kept; rerun the same command to resume"
-    regs.executors.get(executor)
-    for spec in regs.options.values():  # an option of another executor would be silently ignored
-        value = options.get(spec.name.replace("-", "_"))
-        if spec.executor and spec.executor != executor and value not in (None, False, spec.default):
-            raise ConfigError(f"--{spec.name} configures --executor {spec.executor}; this run uses --executor "
-                              f"{executor}, which ignores it")
+    _check_executor_options(regs, executor, options)
     weights_from_model = False
     if model and model not in regs.models and ("/" in model or Path(model).expanduser().exists()):
         if model_path:
@@ -130,21 +125,13 @@ def command(regs: Registries, methods: str | None, streams: str | None, orders: 
         results = execute(plan, regs, executor=executor, fail_fast=fail_fast, progress=False,
                           options={**options, "jobs": 1, "nproc": nproc, "on_change": on_change})
         sys.exit(summary(results, getattr(results, "faults", ()))[1])
-    if verbose:
-        for line in plan.skipped:
-            click.echo(f"skipped: {line}", err=True)
-    elif plan.skipped:
-        n = len(plan.skipped)
-        click.echo(f"not run: {n} method/stream pairing{'s' if n > 1 else ''} that do not apply (a scenario a method "
-                   "cannot run in, a stream's preset of methods); -v lists them", err=True)
-    for line in _chosen_settings(regs, plan.cells):
+    for line in _plan_lines(regs, plan, verbose):
         click.echo(line, err=True)
-    click.echo(f"clbench: {count(len(plan.cells), 'cell')}, profile {plan.profile!r}, results in {out}/", err=True)
     results = execute(plan, regs, executor=executor, fail_fast=fail_fast, progress=progress,
                       options={**options, "jobs": jobs, "nproc": nproc, "on_change": on_change})
     lines, code = summary(results, getattr(results, "faults", ()))
     if results:
-        from clbench.leaderboard import console_summary
+        from clbench._tools.leaderboard import console_summary
 
         table = console_summary(results, regs.methods.items)
         if table:
@@ -155,6 +142,28 @@ def command(regs: Registries, methods: str | None, streams: str | None, orders: 
     for line in lines:
         click.echo(line, err=True)
     sys.exit(code)
+
+
+def _check_executor_options(regs: Registries, executor: str, options: Mapping[str, Any]) -> None:
+    """The executor exists, and no option of another executor is given (it would be silently ignored)."""
+    regs.executors.get(executor)
+    for spec in regs.options.values():
+        value = options.get(spec.name.replace("-", "_"))
+        if spec.executor and spec.executor != executor and value not in (None, False, spec.default):
+            raise ConfigError(f"--{spec.name} configures --executor {spec.executor}; this run uses --executor "
+                              f"{executor}, which ignores it")
+
+
+def _plan_lines(regs: Registries, plan: Any, verbose: bool) -> list[str]:
+    """What the run says before its first cell: pairings not run, settings it chose, the grid's size."""
+    lines = [f"skipped: {line}" for line in plan.skipped] if verbose else []
+    if plan.skipped and not verbose:
+        n = len(plan.skipped)
+        lines.append(f"not run: {n} method/stream pairing{'s' if n > 1 else ''} that do not apply (a scenario a "
+                     "method cannot run in, a stream's preset of methods); -v lists them")
+    lines += _chosen_settings(regs, plan.cells)
+    lines.append(f"clbench: {count(len(plan.cells), 'cell')}, profile {plan.profile!r}, results in {plan.out}/")
+    return lines
 
 
 def _chosen_settings(regs: Registries, cells: Sequence[Any]) -> list[str]:
@@ -184,8 +193,8 @@ def _leaderboard_line(regs: Registries, results: Sequence[CellResult], profile: 
     if not write:
         return (f"results: {out}/; leaderboard: clbench leaderboard {shlex.quote(str(out))} (writes "
                 f"{out / 'leaderboard'}/)"), True
-    from clbench.leaderboard import render
-    from clbench.results import atomic_write_text
+    from clbench._tools.leaderboard import render
+    from clbench.data import atomic_write_text
 
     path = out / LEADERBOARD_FILE
     text = render(results, regs.metrics.values(), f"profile `{profile}` ({out})", out.resolve(), regs.methods.items)

@@ -29,7 +29,7 @@ from clbench.specs import (
 
 ENTRY_POINT_GROUP = "clbench"
 AUTOLOAD_ENV = "CLBENCH_DISABLE_PLUGIN_AUTOLOAD"
-CORE_PLUGINS = ("clbench.local",)  # the local executor and the quick profile
+CORE = "clbench.local"  # the name the core plugins (local executor, quick profile) register under
 
 T = TypeVar("T")
 
@@ -158,7 +158,7 @@ def in_process_plugins(pm: pluggy.PluginManager) -> list[str]:
     """Plugins registered in this process only (neither core nor an entry point): a worker process that
     rebuilds the registries with :func:`build_registry` would not have them."""
     dists = getattr(pm, _DISTS_ATTR, {})
-    return [plugin_name(pm, p) for p in pm.get_plugins() if id(p) not in dists and pm.get_name(p) not in CORE_PLUGINS]
+    return [plugin_name(pm, p) for p in pm.get_plugins() if id(p) not in dists and pm.get_name(p) != CORE]
 
 
 def plugin_name(pm: pluggy.PluginManager, plugin: object) -> str:
@@ -212,7 +212,7 @@ def load_entry_points(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) ->
 def check_disabled(disabled: Iterable[str]) -> None:
     """``-p no:NAME`` must name an installed plugin (an entry point of group ``clbench`` or a core plugin):
     a typo would otherwise disable nothing, silently."""
-    known = sorted({ep.name for ep in md.entry_points(group=ENTRY_POINT_GROUP)} | set(CORE_PLUGINS))
+    known = sorted({ep.name for ep in md.entry_points(group=ENTRY_POINT_GROUP)} | {CORE})
     for name in disabled:
         if name not in known:
             hint = did_you_mean(name, known)
@@ -220,25 +220,20 @@ def check_disabled(disabled: Iterable[str]) -> None:
                               + (f" — did you mean {hint!r}?" if hint else "") + f" Plugins: {', '.join(known)}")
 
 
-def _register_core(pm: pluggy.PluginManager, disabled: Iterable[str]) -> None:
-    import importlib
-
-    for modname in CORE_PLUGINS:
-        if modname in set(disabled) or pm.has_plugin(modname):
-            continue
-        pm.register(importlib.import_module(modname), name=modname)
-
-
 def build_plugin_manager(
-    disabled: Iterable[str] = (), extra_plugins: Iterable[object] = (), autoload: bool | None = None
+    disabled: Iterable[str] = (), extra_plugins: Iterable[object] = (), autoload: bool | None = None,
+    core: object | None = None,
 ) -> pluggy.PluginManager:
     """A plugin manager with the core plugins, the entry points (unless autoload is off) and extras.
 
-    ``autoload`` defaults to "on unless CLBENCH_DISABLE_PLUGIN_AUTOLOAD is set".
+    ``autoload`` defaults to "on unless CLBENCH_DISABLE_PLUGIN_AUTOLOAD is set". ``core``: the core plugins,
+    registered as :data:`CORE` (``clbench._exec.local``, handed in by the layer above: the registry does not
+    import the execution layer).
     """
     disabled = list(disabled)
     pm = new_plugin_manager()
-    _register_core(pm, disabled)
+    if core is not None and CORE not in disabled:
+        pm.register(core, name=CORE)
     if autoload is None:
         autoload = not os.environ.get(AUTOLOAD_ENV)
     if autoload:
@@ -315,7 +310,10 @@ def _check_spec(spec: object, origin: Origin) -> None:
 
 
 def build_registry(
-    disabled: Iterable[str] = (), extra_plugins: Iterable[object] = (), autoload: bool | None = None
+    disabled: Iterable[str] = (), extra_plugins: Iterable[object] = (), autoload: bool | None = None,
+    core: object | None = None,
 ) -> Registries:
+    """The registries of every plugin (see :func:`build_plugin_manager`). The harness builds them with
+    :func:`clbench._exec.local.harness_registry`, which adds the core plugins."""
     disabled = tuple(disabled)
-    return collect(build_plugin_manager(disabled, extra_plugins, autoload), disabled)
+    return collect(build_plugin_manager(disabled, extra_plugins, autoload, core), disabled)

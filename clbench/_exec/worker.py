@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from clbench._exec.runner import Runner
 from clbench.distributed import SINGLE, Dist
-from clbench.runner import Runner
 
 
 def load_plugin(spec: str) -> object:
@@ -37,13 +37,13 @@ def exit_with(parent: int) -> None:
 
 def bootstrap(disabled: Sequence[str], fail_fast: bool, plugins: Sequence[str] = (), parent: int | None = None,
               join: Callable[[], Dist] | None = None) -> Runner:
-    """This process's :class:`~clbench.runner.Runner`, the process set up to run cells (see the module). ``parent``:
+    """This process's :class:`~clbench._exec.runner.Runner`, the process set up to run cells (see the module). ``parent``:
     follow that process (Ctrl-C is its to handle); ``join``: joins the process group, once the process is set up
     and before the registries load (a rank)."""
     from tqdm.auto import tqdm
 
-    from clbench import console
-    from clbench.registry import build_registry
+    from clbench._core import console
+    from clbench._exec.local import harness_registry
 
     if parent is not None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent ends us
@@ -53,7 +53,7 @@ def bootstrap(disabled: Sequence[str], fail_fast: bool, plugins: Sequence[str] =
     tqdm.set_lock(threading.RLock())
     console.one_line_warnings()  # (a spawned process starts with Python's own: several lines a warning)
     dist = join() if join is not None else SINGLE
-    regs = build_registry(disabled=tuple(disabled), extra_plugins=[load_plugin(spec) for spec in plugins])
+    regs = harness_registry(disabled=tuple(disabled), extra_plugins=[load_plugin(spec) for spec in plugins])
     return Runner(regs, fail_fast=fail_fast, progress=False, dist=dist)
 
 
@@ -61,7 +61,7 @@ _runner: Runner | None = None
 
 
 def start(disabled: Sequence[str], fail_fast: bool) -> None:
-    """A ``--jobs`` worker process's initializer (:class:`clbench.local.LocalExecutor`): set up, following its
+    """A ``--jobs`` worker process's initializer (:class:`clbench._exec.local.LocalExecutor`): set up, following its
     parent."""
     global _runner
     _runner = bootstrap(disabled, fail_fast, parent=os.getppid())
@@ -71,3 +71,4 @@ def run(cell: Any) -> Any:
     """Run one cell in a ``--jobs`` worker process set up by :func:`start`."""
     assert _runner is not None
     return _runner.run(cell)
+

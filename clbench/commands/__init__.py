@@ -1,7 +1,0 @@
-"""The ``clbench`` subcommands, one module each (as tox splits its commands).
-
-Every module defines ``command``, a :class:`click.Command` that reads the registries from the click
-context (``ctx.obj``, put there by :func:`clbench.cli.build_cli`); ``verify`` defines ``compare`` too.
-:mod:`clbench.commands.settings` is no command: it reads a plugin's settings for ``clbench list settings``.
-These modules never import :mod:`clbench.cli` (``python -m clbench.cli`` runs it as ``__main__``).
-"""
