@@ -88,11 +88,17 @@ class Jobs(click.ParamType):
                    "that makes one; --no-leaderboard is accepted and does nothing).")
 @click.option("--progress/--no-progress", default=True, help="Progress bars.")
 @click.option("-v", "--verbose", is_flag=True, help="List each method and stream left out of --methods all, and why.")
+@click.option("--dry-run", is_flag=True,
+              help="Plan the grid and print each cell's estimated peak device memory, by part; train nothing.")
+@click.option("--device-memory", default=None, metavar="SIZE",
+              help="Refuse, before any cell starts, cells whose estimated peak exceeds SIZE (80GiB, 141GiB; default: "
+                   "the visible GPU's memory when the cells run on one).")
 @click.pass_obj
 def command(regs: Registries, methods: str | None, streams: str | None, orders: str | None, seeds: str | None,
             profile: str, sets: tuple[str, ...], model: str | None, out: Path, data_dir: Path | None,
             model_path: str | None, executor: str, jobs: int | str, nproc: int | None, on_change: str, fail_fast: bool,
-            write_board: bool, progress: bool, verbose: bool, **options: Any) -> None:
+            write_board: bool, progress: bool, verbose: bool, dry_run: bool, device_memory: str | None,
+            **options: Any) -> None:
     """Train and evaluate a grid of cells (method × stream × order × seed).
 
     -p no:NAME and --debug (options of `clbench`) may also be given after `run`.
@@ -127,6 +133,7 @@ def command(regs: Registries, methods: str | None, streams: str | None, orders: 
         sys.exit(summary(results, getattr(results, "faults", ()))[1])
     for line in _plan_lines(regs, plan, verbose):
         click.echo(line, err=True)
+    _memory_plan(regs, plan.cells, dry_run, device_memory, progress)
     results = execute(plan, regs, executor=executor, fail_fast=fail_fast, progress=progress,
                       options={**options, "jobs": jobs, "nproc": nproc, "on_change": on_change})
     lines, code = summary(results, getattr(results, "faults", ()))
@@ -152,6 +159,35 @@ def _check_executor_options(regs: Registries, executor: str, options: Mapping[st
         if spec.executor and spec.executor != executor and value not in (None, False, spec.default):
             raise ConfigError(f"--{spec.name} configures --executor {spec.executor}; this run uses --executor "
                               f"{executor}, which ignores it")
+
+
+def _memory_plan(regs: Registries, cells: Sequence[Any], dry_run: bool, device_memory: str | None,
+                 progress: bool) -> None:
+    """``--dry-run``: print every distinct cell's memory estimate and exit (2 when one does not fit). Otherwise,
+    with ``--device-memory`` or cells on a GPU, refuse the cells that do not fit before any starts."""
+    from clbench._exec import memory
+    from clbench._exec.runner import resolve_device
+
+    limit = memory.parse_size(device_memory) if device_memory else None
+    on_gpu = any(resolve_device(c.train.device).type == "cuda" for c in cells)
+    if limit is None and on_gpu:
+        limit = memory.visible_device_memory()
+    if not (dry_run or device_memory or on_gpu):
+        return
+    # a GPU run checks on the meta device only: a CPU measurement of a big model would take its own hours
+    rows = memory.plan_memory(regs, list(cells), progress, cpu_fallback=dry_run or device_memory is not None)
+    if dry_run:
+        click.echo(memory.memory_table(rows, limit))
+    over = [(c, e) for c, e in rows if e is not None and limit is not None and e.peak > limit]
+    for cell, est in over:
+        parts = ", ".join(f"{name} {memory.fmt_bytes(n)}" for name, n in est.largest())
+        click.echo(f"does not fit: {cell.key}: {memory.fmt_bytes(est.peak)} > {memory.fmt_bytes(limit)} "
+                   f"(largest: {parts}); try {'; '.join(memory.remedies(cell, est)) or 'a smaller model'}", err=True)
+    if over:
+        raise ClbenchError(f"{count(len(over), 'cell')} would not fit in {memory.fmt_bytes(limit)} of device memory "
+                           "(estimated before anything ran; clbench run --dry-run shows every part)")
+    if dry_run:
+        sys.exit(0)
 
 
 def _plan_lines(regs: Registries, plan: Any, verbose: bool) -> list[str]:

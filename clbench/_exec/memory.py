@@ -1,0 +1,316 @@
+"""A cell's peak device memory, estimated before anything trains: ``clbench run --dry-run`` and ``--device-memory``.
+
+How: the cell's own model and method run its own code for one optimizer step of the first task, the method's
+``after_task``, one step of the second task (where a method's penalties and its state weigh) and one evaluation
+batch, on PyTorch's meta device, which gives every tensor its size and computes nothing. A dispatch mode
+(:class:`LiveBytes`) counts the bytes of every tensor storage alive, from the model's weights on, and keeps the
+peak: what a device allocator holds, without its rounding and fragmentation. The same mode on real CPU tensors
+measures a run (tests compare the two, and benchmarks/bench_memory.py compares them with the process's RSS).
+
+Why not a formula per method: the state a method keeps (an anchor, a Fisher, masks, masters, a penalty's gradients
+held from ``loss_terms`` to ``after_backward``) is whatever its code allocates; running that code is the only
+estimate that stays true as methods change.
+
+Limits, said in every estimate's ``notes``: a model whose factory cannot build on the meta device (weights loaded by
+``from_pretrained``) is built on the CPU and then moved to it (so it must load there); a method or model whose code
+needs values (``.item()``, a quantile) is measured on the CPU with real tensors; attention runs PyTorch's own
+meta/CPU kernels (a GPU's memory-efficient attention keeps less); greedy generation's KV cache is not run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import re
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from clbench._core.optim import make_optimizer
+from clbench._core.registry import Registries
+from clbench._exec.runner import (
+    _own_hook,
+    batch_loss,
+    build_method,
+    build_model,
+    build_stream,
+    cell_masters,
+    method_label,
+)
+from clbench.cell import Cell
+from clbench.data import Batch, Split
+from clbench.errors import ConfigError
+from clbench.method import CellContext, Method
+from clbench.model import CLModel
+
+TERMS = ("weights", "gradients", "optimizer", "method", "activations", "evaluation")
+"""The parts of an estimate: the model's weights and buffers; the gradients of what trains; the optimizer's state
+and fp32 masters; what the method keeps (anchors, Fisher, masks, copies); the activations one micro-batch's
+backward keeps beyond the step's steady state; an evaluation batch's beyond the weights."""
+
+
+class LiveBytes(TorchDispatchMode):
+    """Counts the bytes of every tensor storage alive that an op inside the mode produced (or :meth:`add` was given),
+    and the peak. A storage counts once however many views share it, and stops counting when freed."""
+
+    def __init__(self, device: torch.device | None = None) -> None:
+        super().__init__()
+        self.device = device  # count only tensors on this device (None: all)
+        self.host: set[int] = set()  # storages never counted: the stream's data, which views of a batch share
+        self.live: dict[int, int] = {}
+        self.now = 0
+        self.peak = 0  # since the last reset_peak()
+        self.top = 0  # since the start
+
+    def add(self, tensor: Any) -> None:
+        if not isinstance(tensor, torch.Tensor) or tensor.is_sparse or (
+                self.device is not None and tensor.device.type != self.device.type):
+            return
+        storage = tensor.untyped_storage()
+        key = id(storage)  # a storage keeps its one Python object while it lives (meta storages have no address)
+        if key in self.live or key in self.host:
+            return
+        self.live[key] = storage.nbytes()
+        self.now += self.live[key]
+        self.peak = max(self.peak, self.now)
+        self.top = max(self.top, self.now)
+        weakref.finalize(storage, self._free, key)
+
+    def _free(self, key: int) -> None:
+        self.now -= self.live.pop(key, 0)
+
+    def reset_peak(self) -> None:
+        self.peak = self.now
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            self.add(t)
+        return out
+
+
+@dataclass
+class MemoryEstimate:
+    key: str
+    terms: dict[str, int]
+    peak: int
+    device: str  # "meta" (sizes only) or "cpu" (real tensors: the code needed values)
+    notes: list[str] = field(default_factory=list)
+
+    def largest(self, n: int = 2) -> list[tuple[str, int]]:
+        return sorted(self.terms.items(), key=lambda kv: -kv[1])[:n]
+
+
+def fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError
+
+
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([KMGT]?i?B?)\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_size(text: str) -> int:
+    """``80GiB``, ``80G``, ``141 GB`` (binary units: 80 GB is read as 80 GiB), ``1e9``-free plain bytes."""
+    m = _SIZE.match(text)
+    if not m:
+        raise ConfigError(f"--device-memory {text!r}: give a size such as 80GiB, 141GiB or 24G")
+    return int(float(m.group(1)) * _UNITS[m.group(2)[:1].upper()])
+
+
+def _largest_examples(split: Split, n: int, task: str) -> Batch:
+    """The ``n`` examples of ``split`` that cost most: the longest texts, or the first ``n`` of equal-size inputs."""
+    x = split.x
+    if isinstance(x, (list, tuple)) and x and isinstance(x[0], str):
+        idx = sorted(range(len(x)), key=lambda i: -len(x[i]))[:n]
+        return Batch([x[i] for i in idx], split.y[idx].clone(), task)
+    # copies, as a batch on a device is: on the CPU, views would share (and count) the whole split's storage
+    return Batch(x[:n].clone() if isinstance(x, torch.Tensor) else x[:n], split.y[:n].clone(), task)
+
+
+def _task(model: CLModel, method: Method, ctx: CellContext, index: int, mode: LiveBytes, what: str,
+          parts: dict[str, int]) -> None:
+    """One optimizer step of each phase of task ``index`` on its costliest micro-batch (a phase's optimizer lives
+    through its phase group, as in training); notes gradients, optimizer state and activations into ``parts``."""
+    task = ctx.order[index]
+    micro = max(1, ctx.train.batch_size // ctx.train.grad_accum)
+    batch = _largest_examples(ctx.data(method.train_tasks(index)[0]).train, micro, task).to(ctx.device)
+    group: tuple[str, Any] = ("", None)
+    for phase in method.phases(task, index):
+        method.before_phase(phase, task, index)
+        params = method.parameters(model, phase)
+        if not phase.optimizer_group or group[0] != phase.optimizer_group:
+            group = ("", None)  # the previous phase's optimizer is freed first, as in training
+            group = (phase.optimizer_group, make_optimizer(params, phase, method.sparse_coordinates(phase),
+                                                           cell_masters(ctx)))
+        before = mode.now
+        mode.reset_peak()
+        loss, task_loss, terms = batch_loss(model, method, batch, what)
+        loss.backward()
+        del loss, task_loss, terms  # (scalars: the step's bytes are the ones that outlive it)
+        grads = sum(p.grad.untyped_storage().nbytes() for p in params if p.grad is not None)
+        parts["activations"] = max(parts.get("activations", 0), mode.peak - before - grads)
+        after_backward = _own_hook(method, "after_backward")
+        if after_backward is not None:
+            after_backward()
+        group[1].step()
+        after_step = _own_hook(method, "after_step")
+        if after_step is not None:
+            after_step()
+        parts["gradients"] = max(parts.get("gradients", 0), grads)
+        parts["optimizer"] = max(parts.get("optimizer", 0), mode.now - before - grads)
+        model.zero_grad(set_to_none=True)
+
+
+def _measure(regs: Registries, cell: Cell, device: torch.device) -> tuple[dict[str, int], int, list[str]]:
+    notes: list[str] = []
+    stream = build_stream(regs, cell)
+    order = stream.order(cell.order)
+    ctx = CellContext(stream=stream, order=order, train=cell.train, device=device, seed=cell.seed,
+                      options=dict(cell.options))
+    mode = LiveBytes(device)
+    for task in order[:2]:  # the data stays on the host: loaded before the count starts, never counted
+        data = ctx.data(task)
+        for split in (data.train, data.test, getattr(data, "val", None)):
+            for t in (getattr(split, "x", None), getattr(split, "y", None)):
+                if isinstance(t, torch.Tensor):
+                    mode.host.add(id(t.untyped_storage()))
+    try:
+        with torch.device(device):
+            model = build_model(regs, cell, stream)
+    except RuntimeError:  # a factory that loads weights (from_pretrained) refuses a meta device context
+        model = build_model(regs, cell, stream)
+        notes.append("model built on the CPU, then moved")
+    model = model.to(device)
+    for t in (*model.parameters(), *model.buffers()):
+        mode.add(t)
+    parts = {"weights": mode.now}
+    what = method_label(regs, cell)
+    with mode:
+        method = build_method(regs, cell, ctx)
+        method.setup(model)
+        model.train()
+        method.before_task(order[0], 0)
+        _task(model, method, ctx, 0, mode, what, parts)
+        gc.collect()  # a torch optimizer is a reference cycle: its state goes with the collector, not with the task
+        method.after_task(order[0], 0)
+        masters = sum(m.untyped_storage().nbytes() for _, m in cell_masters(ctx).tensors.values())
+        parts["method"] = mode.now - parts["weights"] - masters
+        if len(order) > 1:
+            method.before_task(order[1], 1)
+            _task(model, method, ctx, 1, mode, what, parts)
+            gc.collect()
+        parts["evaluation"] = _evaluation(model, method, ctx, mode)
+    parts["optimizer"] += masters
+    return {k: parts.get(k, 0) for k in TERMS}, mode.top, notes
+
+
+@torch.no_grad()
+def _evaluation(model: CLModel, method: Method, ctx: CellContext, mode: LiveBytes) -> int:
+    """What one evaluation batch (``train.eval_batch_size`` of the costliest examples) holds beyond what lives."""
+    task = ctx.order[0]
+    model.eval()
+    batch = _largest_examples(ctx.data(task).test, ctx.train.eval_batch_size, task).to(ctx.device)
+    before = mode.now
+    mode.reset_peak()
+    with method.evaluating(task):
+        model(batch.x, task)
+    return mode.peak - before
+
+
+@contextlib.contextmanager
+def _cpu_threads(n: int) -> Iterator[None]:
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def estimate(regs: Registries, cell: Cell) -> MemoryEstimate:
+    """The peak device memory of ``cell`` (see the module): on the meta device, or on the CPU with real tensors when
+    its code needs values."""
+    with _cpu_threads(cell.train.threads):
+        try:
+            terms, peak, notes = _measure(regs, cell, torch.device("meta"))
+            device = "meta"
+        except (NotImplementedError, RuntimeError) as exc:  # a value read on meta tensors (.item(), a quantile)
+            terms, peak, notes = _measure(regs, cell, torch.device("cpu"))
+            device = "cpu"
+            notes.append(f"measured on the CPU: on the meta device {type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
+    return MemoryEstimate(cell.key, terms, peak, device, notes)
+
+
+def remedies(cell: Cell, est: MemoryEstimate) -> list[str]:
+    """Settings that shrink the largest terms of ``est``."""
+    out = []
+    top = {name for name, _ in est.largest()}
+    if "activations" in top:
+        micro = max(1, cell.train.batch_size // cell.train.grad_accum)
+        if micro > 1:
+            out.append(f"--set train.grad_accum={cell.train.grad_accum * 2} (micro-batches of {micro // 2}: the same "
+                       "global batch)")
+        if getattr(cell.model_cfg, "gradient_checkpointing", None) is False:
+            out.append("--set model.gradient_checkpointing=true")
+    if "evaluation" in top:
+        out.append(f"--set train.eval_batch_size={max(1, cell.train.eval_batch_size // 2)}")
+    if top & {"optimizer", "gradients", "method"}:
+        out.append("a method that trains fewer weights (a LoRA method), or optimizer=sgd (no moment state)")
+    return out
+
+
+def plan_memory(regs: Registries, cells: list[Cell], progress: bool = False, cpu_fallback: bool = True
+                ) -> list[tuple[Cell, MemoryEstimate | None]]:
+    """An estimate per distinct configuration (cells that differ only by seed share one; the order stays, as it
+    decides the first tasks' data): ``(first cell, estimate)``, None where ``cpu_fallback`` is off and the meta device
+    could not run the cell's code."""
+    import json
+
+    from tqdm.auto import tqdm
+
+    groups: dict[str, Cell] = {}
+    for cell in cells:
+        groups.setdefault(json.dumps([cell.resolved(), cell.stream, cell.order], sort_keys=True, default=str), cell)
+    out: list[tuple[Cell, MemoryEstimate | None]] = []
+    for cell in tqdm(groups.values(), desc="memory plan", unit="cell", disable=not progress, leave=False):
+        if cpu_fallback:
+            out.append((cell, estimate(regs, cell)))
+            continue
+        try:
+            with _cpu_threads(cell.train.threads):
+                terms, peak, notes = _measure(regs, cell, torch.device("meta"))
+            out.append((cell, MemoryEstimate(cell.key, terms, peak, "meta", notes)))
+        except (NotImplementedError, RuntimeError):
+            out.append((cell, None))
+    return out
+
+
+def memory_table(rows: list[tuple[Cell, MemoryEstimate | None]], limit: int | None) -> str:
+    """The estimates as a markdown table, largest peak first."""
+    from tabulate import tabulate
+
+    body = []
+    for cell, est in sorted(rows, key=lambda r: -(r[1].peak if r[1] else 0)):
+        if est is None:
+            body.append([cell.key, "-", "not estimated (the meta device cannot run its code)", *[""] * len(TERMS)])
+            continue
+        fits = "" if limit is None else ("fits" if est.peak <= limit else "DOES NOT FIT")
+        body.append([cell.key, est.device, f"{fmt_bytes(est.peak)} {fits}".strip(),
+                     *(fmt_bytes(est.terms[t]) for t in TERMS)])
+    return tabulate(body, headers=["cell", "measured on", "peak", *TERMS], tablefmt="github")
+
+
+def visible_device_memory() -> int | None:
+    """The total memory of the first visible GPU, or None without one."""
+    if torch.cuda.is_available():
+        return int(torch.cuda.get_device_properties(0).total_memory)
+    return None

@@ -1,0 +1,100 @@
+"""The memory plan: a cell's peak estimated on the meta device, against the same code on real tensors and against
+sizes computed by hand; ``clbench run --dry-run`` and ``--device-memory``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from clbench import testing
+from clbench._core.plan import RunRequest, make_plan
+from clbench._exec import memory
+
+
+@pytest.fixture(scope="module")
+def regs():
+    return testing.registry()
+
+
+def _cell(regs, method, **sets):
+    req = RunRequest(profile="quick", methods=method, streams=["split-digits"], orders=["1"], seeds=[0],
+                     sets={k.replace("__", "."): [v] for k, v in sets.items()}, out=Path("unused"))
+    return make_plan(regs, req).cells[0]
+
+
+def test_live_bytes_counts_each_storage_once_and_frees_it():
+    mode = memory.LiveBytes()
+    with mode:
+        a = torch.zeros(1000)  # 4000 bytes
+        view = a[10:20]  # the same storage
+        b = a * 2
+        del b
+    assert mode.top == 8000 and mode.now == 4000 and view.numel() == 10
+    del a, view
+    assert mode.now == 0
+
+
+@pytest.mark.parametrize("method", ["seqft", "ewc", "lwf"])
+def test_the_meta_estimate_is_the_measurement_on_real_tensors(regs, method):
+    """Every term of the meta-device run equals the same code's on real CPU tensors, byte for byte."""
+    cell = _cell(regs, method)
+    meta, meta_peak, _ = memory._measure(regs, cell, torch.device("meta"))
+    cpu, cpu_peak, _ = memory._measure(regs, cell, torch.device("cpu"))
+    assert meta == cpu and meta_peak == cpu_peak
+
+
+def test_the_terms_of_an_ewc_cell_are_the_sizes_its_algorithm_needs(regs):
+    """Computed by hand from the MLP's parameters: the weights; one SGD momentum per trained weight; EWC keeps its
+    Fisher, λF and the anchor of every penalised weight (all but the per-task heads), and Method keeps the footprint
+    baseline of every weight matrix outside the heads."""
+    cell = _cell(regs, "ewc")
+    est = memory.estimate(regs, cell)
+    from clbench._exec.runner import build_model, build_stream
+
+    model = build_model(regs, cell, build_stream(regs, cell))
+    every = sum(p.numel() for p in model.parameters()) * 4
+    buffers = sum(b.numel() * b.element_size() for b in model.buffers())
+    penalised = sum(p.numel() for n, p in model.named_parameters() if n not in model.head_parameter_names()) * 4
+    baseline = sum(p.numel() for n, p in model.named_parameters()
+                   if p.dim() >= 2 and n not in model.output_parameter_names()) * 4
+    trained_first = est.terms["gradients"]
+    assert est.device == "meta" and est.terms["weights"] == every + buffers
+    assert est.terms["optimizer"] == trained_first  # SGD with momentum: one buffer per trained weight
+    assert est.terms["method"] == 3 * penalised + baseline
+    assert est.peak >= est.terms["weights"] + est.terms["method"] + est.terms["gradients"]
+
+
+def test_grad_accum_shrinks_the_step_and_the_estimate_falls_back_to_the_cpu_where_meta_cannot(regs):
+    whole = memory.estimate(regs, _cell(regs, "lwf", train__batch_size=256))
+    quarter = memory.estimate(regs, _cell(regs, "lwf", train__batch_size=256, train__grad_accum=4))
+    assert quarter.terms["activations"] < whole.terms["activations"] and quarter.peak < whole.peak
+    assert quarter.terms["weights"] == whole.terms["weights"] and quarter.terms["method"] == whole.terms["method"]
+    packnet = memory.estimate(regs, _cell(regs, "packnet"))  # its pruning reads values (a quantile)
+    assert packnet.device == "cpu" and "measured on the CPU" in packnet.notes[-1]
+
+
+def test_parse_size():
+    assert memory.parse_size("80GiB") == 80 * 2**30 == memory.parse_size("80 GB") == memory.parse_size("80g")
+    assert memory.parse_size("512") == 512
+    with pytest.raises(Exception, match="give a size"):
+        memory.parse_size("lots")
+
+
+def test_dry_run_prints_every_cell_and_device_memory_refuses_before_anything_runs(tmp_path, capsys):
+    from clbench._cli.main import main
+
+    args = ["run", "--stream", "split-digits", "--methods", "seqft,ewc", "--seeds", "0", "--orders", "1",
+            "--out", str(tmp_path), "--no-progress"]
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, "--dry-run"])
+    out, err = capsys.readouterr()
+    assert exit_.value.code == 0 and "split-digits/ewc/order-1/seed-0" in out and "activations" in out
+    assert not any(tmp_path.iterdir())  # nothing trained
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, "--device-memory", "2MiB"])
+    out, err = capsys.readouterr()
+    assert exit_.value.code == 2 and "does not fit: split-digits/ewc/order-1/seed-0" in err
+    assert "largest: method" in err and "1 cell would not fit in 2.0 MiB" in err
+    assert not list(tmp_path.rglob("result.json"))
