@@ -3,6 +3,8 @@ sizes computed by hand; ``clbench run --dry-run`` and ``--device-memory``."""
 
 from __future__ import annotations
 
+import gc
+import weakref
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,9 @@ import torch
 from clbench import testing
 from clbench._core.plan import RunRequest, make_plan
 from clbench._exec import memory
+from clbench.hookspecs import hookimpl
+from clbench.method import Method
+from clbench.specs import MethodSpec
 
 
 @pytest.fixture(scope="module")
@@ -98,3 +103,49 @@ def test_dry_run_prints_every_cell_and_device_memory_refuses_before_anything_run
     assert exit_.value.code == 2 and "does not fit: split-digits/ewc/order-1/seed-0" in err
     assert "largest: method" in err and "1 cell would not fit in 2.0 MiB" in err
     assert not list(tmp_path.rglob("result.json"))
+
+
+class _Cyclic(Method):
+    """SeqFT whose model sits in a reference cycle, as a transformers model or a LoRA hook does: only the cyclic
+    collector frees it. It keeps a weak reference to each model it trains."""
+
+    models: list = []
+
+    def setup(self, model):
+        super().setup(model)
+        model._cycle = [model]
+        _Cyclic.models.append(weakref.ref(model))
+
+
+class _CyclicPlugin:
+    @hookimpl
+    def clbench_add_methods(self):
+        return [MethodSpec("cyclic", _Cyclic)]
+
+
+def test_no_cells_model_outlives_it(tmp_path, capsys):
+    """`clbench run` freezes what it loaded and collects after each cell: when the next cell starts, the last one's
+    model is gone although a cycle holds it (without the collection, the first assertion fails)."""
+    from clbench._cli.main import main
+
+    seen_at_start: list[int] = []
+
+    class Watch:
+        @hookimpl
+        def clbench_cell_start(self, cell, resumed_from):
+            seen_at_start.append(sum(ref() is not None for ref in _Cyclic.models))
+
+    regs = testing.registry(_CyclicPlugin(), Watch())
+    import clbench._cli.main as cli
+
+    old, cli.harness_registry = cli.harness_registry, lambda disabled=(): regs
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            main(["run", "--profile", testing.TEST_PROFILE, "--methods", "cyclic", "--stream", "tiny-vector",
+                  "--seeds", "0,1,2", "--out", str(tmp_path), "--no-progress", "-j", "1"])
+    finally:
+        cli.harness_registry = old
+    assert exit_.value.code == 0
+    assert seen_at_start == [1, 1, 1]  # its own model only: no earlier cell's
+    assert len(_Cyclic.models) == 3 and all(ref() is None for ref in _Cyclic.models)
+    assert gc.get_freeze_count() == 0  # the freeze ends with the run

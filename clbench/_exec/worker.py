@@ -7,6 +7,7 @@ has a parent to follow, leaves Ctrl-C to it and exits within a second of its dea
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import signal
@@ -54,7 +55,16 @@ def bootstrap(disabled: Sequence[str], fail_fast: bool, plugins: Sequence[str] =
     console.one_line_warnings()  # (a spawned process starts with Python's own: several lines a warning)
     dist = join() if join is not None else SINGLE
     regs = harness_registry(disabled=tuple(disabled), extra_plugins=[load_plugin(spec) for spec in plugins])
+    freeze_loaded()
     return Runner(regs, fail_fast=fail_fast, progress=False, dist=dist)
+
+
+def freeze_loaded() -> None:
+    """Move every object alive now (libraries, plugins, registries) out of the cyclic collector's reach, so that
+    collecting after each cell (:func:`clbench._exec.runner.release`) scans only what cells made. For processes that
+    run cells: an object frozen here that later becomes cyclic garbage is never freed."""
+    gc.collect()
+    gc.freeze()
 
 
 _runner: Runner | None = None
