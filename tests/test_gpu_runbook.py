@@ -176,7 +176,7 @@ def test_limit_smoke_run_on_cpu_cuts_the_data_and_reports_it(runbook, tmp_path: 
     data = fabricate(tmp_path / "data", train=8, test=4)
     out = tmp_path / "out"
     args = ["--data-dir", str(data), "--model-path", str(model), "--out", str(out), "--methods", "olora",
-            "--set", "model.max_length=32", "--set", "model.max_new_tokens=3", "--set", "train.batch_size=1",
+            "--set", "model.max_length=32", "--set", "model.max_new_tokens=3", "--set", "train.batch_size=1", "--set", "train.grad_accum=1",
             "--set", "train.device=cpu"]
     assert runbook.main([*args, "--limit", "2", "--allow-cpu"]) == 0
     text = capsys.readouterr().out
@@ -196,3 +196,22 @@ def test_limit_smoke_run_on_cpu_cuts_the_data_and_reports_it(runbook, tmp_path: 
     assert runbook.main([*args, "--limit", "2", "--report"]) == 0
     text = capsys.readouterr().out
     assert "SMOKE RUN" in text
+
+
+# The reference scripts' per-device batch × gradient accumulation (docs/reference-code.md §1.6 and §2.2): on one GPU
+# a paper cell runs the script's per-device micro-batch, with the accumulation that keeps its global batch.
+SCRIPTS = {  # (profile, method, order): (global batch, per-device micro-batch)
+    ("paper-t5", "olora", "1"): (64, 8), ("paper-t5", "seqlora", "2"): (64, 8),
+    ("paper-t5", "nlora", "1"): (48, 48), ("paper-t5", "nlora", "2"): (32, 32), ("paper-t5", "nlora", "3"): (32, 32),
+    ("paper-llama", "olora", "1"): (64, 1), ("paper-llama", "inclora", "3"): (64, 1),
+    ("paper-llama", "nlora", "1"): (48, 6), ("paper-llama", "nlora", "2"): (32, 4), ("paper-llama", "nlora", "3"): (32, 1),
+}
+
+
+@pytest.mark.parametrize(("profile", "method", "order"), list(SCRIPTS))
+def test_paper_cells_run_the_scripts_micro_batches(tmp_path: Path, profile: str, method: str, order: str) -> None:
+    regs = harness_registry()
+    [cell] = make_plan(regs, RunRequest(profile=profile, methods=method, streams=["standard"], orders=[order], seeds=[0],
+                                        data_dir=str(fabricate(tmp_path / "data")), out=tmp_path / "out")).cells
+    batch, micro = SCRIPTS[profile, method, order]
+    assert (cell.train.batch_size, cell.train.batch_size // cell.train.grad_accum) == (batch, micro)

@@ -43,6 +43,9 @@ _T5: dict[str, Any] = {
     "model.name_or_path": "google-t5/t5-large",  # T5-large (paper §4; O-LoRA scripts initial_model/t5-large)
     "model.dtype": "float32",  # T5 ran in fp32 (§1.5)
     "train.eval_batch_size": 128,  # O-LoRA T5 eval batch per device (§1.6)
+    # O-LoRA scripts: 8 per device × 8 GPUs; on one GPU the same global batch of 64 in 8 micro-batches of 8 (§1.6).
+    # N-LoRA's T5 scripts ran 1 GPU × 32/48 with no accumulation: their presets set grad_accum 1.
+    "train.grad_accum": 8,
 }
 _LLAMA: dict[str, Any] = {
     **_PAPER_TRAIN,
@@ -51,6 +54,8 @@ _LLAMA: dict[str, Any] = {
     "model.dtype": "bfloat16",  # the LLaMA DeepSpeed config forces bf16 (§1.5)
     "train.lr": 1e-4,  # scripts_llama: 1e-4 after the first task (§1.6)
     "train.eval_batch_size": 16,  # N-LoRA scripts_llama eval batch (§2.2)
+    # O-LoRA scripts_llama: 1 per device × GA 8 × 8 GPUs; on one GPU the global 64 in micro-batches of 1 (§1.6)
+    "train.grad_accum": 64,
 }
 
 STANDARD_PRESETS: dict[str, dict[str, Any]] = {
