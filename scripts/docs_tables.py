@@ -19,6 +19,8 @@ Sections (all from ``results/quick/cl-quick/*/order-1/seed-0``, the LoRA-family 
   (``results/reproducibility/*``, result.json only, compared with ``clbench._tools.verify.compare``).
 - ``tuning-choices``, ``tuning-cost`` (docs/tuning.md): the quick presets' validation protocol as committed under
   ``results/tuning`` (scripts/tune_quick.py): the grids, each choice, its doubled run, and what it cost.
+- ``method-state`` (docs/scale-out.md): each method's memory per 1 B parameters, from the memory plan of its quick
+  split-digits cell (computed, not read from results).
 - ``acr-tau``: ACR recomputed from each cell's committed ``footprints.safetensors`` at several τ, with the
   metric plugin's own function; the recomputed value at the cell's recorded τ must equal its recorded ACR.
 
@@ -685,6 +687,29 @@ def tuning_cost(results: Path, regs: Any) -> str:
                       "|---|---|---|---|", *rows])
 
 
+def method_state(results: Path, regs: Any) -> str:
+    """Each method's memory per 1 B model parameters, from the memory plan (clbench._exec.memory) of its quick
+    split-digits cell: an fp32 MLP, every weight trained, scaled linearly (state the size of the weights grows with
+    them; what grows with the data, such as a replay buffer, does not scale so)."""
+    from tabulate import tabulate
+
+    from clbench._core.plan import RunRequest, make_plan
+    from clbench._exec import memory
+
+    plan = make_plan(regs, RunRequest(methods="all", streams=["split-digits"], orders=["1"], seeds=[0],
+                                      out=Path("unused")))
+    rows = []
+    for cell in sorted(plan.cells, key=lambda c: c.method):
+        est = memory.estimate(regs, cell)
+        per = 1e9 / (est.terms["weights"] / 4) / 2**30  # GiB per 1 B fp32 parameters
+        rows.append([cell.method, f"{est.terms['method'] * per:.1f}", f"{est.terms['optimizer'] * per:.1f}",
+                     f"{est.terms['gradients'] * per:.1f}", f"{est.peak * per:.1f}", est.device])
+    return (f"GiB per 1 B parameters (fp32 weights: 3.7 GiB), measured by `clbench run --dry-run` on the quick profile's "
+            f"split-digits cells (an MLP of {est.terms['weights'] // 4:,} parameters, SGD with momentum) and scaled:\n\n"
+            + tabulate(rows, headers=["method", "method state", "optimizer", "gradients", "peak", "measured on"],
+                       tablefmt="github", disable_numparse=True) + "\n")
+
+
 GENERATORS: dict[str, Callable[[Path, Any], str]] = {
     "tuning-choices": tuning_choices,
     "tuning-cost": tuning_cost,
@@ -697,9 +722,11 @@ GENERATORS: dict[str, Callable[[Path, Any], str]] = {
     "quick-excerpt": quick_excerpt,
     "quick-size": quick_size,
     "reproducibility": reproducibility,
+    "method-state": method_state,
 }
 # what `python scripts/docs_tables.py` regenerates
-DOCUMENTS = (DOC, ROOT / "README.md", ROOT / "docs" / "text-streams-and-models.md", ROOT / "docs" / "tuning.md")
+DOCUMENTS = (DOC, ROOT / "README.md", ROOT / "docs" / "text-streams-and-models.md", ROOT / "docs" / "tuning.md",
+             ROOT / "docs" / "scale-out.md")
 
 
 def generate(text: str, results: Path) -> str:

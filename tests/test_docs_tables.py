@@ -196,7 +196,10 @@ def test_committed_docs_have_the_markers():
     assert dt.section_names(streams) == ["smol-cells"]
     tuning = (ROOT / "docs" / "tuning.md").read_text(encoding="utf-8")
     assert dt.section_names(tuning) == ["tuning-choices", "tuning-cost"]
-    used = dt.section_names(text) + dt.section_names(readme) + dt.section_names(streams) + dt.section_names(tuning)
+    scale = (ROOT / "docs" / "scale-out.md").read_text(encoding="utf-8")
+    assert dt.section_names(scale) == ["method-state"]
+    used = (dt.section_names(text) + dt.section_names(readme) + dt.section_names(streams) + dt.section_names(tuning)
+            + dt.section_names(scale))
     assert sorted(dt.GENERATORS) == sorted(used)  # none unused
 
 
@@ -258,3 +261,25 @@ def test_orth_ratio_is_one_for_an_adapter_left_at_init():
     first = torch.zeros(r, n)
     first[:, :r] = torch.eye(r)
     assert dt.orth_ratios([{"q": LowRank(first, torch.zeros(8, r))}, {"q": LowRank(orthogonal, torch.zeros(8, r))}]) == [0.0]
+
+
+def test_method_state_rows_are_the_memory_plan_scaled_to_a_billion_parameters():
+    """EWC's row, computed another way: it keeps its Fisher, λF and the anchor of every weight outside the heads and
+    Method keeps a footprint baseline of the weight matrices, 4 bytes each, per parameter of the model."""
+    from clbench._exec.local import harness_registry
+
+    regs = harness_registry()
+    table = dt.method_state(ROOT / "results", regs)
+    row = next(line for line in table.splitlines() if line.startswith("| ewc "))
+    from clbench._core.plan import RunRequest, make_plan
+    from clbench._exec.runner import build_model, build_stream
+
+    [cell] = make_plan(regs, RunRequest(methods="ewc", streams=["split-digits"], orders=["1"], seeds=[0],
+                                        out=ROOT / "unused")).cells
+    model = build_model(regs, cell, build_stream(regs, cell))
+    n = sum(p.numel() for p in model.parameters())
+    penalised = sum(p.numel() for name, p in model.named_parameters() if name not in model.head_parameter_names())
+    matrices = sum(p.numel() for name, p in model.named_parameters()
+                   if p.dim() >= 2 and name not in model.output_parameter_names())
+    expected = (3 * penalised + matrices) * 4 / n * 1e9 / 2**30
+    assert row.split("|")[2].strip() == f"{expected:.1f}"
