@@ -95,13 +95,20 @@ class TrainConfig:
     # (an SGD step past the penalty's curvature multiplies the loss by ~1e3 an epoch: split-digits ewc, epoch means
     # 0.49 → 2403 → 5.6e9; permuted-digits ewc λ=1000 reached 3e12 within its first epoch).
     diverge_factor: float = bounded(100.0, ge=0)
+    # On a CUDA GPU with tensor cores (Ampere and later), float32 matmuls and convolutions use TF32: inputs rounded to
+    # 10 bits of mantissa, products accumulated in float32, several times faster (T5-large's fp32 paper runs). On by
+    # default, as PyTorch's own default for convolutions and what the papers' fp32 runs on A100s got from their
+    # frameworks; false for full float32 products. No effect on the CPU or on bf16 weights; recorded, and part of the
+    # identity (it changes a GPU's numbers).
+    tf32: bool = True
 
     # Settings that change no number: clbench._core.plan.identity leaves them out of config_hash, so changing one
     # neither refuses a rerun into the same --out nor invalidates a result or checkpoint.
     NOT_IDENTITY: ClassVar[tuple[str, ...]] = ("log_every", "checkpoint_every_s")
     # Settings added after results were committed: at this value they are left out of the identity, so a
     # result written before they existed keeps its config hash (it was computed this way).
-    IDENTITY_SINCE: ClassVar[dict[str, Any]] = {"grad_accum": 1, "diverge_factor": 100.0, "eval_split": "test"}
+    IDENTITY_SINCE: ClassVar[dict[str, Any]] = {"grad_accum": 1, "diverge_factor": 100.0, "eval_split": "test",
+                                                 "tf32": True}
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:

@@ -27,7 +27,7 @@ def test_same_settings_same_hash_and_every_scope_changes_it(regs):
     assert _cells(regs)["ewc"].config_hash == base.config_hash  # a second plan: the same identity
     for key, value in [("ewc.lambda", 3.0), ("train.lr", 0.5), ("train.threads", 2), ("model.dropout", 0.1),
                        ("stream.test_fraction", 0.25), ("metrics.tolerance", 1e-2), ("metrics.acr", "task"),
-                       ("metrics.awom", "transposed"), ("metrics.delta_w", "factors")]:
+                       ("metrics.awom", "transposed"), ("metrics.delta_w", "factors"), ("train.tf32", False)]:
         changed = _cells(regs, sets={key: [value]})["ewc"]
         assert changed.config_hash != base.config_hash, key
     # the seed and order are part of the identity; where results go and plugin run options are not
@@ -46,6 +46,8 @@ def test_metric_forms_added_later_keep_the_hash_of_results_written_before_them(r
     resolved = cell.resolved()
     assert resolved["metrics"]["awom"] == "eq8" and resolved["metrics"]["acr"] == "layer"
     before = {**resolved, "metrics": {"tolerance": 1e-3, "samples": 0}}  # a result of 2026-11-23
+    before["train"] = {k: v for k, v in resolved["train"].items() if k != "tf32"}  # (tf32: 2026-11-25)
+    assert resolved["train"]["tf32"] is True
     assert config_hash(before, cell.stream, cell.order, cell.seed) == cell.config_hash
 
 

@@ -541,6 +541,8 @@ class Runner:
         train = cell.train
         dist = self.dist
         device = dist.device(resolve_device(train.device))
+        if device.type == "cuda":  # process-wide switches, set for each cell from its own setting
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = train.tf32
         stream = build_stream(self.regs, cell)
         order = stream.order(cell.order)
         state.tasks = order
