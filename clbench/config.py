@@ -97,8 +97,8 @@ class TrainConfig:
     diverge_factor: float = bounded(100.0, ge=0)
     # On a CUDA GPU with tensor cores (Ampere and later), float32 matmuls and convolutions use TF32: inputs rounded to
     # 10 bits of mantissa, products accumulated in float32, several times faster (T5-large's fp32 paper runs). On by
-    # default, as PyTorch's own default for convolutions and what the papers' fp32 runs on A100s got from their
-    # frameworks; false for full float32 products. No effect on the CPU or on bf16 weights; recorded, and part of the
+    # default for speed (the reference scripts pass no --tf32; PyTorch's own default is TF32 for convolutions only);
+    # false for full float32 products. No effect on the CPU or on bf16 weights; recorded, and part of the
     # identity (it changes a GPU's numbers).
     tf32: bool = True
 
