@@ -214,3 +214,21 @@ def test_lm_eval_on_the_model_in_memory_matches_hand_loglik(tmp_path, smol, data
         correct += int(max(range(len(scores)), key=scores.__getitem__) == d["label"])
     assert got == pytest.approx(100.0 * correct / len(LM_EVAL_DOCS))
     assert 0 < correct  # the small model gets some of these right
+
+
+def test_greedy_batches_prompts_of_similar_length_and_answers_in_their_order(smol, monkeypatch):
+    from clbench_plugins.capability_chain.streams import greedy
+
+    prompts = ["word " * n + "end" for n in (40, 1, 30, 2, 20, 3)]
+    widths: list[int] = []
+    generate = smol.backbone.generate
+
+    def spy(**kwargs):
+        widths.append(int(kwargs["input_ids"].shape[1]))
+        return generate(**kwargs)
+
+    alone = [greedy(smol, [p], 1, 3)[0] for p in prompts]
+    monkeypatch.setattr(smol.backbone, "generate", spy)
+    assert greedy(smol, prompts, 2, 3) == alone  # each answer where its prompt was
+    lengths = sorted(len(smol.tokenizer(p)["input_ids"]) for p in prompts)
+    assert widths == [lengths[1], lengths[3], lengths[5]]  # pairs of neighbours by length, not of list order

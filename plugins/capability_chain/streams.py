@@ -202,21 +202,29 @@ def refused(answer: str) -> bool:
 
 def greedy(model: CLModel, prompts: list[str], batch_size: int, max_new_tokens: int) -> list[str]:
     """Greedy continuations of raw prompts (no clbench prompt template) by a model with ``backbone`` and
-    ``tokenizer`` (``causal-lm-sft``), new tokens only, stripped."""
+    ``tokenizer`` (``causal-lm-sft``), new tokens only, stripped, in the order of ``prompts``.
+
+    Batches hold prompts of similar token counts (sorted by length, then put back in order): a batch pads every
+    prompt to its longest, so mixing a 20-token prompt with a 1000-token one pays 1000 tokens of KV cache and
+    attention for each."""
     backbone, tok = model.backbone, model.tokenizer  # type: ignore[attr-defined]
     device = next(backbone.parameters()).device
     side, tok.padding_side = tok.padding_side, "left"
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    out: list[str] = []
+    lengths = [len(ids) for ids in tok(list(prompts))["input_ids"]]
+    order = sorted(range(len(prompts)), key=lambda i: lengths[i])
+    out: dict[int, str] = {}
     try:
-        for start in range(0, len(prompts), batch_size):
-            enc = tok(prompts[start:start + batch_size], return_tensors="pt", padding=True).to(device)
+        for start in range(0, len(order), batch_size):
+            idx = order[start:start + batch_size]
+            enc = tok([prompts[i] for i in idx], return_tensors="pt", padding=True).to(device)
             gen = backbone.generate(**enc, do_sample=False, num_beams=1, pad_token_id=pad,
                                     max_new_tokens=max_new_tokens)
-            out += tok.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+            out.update(zip(idx, tok.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True),
+                           strict=True))
     finally:
         tok.padding_side = side
-    return [o.strip() for o in out]
+    return [out[i].strip() for i in range(len(prompts))]
 
 
 class CapabilityChain(Stream):
