@@ -228,3 +228,24 @@ def test_a_ray_task_runs_its_cell_on_nproc_ranks(tmp_path, grids):
     assert result.status == "complete", result.error
     assert result.env["world_size"] == 2
     assert result.footprints["sha256"] == grids["two ranks"]["ewc"].footprints["sha256"]
+
+
+def test_the_collective_timeout_comes_from_the_environment_and_reaches_the_group(monkeypatch):
+    """Rank 0 alone evaluates what cannot be split while the others wait in a collective: the group's timeout is
+    $CLBENCH_COLLECTIVE_TIMEOUT_S (default two hours, not NCCL's 10 minutes), handed to init_process_group."""
+    import datetime
+
+    from clbench._exec import ranks
+
+    seen = {}
+    monkeypatch.setattr(torch.distributed, "init_process_group", lambda *a, **kw: seen.update(kw))
+    monkeypatch.delenv(ranks.TIMEOUT_ENV, raising=False)
+    ranks.join(0, 2, 0, "gloo", "file:///nonexistent")
+    assert seen["timeout"] == datetime.timedelta(hours=2)
+    monkeypatch.setenv(ranks.TIMEOUT_ENV, "90.5")
+    ranks.join(0, 2, 0, "gloo", "file:///nonexistent")
+    assert seen["timeout"] == datetime.timedelta(seconds=90.5)
+    for bad in ("soon", "0", "-3"):
+        monkeypatch.setenv(ranks.TIMEOUT_ENV, bad)
+        with pytest.raises(ClbenchError, match="CLBENCH_COLLECTIVE_TIMEOUT_S"):
+            ranks.join(0, 2, 0, "gloo", "file:///nonexistent")

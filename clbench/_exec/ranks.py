@@ -13,12 +13,14 @@ import traceback
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from clbench._exec.worker import bootstrap
 from clbench.distributed import SINGLE, Dist
+from clbench.errors import ClbenchError
 
 if TYPE_CHECKING:
     from clbench._exec.runner import Runner
@@ -36,11 +38,31 @@ def backend_for(device: torch.device) -> str:
     return "nccl" if device.type == "cuda" else "gloo"
 
 
+TIMEOUT_ENV = "CLBENCH_COLLECTIVE_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 7200.0
+
+
+def collective_timeout() -> timedelta:
+    """How long a rank waits in a collective before the group fails: ``$CLBENCH_COLLECTIVE_TIMEOUT_S``, default two
+    hours. Rank 0 alone evaluates what cannot be split (lm-eval, a capability chain's generation) while the others
+    wait in a broadcast: NCCL's own default, 10 minutes, is shorter than an 8B model's evaluation."""
+    text = os.environ.get(TIMEOUT_ENV, str(DEFAULT_TIMEOUT_S))
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ClbenchError(f"{TIMEOUT_ENV}={text!r}: give the seconds a rank may wait in a collective (> 0)")
+    return timedelta(seconds=seconds)
+
+
 def join(rank: int, world_size: int, local_rank: int, backend: str, init_method: str) -> Dist:
-    """Join the process group and return this process's :class:`Dist`."""
+    """Join the process group (its collectives time out after :func:`collective_timeout`) and return this
+    process's :class:`Dist`."""
     if backend == "nccl":
         torch.cuda.set_device(local_rank)  # before any collective: NCCL and the object collectives use it
-    torch.distributed.init_process_group(backend, init_method=init_method, rank=rank, world_size=world_size)
+    torch.distributed.init_process_group(backend, init_method=init_method, rank=rank, world_size=world_size,
+                                         timeout=collective_timeout())
     return Dist(rank, world_size, local_rank, backend)
 
 
@@ -118,7 +140,6 @@ class RankPool:
         import multiprocessing
 
         if self.backend == "nccl" and torch.cuda.device_count() < self.nproc:
-            from clbench.errors import ClbenchError
 
             raise ClbenchError(f"--nproc {self.nproc}: this machine has {torch.cuda.device_count()} GPUs; a cell on "
                                "CUDA runs one rank per GPU")
@@ -215,7 +236,6 @@ class RankPool:
 
 def _reraise(raised: _Raised) -> None:
     from clbench._exec.runner import FailFast
-    from clbench.errors import ClbenchError
 
     if raised.kind == "FailFast":
         raise FailFast(raised.message)
