@@ -314,3 +314,37 @@ def test_gold_only_lm_loss_equals_scoring_every_label(arch: str, request: pytest
     model.train()
     model.training_loss(TEXTS, "agnews", y, need_logits=False)
     assert model.tokens_seen > 0  # throughput is still counted on the gold-only route
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_token_logprobs_take_only_scored_rows_to_float32(dtype: torch.dtype) -> None:
+    """The same values and gradients, to the bit, as log_softmax over every position's float32 logits, masked after;
+    with a quarter of the positions scored its peak (the memory plan's count) is lower, under half the old one for bf16
+    logits (whose float32 copy was the whole batch's). The logits' own gradient is full-size either way."""
+    from clbench_plugins.hf.model import token_logprobs
+
+    from clbench._exec.memory import LiveBytes
+
+    torch.manual_seed(0)
+    base = torch.randn(2, 64, 5000).to(dtype)
+    targets = torch.randint(0, 5000, (2, 64))
+    targets[:, :48] = -100  # the prompt: not scored
+
+    def old(logits: torch.Tensor) -> torch.Tensor:
+        mask = targets != -100
+        lp = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        return lp * mask
+
+    peaks, values, grads = [], [], []
+    for fn in (old, token_logprobs):
+        logits = base.clone().requires_grad_()
+        mode = LiveBytes()
+        with mode:
+            out = fn(logits, targets) if fn is token_logprobs else fn(logits)
+            out.sum().backward()
+        peaks.append(mode.top)
+        values.append(out.detach())
+        grads.append(logits.grad)
+    assert torch.equal(values[0], values[1]) and values[1].dtype == torch.float32
+    assert torch.equal(grads[0], grads[1])
+    assert peaks[1] < (0.5 if dtype == torch.bfloat16 else 0.8) * peaks[0], peaks

@@ -248,10 +248,15 @@ class GenerativeModel(HFTextModel):
 
 
 def token_logprobs(logits: Tensor, targets: Tensor) -> Tensor:
-    """log p(target) per position; positions with target -100 give 0."""
+    """log p(target) per position, in float32; positions with target -100 give 0.
+
+    Only the scored positions' rows are taken to float32 (``log_softmax(..., dtype=float32)`` casts them, and
+    backward keeps only its float32 output): an SFT batch of 8 × 1024 tokens over a 128 k vocabulary held two float32
+    copies of every position's logits, ~8 GiB, where the response tokens are a fraction of them."""
     mask = targets != -100
-    lp = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-    return lp * mask
+    rows = torch.log_softmax(logits[mask], dim=-1, dtype=torch.float32)
+    picked = rows.gather(-1, targets[mask].unsqueeze(-1)).squeeze(-1)
+    return torch.zeros(targets.shape, dtype=torch.float32, device=logits.device).masked_scatter(mask, picked)
 
 
 def pad_rows(rows: list[list[int]], value: int, left: bool = False) -> Tensor:
