@@ -75,6 +75,11 @@ class Stash:
         return key in self._data
 
 
+MASTERS: StashKey[Any] = StashKey()
+"""The cell's float32 masters of its low-precision trained weights (``clbench._core.optim.Masters``), in
+``ctx.stash``; read them through :meth:`CellContext.trained_value`."""
+
+
 @dataclass
 class CellContext:
     """What a method may know about its cell."""
@@ -92,6 +97,14 @@ class CellContext:
 
     def data(self, task: str) -> TaskData:
         return self.stream.data(task)
+
+    def trained_value(self, p: nn.Parameter) -> Tensor:
+        """``p`` as the optimizer holds it: the float32 master of a low-precision weight that trains (a step below
+        one bf16 ulp moves the master, not the weight: a footprint of the weight would measure rounding), the weight
+        itself otherwise (float32 weights, frozen ones)."""
+        masters = self.stash.get(MASTERS)
+        value = masters.value(p) if masters is not None else None
+        return p.detach() if value is None else value
 
     def generator(self, *salt: int) -> torch.Generator:
         """A CPU generator seeded from the cell seed and ``salt`` (deterministic, resumable)."""
@@ -190,7 +203,7 @@ class Method:
     # -- task lifecycle -----------------------------------------------------------
     def before_task(self, task: str, index: int) -> None:
         assert self.model is not None
-        self._before = {n: p.detach().clone() for n, p in self.footprint_parameters().items()}
+        self._before = {n: self.ctx.trained_value(p).clone() for n, p in self.footprint_parameters().items()}
 
     def before_phase(self, phase: Phase, task: str, index: int) -> None:
         pass
@@ -220,7 +233,7 @@ class Method:
 
     def footprint(self, task: str, index: int) -> TaskFootprint:
         now = self.footprint_parameters()
-        return {n: Dense((now[n].detach() - before).cpu()) for n, before in self._before.items()}
+        return {n: Dense((self.ctx.trained_value(now[n]) - before).cpu()) for n, before in self._before.items()}
 
     @contextlib.contextmanager
     def evaluating(self, task: str) -> Iterator[None]:

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from clbench.errors import ClbenchError
-from clbench.method import Phase, StashKey
+from clbench.method import Phase
 
 Coordinates = Sequence[tuple[nn.Parameter, Tensor]]
 LOW_PRECISION = (torch.bfloat16, torch.float16)  # trainable weights of these dtypes get fp32 masters
@@ -55,6 +55,14 @@ class Masters:
         self.tensors[id(p)] = (p, master)
         return master
 
+    @torch.no_grad()
+    def value(self, p: nn.Parameter) -> Tensor | None:
+        """``p``'s master in ``p``'s shape (synced with the weight, as :meth:`of`), or None when it has none."""
+        entry = self.tensors.get(id(p))
+        if entry is None:
+            return None
+        return synced(entry[1], p.detach().reshape(-1)).view(p.shape)
+
     def state_dict(self, names: dict[int, str]) -> dict[str, Tensor]:
         return {names[i]: master.cpu() for i, (_, master) in self.tensors.items() if i in names}
 
@@ -62,7 +70,6 @@ class Masters:
         self.tensors = {id(params[n]): (params[n], t.to(params[n].device)) for n, t in state.items() if n in params}
 
 
-MASTERS: StashKey[Masters] = StashKey()  # the cell's masters, in ctx.stash
 
 
 def synced(master: Tensor, weight: Tensor) -> Tensor:

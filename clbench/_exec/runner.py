@@ -41,7 +41,7 @@ from clbench._core.boundary import (
     observers,
 )
 from clbench._core.composite import CompositeMethod
-from clbench._core.optim import MASTERS, Masters, make_optimizer, torch_optimizer_of
+from clbench._core.optim import Masters, make_optimizer, torch_optimizer_of
 from clbench._core.registry import Registries
 from clbench._core.results import environment, read_result, write_result
 from clbench.cell import CHECKPOINT_FILE, ERROR_LOG, FOOTPRINT_FILE, RESULT_FILE, Cell, CellResult
@@ -49,7 +49,7 @@ from clbench.config import TrainConfig
 from clbench.data import Batch, Stream, atomic_write_text, atomic_write_with, batches
 from clbench.distributed import SINGLE, Dist, resolve_device
 from clbench.errors import ClbenchError, Diverged, HubUnreachable, PluginError, ResultFileError
-from clbench.method import CellContext, Method, Phase, derive_seed, seed_torch
+from clbench.method import MASTERS, CellContext, Method, Phase, derive_seed, seed_torch
 from clbench.metrics import MetricInput
 from clbench.model import CLModel, StreamInfo
 

@@ -169,7 +169,7 @@ class MaskedTraining(Method):
 
     def footprint(self, task: str, index: int) -> TaskFootprint:
         now = self.footprint_parameters()
-        return {n: Masked.from_delta((now[n].detach() - before).cpu(), self.masks[n].cpu())
+        return {n: Masked.from_delta((self.ctx.trained_value(now[n]) - before).cpu(), self.masks[n].cpu())
                 for n, before in self._before.items() if n in self.masks}
 
     # -- reporting and resume ---------------------------------------------------------------
