@@ -24,6 +24,9 @@ PAPER = {
     "train.optimizer": "rmsprop",  # §5 "RMSProp optimizer with default hyperparameters"
     "train.lr": 1e-6,  # §6 "use a learning rate of 1e-6" (LoTA and ours)
     "train.batch_size": 8,  # not stated; LoTA's (Panda et al. 2024) per-device batch
+    # CPU threads of the cell: the end-of-cell metrics (fp64 QR and eigensolves over the 225 matrices of an 8B
+    # model's dense footprints) and data loading run on the host; a fixed count, as numbers may depend on it
+    "train.threads": 8,
     # masks: 10 % density (§6) is each masked method's own paper-expander/capability-chain preset
 }
 

@@ -36,6 +36,9 @@ _PAPER_TRAIN: dict[str, Any] = {
     "model.loss": "lm",  # seq2seq / masked-label cross-entropy (§1.7)
     "model.prompt_options": True,  # the full prompt (§1.7)
     "model.prompt_header": True,
+    # CPU threads of the cell: tokenisation, metrics (footprint QR/eigensolves) run on the host while the GPU trains;
+    # a fixed count (a setting of the identity: numbers may depend on it), not the machine's
+    "train.threads": 8,
 }
 _T5: dict[str, Any] = {
     **_PAPER_TRAIN,
