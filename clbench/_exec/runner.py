@@ -395,6 +395,15 @@ def blas_pools() -> ThreadpoolController:
     return ThreadpoolController()
 
 
+def cell_device(train: TrainConfig, dist: Dist) -> torch.device:
+    """The device this process runs the cell on, with the cell's TF32 setting (process-wide switches, set for each
+    cell from its own ``train.tf32``)."""
+    device = dist.device(resolve_device(train.device))
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = train.tf32
+    return device
+
+
 def release(cell: Cell) -> None:
     """Free what the finished cell held before the next one loads: its model, method and optimizer sit in reference
     cycles (a transformers model, a LoRA hook, a torch optimizer's patched ``step``) that only the cyclic collector
@@ -540,9 +549,7 @@ class Runner:
     def _run(self, cell: Cell, state: _CellState) -> None:
         train = cell.train
         dist = self.dist
-        device = dist.device(resolve_device(train.device))
-        if device.type == "cuda":  # process-wide switches, set for each cell from its own setting
-            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = train.tf32
+        device = cell_device(train, dist)
         stream = build_stream(self.regs, cell)
         order = stream.order(cell.order)
         state.tasks = order
