@@ -12,9 +12,10 @@ held from ``loss_terms`` to ``after_backward``) is whatever its code allocates; 
 estimate that stays true as methods change.
 
 Limits, said in every estimate's ``notes``: a model whose factory cannot build on the meta device (weights loaded by
-``from_pretrained``) is built on the CPU and then moved to it (so it must load there); a method or model whose code
-needs values (``.item()``, a quantile) is measured on the CPU with real tensors; attention runs PyTorch's own
-meta/CPU kernels (a GPU's memory-efficient attention keeps less); greedy generation's KV cache is not run.
+``from_pretrained``) is built on the CPU and then moved to it (so it must load there); ``.item()`` of a meta tensor
+gives false or 0 and a host copy zeros (:func:`meta_item`), and code whose shapes follow from values (``nonzero``,
+a quantile) is measured on the CPU with real tensors; attention runs PyTorch's own meta/CPU kernels (a GPU's
+memory-efficient attention keeps less); greedy generation's KV cache is not run.
 """
 
 from __future__ import annotations
@@ -54,13 +55,30 @@ and fp32 masters; what the method keeps (anchors, Fisher, masks, copies); the ac
 backward keeps beyond the step's steady state; an evaluation batch's beyond the weights."""
 
 
+_ITEM = torch.ops.aten._local_scalar_dense.default
+_TO_COPY = torch.ops.aten._to_copy.default
+
+
+def meta_item(tensor: torch.Tensor) -> bool | int | float:
+    """A meta tensor's ``.item()``: false, 0 or 0.0 (and a copy of one to the host: zeros). A meta tensor has no
+    value; code that asks one mostly checks whether it may skip work (transformers' "is the attention mask all
+    ones?", which then keeps the mask), so the answer that does the work keeps the estimate an upper bound on that
+    path. Code whose shapes follow from a value (``nonzero``, a quantile's mask) still fails on meta and is measured
+    on the CPU."""
+    if tensor.dtype == torch.bool:
+        return False
+    return 0.0 if tensor.is_floating_point() else 0
+
+
 class LiveBytes(TorchDispatchMode):
     """Counts the bytes of every tensor storage alive that an op inside the mode produced (or :meth:`add` was given),
     and the peak. A storage counts once however many views share it, and stops counting when freed."""
 
-    def __init__(self, device: torch.device | None = None) -> None:
+    def __init__(self, device: torch.device | None = None, values: Any = None) -> None:
         super().__init__()
         self.device = device  # count only tensors on this device (None: all)
+        # what ``.item()`` of a meta tensor gives (None: PyTorch's error): :func:`meta_item`
+        self.values = values
         self.host: set[int] = set()  # storages never counted: the stream's data, which views of a batch share
         self.live: dict[int, int] = {}
         self.now = 0
@@ -88,6 +106,12 @@ class LiveBytes(TorchDispatchMode):
         self.peak = self.now
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if self.values is not None and args and getattr(args[0], "is_meta", False):
+            if func is _ITEM:
+                return self.values(args[0])
+            if func is _TO_COPY and torch.device((kwargs or {}).get("device") or "meta").type == "cpu":
+                # a host copy (a snapshot of adapters, a mask's history): host memory, not the device's; zeros
+                return torch.zeros(args[0].shape, dtype=(kwargs or {}).get("dtype") or args[0].dtype)
         out = func(*args, **(kwargs or {}))
         for t in tree_flatten(out)[0]:
             self.add(t)
@@ -176,7 +200,7 @@ def _measure(regs: Registries, cell: Cell, device: torch.device) -> tuple[dict[s
     order = stream.order(cell.order)
     ctx = CellContext(stream=stream, order=order, train=cell.train, device=device, seed=cell.seed,
                       options=dict(cell.options))
-    mode = LiveBytes(device)
+    mode = LiveBytes(device, meta_item if device.type == "meta" else None)
     for task in order[:2]:  # the data stays on the host: loaded before the count starts, never counted
         data = ctx.data(task)
         for split in (data.train, data.test, getattr(data, "val", None)):
