@@ -162,3 +162,57 @@ def test_a_transformers_cell_is_estimated_on_the_meta_device_and_agrees_with_rea
     _, cpu_peak, _ = memory._measure(regs, cell, torch.device("cpu"))
     assert est.device == "meta" and est.peak == pytest.approx(cpu_peak, rel=0.01)
     assert est.terms["activations"] > est.terms["weights"]  # a 32-example batch of text through 6 layers
+
+
+def _architecture(folder: Path, config) -> str:
+    """A model folder with an architecture's config.json and no weights (what the memory plan reads), and MiniLM's
+    tokenizer as a stand-in: ids below every paper vocabulary; the long texts below fill max_length either way."""
+    from clbench_plugins.hf.model import minilm_path
+    from transformers import AutoTokenizer
+
+    folder.mkdir(parents=True)
+    AutoTokenizer.from_pretrained(minilm_path(), local_files_only=True).save_pretrained(folder)
+    config.save_pretrained(folder)
+    return str(folder)
+
+
+def _long_data(root: Path) -> str:
+    """The standard stream's four tasks, 64 training examples each, every text longer than the source length."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_gpu_runbook import fabricate
+
+    data = fabricate(root, train=64, test=16)
+    for path in data.rglob("*.json"):
+        if path.name != "labels.json":
+            path.write_text(json.dumps([{**r, "sentence": "word " * 700} for r in json.loads(path.read_text())]))
+    return str(data)
+
+
+@pytest.mark.slow
+def test_the_paper_cells_fit_one_80_gib_gpu(regs, tmp_path):
+    """T5-large (fp32) and LLaMA-7B (bf16) with their configs' shapes, on data at the source length: every paper cell
+    of order 1 fits 80 GiB as its presets run it (the scripts' micro-batches; N-LoRA's T5 batch of 48 with gradient
+    checkpointing, which without it would not fit)."""
+    from transformers import LlamaConfig, T5Config
+
+    t5 = _architecture(tmp_path / "t5-large", T5Config(vocab_size=32128, d_model=1024, d_kv=64, d_ff=4096, num_layers=24,
+                                                        num_heads=16, decoder_start_token_id=0, eos_token_id=1))
+    llama = _architecture(tmp_path / "llama-7b", LlamaConfig(vocab_size=32000, hidden_size=4096, intermediate_size=11008,
+                                                             num_hidden_layers=32, num_attention_heads=32))
+    data = _long_data(tmp_path / "data")
+    limit = 80 * 2**30
+
+    def peak(profile, method, model, **sets):
+        req = RunRequest(profile=profile, methods=method, streams=["standard"], orders=["1"], seeds=[0], data_dir=data,
+                         model_path=model, out=tmp_path / "out", sets={"train.device": ["cpu"], **sets})
+        est = memory.estimate(regs, make_plan(regs, req).cells[0], cpu_fallback=False)
+        assert est.device == "meta" and est.terms["weights"] > 2 * 2**30
+        return est.peak
+
+    for profile, method, model in [("paper-t5", "olora", t5), ("paper-t5", "nlora", t5), ("paper-llama", "olora", llama),
+                                   ("paper-llama", "nlora", llama)]:
+        assert peak(profile, method, model) < limit, (profile, method)
+    assert peak("paper-t5", "nlora", t5, **{"model.gradient_checkpointing": [False]}) > limit

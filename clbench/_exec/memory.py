@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.fx.experimental._config
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
@@ -45,7 +46,7 @@ from clbench._exec.runner import (
 )
 from clbench.cell import Cell
 from clbench.data import Batch, Split
-from clbench.errors import ConfigError
+from clbench.errors import ClbenchError, ConfigError
 from clbench.method import CellContext, Method
 from clbench.model import CLModel
 
@@ -260,18 +261,33 @@ def _cpu_threads(n: int) -> Iterator[None]:
         torch.set_num_threads(old)
 
 
-def estimate(regs: Registries, cell: Cell) -> MemoryEstimate:
-    """The peak device memory of ``cell`` (see the module): on the meta device, or on the CPU with real tensors when
-    its code needs values."""
+CPU_FALLBACK_BYTES = 2 * 2**30
+"""Weights above which a cell is not re-measured on the CPU with real tensors (the host would load the model)."""
+
+
+def estimate(regs: Registries, cell: Cell, cpu_fallback: bool = True) -> MemoryEstimate:
+    """The peak device memory of ``cell`` (see the module), on the meta device. Where its code's shapes follow from
+    values (``nonzero``, a boolean mask's selection), a small model is measured on the CPU with real tensors instead,
+    exactly, and a large one on the meta device with every such selection taken whole: an upper bound, noted."""
     with _cpu_threads(cell.train.threads):
         try:
             terms, peak, notes = _measure(regs, cell, torch.device("meta"))
-            device = "meta"
-        except (NotImplementedError, RuntimeError) as exc:  # a value read on meta tensors (.item(), a quantile)
-            terms, peak, notes = _measure(regs, cell, torch.device("cpu"))
-            device = "cpu"
-            notes.append(f"measured on the CPU: on the meta device {type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
-    return MemoryEstimate(cell.key, terms, peak, device, notes)
+            return MemoryEstimate(cell.key, terms, peak, "meta", notes)
+        except Exception as exc:  # noqa: BLE001 - a shape that follows from values, or a check of a value meta lacks
+            why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+        with torch.fx.experimental._config.patch(meta_nonzero_assume_all_nonzero=True):
+            try:
+                terms, peak, notes = _measure(regs, cell, torch.device("meta"))
+            except Exception:  # noqa: BLE001 - the whole selections may break a method's own checks (LoTTO's)
+                terms = None
+        if terms is not None and (terms["weights"] > CPU_FALLBACK_BYTES or not cpu_fallback):
+            notes.append(f"an upper bound: value-dependent selections taken whole on the meta device ({why})")
+            return MemoryEstimate(cell.key, terms, peak, "meta", notes)
+        if not cpu_fallback:
+            raise ClbenchError(f"{cell.key}: the memory plan cannot run its code on the meta device ({why})")
+        terms, peak, notes = _measure(regs, cell, torch.device("cpu"))
+        notes.append(f"measured on the CPU: on the meta device {why}")
+        return MemoryEstimate(cell.key, terms, peak, "cpu", notes)
 
 
 def remedies(cell: Cell, est: MemoryEstimate) -> list[str]:
@@ -306,14 +322,9 @@ def plan_memory(regs: Registries, cells: list[Cell], progress: bool = False, cpu
         groups.setdefault(json.dumps([cell.resolved(), cell.stream, cell.order], sort_keys=True, default=str), cell)
     out: list[tuple[Cell, MemoryEstimate | None]] = []
     for cell in tqdm(groups.values(), desc="memory plan", unit="cell", disable=not progress, leave=False):
-        if cpu_fallback:
-            out.append((cell, estimate(regs, cell)))
-            continue
         try:
-            with _cpu_threads(cell.train.threads):
-                terms, peak, notes = _measure(regs, cell, torch.device("meta"))
-            out.append((cell, MemoryEstimate(cell.key, terms, peak, "meta", notes)))
-        except (NotImplementedError, RuntimeError):
+            out.append((cell, estimate(regs, cell, cpu_fallback)))
+        except ClbenchError:
             out.append((cell, None))
     return out
 

@@ -79,8 +79,15 @@ def load_tokenizer(config: HFConfig, path: str) -> Any:
 
 
 def load_backbone(auto_cls: Any, config: HFConfig, path: str) -> nn.Module:
+    """The backbone at ``path``; built under a meta device context (the memory plan, ``clbench run --dry-run``), its
+    architecture alone, from its config.json: no weights are read, so an 8B model is planned in seconds."""
     require_weights(path)
     try:
+        if torch.get_default_device().type == "meta":
+            from transformers import AutoConfig
+
+            arch = AutoConfig.from_pretrained(path, **load_kwargs(config, path))
+            return auto_cls.from_config(arch, dtype=_DTYPES[config.dtype], trust_remote_code=config.trust_remote_code)
         return auto_cls.from_pretrained(path, dtype=_DTYPES[config.dtype], **load_kwargs(config, path))
     except (OSError, ValueError) as exc:  # ValueError: a folder without a usable config.json
         raise ConfigError(f"model.name_or_path={path!r}: cannot load it ({exc})") from exc
