@@ -240,7 +240,10 @@ def _measure(regs: Registries, cell: Cell, device: torch.device) -> tuple[dict[s
 
 @torch.no_grad()
 def _evaluation(model: CLModel, method: Method, ctx: CellContext, mode: LiveBytes) -> int:
-    """What one evaluation batch (``train.eval_batch_size`` of the costliest examples) holds beyond what lives."""
+    """What one evaluation batch (``train.eval_batch_size`` of the costliest examples) holds beyond what lives: a
+    forward pass, the path of classifiers and of ``model.eval=rank`` (which scores every label: dbpedia's 14 repeat
+    the prompt's activations 14 times). Generation (``eval=generate``) is not run: on the meta device its token loop
+    took minutes for an 8B model."""
     task = ctx.order[0]
     model.eval()
     batch = _largest_examples(ctx.data(task).test, ctx.train.eval_batch_size, task).to(ctx.device)
