@@ -64,8 +64,8 @@ def meta_item(tensor: torch.Tensor) -> bool | int | float:
     """A meta tensor's ``.item()``: false, 0 or 0.0 (and a copy of one to the host: zeros). A meta tensor has no
     value; code that asks one mostly checks whether it may skip work (transformers' "is the attention mask all
     ones?", which then keeps the mask), so the answer that does the work keeps the estimate an upper bound on that
-    path. Code whose shapes follow from a value (``nonzero``, a quantile's mask) still fails on meta and is measured
-    on the CPU."""
+    path. Code whose shapes follow from a value (``nonzero``, a quantile's mask) still fails on meta: see
+    :func:`estimate`."""
     if tensor.dtype == torch.bool:
         return False
     return 0.0 if tensor.is_floating_point() else 0
