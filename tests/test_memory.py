@@ -216,3 +216,17 @@ def test_the_paper_cells_fit_one_80_gib_gpu(regs, tmp_path):
                                    ("paper-llama", "nlora", llama)]:
         assert peak(profile, method, model) < limit, (profile, method)
     assert peak("paper-t5", "nlora", t5, **{"model.gradient_checkpointing": [False]}) > limit
+
+
+def test_the_plan_marks_what_it_cannot_estimate_and_stops_on_the_runs_own_errors(regs, monkeypatch):
+    """A cell the meta device cannot run (and the CPU may not measure) is a row 'not estimated'; an error the run
+    itself would stop on (data out of reach) stops the plan the same way, named, not a row."""
+    from clbench.errors import ClbenchError
+
+    cell = _cell(regs, "seqft")
+    monkeypatch.setattr(memory, "estimate", lambda *a: (_ for _ in ()).throw(memory.NotEstimable("meta")))
+    assert memory.plan_memory(regs, [cell]) == [(cell, None)]
+    assert "not estimated" in memory.memory_table([(cell, None)], None)
+    monkeypatch.setattr(memory, "estimate", lambda *a: (_ for _ in ()).throw(ClbenchError("data out of reach")))
+    with pytest.raises(ClbenchError, match="data out of reach"):
+        memory.plan_memory(regs, [cell])

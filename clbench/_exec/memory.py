@@ -264,6 +264,10 @@ def _cpu_threads(n: int) -> Iterator[None]:
         torch.set_num_threads(old)
 
 
+class NotEstimable(ClbenchError):
+    """The memory plan cannot run a cell's code on the meta device, and may not measure it on the CPU."""
+
+
 CPU_FALLBACK_BYTES = 2 * 2**30
 """Weights above which a cell is not re-measured on the CPU with real tensors (the host would load the model)."""
 
@@ -287,7 +291,7 @@ def estimate(regs: Registries, cell: Cell, cpu_fallback: bool = True) -> MemoryE
             notes.append(f"an upper bound: value-dependent selections taken whole on the meta device ({why})")
             return MemoryEstimate(cell.key, terms, peak, "meta", notes)
         if not cpu_fallback:
-            raise ClbenchError(f"{cell.key}: the memory plan cannot run its code on the meta device ({why})")
+            raise NotEstimable(f"{cell.key}: the memory plan cannot run its code on the meta device ({why})")
         terms, peak, notes = _measure(regs, cell, torch.device("cpu"))
         notes.append(f"measured on the CPU: on the meta device {why}")
         return MemoryEstimate(cell.key, terms, peak, "cpu", notes)
@@ -327,7 +331,7 @@ def plan_memory(regs: Registries, cells: list[Cell], progress: bool = False, cpu
     for cell in tqdm(groups.values(), desc="memory plan", unit="cell", disable=not progress, leave=False):
         try:
             out.append((cell, estimate(regs, cell, cpu_fallback)))
-        except ClbenchError:
+        except NotEstimable:  # (any other error, data out of reach, is the run's own: it stops the command)
             out.append((cell, None))
     return out
 
