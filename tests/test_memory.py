@@ -230,3 +230,17 @@ def test_the_plan_marks_what_it_cannot_estimate_and_stops_on_the_runs_own_errors
     monkeypatch.setattr(memory, "estimate", lambda *a: (_ for _ in ()).throw(ClbenchError("data out of reach")))
     with pytest.raises(ClbenchError, match="data out of reach"):
         memory.plan_memory(regs, [cell])
+
+
+def test_a_model_evaluated_its_streams_own_way_is_planned_without_its_evaluation(regs, monkeypatch):
+    """The capability chain's SFT model takes (prompt, response) pairs and its stream evaluates it through lm-eval:
+    its forward refuses the test prompts. The plan then leaves evaluation at 0 and says so, and estimates the rest."""
+    from clbench.errors import DataError
+
+    def refuses(*args):
+        raise DataError("causal-lm-sft trains on (prompt, response) pairs, got str")
+
+    monkeypatch.setattr(memory, "_evaluation", refuses)
+    est = memory.estimate(regs, _cell(regs, "seqft"))
+    assert est.terms["evaluation"] == 0 and est.terms["weights"] > 0
+    assert any(n.startswith("evaluation not estimated") and "pairs" in n for n in est.notes)

@@ -233,7 +233,11 @@ def _measure(regs: Registries, cell: Cell, device: torch.device) -> tuple[dict[s
             method.before_task(order[1], 1)
             _task(model, method, ctx, 1, mode, what, parts)
             gc.collect()
-        parts["evaluation"] = _evaluation(model, method, ctx, mode)
+        try:
+            parts["evaluation"] = _evaluation(model, method, ctx, mode)
+        except (ClbenchError, TypeError, ValueError) as exc:  # a stream that evaluates its own way (lm-eval, judges)
+            parts["evaluation"] = 0
+            notes.append(f"evaluation not estimated: the model's forward does not take the test inputs ({exc})")
     parts["optimizer"] += masters
     return {k: parts.get(k, 0) for k in TERMS}, mode.top, notes
 
