@@ -87,7 +87,7 @@ def test_parse_size():
         memory.parse_size("lots")
 
 
-def test_dry_run_prints_every_cell_and_device_memory_refuses_before_anything_runs(tmp_path, capsys):
+def test_dry_run_prints_every_cell_and_device_memory_refuses_before_anything_runs(tmp_path, capsys, monkeypatch):
     from clbench._cli.main import main
 
     args = ["run", "--stream", "split-digits", "--methods", "seqft,ewc", "--seeds", "0", "--orders", "1",
@@ -103,6 +103,10 @@ def test_dry_run_prints_every_cell_and_device_memory_refuses_before_anything_run
     assert exit_.value.code == 2 and "does not fit: split-digits/ewc/order-1/seed-0" in err
     assert "largest: method" in err and "1 cell would not fit in 2.0 MiB" in err
     assert not list(tmp_path.rglob("result.json"))
+    monkeypatch.setattr(memory, "plan_memory", lambda *a, **k: pytest.fail("planned with --device-memory off"))
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, "--device-memory", "off", "--set", "train.epochs=1"])
+    assert exit_.value.code == 0 and len(list(tmp_path.rglob("result.json"))) == 2
 
 
 class _Cyclic(Method):

@@ -93,7 +93,7 @@ class Jobs(click.ParamType):
               help="Plan the grid and print each cell's estimated peak device memory, by part; train nothing.")
 @click.option("--device-memory", default=None, metavar="SIZE",
               help="Refuse, before any cell starts, cells whose estimated peak exceeds SIZE (80GiB, 141GiB; default: "
-                   "the visible GPU's memory when the cells run on one).")
+                   "the visible GPU's memory when the cells run on one; 'off': no check).")
 @click.pass_obj
 def command(regs: Registries, methods: str | None, streams: str | None, orders: str | None, seeds: str | None,
             profile: str, sets: tuple[str, ...], model: str | None, out: Path, data_dir: Path | None,
@@ -174,9 +174,11 @@ def _memory_plan(regs: Registries, cells: Sequence[Any], dry_run: bool, device_m
     from clbench._exec import memory
     from clbench._exec.runner import resolve_device
 
-    limit = memory.parse_size(device_memory) if device_memory else None
+    if device_memory == "off" and not dry_run:  # the plan of an 8B masked method takes minutes on the meta device
+        return
+    limit = memory.parse_size(device_memory) if device_memory and device_memory != "off" else None
     on_gpu = any(resolve_device(c.train.device).type == "cuda" for c in cells)
-    if limit is None and on_gpu:
+    if limit is None and on_gpu and device_memory != "off":
         limit = memory.visible_device_memory()
     if not (dry_run or device_memory or on_gpu):
         return
