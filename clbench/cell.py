@@ -174,26 +174,26 @@ class Cell:
     def key(self) -> str:
         return cell_key(self.stream, self.method, self.order, self.seed)
 
-    # dict views of the settings, as stored in result.json
+    # dict views of the settings, as stored in result.json: parts of the one resolved configuration (read only)
     @property
     def method_config(self) -> dict[str, dict[str, Any]]:
-        return {k: cfg.to_dict(v) for k, v in self.methods_cfg.items()}
+        return self._resolved["methods"]
 
     @property
     def model_config(self) -> dict[str, Any]:
-        return cfg.to_dict(self.model_cfg)
+        return {k: v for k, v in self._resolved["model"].items() if k != "name"}
 
     @property
     def train_config(self) -> dict[str, Any]:
-        return cfg.to_dict(self.train)
+        return self._resolved["train"]
 
     @property
     def stream_config(self) -> dict[str, Any]:
-        return cfg.to_dict(self.stream_cfg)
+        return self._resolved["stream"]
 
     @property
     def metrics_config(self) -> dict[str, Any]:
-        return cfg.to_dict(self.metrics)
+        return self._resolved["metrics"]
 
     def resolved(self) -> dict[str, Any]:
         """The cell's full configuration, as stored in ``result.json``: built once per cell object (the planner's
@@ -205,11 +205,11 @@ class Cell:
         return {
             "profile": self.profile,
             "parts": list(self.parts),
-            "methods": self.method_config,
-            "model": {"name": self.model, **self.model_config},
-            "train": self.train_config,
-            "stream": self.stream_config,
-            "metrics": self.metrics_config,
+            "methods": {k: cfg.to_dict(v) for k, v in self.methods_cfg.items()},
+            "model": {"name": self.model, **cfg.to_dict(self.model_cfg)},
+            "train": cfg.to_dict(self.train),
+            "stream": cfg.to_dict(self.stream_cfg),
+            "metrics": cfg.to_dict(self.metrics),
             "sweep": dict(self.sweep),
             "options": dict(self.options),
             # only when more than one: the identity (config hash) of a one-process cell stays what it was
