@@ -166,8 +166,8 @@ def _task(model: CLModel, method: Method, ctx: CellContext, index: int, mode: Li
     """One optimizer step of each phase of task ``index`` on its costliest micro-batch (a phase's optimizer lives
     through its phase group, as in training); notes gradients, optimizer state and activations into ``parts``."""
     task = ctx.order[index]
-    micro = max(1, ctx.train.batch_size // ctx.train.grad_accum)
-    batch = _largest_examples(ctx.data(method.train_tasks(index)[0]).train, micro, task).to(ctx.device)
+    batch = _largest_examples(ctx.data(method.train_tasks(index)[0]).train, ctx.train.micro_batch_size,
+                              task).to(ctx.device)
     group: tuple[str, Any] = ("", None)
     for phase in method.phases(task, index):
         method.before_phase(phase, task, index)
@@ -306,7 +306,7 @@ def remedies(cell: Cell, est: MemoryEstimate) -> list[str]:
     out = []
     top = {name for name, _ in est.largest()}
     if "activations" in top:
-        micro = max(1, cell.train.batch_size // cell.train.grad_accum)
+        micro = cell.train.micro_batch_size
         if micro > 1:
             out.append(f"--set train.grad_accum={cell.train.grad_accum * 2} (micro-batches of {micro // 2}: the same "
                        "global batch)")
