@@ -5,25 +5,23 @@ one batch without accumulation (what the presets did before the scripts' micro-b
 
 T5-large (fp32) and LLaMA-7B (bf16) are built from their config.json shapes (no weights: the memory plan reads
 none), with MiniLM's tokenizer standing in (the texts are longer than the source length, so every example fills
-``model.max_length`` whatever the tokenizer). The data is the standard stream's four tasks, 64 examples each. The
-figures are upper bounds: value-dependent selections are taken whole on the meta device, and its attention
-kernels keep the attention matrix (a GPU's memory-efficient attention does not); the evaluation part is a forward
-pass scoring every label (dbpedia's 14), not generation. tests/test_memory.py asserts the cells fit 80 GiB as the
-presets run them (on 3 labels a task).
+``model.max_length`` whatever the tokenizer). The data is the standard stream's four tasks, 64 training and 128 test
+examples each (one full evaluation batch). Attention is planned as a GPU's fused kernel and greedy generation as its
+KV cache at full length (docs/scale-out.md, "Memory plan"); value-dependent selections would be taken whole (none
+here). tests/test_memory.py asserts the cells fit 80 GiB as the presets run them.
 
-Measured 2026-11-25 (torch 2.13.0+cpu; sizes, so the machine does not matter):
+Measured 2026-11-26 (torch 2.13.0+cpu; sizes, so the machine does not matter):
 
 | profile | method | batch | as the presets run it | peak | one batch, no accumulation |
 |---|---|---|---|---|---|
-| paper-t5 | olora | 64 | 8 micro-batches of 8 | 25.2 GiB | 147.7 GiB |
-| paper-t5 | nlora | 48 | 1 micro-batches of 48 + checkpointing | 25.2 GiB | 111.4 GiB |
-| paper-llama | olora | 64 | 64 micro-batches of 1 | 74.2 GiB | 303.2 GiB |
-| paper-llama | nlora | 48 | 8 micro-batches of 6 | 74.2 GiB | 230.6 GiB |
+| paper-t5 | olora | 64 | 8 micro-batches of 8 | 16.8 GiB | 99.7 GiB |
+| paper-t5 | nlora | 48 | 1 micro-batches of 48 + checkpointing | 16.8 GiB | 75.5 GiB |
+| paper-llama | olora | 64 | 64 micro-batches of 1 | 17.8 GiB | 208.9 GiB |
+| paper-llama | nlora | 48 | 8 micro-batches of 6 | 31.0 GiB | 159.8 GiB |
 
-The "as the presets run it" peaks of a model are all its evaluation's (T5-large 22.5 GiB, LLaMA-7B 61.6 GiB beyond
-the weights: a forward of 128 / 16 prompts scoring 14 labels): the training step is smaller. The LLaMA cells fit 80
-GiB by 6 GiB; evaluating with ``model.eval=generate`` (the presets') keeps a KV cache instead, which this does not
-measure.
+The T5 cells peak in their evaluation (128 prompts of 512 tokens: the cross-attention cache of 24 layers, 14.1 GiB
+beyond the weights); the LLaMA cells in training. An H200 measured T5-large cells of this kind at 0.94–1.06× their
+plan (docs/scale-out.md, "Measured on a GPU").
 """
 
 from __future__ import annotations
@@ -63,7 +61,7 @@ def main() -> None:
             folder = data / GROUPS[task] / task
             folder.mkdir(parents=True)
             (folder / "labels.json").write_text(json.dumps(labels))
-            for split, n in (("train", 64), ("test", 16)):
+            for split, n in (("train", 64), ("test", 128)):
                 rows = [{"sentence": "word " * 700, "label": labels[k % len(labels)]} for k in range(n)]
                 (folder / f"{split}.json").write_text(json.dumps(rows))
         print("| profile | method | batch | as the presets run it | peak | one batch, no accumulation |")

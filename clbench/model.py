@@ -61,6 +61,14 @@ class CLModel(nn.Module):
     def predict(self, x: Any, task: str) -> Tensor:
         return self(x, task).argmax(dim=-1)
 
+    @torch.no_grad()
+    def predict_peak(self, x: Any, task: str) -> Any:
+        """One pass that holds what :meth:`predict` holds at its peak, for the memory plan (``clbench run
+        --dry-run``), which runs it on the meta device. The default is ``predict``'s forward. A model whose
+        ``predict`` loops (token by token generation) overrides it with one pass that builds the loop's largest
+        state (the KV cache at its full length) instead of running the loop."""
+        return self(x, task)
+
     def head_parameter_names(self) -> set[str]:
         """Names of parameters that belong to one task only (per-task heads). A head shared by every task is
         a shared parameter: not named here, so a method regularises it like any other (EWC's penalty)."""

@@ -163,9 +163,33 @@ def test_a_transformers_cell_is_estimated_on_the_meta_device_and_agrees_with_rea
                      out=Path("unused"))
     cell = make_plan(regs, req).cells[0]
     est = memory.estimate(regs, cell)
+    # the CPU runs PyTorch's math attention: compared with the meta device on the same kernels
+    _, meta_peak, _ = memory._measure(regs, cell, torch.device("meta"), fused_attention=False)
     _, cpu_peak, _ = memory._measure(regs, cell, torch.device("cpu"))
-    assert est.device == "meta" and est.peak == pytest.approx(cpu_peak, rel=0.01)
+    assert est.device == "meta" and meta_peak == pytest.approx(cpu_peak, rel=0.01)
     assert est.terms["activations"] > est.terms["weights"]  # a 32-example batch of text through 6 layers
+    assert est.peak < meta_peak  # the plan's fused attention keeps no attention matrix
+
+
+def test_attention_is_planned_as_a_fused_kernel_that_keeps_no_attention_matrix():
+    """Backward of the math path keeps each head's (L × L) softmax; a GPU's fused kernel keeps its output and a
+    float32 log-sum-exp per query (padded to 32 rows): what the plan counts, computed here from the shapes."""
+    b, h, n, d = 2, 4, 100, 16
+    q, k, v = (torch.empty(b, h, n, d, device="meta", requires_grad=True) for _ in range(3))
+    bias = torch.empty(1, h, n, n, device="meta")
+    kept = {}
+    for name, attention in (("fused", memory._fused_attention), ("math", torch.nn.functional.scaled_dot_product_attention)):
+        mode = memory.LiveBytes(torch.device("meta"), memory.meta_item)
+        for t in (q, k, v, bias):
+            mode.add(t)
+        before = mode.now
+        with mode:
+            out = attention(q, k, v, attn_mask=bias)
+            kept[name] = mode.now - before
+        del out
+    # the output, the log-sum-exp, and the kernel's dropout seed and offset (int64 scalars)
+    assert kept["fused"] == 4 * (b * h * n * d + b * h * -(-n // 32) * 32) + 2 * 8
+    assert kept["math"] >= 4 * b * h * n * n  # at least one (L × L) matrix per head
 
 
 def _architecture(folder: Path, config) -> str:
@@ -188,7 +212,7 @@ def _long_data(root: Path) -> str:
     sys.path.insert(0, str(Path(__file__).parent))
     from test_gpu_runbook import fabricate
 
-    data = fabricate(root, train=64, test=16)
+    data = fabricate(root, train=64, test=128)  # test: one full evaluation batch (T5: 128)
     for path in data.rglob("*.json"):
         if path.name != "labels.json":
             path.write_text(json.dumps([{**r, "sentence": "word " * 700} for r in json.loads(path.read_text())]))
@@ -199,7 +223,7 @@ def _long_data(root: Path) -> str:
 def test_the_paper_cells_fit_one_80_gib_gpu(regs, tmp_path):
     """T5-large (fp32) and LLaMA-7B (bf16) with their configs' shapes, on data at the source length: every paper cell
     of order 1 fits 80 GiB as its presets run it (the scripts' micro-batches; N-LoRA's T5 batch of 48 with gradient
-    checkpointing, which without it would not fit)."""
+    checkpointing, which without it would be at the card's edge)."""
     from transformers import LlamaConfig, T5Config
 
     t5 = _architecture(tmp_path / "t5-large", T5Config(vocab_size=32128, d_model=1024, d_kv=64, d_ff=4096, num_layers=24,
@@ -219,7 +243,9 @@ def test_the_paper_cells_fit_one_80_gib_gpu(regs, tmp_path):
     for profile, method, model in [("paper-t5", "olora", t5), ("paper-t5", "nlora", t5), ("paper-llama", "olora", llama),
                                    ("paper-llama", "nlora", llama)]:
         assert peak(profile, method, model) < limit, (profile, method)
-    assert peak("paper-t5", "nlora", t5, **{"model.gradient_checkpointing": [False]}) > limit
+    # without checkpointing N-LoRA's batch of 48 plans at ~75 GiB: within the 5 % an H200 measured above the plan
+    # (docs/scale-out.md, "Measured on a GPU") of an 80 GiB card, which is why the preset checkpoints
+    assert peak("paper-t5", "nlora", t5, **{"model.gradient_checkpointing": [False]}) > 0.9 * limit
 
 
 def test_the_plan_marks_what_it_cannot_estimate_and_stops_on_the_runs_own_errors(regs, monkeypatch):

@@ -14,8 +14,9 @@ estimate that stays true as methods change.
 Limits, said in every estimate's ``notes``: a model whose factory cannot build on the meta device (weights loaded by
 ``from_pretrained``) is built on the CPU and then moved to it (so it must load there); ``.item()`` of a meta tensor
 gives false or 0 and a host copy zeros (:func:`meta_item`), and code whose shapes follow from values (``nonzero``,
-a quantile) is measured on the CPU with real tensors; attention runs PyTorch's own meta/CPU kernels (a GPU's
-memory-efficient attention keeps less); greedy generation's KV cache is not run.
+a quantile) is measured on the CPU with real tensors; ``scaled_dot_product_attention`` is planned as a GPU's fused
+kernel (:func:`_fused_attention`), and greedy generation as one pass that builds its KV cache at full length
+(:meth:`~clbench.model.CLModel.predict_peak`).
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from unittest import mock
 
 import torch
 import torch.fx.experimental._config
+import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
@@ -46,14 +49,22 @@ from clbench._exec.runner import (
 )
 from clbench.cell import Cell
 from clbench.data import Batch, Split
+from clbench.distributed import resolve_device
 from clbench.errors import ClbenchError, ConfigError
 from clbench.method import CellContext, Method
 from clbench.model import CLModel
 
-TERMS = ("weights", "gradients", "optimizer", "method", "activations", "evaluation")
+TERMS = ("weights", "gradients", "optimizer", "method", "activations", "evaluation", "workspace")
 """The parts of an estimate: the model's weights and buffers; the gradients of what trains; the optimizer's state
 and fp32 masters; what the method keeps (anchors, Fisher, masks, copies); the activations one micro-batch's
-backward keeps beyond the step's steady state; an evaluation batch's beyond the weights."""
+backward keeps beyond the step's steady state; an evaluation batch's beyond the weights; on a GPU, the CUDA
+libraries' workspaces (:data:`CUDA_WORKSPACE_BYTES`)."""
+
+CUDA_WORKSPACE_BYTES = 64 * 2**20
+"""cuBLAS's workspace, 32 MiB for each thread that multiplies on a GPU, allocated by PyTorch's caching allocator at
+the first product and kept: a training process has two such threads (its own and autograd's backward thread).
+Measured on an H200 with torch 2.11 (docs/scale-out.md, "Measured on a GPU"): 64 MiB after one forward and backward,
+96 MiB once a third thread multiplied."""
 
 
 _ITEM = torch.ops.aten._local_scalar_dense.default
@@ -161,6 +172,11 @@ def _largest_examples(split: Split, n: int, task: str) -> Batch:
     return Batch(x[:n].clone() if isinstance(x, torch.Tensor) else x[:n], split.y[:n].clone(), task)
 
 
+def _text_chars(x: Any) -> int:
+    """The characters of a batch of texts (0 for tensors: equal-size inputs cost the same in every task)."""
+    return sum(len(t) for t in x) if isinstance(x, (list, tuple)) and x and isinstance(x[0], str) else 0
+
+
 def _task(model: CLModel, method: Method, ctx: CellContext, index: int, mode: LiveBytes, what: str,
           parts: dict[str, int]) -> None:
     """One optimizer step of each phase of task ``index`` on its costliest micro-batch (a phase's optimizer lives
@@ -195,14 +211,15 @@ def _task(model: CLModel, method: Method, ctx: CellContext, index: int, mode: Li
         model.zero_grad(set_to_none=True)
 
 
-def _measure(regs: Registries, cell: Cell, device: torch.device) -> tuple[dict[str, int], int, list[str]]:
+def _measure(regs: Registries, cell: Cell, device: torch.device,
+             fused_attention: bool = True) -> tuple[dict[str, int], int, list[str]]:
     notes: list[str] = []
     stream = build_stream(regs, cell)
     order = stream.order(cell.order)
     ctx = CellContext(stream=stream, order=order, train=cell.train, device=device, seed=cell.seed,
                       options=dict(cell.options))
     mode = LiveBytes(device, meta_item if device.type == "meta" else None)
-    for task in order[:2]:  # the data stays on the host: loaded before the count starts, never counted
+    for task in order:  # the data stays on the host: loaded before the count starts, never counted
         data = ctx.data(task)
         for split in (data.train, data.test, getattr(data, "val", None)):
             for t in (getattr(split, "x", None), getattr(split, "y", None)):
@@ -219,7 +236,9 @@ def _measure(regs: Registries, cell: Cell, device: torch.device) -> tuple[dict[s
         mode.add(t)
     parts = {"weights": mode.now}
     what = method_label(regs, cell)
-    with mode:
+    fused = (mock.patch.object(F, "scaled_dot_product_attention", _fused_attention)
+             if fused_attention and device.type == "meta" else contextlib.nullcontext())
+    with mode, fused:
         method = build_method(regs, cell, ctx)
         method.setup(model)
         model.train()
@@ -242,19 +261,43 @@ def _measure(regs: Registries, cell: Cell, device: torch.device) -> tuple[dict[s
     return {k: parts.get(k, 0) for k in TERMS}, mode.top, notes
 
 
+def _fused_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: Any = None,
+                     dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+                     enable_gqa: bool = False) -> torch.Tensor:
+    """``F.scaled_dot_product_attention`` as a GPU runs it: a fused kernel (memory-efficient attention; flash keeps
+    the same) that keeps the output and its log-sum-exp for backward, never the (L × L) attention matrix. On the
+    meta device PyTorch takes the math path, which keeps the matrix and its softmax per layer: T5-large's planned
+    activations came out ~5× what an H200 measured (docs/scale-out.md, "Measured on a GPU")."""
+    if enable_gqa and key.shape[-3] != query.shape[-3]:
+        key = key.repeat_interleave(query.shape[-3] // key.shape[-3], dim=-3)
+        value = value.repeat_interleave(query.shape[-3] // value.shape[-3], dim=-3)
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:  # what PyTorch converts a boolean mask to before the fused kernel
+            attn_mask = torch.zeros(attn_mask.shape, dtype=query.dtype, device=query.device).masked_fill(
+                ~attn_mask, float("-inf"))
+        attn_mask = attn_mask.expand(*query.shape[:-1], key.shape[-2])
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
+    return torch.ops.aten._scaled_dot_product_efficient_attention(query, key, value, attn_mask, grad, dropout_p,
+                                                                  is_causal, scale=scale)[0]
+
+
 @torch.no_grad()
 def _evaluation(model: CLModel, method: Method, ctx: CellContext, mode: LiveBytes) -> int:
-    """What one evaluation batch (``train.eval_batch_size`` of the costliest examples) holds beyond what lives: a
-    forward pass, the path of classifiers and of ``model.eval=rank`` (which scores every label: dbpedia's 14 repeat
-    the prompt's activations 14 times). Generation (``eval=generate``) is not run: on the meta device its token loop
-    took minutes for an 8B model."""
-    task = ctx.order[0]
+    """What one evaluation batch (``train.eval_batch_size`` of the costliest examples) holds beyond what lives:
+    the model's :meth:`~clbench.model.CLModel.predict_peak` — a forward pass for classifiers and ``model.eval=rank``
+    (which scores every label: dbpedia's 14 repeat the prompt's activations 14 times), and for greedy generation one
+    pass that builds the KV cache at its full length (on the meta device the token loop took minutes for an 8B
+    model)."""
+    # every task is evaluated after each one: the costliest batch may be any task's (amazon's reviews, not dbpedia's)
+    batches = [_largest_examples(ctx.data(t).test, ctx.train.eval_batch_size, t) for t in ctx.order]
+    task, batch = max(((b.task, b) for b in batches), key=lambda tb: _text_chars(tb[1].x))
     model.eval()
-    batch = _largest_examples(ctx.data(task).test, ctx.train.eval_batch_size, task).to(ctx.device)
+    batch = batch.to(ctx.device)
     before = mode.now
     mode.reset_peak()
     with method.evaluating(task):
-        model(batch.x, task)
+        out = model.predict_peak(batch.x, task)
+        del out
     return mode.peak - before
 
 
@@ -280,6 +323,14 @@ def estimate(regs: Registries, cell: Cell, cpu_fallback: bool = True) -> MemoryE
     """The peak device memory of ``cell`` (see the module), on the meta device. Where its code's shapes follow from
     values (``nonzero``, a boolean mask's selection), a small model is measured on the CPU with real tensors instead,
     exactly, and a large one on the meta device with every such selection taken whole: an upper bound, noted."""
+    est = _estimate(regs, cell, cpu_fallback)
+    if resolve_device(cell.train.device).type == "cuda":
+        est.terms["workspace"] = CUDA_WORKSPACE_BYTES
+        est.peak += CUDA_WORKSPACE_BYTES
+    return est
+
+
+def _estimate(regs: Registries, cell: Cell, cpu_fallback: bool) -> MemoryEstimate:
     with _cpu_threads(cell.train.threads):
         try:
             terms, peak, notes = _measure(regs, cell, torch.device("meta"))

@@ -253,6 +253,17 @@ class GenerativeModel(HFTextModel):
         """Greedy answers (new tokens only, special tokens skipped)."""
         raise NotImplementedError
 
+    @torch.no_grad()
+    def predict_peak(self, x: Any, task: str) -> Any:
+        if self.config.eval == "rank":
+            return self(x, task)
+        return self.generation_peak(self.prompts(list(x), self.task_info(task)))
+
+    def generation_peak(self, prompts: list[str]) -> Any:
+        """One forward over the prompts and ``max_new_tokens`` answer positions with the KV cache on: what greedy
+        generation holds after its last token (the cache at its full length), without the token loop."""
+        raise NotImplementedError
+
 
 def token_logprobs(logits: Tensor, targets: Tensor) -> Tensor:
     """log p(target) per position, in float32; positions with target -100 give 0.
@@ -377,6 +388,12 @@ class CausalLMModel(GenerativeModel):
         texts = self.tokenizer.batch_decode(out[:, input_ids.shape[1]:], skip_special_tokens=True)
         return [t.rsplit("Answer:", 1)[-1].strip() for t in texts]  # skip_instructions (docs/reference-code.md §1.8)
 
+    def generation_peak(self, prompts: list[str]) -> Any:
+        p_ids = self.prompt_ids(prompts)
+        new = self.config.max_new_tokens
+        ids = pad_rows([p + [0] * new for p in p_ids], int(self.tokenizer.pad_token_id), left=True).to(self.device)
+        return self.backbone(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True, logits_to_keep=1)
+
 
 class Seq2SeqModel(GenerativeModel):
     """An encoder-decoder (T5): the prompt (cut to ``max_length``) in, the label words + EOS out."""
@@ -403,6 +420,16 @@ class Seq2SeqModel(GenerativeModel):
         enc = self.tokenize(prompts, self.config.max_length)
         out = self.backbone.generate(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], do_sample=False, num_beams=1, max_new_tokens=self.config.max_new_tokens)
         return [t.strip() for t in self.tokenizer.batch_decode(out, skip_special_tokens=True)]
+
+    def generation_peak(self, prompts: list[str]) -> Any:
+        enc = self.tokenize(prompts, self.config.max_length)
+        states = self.backbone.get_encoder()(input_ids=enc["input_ids"],
+                                             attention_mask=enc["attention_mask"]).last_hidden_state
+        start = int(self.backbone.config.decoder_start_token_id or 0)
+        dec = torch.full((len(prompts), self.config.max_new_tokens), start, device=self.device)
+        out = self.backbone.get_decoder()(input_ids=dec, encoder_hidden_states=states,
+                                          encoder_attention_mask=enc["attention_mask"], use_cache=True)
+        return self.backbone.lm_head(out.last_hidden_state[:, -1:]), out, states  # (out holds the KV cache)
 
 
 # ----------------------------------------------------------------------------------------- builders
