@@ -9,6 +9,7 @@ through the Hugging Face model's own logits, and a hand-written greedy loop for 
 from __future__ import annotations
 
 import json
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -348,3 +349,45 @@ def test_token_logprobs_take_only_scored_rows_to_float32(dtype: torch.dtype) -> 
     assert torch.equal(values[0], values[1]) and values[1].dtype == torch.float32
     assert torch.equal(grads[0], grads[1])
     assert peaks[1] < (0.5 if dtype == torch.bfloat16 else 0.8) * peaks[0], peaks
+
+
+@pytest.mark.parametrize("arch", ["t5", "llama"])
+def test_predict_peak_holds_what_greedy_generation_holds(arch: str, tmp_path: Path) -> None:
+    """The memory plan runs ``predict_peak`` instead of the token loop: on real CPU tensors its peak is at least
+    what ``predict``'s generation held (the KV cache at full length: 2 layers × 8 prompts × ~200 tokens × width 256),
+    and not far above it, where a rank forward (every label) or a forward without the cache would not be."""
+    if not MINILM:
+        pytest.skip("needs MiniLM's tokenizer")
+    from transformers import LlamaConfig, LlamaForCausalLM, T5Config, T5ForConditionalGeneration
+
+    from clbench._exec.memory import LiveBytes
+
+    tok = tokenizer()
+    torch.manual_seed(0)
+    ids = dict(pad_token_id=tok.pad_token_id, eos_token_id=tok.sep_token_id)
+    if arch == "t5":
+        net = T5ForConditionalGeneration(T5Config(vocab_size=len(tok), d_model=256, d_ff=256, d_kv=64, num_layers=2,
+                                                  num_heads=4, decoder_start_token_id=tok.pad_token_id, **ids))
+    else:
+        net = LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=256, intermediate_size=256,
+                                           num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=512,
+                                           bos_token_id=tok.cls_token_id, **ids))
+    net.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    build = build_t5 if arch == "t5" else build_causal_lm
+    model = build(GenerativeConfig(name_or_path=str(tmp_path), max_length=256, max_new_tokens=16), INFO).eval()
+    texts = [f"review {i}: " + "a long and winding story " * 40 for i in range(8)]
+
+    def peak(run: Any) -> int:
+        mode = LiveBytes(torch.device("cpu"))
+        for t in (*model.parameters(), *model.buffers()):
+            mode.add(t)
+        before = mode.now
+        with mode:
+            out = run(texts, "SST-2")
+            del out
+        return mode.peak - before
+
+    generation = peak(model.predict)
+    probe = peak(model.predict_peak)
+    assert 0.99 * generation <= probe <= 1.5 * generation, (generation, probe)  # (a few scalars apart)
