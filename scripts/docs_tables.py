@@ -21,6 +21,8 @@ Sections (all from ``results/quick/cl-quick/*/order-1/seed-0``, the LoRA-family 
   ``results/tuning`` (scripts/tune_quick.py): the grids, each choice, its doubled run, and what it cost.
 - ``method-state`` (docs/scale-out.md): each method's memory per 1 B parameters, from the memory plan of its quick
   split-digits cell (computed, not read from results).
+- ``gpu-lease`` (docs/scale-out.md): the GPU lease's cells (``results/gpu-lease``): measured peak memory beside the
+  memory plan's estimate of the same cell (``plan.json``), throughput, wall time, AA beside the papers'.
 - ``acr-tau``: ACR recomputed from each cell's committed ``footprints.safetensors`` at several τ, with the
   metric plugin's own function; the recomputed value at the cell's recorded τ must equal its recorded ACR.
 
@@ -710,6 +712,44 @@ def method_state(results: Path, regs: Any) -> str:
                        tablefmt="github", disable_numparse=True) + "\n")
 
 
+# AA of the papers' full protocol beside the lease's cells (benchmarks/gpu_paper_t5.py, docs/lps-packnet.md)
+LEASE_PAPER = {"olora": "75.4 (N-LoRA Table 1)", "nlora": "79.2 (N-LoRA Table 1)", "lps": "98.58 (LPS Table II)",
+               "packnet": "98.14 (LPS Table II)"}
+LEASE_DATA = {"t5-real": "CL benchmark, 256 train / 256 test a task", "t5-long": "texts at the source length, 64 / 64",
+              "mnist": "permuted MNIST, 60,000 / 10,000, 1/10 of the epochs"}
+
+
+def gpu_lease(results: Path, regs: Any) -> str:
+    """The GPU lease's cells (results/gpu-lease): measured peak memory beside the memory plan's estimate of the same
+    cell (plan.json, benchmarks/gpu_lease_plan.py), training throughput and wall time, and AA beside the paper's
+    where the weights were real."""
+    import json
+
+    from clbench._core.results import read_result
+
+    lease = ROOT / "results" / "gpu-lease"
+    plan = json.loads((lease / "plan.json").read_text(encoding="utf-8"))
+    rows = []
+    for path in sorted(lease.glob("*/*/*/order-*/seed-*/result.json")):
+        r = read_result(path)
+        key = str(path.parent.relative_to(lease))
+        tasks = r.timings["tasks"]
+        peak = max(t["peak_memory_bytes"] for t in tasks)
+        est = plan["cells"][key]["peak_bytes"]
+        tokens = [t["train"]["tokens_per_s"] for t in tasks if "tokens_per_s" in t.get("train", {})]
+        train_s = sum(t["train_s"] for t in tasks)
+        speed = f"{statistics.fmean(tokens):,.0f} tokens/s" if tokens else (
+            f"{train_s / len(tasks):.1f} s a task; Table I's 10× the epochs ≈ {10 * train_s / 60:.0f} min")
+        random_weights = r.config["model"].get("name") == "t5"
+        aa = "random weights" if random_weights else f"{r.metrics['AA']:.2f}"
+        rows.append(f"| {r.method} | {LEASE_DATA[key.split('/')[0]]} | {peak / 2**30:.2f} GiB | {est / 2**30:.2f} GiB | "
+                    f"{peak / est:.2f} | {speed} | {r.timings['total_s']:.0f} s | {aa} | {LEASE_PAPER[r.method]} |")
+    env = (lease / "env.txt").read_text(encoding="utf-8").splitlines()
+    return "\n".join([f"{env[1]}; {env[3]}; memory plan at commit {plan['plan_commit']}.", "",
+                      "| method | data | measured peak | plan | measured / plan | training | cell wall time | AA | paper |",
+                      "|---|---|---|---|---|---|---|---|---|", *rows]) + "\n"
+
+
 GENERATORS: dict[str, Callable[[Path, Any], str]] = {
     "tuning-choices": tuning_choices,
     "tuning-cost": tuning_cost,
@@ -723,6 +763,7 @@ GENERATORS: dict[str, Callable[[Path, Any], str]] = {
     "quick-size": quick_size,
     "reproducibility": reproducibility,
     "method-state": method_state,
+    "gpu-lease": gpu_lease,
 }
 # what `python scripts/docs_tables.py` regenerates
 DOCUMENTS = (DOC, ROOT / "README.md", ROOT / "docs" / "text-streams-and-models.md", ROOT / "docs" / "tuning.md",
