@@ -9,8 +9,8 @@ through the Hugging Face model's own logits, and a hand-written greedy loop for 
 from __future__ import annotations
 
 import json
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch

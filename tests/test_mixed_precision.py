@@ -124,6 +124,52 @@ def test_masked_bf16_coordinates_get_packed_fp32_masters_and_take_a_methods_edit
     assert float(master[0]) == 0.5 and torch.equal(master[1:], kept[1:])
 
 
+@pytest.mark.parametrize("optimizer", ["adam", "rmsprop"])
+def test_bf16_parameters_are_stepped_one_at_a_time_with_the_same_numbers(optimizer):
+    """Each low-precision parameter's fp32 gradient exists only while it is stepped (an 8B model's would take 30 GiB at
+    once): the masters equal one fp32 optimizer's over every parameter at once, bit for bit, a fp32 parameter beside
+    them is stepped once a step, and a step holds well under one fp32 copy of every gradient."""
+    from clbench._exec.memory import LiveBytes
+
+    torch.manual_seed(0)
+    weights = [nn.Parameter((torch.randn(64, 64) * 0.02).to(BF16)) for _ in range(12)]
+    plain = nn.Parameter(torch.randn(8))  # fp32: stepped by the same inner optimizer, once
+    references = [nn.Parameter(w.detach().float()) for w in weights] + [nn.Parameter(plain.detach().clone())]
+    phase = Phase("p", 1, 1e-3, optimizer)
+    opt = make_optimizer([*weights, plain], phase)
+    ref = torch_optimizer(references, phase)
+    g = torch.Generator().manual_seed(1)
+    peaks = []
+    for _ in range(5):
+        for w, r in zip([*weights, plain], references, strict=True):
+            w.grad = torch.randn(w.shape, generator=g).to(w.dtype)
+            r.grad = w.grad.float()
+        mode = LiveBytes()
+        for t in (*weights, plain, *(w.grad for w in [*weights, plain]), *(v for _, _, v in opt.packed),
+                  *(x for st in opt.state.values() for x in st.values())):
+            mode.add(t)  # what lives before the step: only what the step adds counts
+        mode.reset_peak()
+        before = mode.now
+        with mode:
+            opt.step()
+        peaks.append(mode.peak - before)
+        ref.step()
+    for w, r in zip(weights, references[:-1], strict=True):
+        assert torch.equal(_masters(opt).value(w), r.detach())
+    assert torch.equal(plain.detach(), references[-1].detach())
+    every_grad_fp32 = sum(w.numel() for w in weights) * 4
+    # one parameter's fp32 gradient and the optimizer's temporaries for it (Adam: 3 fp32 copies of one parameter)
+    assert max(peaks[1:]) <= 3 * 64 * 64 * 4 < every_grad_fp32 / 2  # (the first step creates the state)
+
+
+def _masters(opt: PackedState) -> Masters:
+    masters = Masters()
+    for p, index, values in opt.packed:
+        if index is None and values.dtype != p.dtype:
+            masters.tensors[id(p)] = (p, values)
+    return masters
+
+
 def test_masters_outlive_the_task_so_updates_below_the_ulp_are_kept():
     """Two tasks of 10 steps: each task's movement is below bf16's ulp; the masters carry it to the next task."""
     bf16, start, masters = _train(BF16, tasks=2, n=20)

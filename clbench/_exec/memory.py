@@ -67,6 +67,9 @@ Measured on an H200 with torch 2.11 (docs/scale-out.md, "Measured on a GPU"): 64
 96 MiB once a third thread multiplied."""
 
 
+HOST_COPY_EXPANDED_BYTES = 64 * 2**20
+"""A meta tensor's host copy above this size is a stride-0 zero (:meth:`LiveBytes._host_copy`)."""
+
 _ITEM = torch.ops.aten._local_scalar_dense.default
 _TO_COPY = torch.ops.aten._to_copy.default
 
@@ -86,11 +89,13 @@ class LiveBytes(TorchDispatchMode):
     """Counts the bytes of every tensor storage alive that an op inside the mode produced (or :meth:`add` was given),
     and the peak. A storage counts once however many views share it, and stops counting when freed."""
 
-    def __init__(self, device: torch.device | None = None, values: Any = None) -> None:
+    def __init__(self, device: torch.device | None = None, values: Any = None, count_host: bool = False) -> None:
         super().__init__()
         self.device = device  # count only tensors on this device (None: all)
         # what ``.item()`` of a meta tensor gives (None: PyTorch's error): :func:`meta_item`
         self.values = values
+        # a meta tensor's copies to the host count too: a cell that runs on the CPU, whose host is its device
+        self.count_host = count_host
         self.host: set[int] = set()  # storages never counted: the stream's data, which views of a batch share
         self.live: dict[int, int] = {}
         self.now = 0
@@ -101,11 +106,13 @@ class LiveBytes(TorchDispatchMode):
         if not isinstance(tensor, torch.Tensor) or tensor.is_sparse or (
                 self.device is not None and tensor.device.type != self.device.type):
             return
-        storage = tensor.untyped_storage()
+        self._count(tensor.untyped_storage())
+
+    def _count(self, storage: Any, nbytes: int | None = None) -> None:
         key = id(storage)  # a storage keeps its one Python object while it lives (meta storages have no address)
         if key in self.live or key in self.host:
             return
-        self.live[key] = storage.nbytes()
+        self.live[key] = storage.nbytes() if nbytes is None else nbytes
         self.now += self.live[key]
         self.peak = max(self.peak, self.now)
         self.top = max(self.top, self.now)
@@ -122,11 +129,22 @@ class LiveBytes(TorchDispatchMode):
             if func is _ITEM:
                 return self.values(args[0])
             if func is _TO_COPY and torch.device((kwargs or {}).get("device") or "meta").type == "cpu":
-                # a host copy (a snapshot of adapters, a mask's history): host memory, not the device's; zeros
-                return torch.zeros(args[0].shape, dtype=(kwargs or {}).get("dtype") or args[0].dtype)
+                return self._host_copy(args[0], (kwargs or {}).get("dtype") or args[0].dtype)
         out = func(*args, **(kwargs or {}))
         for t in tree_flatten(out)[0]:
             self.add(t)
+        return out
+
+    def _host_copy(self, tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """A meta tensor's copy to the host (an adapter snapshot, a task's starting weights): zeros, host memory
+        rather than the device's unless :attr:`count_host`. A large one is one zero seen at every index, so that
+        planning an 8B model's starting weights takes no 30 GiB of host memory (code that writes into such a copy
+        fails here, and the cell is measured another way)."""
+        nbytes = tensor.numel() * dtype.itemsize
+        out = (torch.zeros((), dtype=dtype).expand(tensor.shape) if nbytes > HOST_COPY_EXPANDED_BYTES
+               else torch.zeros(tensor.shape, dtype=dtype))
+        if self.count_host:
+            self._count(out.untyped_storage(), nbytes)
         return out
 
 
@@ -218,7 +236,9 @@ def _measure(regs: Registries, cell: Cell, device: torch.device,
     order = stream.order(cell.order)
     ctx = CellContext(stream=stream, order=order, train=cell.train, device=device, seed=cell.seed,
                       options=dict(cell.options))
-    mode = LiveBytes(device, meta_item if device.type == "meta" else None)
+    # a cell that runs on the CPU holds its host copies in the memory it runs in; a GPU cell's are the host's
+    mode = LiveBytes(device, meta_item if device.type == "meta" else None,
+                     count_host=resolve_device(cell.train.device).type == "cpu")
     for task in order:  # the data stays on the host: loaded before the count starts, never counted
         data = ctx.data(task)
         for split in (data.train, data.test, getattr(data, "val", None)):

@@ -143,7 +143,7 @@ class MaskedTraining(Method):
         with torch.no_grad():
             for n, p in self.masked_parameters().items():
                 if n in self.masks:
-                    p.copy_(torch.where(self.masks[n], p, self._before[n]))
+                    p.copy_(torch.where(self.masks[n], p, self.task_start(n)))
 
     def loss_terms(self, batch: Batch, logits: Tensor | None) -> dict[str, Tensor]:
         if self.config.lambda_ == 0:
@@ -169,7 +169,7 @@ class MaskedTraining(Method):
 
     def footprint(self, task: str, index: int) -> TaskFootprint:
         now = self.footprint_parameters()
-        return {n: Masked.from_delta((self.ctx.trained_value(now[n]) - before).cpu(), self.masks[n].cpu())
+        return {n: Masked.from_delta(self.ctx.trained_value(now[n]).cpu() - before, self.masks[n].cpu())
                 for n, before in self._before.items() if n in self.masks}
 
     # -- reporting and resume ---------------------------------------------------------------

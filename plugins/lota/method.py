@@ -62,7 +62,8 @@ class LoTA(MaskedTraining):
         masks, stats = {}, {}
         for n, p in self.masked_parameters().items():
             excluded = self.used(n, p) if self.config.disjoint else None
-            mask = top_fraction_mask(self.ctx.trained_value(p) - self._before[n], self.config.density, excluded).cpu().numpy()
+            mask = top_fraction_mask(self.ctx.trained_value(p) - self.task_start(n), self.config.density,
+                                     excluded).cpu().numpy()
             masks[n] = mask
             stats[n] = describe(mask.reshape(mask.shape[0], -1), self.earlier(n),
                                 spectral=mask.size <= 4_000_000).as_dict()
