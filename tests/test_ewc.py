@@ -67,16 +67,16 @@ def _penalty_value(weights, params, anchor):
 @torch.no_grad()
 def _add_penalty_gradient(doubled, params, anchor):
     """θ.grad += 2w ⊙ (θ − θ*) (``doubled`` holds 2w): the gradient alone, a pass of its own."""
-    from clbench_plugins.ewc.method import add_gradients
-
-    add_gradients([(params[n], w2 * (params[n] - anchor[n])) for n, w2 in doubled.items()])
+    for n, w2 in doubled.items():
+        g = w2 * (params[n] - anchor[n])
+        params[n].grad = g if params[n].grad is None else params[n].grad + g
 
 
 @pytest.mark.parametrize("lam", [10.0, 0.3, 7e3])
 def test_the_penalty_gradient_is_autograds_to_the_last_bit(lam):
     """EWC adds λF ⊙ (θ − θ*) in after_backward instead of differentiating (λ/2)ΣF(θ − θ*)² through autograd:
     the very same float32 numbers, so no committed EWC result moves (and no graph of the penalty is kept)."""
-    from clbench_plugins.ewc.method import add_gradients, penalty_terms
+    from clbench_plugins.ewc.method import Weighted, add_penalty_gradients, penalty_value
 
     g = torch.Generator().manual_seed(5)
     params = {n: torch.nn.Parameter(torch.randn(64, 32, generator=g)) for n in ("a", "b")}
@@ -90,16 +90,17 @@ def test_the_penalty_gradient_is_autograds_to_the_last_bit(lam):
         p.grad = None
     task = sum((p * p.detach().sin()).sum() for p in params.values())
     task.backward()
-    value, grads = penalty_terms({n: lam * f for n, f in fisher.items()}, params, anchor)  # EWC's step
-    add_gradients(grads)
+    weighted = Weighted(lambda: fisher.keys(), lambda n: lam * fisher[n])  # EWC's λF, formed when read
+    value = penalty_value(weighted, params, anchor)  # EWC's step: loss_terms, then after_backward
+    add_penalty_gradients(weighted, params, anchor)
     assert all(torch.equal(params[n].grad, expected[n]) for n in params)
     assert not value.requires_grad and value == pytest.approx(float(0.5 * lam * total.detach()), rel=1e-6)
 
 
-def test_the_penalty_and_its_gradient_from_one_difference_are_the_two_passes_to_the_last_bit():
-    """EWC's step computes θ − θ* once (penalty_terms) for the value and the gradient it adds: the same
-    float32 gradient as a gradient pass of its own, the value as a value pass's up to rounding."""
-    from clbench_plugins.ewc.method import penalty_terms
+def test_the_penalty_and_its_gradient_are_the_two_passes_to_the_last_bit():
+    """EWC's loss_terms forms the value, its after_backward the gradient, one parameter at a time: the same float32
+    gradient as a gradient pass over stored weights, the value as a value pass's up to rounding."""
+    from clbench_plugins.ewc.method import add_penalty_gradients, penalty_value
 
     g = torch.Generator().manual_seed(7)
     params = {n: torch.nn.Parameter(torch.randn(48, 16, generator=g)) for n in ("a", "b", "c")}
@@ -108,9 +109,11 @@ def test_the_penalty_and_its_gradient_from_one_difference_are_the_two_passes_to_
     doubled = {n: 2 * w for n, w in weights.items()}
     _add_penalty_gradient(doubled, params, anchor)
     expected = {n: p.grad.clone() for n, p in params.items()}
-    value, grads = penalty_terms(doubled, params, anchor)
-    assert [p for p, _ in grads] == list(params.values())
-    assert all(torch.equal(gr, expected[n]) for n, (_, gr) in zip(params, grads, strict=True))
+    for p in params.values():
+        p.grad = None
+    add_penalty_gradients(doubled, params, anchor)
+    assert all(torch.equal(params[n].grad, expected[n]) for n in params)
+    value = penalty_value(doubled, params, anchor)
     assert not value.requires_grad
     assert float(value) == pytest.approx(float(_penalty_value(weights, params, anchor)), rel=1e-6)
     manual = sum(float((weights[n].double() * (params[n].detach().double() - anchor[n].double()) ** 2).sum())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -45,35 +45,53 @@ def diagonal_fisher(model: CLModel, data: Any, task: str, params: dict[str, nn.P
     return {n: f / max(n_batches, 1) for n, f in fisher.items()}
 
 
-@torch.no_grad()
-def add_gradients(grads: list[tuple[nn.Parameter, Tensor]]) -> None:
-    """p.grad += g for each (p, g) (p.grad = g where it has none)."""
-    for p, g in grads:
-        if p.grad is None:
-            p.grad = g
-        else:
-            p.grad.add_(g)
+class Weighted(Mapping[str, Tensor]):
+    """Each penalised parameter's 2w (the penalty's gradient is 2w ⊙ (θ − θ*)), computed when read, one parameter at
+    a time: no second full copy beside the Fisher (λF of an 8B model is 30 GiB of float32). The same float32
+    products as a stored λF, so the numbers are unchanged."""
+
+    def __init__(self, names: Callable[[], Iterable[str]], weight: Callable[[str], Tensor]) -> None:
+        self._names, self._weight = names, weight
+
+    def __getitem__(self, name: str) -> Tensor:
+        return self._weight(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._names()))
+
+    def __len__(self) -> int:
+        return len(list(self._names()))
 
 
 # The quadratic penalty Σ w ⊙ (θ − θ*)² and its gradient 2w ⊙ (θ − θ*), without autograd. Through autograd the
 # penalty keeps θ − θ* and its square for backward (two copies of every penalised weight: of a whole model for
-# EWC over an LLM) and costs ~0.35 ms a step on the quick MLP, against ~0.06 ms here. The gradient is the very
-# float32 product autograd forms (×2 is exact in binary floating point, so round(2w·d) = 2·round(w·d)); the
-# runner's checks and logs read the value from loss_terms, the gradient is added in after_backward.
+# EWC over an LLM). The gradient is the very float32 product autograd forms (×2 is exact in binary floating point,
+# so round(2w·d) = 2·round(w·d)). The runner's checks and logs read the value from loss_terms; the gradient is
+# formed again in after_backward, one parameter at a time, rather than held from loss_terms for the whole model
+# (a third copy: 30 GiB for an 8B model), and added there, after data parallelism's all-reduce (it is the same on
+# every rank).
 @torch.no_grad()
-def penalty_terms(doubled: Mapping[str, Tensor], params: Mapping[str, nn.Parameter], anchor: Mapping[str, Tensor]
-                  ) -> tuple[Tensor, list[tuple[nn.Parameter, Tensor]]]:
-    """Σ w ⊙ (θ − θ*)² (``doubled`` holds 2w) without a graph, and each parameter's gradient of it, 2w ⊙ (θ − θ*)
-    (autograd's to the last bit), from one θ − θ* a parameter: a step's value and gradient for 4 tensor ops a
-    parameter instead of 7 for a value pass and a gradient pass (tests/test_ewc.py compares the three)."""
-    grads, parts = [], []
+def penalty_value(doubled: Mapping[str, Tensor], params: Mapping[str, nn.Parameter], anchor: Mapping[str, Tensor]
+                  ) -> Tensor:
+    """(1/2) Σ 2w ⊙ (θ − θ*)² (``doubled`` holds 2w), without a graph, one parameter's temporaries at a time."""
+    parts = []
+    for n, w2 in doubled.items():
+        d = params[n] - anchor[n]
+        parts.append((w2 * d * d).sum())
+    return 0.5 * torch.stack(parts).sum()
+
+
+@torch.no_grad()
+def add_penalty_gradients(doubled: Mapping[str, Tensor], params: Mapping[str, nn.Parameter],
+                          anchor: Mapping[str, Tensor]) -> None:
+    """θ.grad += 2w ⊙ (θ − θ*) for every penalised parameter (θ.grad = it where θ has none)."""
     for n, w2 in doubled.items():
         p = params[n]
-        d = p - anchor[n]
-        g = w2 * d
-        grads.append((p, g))
-        parts.append((g * d).sum())
-    return 0.5 * torch.stack(parts).sum(), grads
+        g = w2 * (p - anchor[n])
+        if p.grad is None:
+            p.grad = g.to(p.dtype)
+        else:
+            p.grad.add_(g)
 
 
 class EWC(Method):
@@ -85,9 +103,8 @@ class EWC(Method):
         super().setup(model)
         self.fisher: dict[str, Tensor] = {}
         self.anchor: dict[str, Tensor] = {}
-        self._lambda_fisher: dict[str, Tensor] = {}
+        self._lambda_fisher: Mapping[str, Tensor] = {}
         self._penalized: dict[str, nn.Parameter] | None = None
-        self._gradients: list[tuple[nn.Parameter, Tensor]] = []  # the penalty's, from this step's loss_terms
 
     def penalized(self) -> dict[str, nn.Parameter]:
         """The trainable parameters outside the per-task heads (a head every task shares is penalised like any
@@ -108,14 +125,11 @@ class EWC(Method):
         before the step), is added in :meth:`after_backward`."""
         if not self.fisher:
             return {}
-        value, self._gradients = penalty_terms(self._lambda_fisher, self.penalized(), self.anchor)
-        return {"ewc": value}
+        return {"ewc": penalty_value(self._lambda_fisher, self.penalized(), self.anchor)}
 
     def after_backward(self) -> None:
         if self.fisher:
-            grads = self._gradients or penalty_terms(self._lambda_fisher, self.penalized(), self.anchor)[1]
-            self._gradients = []  # this step's: never a later step's
-            add_gradients(grads)  # λF ⊙ (θ − θ*)
+            add_penalty_gradients(self._lambda_fisher, self.penalized(), self.anchor)  # λF ⊙ (θ − θ*)
 
     def after_task(self, task: str, index: int) -> None:
         assert self.model is not None
@@ -129,7 +143,7 @@ class EWC(Method):
         self._weigh()
 
     def _weigh(self) -> None:
-        self._lambda_fisher = {n: self.config.lambda_ * f for n, f in self.fisher.items()}  # 2 × (λ/2)F
+        self._lambda_fisher = Weighted(lambda: self.fisher.keys(), lambda n: self.config.lambda_ * self.fisher[n])  # 2×(λ/2)F
 
     def report(self) -> dict[str, Any]:
         if not self.fisher:

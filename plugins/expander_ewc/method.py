@@ -11,11 +11,12 @@ the masks: :class:`ExpanderEWC` draws expander (or uniform) masks before the tas
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
-from clbench_plugins.ewc.method import add_gradients, diagonal_fisher, penalty_terms
+from clbench_plugins.ewc.method import Weighted, add_penalty_gradients, diagonal_fisher, penalty_value
 from torch import Tensor, nn
 
 from clbench.data import Batch
@@ -46,8 +47,7 @@ class MaskedTraining(Method):
         self.anchor = {n: p.detach().clone() for n, p in params.items()}  # θ_ref ← θ⁽⁰⁾ (Alg. 1 line 1)
         self._phase: Phase | None = None
         self._pending_stats: dict[str, dict[str, Any]] = {}
-        self._doubled: dict[str, Tensor] = {}  # 2 × (λ/2)(F + γ): the penalty's gradient is 2w ⊙ (θ − θ*)
-        self._gradients: list[tuple[nn.Parameter, Tensor]] = []  # the penalty's, from this step's loss_terms
+        self._doubled: Mapping[str, Tensor] = {}  # 2 × (λ/2)(F + γ): the penalty's gradient is 2w ⊙ (θ − θ*)
 
     # -- which parameters ---------------------------------------------------------
     def masked_parameters(self) -> dict[str, nn.Parameter]:
@@ -117,11 +117,13 @@ class MaskedTraining(Method):
     def before_task(self, task: str, index: int) -> None:
         self._found.clear()
         super().before_task(task, index)
+        # 2 × (λ/2)(F + γ), formed when read, a parameter at a time (ewc.Weighted: no full copy beside F)
+        self._doubled = Weighted(lambda: self.anchor.keys(), self._doubled_weight)
+
+    def _doubled_weight(self, n: str) -> Tensor:
         c = self.config
-        # (λ/2)(F + γ) once per task rather than per step
-        weights = {n: 0.5 * c.lambda_ * (self.fisher[n] + c.gamma if n in self.fisher else torch.full_like(a, c.gamma))
-                   for n, a in self.anchor.items()}
-        self._doubled = {n: 2 * w for n, w in weights.items()}
+        f = self.fisher[n] + c.gamma if n in self.fisher else torch.full_like(self.anchor[n], c.gamma)
+        return 2 * (0.5 * c.lambda_ * f)
 
     def before_phase(self, phase: Phase, task: str, index: int) -> None:
         self._found.clear()
@@ -129,9 +131,7 @@ class MaskedTraining(Method):
 
     def after_backward(self) -> None:
         if self.config.lambda_ != 0:  # the penalty's gradient first: the mask applies to it as to the loss's
-            grads = self._gradients or penalty_terms(self._doubled, self.penalized(), self.anchor)[1]
-            self._gradients = []  # this step's: never a later step's
-            add_gradients(grads)
+            add_penalty_gradients(self._doubled, self.penalized(), self.anchor)
         for n, p in self.masked_parameters().items():
             if p.grad is not None and n in self.masks:
                 p.grad.mul_(self.masks[n])
@@ -148,9 +148,8 @@ class MaskedTraining(Method):
     def loss_terms(self, batch: Batch, logits: Tensor | None) -> dict[str, Tensor]:
         if self.config.lambda_ == 0:
             return {}
-        # value and gradient from one θ − θ* (as EWC's step); the gradient is added in after_backward
-        value, self._gradients = penalty_terms(self._doubled, self.penalized(), self.anchor)
-        return {"ewc": value}
+        # the value only: the gradient is formed and added in after_backward (as EWC's step)
+        return {"ewc": penalty_value(self._doubled, self.penalized(), self.anchor)}
 
     def after_task(self, task: str, index: int) -> None:
         assert self.model is not None
