@@ -197,10 +197,26 @@ def test_committed_docs_have_the_markers():
     tuning = (ROOT / "docs" / "tuning.md").read_text(encoding="utf-8")
     assert dt.section_names(tuning) == ["tuning-choices", "tuning-cost"]
     scale = (ROOT / "docs" / "scale-out.md").read_text(encoding="utf-8")
-    assert dt.section_names(scale) == ["method-state"]
+    assert dt.section_names(scale) == ["gpu-lease", "method-state"]
     used = (dt.section_names(text) + dt.section_names(readme) + dt.section_names(streams) + dt.section_names(tuning)
             + dt.section_names(scale))
     assert sorted(dt.GENERATORS) == sorted(used)  # none unused
+
+
+def test_the_gpu_lease_table_sets_each_cells_measured_peak_beside_its_plan():
+    """Each row's measured / plan is the largest per-task peak of the committed result over plan.json's estimate."""
+    import json
+
+    lease = ROOT / "results" / "gpu-lease"
+    plan = json.loads((lease / "plan.json").read_text(encoding="utf-8"))["cells"]
+    text = dt.gpu_lease(lease, None)
+    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| method")]
+    assert len(rows) == len(plan) == 5
+    for key, entry in plan.items():
+        tasks = json.loads((lease / key / "result.json").read_text(encoding="utf-8"))["timings"]["tasks"]
+        peak = max(t["peak_memory_bytes"] for t in tasks)
+        assert any(f"| {peak / 2**30:.2f} GiB | {entry['peak_bytes'] / 2**30:.2f} GiB | "
+                   f"{peak / entry['peak_bytes']:.2f} |" in row for row in rows), key
 
 
 def test_quick_size_counts_the_committed_cells():
