@@ -77,6 +77,26 @@ def test_the_terms_of_an_ewc_cell_are_the_sizes_its_algorithm_needs(regs):
     assert gpu.peak == est.peak - baseline + memory.CUDA_WORKSPACE_BYTES
 
 
+def test_the_state_of_an_expander_ewc_cell_is_its_fisher_anchor_masks_and_baseline(regs):
+    """Real masks (measured on the CPU): Expander-EWC keeps a float32 Fisher and an anchor of every penalised weight,
+    a boolean mask of every masked one and the footprint baseline, computed here from the parameter counts; its
+    optimizer packs the masked coordinates (index, value and RMSProp's square average: 12 bytes each at density d)."""
+    cell = _cell(regs, "expander-ewc")
+    est = memory.estimate(regs, cell)
+    from clbench._exec.runner import build_model, build_stream
+
+    model = build_model(regs, cell, build_stream(regs, cell))
+    heads = model.head_parameter_names()
+    penalised = sum(p.numel() for n, p in model.named_parameters() if n not in heads)
+    masked = sum(layer.weight.numel() for layer in model.adaptable_layers().values())
+    baseline = sum(p.numel() for n, p in model.named_parameters()
+                   if p.dim() >= 2 and n not in model.output_parameter_names())
+    assert est.device == "cpu"
+    assert est.terms["method"] == pytest.approx(8 * penalised + masked + 4 * baseline, rel=0.02)
+    density = cell.methods_cfg["expander-ewc"].density
+    assert est.terms["optimizer"] < 12 * masked * 2 * density + 8 * (penalised - masked)  # not dense
+
+
 def test_grad_accum_shrinks_the_step_and_the_estimate_falls_back_to_the_cpu_where_meta_cannot(regs):
     whole = memory.estimate(regs, _cell(regs, "lwf", train__batch_size=256))
     quarter = memory.estimate(regs, _cell(regs, "lwf", train__batch_size=256, train__grad_accum=4))
