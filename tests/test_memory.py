@@ -97,6 +97,25 @@ def test_the_state_of_an_expander_ewc_cell_is_its_fisher_anchor_masks_and_baseli
     assert est.terms["optimizer"] < 12 * masked * 2 * density + 8 * (penalised - masked)  # not dense
 
 
+def test_whole_selections_over_count_the_packed_coordinates_outside_the_masks(regs):
+    """A model too large to measure on the CPU is planned with its masks taken whole; less the packed state of the
+    coordinates outside them (whole_selection_excess), that upper bound is within 5 % above the real masks' peak."""
+    import torch.fx.experimental._config
+
+    cell = _cell(regs, "expander-ewc")
+    with torch.fx.experimental._config.patch(meta_nonzero_assume_all_nonzero=True):
+        _, whole, _ = memory._measure(regs, cell, torch.device("meta"))
+    _, real, _ = memory._measure(regs, cell, torch.device("cpu"))
+    from clbench._exec.runner import build_model, build_stream
+
+    model = build_model(regs, cell, build_stream(regs, cell))
+    masked = sum(layer.weight.numel() for layer in model.adaptable_layers().values())
+    config = cell.methods_cfg["expander-ewc"]
+    assert config.optimizer == "rmsprop"
+    corrected = whole - memory.whole_selection_excess(masked, config.density, moments=1)
+    assert real <= corrected <= 1.05 * real
+
+
 def test_grad_accum_shrinks_the_step_and_the_estimate_falls_back_to_the_cpu_where_meta_cannot(regs):
     whole = memory.estimate(regs, _cell(regs, "lwf", train__batch_size=256))
     quarter = memory.estimate(regs, _cell(regs, "lwf", train__batch_size=256, train__grad_accum=4))

@@ -372,6 +372,14 @@ def _estimate(regs: Registries, cell: Cell, cpu_fallback: bool) -> MemoryEstimat
         return MemoryEstimate(cell.key, terms, peak, "cpu", notes)
 
 
+def whole_selection_excess(masked: int, density: float, moments: int = 1) -> int:
+    """What a plan with value-dependent selections taken whole (an upper bound, :func:`estimate`) counts beyond the
+    run for a method whose optimizer packs its masked coordinates (``PackedState``) at ``density``: for each coordinate
+    outside the masks, an int32 index, a float32 packed value and ``moments`` float32 optimizer moments (RMSProp and
+    momentum SGD 1, Adam 2). tests/test_memory.py checks it against real masks on the CPU."""
+    return int((1 - density) * (8 + 4 * moments) * masked)
+
+
 def remedies(cell: Cell, est: MemoryEstimate) -> list[str]:
     """Settings that shrink the largest terms of ``est``."""
     out = []
