@@ -21,8 +21,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import load as safetensors_load
-from safetensors.torch import save as safetensors_save
 from torch import Tensor
 
 
@@ -157,30 +155,52 @@ def from_tensors(tensors: dict[str, Tensor]) -> list[TaskFootprint]:
     return result
 
 
+_HASH_CHUNK = 64 * 2**20
+
+
+def _digest(path: Path) -> tuple[str, int]:
+    """sha256 and size of a file, read in chunks (an 8B model's dense footprints are tens of GB)."""
+    h, size = hashlib.sha256(), 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_HASH_CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+    return h.hexdigest(), size
+
+
 def save(footprints: list[TaskFootprint], path: Path) -> dict[str, Any]:
     """Write the footprints; returns ``{"file", "sha256", "bytes"}`` for result.json, so a truncated or
-    swapped file is caught when the metrics are recomputed (``clbench metrics``)."""
+    swapped file is caught when the metrics are recomputed (``clbench metrics``). The file is written tensor by
+    tensor (``safetensors.torch.save_file``: the same bytes as ``save``, without a second copy of them all in
+    memory) and hashed in chunks."""
+    from safetensors.torch import save_file
+
     from clbench.data import atomic_write_with
 
-    data = safetensors_save(to_tensors(footprints))
-    atomic_write_with(path, lambda tmp: tmp.write_bytes(data))
-    return {"file": path.name, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+    def write(tmp: Path) -> None:
+        save_file(to_tensors(footprints), str(tmp))
+
+    atomic_write_with(path, write)
+    sha, size = _digest(path)
+    return {"file": path.name, "sha256": sha, "bytes": size}
 
 
 def load(path: Path, digest: Mapping[str, Any] | None = None) -> list[TaskFootprint]:
     """Read footprints; with ``digest`` (result.json's ``footprints``) a file that does not match it is a
-    :class:`~clbench.errors.ResultFileError` (truncated, or another cell's)."""
+    :class:`~clbench.errors.ResultFileError` (truncated, or another cell's). Hashed in chunks and read tensor by
+    tensor, never held twice."""
+    from safetensors.torch import load_file
+
     from clbench.errors import ResultFileError
 
     try:
-        data = Path(path).read_bytes()
+        sha, size = _digest(Path(path))
     except OSError as exc:
         raise ResultFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if digest is not None and (len(data) != digest.get("bytes") or hashlib.sha256(data).hexdigest() != digest.get("sha256")):
-        raise ResultFileError(f"{path}: {len(data)} bytes that do not match the sha256 and size ({digest.get('bytes')}) "
+    if digest is not None and (size != digest.get("bytes") or sha != digest.get("sha256")):
+        raise ResultFileError(f"{path}: {size} bytes that do not match the sha256 and size ({digest.get('bytes')}) "
                               "recorded in result.json: truncated or another cell's file")
     try:
-        return from_tensors(safetensors_load(data))
+        return from_tensors(load_file(str(path)))
     except Exception as exc:  # safetensors raises its own errors on a damaged header
         raise ResultFileError(f"{path}: not a clbench footprint file ({type(exc).__name__}: {exc})") from None
-

@@ -188,3 +188,25 @@ def test_absolute_acr_threshold_follows_the_delta_w_form():
     assert m.collision_rate(fps, 5.0, acr="absolute") == pytest.approx(2 / 4)  # only the 8s
     with pytest.raises(ValueError, match="layer, task or absolute"):
         m.collision_rate(fps, 0.5, acr="global")
+
+
+def test_footprint_files_are_written_tensor_by_tensor_with_the_bytes_safetensors_gives(tmp_path):
+    """fps.save streams the file (no second copy of every tensor in memory) and hashes it in chunks: the bytes and
+    digest are safetensors' own serialisation's, so committed digests stay reproducible; load reads them back."""
+    import hashlib
+
+    from safetensors.torch import save as serialise
+
+    from clbench import footprints as fps
+
+    g = torch.Generator().manual_seed(0)
+    footprints = [{"w": fps.Dense(torch.randn(4, 3, generator=g)),
+                   "m": fps.Masked.from_delta(torch.randn(5, 2, generator=g), torch.rand(5, 2, generator=g) < 0.5)},
+                  {"w": fps.LowRank(torch.randn(2, 3, generator=g), torch.randn(4, 2, generator=g), 0.5)}]
+    path = tmp_path / "footprints.safetensors"
+    digest = fps.save(footprints, path)
+    data = serialise(fps.to_tensors(footprints))
+    assert path.read_bytes() == data
+    assert digest == {"file": path.name, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+    loaded = fps.load(path, digest)
+    assert all(torch.equal(loaded[t][n].dense(), fp.dense()) for t, task in enumerate(footprints) for n, fp in task.items())
