@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import replace
 
@@ -160,6 +161,35 @@ def test_a_garbled_checkpoint_restarts_the_cell_with_a_warning(tmp_path):
     assert again.status == "complete"
     assert again.accuracy_matrix == reference.accuracy_matrix
     assert not checkpoint.exists()
+
+
+def test_a_lora_checkpoint_leaves_out_the_frozen_base_and_resumes_to_the_same_numbers(tmp_path):
+    """seqlora trains adapters on a frozen base: the checkpoint holds the adapters and per-task heads, not the base
+    weights a fresh build reproduces (their fingerprints instead); the resumed cell equals the uninterrupted one. A
+    checkpoint whose left-out weights are not this build's starts the cell over."""
+    regs = testing.registry()
+    kw = dict(stream="tiny-text", sets={"train.checkpoint_every_s": [0]})
+    [reference] = testing.run(regs, tmp_path / "ref", "seqlora", **kw)
+    out = tmp_path / "killed"
+    killer = testing.KillAfterTask(0)
+    regs.pm.register(killer)
+    with pytest.raises(KeyboardInterrupt):
+        testing.run(regs, out, "seqlora", **kw)
+    regs.pm.unregister(killer)
+    [checkpoint] = out.rglob(CHECKPOINT_FILE)
+    payload = torch.load(checkpoint, weights_only=True)
+    assert payload["unchanged"] and all(".lora" not in n and "adapter" not in n for n in payload["unchanged"])
+    assert not set(payload["model"]) & set(payload["unchanged"])
+    saved = copy.deepcopy(payload)
+    [resumed] = testing.run(regs, out, "seqlora", **kw)
+    assert resumed.accuracy_matrix == reference.accuracy_matrix and resumed.metrics == reference.metrics
+    name = next(iter(saved["unchanged"]))
+    saved["unchanged"][name] = [v + 1.0 for v in saved["unchanged"][name]]  # another base than this build's
+    torch.save(saved, checkpoint)
+    (checkpoint.parent / RESULT_FILE).unlink()
+    with pytest.warns(UserWarning, match="left-out weights do not match this build"):
+        [again] = testing.run(regs, out, "seqlora", **kw)
+    assert again.accuracy_matrix == reference.accuracy_matrix
 
 
 def test_no_checkpoint_is_written_after_the_last_task(tmp_path):

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 from threadpoolctl import ThreadpoolController
-from torch import Tensor
+from torch import Tensor, nn
 from torch.optim.lr_scheduler import MultiStepLR
 from tqdm.auto import tqdm
 
@@ -552,10 +552,9 @@ class Runner:
         device = cell_device(train, dist)
         stream = build_stream(self.regs, cell)
         order = stream.order(cell.order)
-        state.tasks = order
-        state.scenario = stream.scenario
-        state.stream = stream
+        state.tasks, state.scenario, state.stream = order, stream.scenario, stream
         model, method = self._build(cell, stream, order, device)
+        state.base = fingerprints(model)  # what a fresh build reproduces: checkpoints leave out what still equals it
         state.env = environment(str(device), train, dict(self._versions), world_size=dist.world_size)
 
         start = state.load_checkpoint(model, method)
@@ -647,6 +646,22 @@ def stale_reason(result: CellResult, cell: Cell) -> str | None:
     return "holds a result for other settings: " + ("; ".join(diff) or "(same settings, other hash)")
 
 
+@torch.no_grad()
+def fingerprint(tensor: Tensor) -> list[float]:
+    """Three float64 reductions of a tensor (its sum, its norm, the sum of every 97th entry), accumulated without a
+    float64 copy: any change training or a merge makes to a value changes them, short of an exact cancellation."""
+    t = tensor.detach()
+    if not t.is_floating_point():
+        t = t.double()
+    flat = t.reshape(-1)
+    return [float(flat.sum(dtype=torch.float64)), float(torch.linalg.vector_norm(flat, dtype=torch.float64)),
+            float(flat[::97].sum(dtype=torch.float64))]
+
+
+def fingerprints(model: nn.Module) -> dict[str, list[float]]:
+    return {name: fingerprint(t) for name, t in model.state_dict().items()}
+
+
 class _CellState:
     """What a cell has produced so far; checkpointed after every task."""
 
@@ -665,6 +680,7 @@ class _CellState:
         self.stream: Stream | None = None  # for the data files it read (provenance)
         self.code: tuple[dict[str, str], dict[str, str]] | None = None  # provenance.code_record, set by the runner
         self.started = time.perf_counter()
+        self.base: dict[str, list[float]] = {}  # fingerprints of a fresh build's state entries
 
     @property
     def path(self) -> Path:
@@ -681,7 +697,7 @@ class _CellState:
             "rows": self.rows,
             "timings": self.task_timings,
             "report": self.report,
-            "model": model.state_dict(),
+            **self._changed_weights(model),
             "method": method.state_dict(),
             "footprints": fps.to_tensors(self.footprints),
             "masters": cell_masters(method.ctx).state_dict({id(p): n for n, p in model.named_parameters()}),
@@ -695,6 +711,28 @@ class _CellState:
         except Exception as exc:  # pickling: an object in a state_dict that torch.save cannot write
             raise PluginError(f"{what}: the resume checkpoint cannot hold its state_dict() ({type(exc).__name__}: "
                               f"{exc}); return tensors, numbers, strings and lists or dicts of them") from exc
+
+    def _changed_weights(self, model: CLModel) -> dict[str, Any]:
+        """The model's state entries that differ from a fresh build's (``self.base``) under ``model``, and under
+        ``unchanged`` the fingerprints of the others, left out: a LoRA cell on a frozen 8B base checkpoints its
+        adapters, not 16 GB of base weights it never moved."""
+        changed, unchanged = {}, {}
+        for name, tensor in model.state_dict().items():
+            mark = fingerprint(tensor)
+            if self.base.get(name) == mark:
+                unchanged[name] = mark
+            else:
+                changed[name] = tensor
+        return {"model": changed, "unchanged": unchanged}
+
+    def _load_weights(self, model: CLModel, payload: dict[str, Any]) -> None:
+        """The checkpoint's changed weights into ``model``; the ones it left out must be this build's own."""
+        unchanged = payload.get("unchanged", {})
+        missing, unexpected = model.load_state_dict(payload["model"], strict=not unchanged)
+        moved = [n for n in unchanged if self.base.get(n) != unchanged[n]]
+        if set(missing) != set(unchanged) or unexpected or moved:
+            raise ValueError(f"its left-out weights do not match this build (missing {sorted(missing)[:5]}, "
+                             f"unexpected {sorted(unexpected)[:5]}, other values {moved[:5]})")
 
     def load_checkpoint(self, model: CLModel, method: Method) -> int:
         """Tasks done by the checkpoint (0: none or unusable, with a warning), or -1 when it was for this
@@ -720,7 +758,7 @@ class _CellState:
             return 0
         try:
             method.load_state_dict(payload["method"])  # first: it may rebuild structure the weights need
-            model.load_state_dict(payload["model"])
+            self._load_weights(model, payload)
             cell_masters(method.ctx).load_state_dict(payload.get("masters", {}), dict(model.named_parameters()))
             self.rows = payload["rows"]
             self.task_timings = payload["timings"]
