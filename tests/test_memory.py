@@ -293,6 +293,32 @@ def test_the_paper_cells_fit_one_80_gib_gpu(regs, tmp_path):
     assert peak("paper-t5", "nlora", t5, **{"model.gradient_checkpointing": [False]}) > 0.9 * limit
 
 
+def test_paper_expanders_8b_full_fine_tuning_needs_a_141_gib_gpu(regs, tmp_path):
+    """Llama-3-8B (bf16, RMSProp) SeqFT on the capability chain, planned for a GPU from the config's shapes: over
+    80 GiB (float32 masters and square averages of 7.5 B trained weights), under 141 GiB (the footprint baseline on
+    the host, one float32 gradient at a time). Expander-EWC's plan takes minutes: benchmarks/bench_expander_memory.py."""
+    import json
+
+    from transformers import LlamaConfig
+
+    model = _architecture(tmp_path / "llama-3-8b", LlamaConfig(
+        vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+        num_key_value_heads=8))
+    long = "word " * 1200
+    for task, row in {"gsm8k": {"question": long, "answer": long},
+                      "sql": {"context": long, "question": "q", "answer": long}}.items():
+        (tmp_path / "data" / task).mkdir(parents=True)
+        (tmp_path / "data" / task / "train.jsonl").write_text("\n".join(json.dumps(row) for _ in range(8)))
+    req = RunRequest(profile="paper-expander", methods="seqft", streams=["capability-chain"], orders=["gsm8k-sql"],
+                     seeds=[0], model_path=model, out=tmp_path / "out",
+                     sets={"stream.data_dir": [str(tmp_path / "data")], "train.device": ["cuda"]})
+    est = memory.estimate(regs, make_plan(regs, req).cells[0], cpu_fallback=False)
+    weights = est.terms["weights"]
+    assert 8 * 2**30 < weights < 16 * 2**30  # bf16 8 B
+    assert est.terms["optimizer"] > 3.99 * weights  # masters and RMSProp's square average, float32: 8 bytes a weight
+    assert 80 * 2**30 < est.peak < 141 * 2**30
+
+
 def test_the_plan_marks_what_it_cannot_estimate_and_stops_on_the_runs_own_errors(regs, monkeypatch):
     """A cell the meta device cannot run (and the CPU may not measure) is a row 'not estimated'; an error the run
     itself would stop on (data out of reach) stops the plan the same way, named, not a row."""
