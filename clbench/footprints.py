@@ -170,19 +170,18 @@ def _digest(path: Path) -> tuple[str, int]:
 
 def save(footprints: list[TaskFootprint], path: Path) -> dict[str, Any]:
     """Write the footprints; returns ``{"file", "sha256", "bytes"}`` for result.json, so a truncated or
-    swapped file is caught when the metrics are recomputed (``clbench metrics``). The file is written tensor by
-    tensor (``safetensors.torch.save_file``: the same bytes as ``save``, without a second copy of them all in
-    memory) and hashed in chunks."""
-    from safetensors.torch import save_file
+    swapped file is caught when the metrics are recomputed (``clbench metrics``).
+
+    Serialised in memory first (``safetensors.torch.save``), so the temp file lives only while the bytes are
+    written: ``save_file`` would avoid that second copy but writes through a temp file of its own, and a
+    SIGTERM while it wrote left a temp file behind in 2 of 6 fault-suite runs (docs/faults.md ``sigterm``)."""
+    from safetensors.torch import save as serialise
 
     from clbench.data import atomic_write_with
 
-    def write(tmp: Path) -> None:
-        save_file(to_tensors(footprints), str(tmp))
-
-    atomic_write_with(path, write)
-    sha, size = _digest(path)
-    return {"file": path.name, "sha256": sha, "bytes": size}
+    data = serialise(to_tensors(footprints))
+    atomic_write_with(path, lambda tmp: tmp.write_bytes(data))
+    return {"file": path.name, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
 
 
 def load(path: Path, digest: Mapping[str, Any] | None = None) -> list[TaskFootprint]:

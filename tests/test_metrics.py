@@ -190,9 +190,9 @@ def test_absolute_acr_threshold_follows_the_delta_w_form():
         m.collision_rate(fps, 0.5, acr="global")
 
 
-def test_footprint_files_are_written_tensor_by_tensor_with_the_bytes_safetensors_gives(tmp_path):
-    """fps.save streams the file (no second copy of every tensor in memory) and hashes it in chunks: the bytes and
-    digest are safetensors' own serialisation's, so committed digests stay reproducible; load reads them back."""
+def test_footprint_files_hold_safetensors_bytes_and_are_read_back_in_chunks(tmp_path):
+    """fps.save writes safetensors' own serialisation and its digest; fps.load hashes the file in chunks and reads it
+    tensor by tensor (never the whole file and its tensors at once), back to the same footprints."""
     import hashlib
 
     from safetensors.torch import save as serialise

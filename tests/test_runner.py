@@ -187,7 +187,7 @@ def test_a_lora_checkpoint_leaves_out_the_frozen_base_and_resumes_to_the_same_nu
     saved["unchanged"][name] = [v + 1.0 for v in saved["unchanged"][name]]  # another base than this build's
     torch.save(saved, checkpoint)
     (checkpoint.parent / RESULT_FILE).unlink()
-    with pytest.warns(UserWarning, match="left-out weights do not match this build"):
+    with pytest.warns(UserWarning, match="its weights do not match this build"):
         [again] = testing.run(regs, out, "seqlora", **kw)
     assert again.accuracy_matrix == reference.accuracy_matrix
 
