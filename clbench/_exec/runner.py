@@ -731,7 +731,7 @@ class _CellState:
         missing, unexpected = model.load_state_dict(payload["model"], strict=not unchanged)
         moved = [n for n in unchanged if self.base.get(n) != unchanged[n]]
         if set(missing) != set(unchanged) or unexpected or moved:
-            raise ValueError(f"its weights do not match this build (missing {sorted(missing)[:5]}, "
+            raise ValueError(f"its weights do not match this build (missing {sorted(set(missing) - set(unchanged))[:5]}, "
                              f"unexpected {sorted(unexpected)[:5]}, left out with other values {moved[:5]})")
 
     def load_checkpoint(self, model: CLModel, method: Method) -> int:
