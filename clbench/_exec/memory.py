@@ -63,7 +63,7 @@ libraries' workspaces (:data:`CUDA_WORKSPACE_BYTES`)."""
 CUDA_WORKSPACE_BYTES = 64 * 2**20
 """cuBLAS's workspace, 32 MiB for each thread that multiplies on a GPU, allocated by PyTorch's caching allocator at
 the first product and kept: a training process has two such threads (its own and autograd's backward thread).
-Measured on an H200 with torch 2.11 (docs/scale-out.md, "Measured on a GPU"): 64 MiB after one forward and backward,
+Measured on an H200 with torch 2.11 (benchmarks/gpu_cublas_workspace.py): 64 MiB after one forward and backward,
 96 MiB once a third thread multiplied."""
 
 
