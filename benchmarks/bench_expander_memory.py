@@ -23,7 +23,7 @@ Both fit one 141 GiB H200 and neither one 80 GiB H100: SeqFT's optimizer column 
 float32 square average of 7.5 B bf16 weights (8 bytes a weight, what DeepSpeed's bf16 optimizer keeps too). Before
 this session's lean state (the footprint baseline on the host, one float32 gradient at a time, EWC without λF and
 without the held penalty gradient) the same plan gave SeqFT 151.6 GiB and Expander-EWC 277.7 GiB (masks whole).
-
+"""
 
 from __future__ import annotations
 
