@@ -206,3 +206,16 @@ def test_no_function_of_the_package_is_over_60_lines():
                   if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno is not None
                   and node.end_lineno - node.lineno + 1 > 60)
     assert long == []
+
+
+def test_every_script_benchmark_and_doc_generator_parses():
+    """No test imports benchmarks/, scripts/ or docs/*.py (they run on GPUs or for minutes): at least they parse. A
+    committed benchmark once lost its docstring's closing quotes."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    files = sorted([*root.glob("benchmarks/*.py"), *root.glob("scripts/*.py"), *root.glob("docs/*.py")])
+    assert len(files) > 10
+    for path in files:
+        ast.parse(path.read_text(encoding="utf-8"), filename=str(path))  # raises SyntaxError, naming the file
