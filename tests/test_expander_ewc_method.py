@@ -42,6 +42,20 @@ def test_only_masked_coordinates_move_and_fisher_lives_on_the_mask():
         assert torch.equal(p.detach(), vectors[n])
 
 
+def test_with_weight_decay_only_masked_coordinates_move_either():
+    """Weight decay moves every coordinate; after each step the unmasked ones are put back to the task's start (held
+    on the device for the phase), so a task still moves only its mask."""
+    method, model, ctx = make_cell(ExpanderEWC, ExpanderEWCConfig(density=0.25, lambda_=1.0, fisher_samples=16,
+                                                                   optimizer="train"),
+                                   train=TrainConfig(epochs=1, batch_size=16, lr=0.01, weight_decay=0.1))
+    before = {n: p.detach().clone() for n, p in method.masked_parameters().items()}
+    _run_task(method, model, ctx, 0)
+    assert method._restore  # the phase decayed weights
+    for n, p in method.masked_parameters().items():
+        moved = p.detach() != before[n]
+        assert moved.any() and not (moved & ~method.masks[n]).any(), n
+
+
 def test_penalty_is_damped_fisher_quadratic():
     cfg = ExpanderEWCConfig(density=0.25, lambda_=3.0, gamma=0.5, fisher_samples=16)
     method, model, ctx = _cell(cfg)

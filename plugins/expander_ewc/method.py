@@ -46,6 +46,7 @@ class MaskedTraining(Method):
         params = self.penalized()
         self.anchor = {n: p.detach().clone() for n, p in params.items()}  # θ_ref ← θ⁽⁰⁾ (Alg. 1 line 1)
         self._phase: Phase | None = None
+        self._restore: dict[str, Tensor] = {}  # a weight-decay phase's starting values on the device (before_phase)
         self._pending_stats: dict[str, dict[str, Any]] = {}
         self._doubled: Mapping[str, Tensor] = {}  # 2 × (λ/2)(F + γ): the penalty's gradient is 2w ⊙ (θ − θ*)
 
@@ -128,6 +129,10 @@ class MaskedTraining(Method):
     def before_phase(self, phase: Phase, task: str, index: int) -> None:
         self._found.clear()
         self._phase = phase
+        # weight decay moves unmasked coordinates, which after_step puts back to the task's start every step: those
+        # starting values on the device for the phase (they live on the host otherwise: Method.before_task)
+        self._restore = ({n: self.task_start(n) for n in self.masked_parameters() if n in self._before}
+                         if phase.weight_decay else {})
 
     def after_backward(self) -> None:
         if self.config.lambda_ != 0:  # the penalty's gradient first: the mask applies to it as to the loss's
@@ -143,7 +148,7 @@ class MaskedTraining(Method):
         with torch.no_grad():
             for n, p in self.masked_parameters().items():
                 if n in self.masks:
-                    p.copy_(torch.where(self.masks[n], p, self.task_start(n)))
+                    p.copy_(torch.where(self.masks[n], p, self._restore[n]))
 
     def loss_terms(self, batch: Batch, logits: Tensor | None) -> dict[str, Tensor]:
         if self.config.lambda_ == 0:
