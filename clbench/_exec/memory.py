@@ -310,14 +310,12 @@ def _evaluation(model: CLModel, method: Method, ctx: CellContext, mode: LiveByte
     model)."""
     # every task is evaluated after each one: the costliest batch may be any task's (amazon's reviews, not dbpedia's)
     batches = [_largest_examples(ctx.data(t).test, ctx.train.eval_batch_size, t) for t in ctx.order]
-    task, batch = max(((b.task, b) for b in batches), key=lambda tb: _text_chars(tb[1].x))
+    batch = max(batches, key=lambda b: _text_chars(b.x)).to(ctx.device)
     model.eval()
-    batch = batch.to(ctx.device)
     before = mode.now
     mode.reset_peak()
-    with method.evaluating(task):
-        out = model.predict_peak(batch.x, task)
-        del out
+    with method.evaluating(batch.task):
+        model.predict_peak(batch.x, batch.task)
     return mode.peak - before
 
 
