@@ -11,7 +11,14 @@ mkdir -p "$OUT" "$RUNS"; export PYTHONUNBUFFERED=1 TQDM_MININTERVAL=20
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .gpu/whl/*.whl && export PYTHONPATH=/tmp/site
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . 2>&1 | grep -v WARNING
 python3 -c "import torch, transformers, peft; print('torch', torch.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__)" | tee -a "$OUT/env.txt"
-[ -d /tmp/t5-large-random ] || python3 benchmarks/random_t5.py .gpu/tok /tmp/t5-large-random --device cuda || exit 1
+[ -d /tmp/t5-large-random ] || [[ "$PARTS" != *t5* ]] || python3 benchmarks/random_model.py .gpu/tok /tmp/t5-large-random --device cuda || exit 1
+[ -d /tmp/llama-random ] || [[ "$PARTS" != *bf16* ]] ||
+  python3 benchmarks/random_model.py .gpu/tok /tmp/llama-random --arch llama --device cuda || exit 1
+# paper-expander's training settings (plugins/capability_chain/plugin.py) on the prompts stream's two tasks
+BF16="clbench run --stream prompts --data-dir .gpu/prompts --seeds 0 --model-path /tmp/llama-random
+  --set model.dtype=bfloat16 --set model.train_base=true --set model.gradient_checkpointing=true
+  --set model.max_length=1024 --set train.batch_size=8 --set train.optimizer=rmsprop --set train.lr=1e-6
+  --set train.threads=8 --out $RUNS/bf16"  # expander-ewc: its default density, 10 % (§6)
 T5="python3 benchmarks/gpu_paper_t5.py --model-path /tmp/t5-large-random"
 LPS="clbench run --profile paper-lps --stream permuted-mnist --seeds 0 --data-dir .gpu/mnist --out $RUNS/mnist"
 for part in $PARTS; do
@@ -21,6 +28,7 @@ for part in $PARTS; do
     t5long) timeout "$CAP" $T5 --data-dir .gpu/CLlong --methods olora,nlora --limit 64 --out $RUNS/t5-long ;;
     lps) timeout "$CAP" $LPS --methods lps --set lps.warmup_epochs=3 --set lps.admm_epochs=9 --set lps.retrain_epochs=3 ;;
     packnet) timeout "$CAP" $LPS --methods packnet --set packnet.train_epochs=3 --set packnet.retrain_epochs=3 ;;
+    bf16-*) timeout "$CAP" $BF16 --methods "${part#bf16-}"; find $RUNS/bf16 -name '*.safetensors' -delete ;;
   esac > "$OUT/$part.log" 2>&1
   echo "$part: exit $? after $((SECONDS - s)) s" | tee -a "$OUT/env.txt"
 done

@@ -6,7 +6,7 @@ results/gpu-lease/plan.json, which scripts/docs_tables.py turns into docs/scale-
 
 Each cell is rebuilt from its result.json (``cell_from_result``; ``train.device=cuda``, as it ran), so the plan sees
 the very settings and data that ran. The random T5 was recorded at /tmp/t5-large-random; its config.json and tokenizer are written there if absent
-(benchmarks/random_t5.py --config-only: the plan reads no weights).
+(benchmarks/random_model.py --config-only: the plan reads no weights).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def main() -> int:
         print("gpu_lease_plan: no .gpu/ folder: run benchmarks/gpu_lease_prep.sh first", file=sys.stderr)
         return 2
     if not (T5 / "config.json").is_file():
-        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "random_t5.py"), str(ROOT / ".gpu" / "tok"), str(T5),
+        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "random_model.py"), str(ROOT / ".gpu" / "tok"), str(T5),
                         "--config-only"], check=True)
     regs = harness_registry()
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()

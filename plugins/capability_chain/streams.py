@@ -217,7 +217,9 @@ def greedy(model: CLModel, prompts: list[str], batch_size: int, max_new_tokens: 
     try:
         for start in range(0, len(order), batch_size):
             idx = order[start:start + batch_size]
-            enc = tok([prompts[i] for i in idx], return_tensors="pt", padding=True).to(device)
+            # no token_type_ids: a decoder's generate() refuses them, and a BERT-style tokenizer returns them
+            enc = tok([prompts[i] for i in idx], return_tensors="pt", padding=True,
+                      return_token_type_ids=False).to(device)
             gen = backbone.generate(**enc, do_sample=False, num_beams=1, pad_token_id=pad,
                                     max_new_tokens=max_new_tokens)
             out.update(zip(idx, tok.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True),
