@@ -152,10 +152,20 @@ class MetricsConfig:
     # "factors" B·A. Changes AWOM (by (α/r)²), the nuclear norms (α/r) and absolute-τ ACR; the paper writes
     # ΔW = AB without α/r and its repository has no metric code, so it does not settle this.
     delta_w: Literal["applied", "factors"] = "applied"
+    # Where AWOM's float64 spectral norms of dense footprints run (full fine-tuning and masked cells; LoRA's are
+    # r×r problems): "cpu" LAPACK (a thin QR, then λmax by bisection), or "cuda"/"cuda:N" torch's float64 on a GPU
+    # (the same QR, every eigenvalue). One pair of tasks of a dense Llama-3-8B cell is ~170 TFLOP: ~45 min on 2
+    # CPU cores, seconds on a GPU's float64 units (benchmarks/bench_awom_dense.py); a GPU lease's 1.5 B-parameter
+    # cell was still in it after 85 s on 8 threads. The routes agree to 1e-12 relative (tests/test_metrics.py).
+    device: str = "cpu"
 
     # Forms added after results were committed: at these values a form is left out of the identity (those
     # results keep their hash). awom=eq8 is a change: the committed results were recomputed in its commit.
-    IDENTITY_SINCE: ClassVar[dict[str, Any]] = {"acr": "layer", "awom": "eq8", "delta_w": "applied"}
+    IDENTITY_SINCE: ClassVar[dict[str, Any]] = {"acr": "layer", "awom": "eq8", "delta_w": "applied", "device": "cpu"}
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"cpu|cuda(:\d+)?", self.device):
+            raise ConfigError(f"metrics.device={self.device!r}: choose cpu, cuda or cuda:N")
 
     def describe(self) -> str:
         """The forms in words, for the leaderboard's heading."""

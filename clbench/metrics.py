@@ -37,6 +37,7 @@ class MetricInput:
     acr: AcrForm = MetricsConfig.acr
     awom: Literal["eq8", "transposed"] = MetricsConfig.awom
     delta_w: Literal["applied", "factors"] = MetricsConfig.delta_w
+    device: str = MetricsConfig.device  # where AWOM's dense float64 linear algebra runs
 
     @classmethod
     def with_settings(cls, settings: MetricsConfig, **fields: Any) -> MetricInput:
@@ -379,12 +380,13 @@ def _spectral_lowrank(a: LowRank, b: LowRank, ra: torch.Tensor | None = None, rb
 
 
 def adapter_weight_overlap(footprints: Sequence[TaskFootprint] | None, awom: str = "eq8",
-                           factors: bool = False) -> float | None:
+                           factors: bool = False, device: str = "cpu") -> float | None:
     """AWOM = Σ_{i<T} ‖ΔW_Tᵀ ΔW_i‖₂ of N-LoRA eq. 8, summed over layers (low-rank: r×r cores; otherwise dense).
 
     Eq. 8 writes ΔW = A·B with A ∈ R^{d×r} the input-side factor (as in eqs. 1 and 7), so its ΔW is PEFT's
     transposed and its ΔW_Tᵀ ΔW_i is ΔW_T ΔW_iᵀ here (out × out: it sums over the input index). ``awom=
     "transposed"`` is the other product, ΔW_Tᵀ ΔW_i in PEFT's layout (in × in). ``factors``: LoRA ΔW without α/r.
+    ``device``: where the dense products run (``metrics.device``; the low-rank ones are r×r, on the CPU).
     """
     if awom not in ("eq8", "transposed"):
         raise ValueError(f"awom={awom!r}: choose eq8 or transposed")
@@ -405,7 +407,8 @@ def adapter_weight_overlap(footprints: Sequence[TaskFootprint] | None, awom: str
             else:
                 dense_prev.append(_dense_2d(other, factors, eq8))
         if dense_prev:
-            total += sum(_spectral_dense(_dense_2d(fp, factors, eq8), dense_prev))
+            spectral = _spectral_dense if device == "cpu" else _spectral_dense_torch
+            total += sum(spectral(_dense_2d(fp, factors, eq8), dense_prev, device))
     return total
 
 
@@ -417,7 +420,7 @@ def _dense_2d(fp: Any, factors: bool, eq8: bool) -> torch.Tensor:
     return d.T if eq8 else d
 
 
-def _spectral_dense(last: torch.Tensor, prevs: list[torch.Tensor]) -> list[float]:
+def _spectral_dense(last: torch.Tensor, prevs: list[torch.Tensor], device: str = "cpu") -> list[float]:
     """‖Lᵀ P_i‖₂ for every i (L = ΔW_T, P_i = ΔW_i, or both transposed), exactly: ‖Lᵀ P_i‖₂ = √λmax of the Gram
     Y_i Y_iᵀ, Y_i = Lᵀ P_i, or Y_i = R P_i where Lᵀ is tall (Lᵀ = Q R, thin QR: R has k = Lᵀ's column count rows,
     a smaller Gram). In float64: the Gram squares the condition number, and in float32 the eigensolver failed
@@ -436,6 +439,24 @@ def _spectral_dense(last: torch.Tensor, prevs: list[torch.Tensor]) -> list[float
         y = left @ prev.numpy()
         lam = scipy.linalg.eigh(y @ y.T, eigvals_only=True, subset_by_index=[top, top], driver="evx",
                                 check_finite=False, overwrite_a=True)[0]
+        norms.append(math.sqrt(max(float(lam), 0.0)))
+    return norms
+
+
+def _spectral_dense_torch(last: torch.Tensor, prevs: list[torch.Tensor], device: str) -> list[float]:
+    """:func:`_spectral_dense` in torch on ``device`` (a GPU: float64 units where LAPACK on a few CPU threads takes
+    minutes a matrix at 8B scale); every eigenvalue of the Gram (cuSOLVER has no bisection for one), the largest kept.
+    Each matrix is moved to the device as it is used, then dropped."""
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"metrics.device={device}: no CUDA device here; recompute with --set metrics.device=cpu "
+                           "(the values agree to ~1e-12)")
+    Lt = last.T.to(device)
+    left = torch.linalg.qr(Lt, mode="reduced").R if Lt.shape[0] > Lt.shape[1] else Lt
+    del Lt
+    norms = []
+    for prev in prevs:
+        y = left @ prev.to(device)
+        lam = torch.linalg.eigvalsh(y @ y.T)[-1]
         norms.append(math.sqrt(max(float(lam), 0.0)))
     return norms
 

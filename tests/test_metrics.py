@@ -93,6 +93,26 @@ def test_dense_awom_is_the_sum_of_spectral_norms(shape, awom):
     flat = [d.double().reshape(shape[0], -1) for d in deltas]
     expected = sum(float(torch.linalg.matrix_norm(_product(flat[-1], d, awom), ord=2)) for d in flat[:-1])
     assert m.adapter_weight_overlap([{"w": Dense(d)} for d in deltas], awom) == pytest.approx(expected, rel=1e-9)
+    # metrics.device's torch route (a GPU's; here on the CPU's torch): the same norms, every eigenvalue instead of
+    # LAPACK's bisection for the largest
+    last, prevs = m._dense_2d(Dense(deltas[-1]), False, awom == "eq8"), [
+        m._dense_2d(Dense(d), False, awom == "eq8") for d in deltas[:-1]]
+    assert m._spectral_dense_torch(last, prevs, "cpu") == pytest.approx(m._spectral_dense(last, prevs), rel=1e-12)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message where no GPU is")
+def test_awom_on_a_missing_gpu_is_an_error_naming_the_setting_and_the_other_metrics_stand():
+    from clbench_plugins.metrics.plugin import clbench_add_metrics
+
+    from clbench.config import MetricsConfig
+
+    g = torch.Generator().manual_seed(0)
+    fps = [{"w": Dense(torch.randn(5, 4, generator=g))} for _ in range(2)]
+    inp = m.MetricInput.with_settings(MetricsConfig(device="cuda"), matrix=[[50.0, 0.0], [40.0, 60.0]],
+                                      footprints=fps)
+    values, errors = compute_metrics(clbench_add_metrics(), inp)
+    assert values["AWOM"] is None and "--set metrics.device=cpu" in errors["AWOM"]
+    assert values["AA"] == pytest.approx(50.0) and values["GSR"] is not None
 
 
 def test_awom_forms_differ_and_eq8_sums_over_the_input_index():

@@ -489,6 +489,8 @@ class Runner:
             except Exception as exc:
                 where = "" if isinstance(exc, PluginError) else blame(exc, self.regs)
                 self._failed(cell, state, f"{type(exc).__name__}: {exc}{where}")
+            if cell.metrics.device != "cpu":
+                release(cell)  # the model's blocks on the GPU, before AWOM's float64 products need it
             result = self._finish(cell, state)
         finally:
             blas.restore_original_limits()

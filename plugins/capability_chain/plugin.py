@@ -24,9 +24,12 @@ PAPER = {
     "train.optimizer": "rmsprop",  # §5 "RMSProp optimizer with default hyperparameters"
     "train.lr": 1e-6,  # §6 "use a learning rate of 1e-6" (LoTA and ours)
     "train.batch_size": 8,  # not stated; LoTA's (Panda et al. 2024) per-device batch
-    # CPU threads of the cell: the end-of-cell metrics (fp64 QR and eigensolves over the 225 matrices of an 8B
-    # model's dense footprints) and data loading run on the host; a fixed count, as numbers may depend on it
+    # CPU threads of the cell: the end-of-cell scan (GSR, ACR over the dense footprints) and data loading run on the
+    # host; a fixed count, as numbers may depend on it
     "train.threads": 8,
+    # AWOM's float64 QR and eigensolves over the 226 matrices of an 8B model's dense footprints on the GPU: ~170
+    # TFLOP a pair of tasks, ~45 min on two CPU cores (benchmarks/bench_awom_dense.py)
+    "metrics.device": "cuda",
     # masks: 10 % density (§6) is each masked method's own paper-expander/capability-chain preset
 }
 

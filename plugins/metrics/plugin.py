@@ -39,7 +39,7 @@ def _oo(inp: MetricInput) -> float | None:
 
 
 def _awom(inp: MetricInput) -> float | None:
-    return m.adapter_weight_overlap(inp.footprints, inp.awom, inp.factors)
+    return m.adapter_weight_overlap(inp.footprints, inp.awom, inp.factors, inp.device)
 
 
 def _a_norm(inp: MetricInput) -> float | None:
