@@ -168,20 +168,57 @@ def _digest(path: Path) -> tuple[str, int]:
     return h.hexdigest(), size
 
 
+# safetensors' name of each dtype a footprint file holds, and its rank in safetensors' ``Dtype`` order: the file lays
+# tensors out by that order, largest first, then by name (checked against safetensors' own serialiser in a test)
+_SAFETENSORS = {torch.int64: ("I64", 7), torch.float64: ("F64", 6), torch.float32: ("F32", 5), torch.int32: ("I32", 4),
+                torch.bfloat16: ("BF16", 3), torch.float16: ("F16", 2), torch.uint8: ("U8", 1), torch.bool: ("BOOL", 0)}
+
+
+def _write_safetensors(tensors: Mapping[str, Tensor], fh: Any) -> tuple[str, int]:
+    """Write ``tensors`` in safetensors' format to the open binary file ``fh``, one tensor at a time from its own
+    memory, and return the sha256 and size of what was written. The same bytes as ``safetensors.torch.save`` (a
+    test), which builds the whole file in memory first — an 8B model's dense footprints are tens of GB — while
+    ``save_file`` writes through a temp file of its own (a SIGTERM while it wrote left one behind in 2 of 6
+    fault-suite runs, docs/faults.md ``sigterm``). The format: a little-endian u64 header size, a JSON header of each
+    tensor's dtype, shape and byte range padded with spaces to 8 bytes, then the tensors' bytes."""
+    import json
+    import struct
+
+    order = sorted(tensors, key=lambda k: (-_SAFETENSORS[tensors[k].dtype][1], k))
+    header, offset = {}, 0
+    for key in order:
+        t = tensors[key]
+        n = t.numel() * t.element_size()
+        header[key] = {"dtype": _SAFETENSORS[t.dtype][0], "shape": list(t.shape), "data_offsets": [offset, offset + n]}
+        offset += n
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+    text += b" " * (-len(text) % 8)
+    h, size = hashlib.sha256(), 0
+    for key in [None, *order]:
+        if key is None:
+            data: Any = struct.pack("<Q", len(text)) + text
+        else:  # the tensor's own bytes (a view, no copy, for a contiguous CPU tensor)
+            data = memoryview(tensors[key].detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+        fh.write(data)
+        h.update(data)
+        size += data.nbytes if isinstance(data, memoryview) else len(data)
+    return h.hexdigest(), size
+
+
 def save(footprints: list[TaskFootprint], path: Path) -> dict[str, Any]:
-    """Write the footprints; returns ``{"file", "sha256", "bytes"}`` for result.json, so a truncated or
-    swapped file is caught when the metrics are recomputed (``clbench metrics``).
-
-    Serialised in memory first (``safetensors.torch.save``), so the temp file lives only while the bytes are
-    written: ``save_file`` would avoid that second copy but writes through a temp file of its own, and a
-    SIGTERM while it wrote left a temp file behind in 2 of 6 fault-suite runs (docs/faults.md ``sigterm``)."""
-    from safetensors.torch import save as serialise
-
+    """Write the footprints, tensor by tensor (:func:`_write_safetensors`); returns ``{"file", "sha256", "bytes"}``
+    for result.json, so a truncated or swapped file is caught when the metrics are recomputed (``clbench metrics``)."""
     from clbench.data import atomic_write_with
 
-    data = serialise(to_tensors(footprints))
-    atomic_write_with(path, lambda tmp: tmp.write_bytes(data))
-    return {"file": path.name, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+    written: list[tuple[str, int]] = []
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as fh:
+            written.append(_write_safetensors(to_tensors(footprints), fh))
+
+    atomic_write_with(path, write)
+    sha, size = written[0]
+    return {"file": path.name, "sha256": sha, "bytes": size}
 
 
 def load(path: Path, digest: Mapping[str, Any] | None = None) -> list[TaskFootprint]:

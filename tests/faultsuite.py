@@ -881,15 +881,21 @@ FAULTS += [
        "failed: tiny-vector/ewc/order-1/seed-0: cannot write <out>/tiny-vector/ewc/order-1/seed-0/footprints.safetensors: "
        "No space left on device", "result.json (`failed`, full matrix); no footprint file, no temp file")
 def disk_full(tmp: Path) -> Outcome:
-    write_bytes = Path.write_bytes
+    from clbench import footprints
 
-    def full(self: Path, data: Any) -> int:
-        if self.name.startswith(f".{FOOTPRINT_FILE}."):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
-        return write_bytes(self, data)
+    class Full(io.BytesIO):  # a file on a full disk: its first write fails
+        def write(self, data: Any) -> int:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def opener(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        handle = open(file, mode, *args, **kwargs)
+        if "w" in mode and Path(file).name.startswith(f".{FOOTPRINT_FILE}."):
+            handle.close()
+            return Full()
+        return handle
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Path, "write_bytes", full)
+        mp.setattr(footprints, "open", opener, raising=False)  # the footprint writer's open, no other
         return tiny(tmp, "--methods", "ewc")
 
 

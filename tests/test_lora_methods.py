@@ -248,7 +248,7 @@ def test_metric_settings_reach_the_result_and_match_the_saved_footprints(tmp_pat
     directory = tmp_path / "tiny-text" / "nlora" / f"order-{cell.order}" / "seed-0"
     saved = json.loads((directory / RESULT_FILE).read_text())
     assert saved["config"]["metrics"] == {"tolerance": 0.2, "samples": 40, "acr": "task", "awom": "transposed",
-                                          "delta_w": "factors"}
+                                          "delta_w": "factors", "device": "cpu"}
     footprints = fps.load(directory / FOOTPRINT_FILE)
     # the runner draws the sampled grid with the scan's default seed, so the same call gives the same numbers
     scan = m.scan(footprints, 0.2, samples=40, acr="task", factors=True)

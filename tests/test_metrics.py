@@ -230,3 +230,41 @@ def test_footprint_files_hold_safetensors_bytes_and_are_read_back_in_chunks(tmp_
     assert digest == {"file": path.name, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
     loaded = fps.load(path, digest)
     assert all(torch.equal(loaded[t][n].dense(), fp.dense()) for t, task in enumerate(footprints) for n, fp in task.items())
+
+
+def test_footprint_files_are_written_tensor_by_tensor_as_safetensors_lays_them_out():
+    """_write_safetensors gives safetensors' own bytes for every dtype it names (its tensor order is safetensors'
+    dtype order, then the name), and never holds the file in memory: writing 32 MB of footprints allocates a few
+    KB of Python memory, where safetensors' serialiser allocates the whole file (what this measurement would see)."""
+    import io
+    import tracemalloc
+
+    from safetensors.torch import save as serialise
+
+    from clbench import footprints as fps
+
+    g = torch.Generator().manual_seed(1)
+    tensors = {name: torch.randn(3, 2, generator=g).to(dtype) for name, dtype in
+               [("f32", torch.float32), ("f64", torch.float64), ("bf16", torch.bfloat16), ("f16", torch.float16)]}
+    tensors |= {"i64": torch.arange(3), "i32": torch.arange(4, dtype=torch.int32), "u8": torch.arange(5).to(torch.uint8),
+                "bool": torch.tensor([True, False]), "empty": torch.zeros(0), "b": torch.ones(2), "été": torch.ones(1),
+                "strided": torch.randn(4, 4, generator=g)[:, 1]}
+    out = io.BytesIO()
+    sha, size = fps._write_safetensors(tensors, out)
+    assert out.getvalue() == serialise({k: v.contiguous() for k, v in tensors.items()}) and size == len(out.getvalue())
+
+    big = {"0\x1fw\x1fdense\x1fdelta": torch.randn(8 << 20, generator=g)}  # 32 MB
+
+    class Sink:  # counts bytes, keeps none
+        def write(self, data): return len(data)
+
+    def peak(write) -> int:
+        tracemalloc.start()
+        try:
+            write()
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    assert peak(lambda: fps._write_safetensors(big, Sink())) < 1 << 20
+    assert peak(lambda: serialise(big)) > 32 << 20
