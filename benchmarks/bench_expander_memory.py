@@ -82,7 +82,8 @@ def main() -> None:
                     net = build_model(regs, cell, build_stream(regs, cell))
                 masked = sum(layer.weight.numel() for layer in net.adaptable_layers().values())
                 moments = 2 if config.optimizer in ("adam", "adamw") else 1
-                excess = whole_selection_excess(masked, config.density, moments)
+                # bf16 weights: the masters hold the two planned tasks' masks (disjoint under overlap_policy avoid)
+                excess = whole_selection_excess(masked, config.density, moments, union=min(1.0, 2 * config.density))
                 print(f"| {method}, masks at density {config.density:g} | {fmt_bytes(est.peak - excess)} | "
                       + " | ".join("" for _ in TERMS) + f" | | the upper bound less the packed state of "
                       f"{(1 - config.density) * masked / 1e9:.2f} B coordinates outside the masks "

@@ -124,6 +124,36 @@ def test_masked_bf16_coordinates_get_packed_fp32_masters_and_take_a_methods_edit
     assert float(master[0]) == 0.5 and torch.equal(master[1:], kept[1:])
 
 
+def test_masked_bf16_masters_hold_only_their_masks_union_and_give_whole_masters_numbers():
+    """Three phases (tasks) with overlapping masks, then one trained whole: the masters equal fp32 training with the
+    same masks and gradients exactly (what whole masters give: an fp32 weight has no rounding to lose), while they
+    hold 8 bytes (an fp32 value, an int32 index) for each coordinate of the masks' union only."""
+    torch.manual_seed(0)
+    weight = nn.Parameter((torch.randn(32, 32) * 0.02).to(BF16))
+    reference = nn.Parameter(weight.detach().float())
+    masters = Masters()
+    g = torch.Generator().manual_seed(2)
+    masks = [torch.rand(32, 32, generator=g) < 0.1 for _ in range(3)] + [None]
+    union = torch.zeros(32, 32, dtype=torch.bool)
+    for mask in masks:
+        phase = Phase("p", 1, 1e-6, "rmsprop")
+        coords = [] if mask is None else [(weight, mask)]
+        opt = make_optimizer([weight], phase, coords, masters)
+        ref_opt = make_optimizer([reference], phase, [] if mask is None else [(reference, mask)])
+        for _ in range(20):
+            grad = torch.randn(32, 32, generator=g) * (1 if mask is None else mask)
+            weight.grad = grad.to(BF16)
+            reference.grad = weight.grad.float()
+            opt.step()
+            ref_opt.step()
+        assert torch.equal(masters.value(weight), reference.detach())
+        if mask is not None:
+            union |= mask
+            assert masters.nbytes() == 8 * int(union.sum()) < 4 * weight.numel()
+    assert masters.nbytes() == 4 * weight.numel()  # trained whole: a whole master
+    assert (weight.detach().float() != reference.detach()).any()  # (bf16 alone could not have held them)
+
+
 @pytest.mark.parametrize("optimizer", ["adam", "rmsprop"])
 def test_bf16_parameters_are_stepped_one_at_a_time_with_the_same_numbers(optimizer):
     """Each low-precision parameter's fp32 gradient exists only while it is stepped (an 8B model's would take 30 GiB at
@@ -166,7 +196,7 @@ def _masters(opt: PackedState) -> Masters:
     masters = Masters()
     for p, index, values in opt.packed:
         if index is None and values.dtype != p.dtype:
-            masters.tensors[id(p)] = (p, values)
+            masters.tensors[id(p)] = (p, None, values)
     return masters
 
 
@@ -190,6 +220,13 @@ def test_masters_go_into_the_checkpoint_by_parameter_name():
     again = Masters()
     again.load_state_dict(masters.state_dict(names), dict(fresh.named_parameters()))
     assert torch.equal(again.of(fresh.hidden.weight), master)
+    # a masked weight's master: its coordinates and their values
+    index = torch.tensor([1, 5, 7], dtype=torch.int32)
+    packed, where = masters.at(model.out.weight, index)
+    assert where is None and torch.equal(packed, model.out.weight.detach().reshape(-1)[index.long()].float())
+    packed.add_(1e-6)
+    again.load_state_dict(masters.state_dict(names), dict(fresh.named_parameters()))
+    assert torch.equal(again.value(fresh.out.weight).reshape(-1)[index.long()], packed)
 
 
 @dataclass(frozen=True)
@@ -203,18 +240,20 @@ class Bf16Plugin:
         return [ModelSpec("bf16-net", lambda config, info: Net(info, BF16), NetConfig)]
 
 
-def test_a_resumed_bf16_cell_follows_the_uninterrupted_one(tmp_path):
-    """The masters cross the checkpoint: task 2 of a cell killed after task 1 moves as in one go (footprints)."""
+@pytest.mark.parametrize("method", ["seqft", "expander-ewc"])
+def test_a_resumed_bf16_cell_follows_the_uninterrupted_one(tmp_path, method):
+    """The masters cross the checkpoint: task 2 of a cell killed after task 1 moves as in one go (footprints); for a
+    masked method, the masters of its first mask's coordinates, grown by the second's."""
     regs = testing.registry(Bf16Plugin())
     kw = dict(model="bf16-net", sets={"train.optimizer": ["rmsprop"], "train.lr": [1e-6], "train.batch_size": [4],
                                       "train.checkpoint_every_s": [0]})
-    [reference] = testing.run(regs, tmp_path / "ref", "seqft", **kw)
+    [reference] = testing.run(regs, tmp_path / "ref", method, **kw)
     killer = testing.KillAfterTask(0)
     regs.pm.register(killer)
     with pytest.raises(KeyboardInterrupt):
-        testing.run(regs, tmp_path / "killed", "seqft", **kw)
+        testing.run(regs, tmp_path / "killed", method, **kw)
     regs.pm.unregister(killer)
-    [resumed] = testing.run(regs, tmp_path / "killed", "seqft", **kw)
+    [resumed] = testing.run(regs, tmp_path / "killed", method, **kw)
     one, two = (fps.load(r.path.parent / FOOTPRINT_FILE) for r in (reference, resumed))
     for task_one, task_two in zip(one, two, strict=True):
         for name, fp in task_one.items():

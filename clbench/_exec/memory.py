@@ -266,7 +266,7 @@ def _measure(regs: Registries, cell: Cell, device: torch.device,
         _task(model, method, ctx, 0, mode, what, parts)
         gc.collect()  # a torch optimizer is a reference cycle: its state goes with the collector, not with the task
         method.after_task(order[0], 0)
-        masters = sum(m.untyped_storage().nbytes() for _, m in cell_masters(ctx).tensors.values())
+        masters = cell_masters(ctx).nbytes()
         parts["method"] = mode.now - parts["weights"] - masters
         if len(order) > 1:
             method.before_task(order[1], 1)
@@ -370,12 +370,18 @@ def _estimate(regs: Registries, cell: Cell, cpu_fallback: bool) -> MemoryEstimat
         return MemoryEstimate(cell.key, terms, peak, "cpu", notes)
 
 
-def whole_selection_excess(masked: int, density: float, moments: int = 1) -> int:
+def whole_selection_excess(masked: int, density: float, moments: int = 1, union: float | None = None) -> int:
     """What a plan with value-dependent selections taken whole (an upper bound, :func:`estimate`) counts beyond the
     run for a method whose optimizer packs its masked coordinates (``PackedState``) at ``density``: for each coordinate
     outside the masks, an int32 index, a float32 packed value and ``moments`` float32 optimizer moments (RMSProp and
-    momentum SGD 1, Adam 2). tests/test_memory.py checks it against real masks on the CPU."""
-    return int((1 - density) * (8 + 4 * moments) * masked)
+    momentum SGD 1, Adam 2). ``union``: low-precision (bf16) weights, whose fp32 masters hold the coordinates of the
+    masks' union over the planned tasks (its density; disjoint masks of two tasks: 2 × ``density``): for each
+    coordinate outside the mask also its int32 position in the master, and outside the union the master's value and
+    index. tests/test_memory.py checks it against real masks on the CPU."""
+    excess = (1 - density) * (8 + 4 * moments) * masked
+    if union is not None:
+        excess += (1 - density) * 4 * masked + (1 - union) * 8 * masked
+    return int(excess)
 
 
 def remedies(cell: Cell, est: MemoryEstimate) -> list[str]:
