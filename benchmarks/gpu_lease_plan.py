@@ -5,8 +5,9 @@ results/gpu-lease/plan.json, which scripts/docs_tables.py turns into docs/scale-
     python benchmarks/gpu_lease_plan.py          # re-plan each committed result's cell from its recorded settings
 
 Each cell is rebuilt from its result.json (``cell_from_result``; ``train.device=cuda``, as it ran), so the plan sees
-the very settings and data that ran. The random T5 was recorded at /tmp/t5-large-random; its config.json and tokenizer are written there if absent
-(benchmarks/random_model.py --config-only: the plan reads no weights).
+the very settings and data that ran. The random T5 and Llama were recorded at /tmp/t5-large-random and /tmp/llama-random;
+their config.json and tokenizer are written there if absent (benchmarks/random_model.py --config-only: the plan reads
+no weights).
 """
 
 from __future__ import annotations
@@ -25,15 +26,17 @@ from clbench._exec.memory import estimate
 ROOT = Path(__file__).resolve().parent.parent
 LEASE = ROOT / "results" / "gpu-lease"
 T5 = Path("/tmp/t5-large-random")
+LLAMA = Path("/tmp/llama-random")  # the bf16 cells' (gpu_lease.sh)
 
 
 def main() -> int:
     if not (ROOT / ".gpu" / "tok").is_dir():
         print("gpu_lease_plan: no .gpu/ folder: run benchmarks/gpu_lease_prep.sh first", file=sys.stderr)
         return 2
-    if not (T5 / "config.json").is_file():
-        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "random_model.py"), str(ROOT / ".gpu" / "tok"), str(T5),
-                        "--config-only"], check=True)
+    for arch, folder in (("t5", T5), ("llama", LLAMA)):
+        if not (folder / "config.json").is_file():
+            subprocess.run([sys.executable, str(ROOT / "benchmarks" / "random_model.py"), str(ROOT / ".gpu" / "tok"),
+                            str(folder), "--arch", arch, "--config-only"], check=True)
     regs = harness_registry()
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     plans = {}

@@ -716,7 +716,8 @@ def method_state(results: Path, regs: Any) -> str:
 LEASE_PAPER = {"olora": "75.4 (N-LoRA Table 1)", "nlora": "79.2 (N-LoRA Table 1)", "lps": "98.58 (LPS Table II)",
                "packnet": "98.14 (LPS Table II)"}
 LEASE_DATA = {"t5-real": "CL benchmark, 256 train / 256 test a task", "t5-long": "texts at the source length, 64 / 64",
-              "mnist": "permuted MNIST, 60,000 / 10,000, 1/10 of the epochs"}
+              "mnist": "permuted MNIST, 60,000 / 10,000, 1/10 of the epochs",
+              "bf16": "prompts from dbpedia and amazon, 128 / 32 a task; Llama-3-8B's shapes, 2 layers, bf16"}
 
 
 def gpu_lease(results: Path, regs: Any) -> str:
@@ -740,10 +741,10 @@ def gpu_lease(results: Path, regs: Any) -> str:
         train_s = sum(t["train_s"] for t in tasks)
         speed = f"{statistics.fmean(tokens):,.0f} tokens/s" if tokens else (
             f"{train_s / len(tasks):.1f} s a task; Table I's 10× the epochs ≈ {10 * train_s / 60:.0f} min")
-        random_weights = r.config["model"].get("name") == "t5"
+        random_weights = r.config["model"].get("name") in ("t5", "causal-lm-sft")  # the lease's random models
         aa = "random weights" if random_weights else f"{r.metrics['AA']:.2f}"
         rows.append(f"| {r.method} | {LEASE_DATA[key.split('/')[0]]} | {peak / 2**30:.2f} GiB | {est / 2**30:.2f} GiB | "
-                    f"{peak / est:.2f} | {speed} | {r.timings['total_s']:.0f} s | {aa} | {LEASE_PAPER[r.method]} |")
+                    f"{peak / est:.2f} | {speed} | {r.timings['total_s']:.0f} s | {aa} | {LEASE_PAPER.get(r.method, '—')} |")
     env = (lease / "env.txt").read_text(encoding="utf-8").splitlines()
     return "\n".join([f"{env[1]}; {env[3]}; memory plan at commit {plan['plan_commit']}.", "",
                       "| method | data | measured peak | plan | measured / plan | training | cell wall time | AA | paper |",
