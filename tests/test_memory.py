@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import gc
 import weakref
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
+from torch import nn
 
 from clbench import testing
 from clbench._core.plan import RunRequest, make_plan
 from clbench._exec import memory
 from clbench.hookspecs import hookimpl
 from clbench.method import Method
-from clbench.specs import MethodSpec
+from clbench.model import CLModel, StreamInfo
+from clbench.specs import MethodSpec, ModelSpec
 
 
 @pytest.fixture(scope="module")
@@ -114,6 +118,52 @@ def test_whole_selections_over_count_the_packed_coordinates_outside_the_masks(re
     assert config.optimizer == "rmsprop"
     corrected = whole - memory.whole_selection_excess(masked, config.density, moments=1)
     assert real <= corrected <= 1.05 * real
+
+
+class _Bf16Mlp(CLModel):
+    """8 → 512 → 512 → 2 in bf16 (an LLM's weights in miniature: masked, with fp32 masters)."""
+
+    def __init__(self, info: StreamInfo) -> None:
+        super().__init__()
+        self.info = info
+        torch.manual_seed(0)
+        self.a, self.b, self.c = nn.Linear(8, 512), nn.Linear(512, 512), nn.Linear(512, 2)
+        self.to(torch.bfloat16)
+
+    def forward(self, x: torch.Tensor, task: str) -> torch.Tensor:
+        for layer in (self.a, self.b):
+            x = torch.tanh(nn.functional.linear(x.to(torch.bfloat16), layer.weight, layer.bias))
+        return nn.functional.linear(x, self.c.weight, self.c.bias).float()
+
+
+@dataclass(frozen=True)
+class _NoSettings:
+    hidden: Any = None  # (the test profile's tiny-vector presets set it)
+
+
+def test_whole_selections_of_bf16_weights_also_over_count_the_masters_outside_the_masks_union():
+    """bf16 weights: their fp32 masters hold the masks' union (two disjoint masks of the planned tasks: 2 × density);
+    the upper bound less whole_selection_excess with that union is the real masks' peak (within 1 %)."""
+    import torch.fx.experimental._config
+
+    class Plugin:
+        @hookimpl
+        def clbench_add_models(self):
+            return [ModelSpec("bf16-mlp", lambda config, info: _Bf16Mlp(info), _NoSettings)]
+
+    regs = testing.registry(Plugin())
+    req = RunRequest(profile="test", methods="expander-ewc", streams=["tiny-vector"], orders=["1"], seeds=[0],
+                     model="bf16-mlp", sets={"train.optimizer": ["rmsprop"], "train.lr": [1e-6]}, out=Path("unused"))
+    cell = make_plan(regs, req).cells[0]
+    with torch.fx.experimental._config.patch(meta_nonzero_assume_all_nonzero=True):
+        _, whole, _ = memory._measure(regs, cell, torch.device("meta"))
+    _, real, _ = memory._measure(regs, cell, torch.device("cpu"))
+    config = cell.methods_cfg["expander-ewc"]
+    assert config.overlap_policy == "avoid" and config.optimizer == "rmsprop"
+    masked = 8 * 512 + 512 * 512 + 512 * 2  # every Linear is an adaptable layer
+    corrected = whole - memory.whole_selection_excess(masked, config.density, moments=1, union=2 * config.density)
+    assert real <= 1.01 * corrected and corrected <= 1.01 * real
+    assert whole - memory.whole_selection_excess(masked, config.density, moments=1) > 1.1 * real  # masters counted
 
 
 def test_grad_accum_shrinks_the_step_and_the_estimate_falls_back_to_the_cpu_where_meta_cannot(regs):

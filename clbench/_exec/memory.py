@@ -376,11 +376,11 @@ def whole_selection_excess(masked: int, density: float, moments: int = 1, union:
     outside the masks, an int32 index, a float32 packed value and ``moments`` float32 optimizer moments (RMSProp and
     momentum SGD 1, Adam 2). ``union``: low-precision (bf16) weights, whose fp32 masters hold the coordinates of the
     masks' union over the planned tasks (its density; disjoint masks of two tasks: 2 × ``density``): for each
-    coordinate outside the mask also its int32 position in the master, and outside the union the master's value and
-    index. tests/test_memory.py checks it against real masks on the CPU."""
+    coordinate outside the union also the master's value and int32 index. tests/test_memory.py checks both forms
+    against real masks on the CPU."""
     excess = (1 - density) * (8 + 4 * moments) * masked
     if union is not None:
-        excess += (1 - density) * 4 * masked + (1 - union) * 8 * masked
+        excess += (1 - union) * 8 * masked
     return int(excess)
 
 
