@@ -10,19 +10,24 @@ copies are planned dense, an upper bound (said in the notes). The evaluation is 
 planned). Planning Expander-EWC takes minutes on 2 cores. Its masks at the preset's density are accounted for by
 ``memory.whole_selection_excess`` (checked against real masks on the CPU in tests/test_memory.py).
 
-Measured 2026-11-26 (torch 2.13.0+cpu; sizes, so the machine does not matter):
+Measured 2026-11-26 (torch 2.13.0+cpu; sizes, so the machine does not matter), after the masters of masked weights
+were packed to their masks' union:
 
 | method | peak | weights | gradients | optimizer | method | activations |
 |---|---|---|---|---|---|---|
 | seqft | 93.7 GiB | 15.0 GiB | 15.0 GiB | 59.8 GiB | 0 B | 961.9 MiB |
-| expander-ewc, masks taken whole | 195.6 GiB | 15.0 GiB | 14.0 GiB | 56.9 GiB | 48.9 GiB | 1.9 GiB |
-| expander-ewc, masks at density 0.1 | 120.1 GiB | | | | | |
+| expander-ewc, masks taken whole | 251.5 GiB | 15.0 GiB | 14.0 GiB | 84.9 GiB | 48.9 GiB | 1.9 GiB |
+| expander-ewc, masks at density 0.1 | 131.3 GiB | | | | | |
 | lota | not estimated (its code cannot run on the meta device) | | | | | |
 
 Both fit one 141 GiB H200 and neither one 80 GiB H100: SeqFT's optimizer column is the float32 masters and RMSProp's
-float32 square average of 7.5 B bf16 weights (8 bytes a weight, what DeepSpeed's bf16 optimizer keeps too). Before
-this session's lean state (the footprint baseline on the host, one float32 gradient at a time, EWC without λF and
-without the held penalty gradient) the same plan gave SeqFT 151.6 GiB and Expander-EWC 277.7 GiB (masks whole).
+float32 square average of 7.5 B bf16 weights (8 bytes a weight, what DeepSpeed's bf16 optimizer keeps too).
+Expander-EWC's 131.3 GiB is the upper bound less ``whole_selection_excess`` with the masters' union of the two planned
+tasks' disjoint masks (20 %), the form checked against real masks of a bf16 net in tests/test_memory.py. The same
+session found the form used before (checked on fp32 cells only) 11 % low on that bf16 net: the 120.1 GiB it gave
+for the code with whole masters was an underestimate (by the net's gap, ≈ 25 GiB: ≈ 145 GiB, over 141). Its
+whole-selection bound grew (195.6 → 251.5 GiB) because a merged union on the meta device is the whole matrix with its
+index. A 4-task chain's masters grow to ~40 % by its last task (≈ +12 GiB); the plan sees two tasks.
 """
 
 from __future__ import annotations
