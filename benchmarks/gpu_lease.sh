@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # One GPU lease of the runbook on a machine that reaches no network (the device tool's H100/H200), as committed in
 # results/gpu-lease: paper-t5 order-1 cells on T5-large's architecture with random weights (no package ships T5
-# weights) and permuted-MNIST paper-lps cells at 1/10 of Table I's epochs. Needs .gpu/ from
+# weights), permuted-MNIST paper-lps cells at 1/10 of Table I's epochs, and bf16 full fine-tuning cells with
+# paper-expander's settings on Llama-3-8B's shapes with 2 of its 32 layers (random weights). Needs .gpu/ from
 # benchmarks/gpu_lease_prep.sh; writes logs and result folders (no footprints) to $OUT (default runs/gpu-lease).
-#   PARTS="t5 lps" (first call) or PARTS="t5long packnet" (second call); each part is capped at CAP seconds.
+#   PARTS="t5 lps" (first lease, first call), "t5long packnet" (its second call), "bf16-seqft bf16-expander-ewc
+#   bf16-ewc" (second lease; give them CAP=300), "awom" (AWOM's float64 route on the GPU against LAPACK on the host,
+#   benchmarks/bench_awom_dense.py); each part is capped at CAP seconds.
 set -u
 OUT=${OUT:-runs/gpu-lease}; PARTS=${PARTS:-t5 lps}; CAP=${CAP:-240}; RUNS=/tmp/gpu-lease
 mkdir -p "$OUT" "$RUNS"; export PYTHONUNBUFFERED=1 TQDM_MININTERVAL=20
@@ -28,6 +31,7 @@ for part in $PARTS; do
     t5long) timeout "$CAP" $T5 --data-dir .gpu/CLlong --methods olora,nlora --limit 64 --out $RUNS/t5-long ;;
     lps) timeout "$CAP" $LPS --methods lps --set lps.warmup_epochs=3 --set lps.admm_epochs=9 --set lps.retrain_epochs=3 ;;
     packnet) timeout "$CAP" $LPS --methods packnet --set packnet.train_epochs=3 --set packnet.retrain_epochs=3 ;;
+    awom) timeout "$CAP" python3 benchmarks/bench_awom_dense.py --device cuda ;;  # metrics.device=cuda's speed
     bf16-*) timeout "$CAP" $BF16 --methods "${part#bf16-}"; find $RUNS/bf16 -name '*.safetensors' -delete ;;
   esac > "$OUT/$part.log" 2>&1
   echo "$part: exit $? after $((SECONDS - s)) s" | tee -a "$OUT/env.txt"
