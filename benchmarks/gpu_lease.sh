@@ -21,7 +21,7 @@ python3 -c "import torch, transformers, peft; print('torch', torch.__version__, 
 BF16="clbench run --stream prompts --data-dir .gpu/prompts --seeds 0 --model-path /tmp/llama-random
   --set model.dtype=bfloat16 --set model.train_base=true --set model.gradient_checkpointing=true
   --set model.max_length=1024 --set train.batch_size=8 --set train.optimizer=rmsprop --set train.lr=1e-6
-  --set train.threads=8 --device-memory off --out $RUNS/bf16"  # expander-ewc: its default density, 10 % (§6)
+  --set train.threads=8 --set metrics.device=cuda --device-memory off --out $RUNS/bf16"  # expander-ewc: its default density, 10 % (§6)
 T5="python3 benchmarks/gpu_paper_t5.py --model-path /tmp/t5-large-random"
 LPS="clbench run --profile paper-lps --stream permuted-mnist --seeds 0 --data-dir .gpu/mnist --out $RUNS/mnist"
 for part in $PARTS; do
