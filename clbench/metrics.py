@@ -407,8 +407,9 @@ def adapter_weight_overlap(footprints: Sequence[TaskFootprint] | None, awom: str
             else:
                 dense_prev.append(_dense_2d(other, factors, eq8))
         if dense_prev:
-            spectral = _spectral_dense if device == "cpu" else _spectral_dense_torch
-            total += sum(spectral(_dense_2d(fp, factors, eq8), dense_prev, device))
+            last_2d = _dense_2d(fp, factors, eq8)
+            total += sum(_spectral_dense(last_2d, dense_prev) if device == "cpu"
+                         else _spectral_dense_torch(last_2d, dense_prev, device))
     return total
 
 
@@ -420,7 +421,7 @@ def _dense_2d(fp: Any, factors: bool, eq8: bool) -> torch.Tensor:
     return d.T if eq8 else d
 
 
-def _spectral_dense(last: torch.Tensor, prevs: list[torch.Tensor], device: str = "cpu") -> list[float]:
+def _spectral_dense(last: torch.Tensor, prevs: list[torch.Tensor]) -> list[float]:
     """‖Lᵀ P_i‖₂ for every i (L = ΔW_T, P_i = ΔW_i, or both transposed), exactly: ‖Lᵀ P_i‖₂ = √λmax of the Gram
     Y_i Y_iᵀ, Y_i = Lᵀ P_i, or Y_i = R P_i where Lᵀ is tall (Lᵀ = Q R, thin QR: R has k = Lᵀ's column count rows,
     a smaller Gram). In float64: the Gram squares the condition number, and in float32 the eigensolver failed

@@ -56,9 +56,7 @@ class Masters:
             master = entry[2]
             master.copy_(synced(master, weight))
         else:  # none yet, or the coordinates of earlier masks: the rest is the weight
-            master = weight.float()
-            if entry is not None:
-                master.index_put_((entry[1],), synced(entry[2], weight.index_select(0, entry[1])))
+            master = weight.float() if entry is None else _whole(weight, entry[1], entry[2])
         self.tensors[id(p)] = (p, None, master)
         return master
 
@@ -72,11 +70,12 @@ class Masters:
             return self.of(p), index
         weight = p.detach().reshape(-1)
         if entry is None:
-            union, values = index, weight.index_select(0, index).float()
+            union, values, same = index, weight.index_select(0, index).float(), True
         else:
             union, values = entry[1], entry[2]
             values.copy_(synced(values, weight.index_select(0, union)))
-            if not _same(union, index):
+            same = _same(union, index)
+            if not same:
                 flags = torch.zeros(weight.numel(), dtype=torch.bool, device=weight.device)
                 flags[union] = True
                 flags[index] = True
@@ -85,8 +84,9 @@ class Masters:
                 merged = weight.index_select(0, grown).float()
                 merged[torch.searchsorted(grown, union)] = values
                 union, values = grown, merged
+                same = _same(union, index)  # index held every coordinate of the union
         self.tensors[id(p)] = (p, union, values)
-        if _same(union, index):
+        if same:
             return values, None
         return values, torch.searchsorted(union, index, out_int32=index.dtype == torch.int32)
 
@@ -98,11 +98,7 @@ class Masters:
             return None
         weight = p.detach().reshape(-1)
         _, index, values = entry
-        if index is None:
-            return synced(values, weight).view(p.shape)
-        out = weight.float()
-        out.index_put_((index,), synced(values, weight.index_select(0, index)))
-        return out.view(p.shape)
+        return (synced(values, weight) if index is None else _whole(weight, index, values)).view(p.shape)
 
     def nbytes(self) -> int:
         """The bytes the masters hold (values and the indices of masked ones)."""
@@ -120,6 +116,13 @@ class Masters:
                 p = params[name]
                 index, values = (None, saved) if isinstance(saved, Tensor) else (saved["index"], saved["values"])
                 self.tensors[id(p)] = (p, None if index is None else index.to(p.device), values.to(p.device))
+
+
+def _whole(weight: Tensor, index: Tensor, values: Tensor) -> Tensor:
+    """A flat fp32 master of the whole weight from the master of its coordinates ``index``: the weight elsewhere."""
+    out = weight.float()
+    out.index_put_((index,), synced(values, weight.index_select(0, index)))
+    return out
 
 
 def _same(a: Tensor, b: Tensor) -> bool:
