@@ -310,33 +310,30 @@ TMP_SUFFIX = ".tmp"
 
 def atomic_write_with(path: Path, write: Callable[[Path], None], durable: bool = True) -> None:
     """Call ``write(tmp)`` on a temp file beside ``path`` then move it into place. ``durable`` also fsyncs
-    it first, so it survives a machine crash, not only a killed process (≈5 ms a file here)."""
+    it first, so it survives a machine crash, not only a killed process (≈5 ms a file here). The temp file is
+    named before it is made, so an interrupt at any point after (even between its creation and the next line)
+    deletes it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _new_temp_file(path)
+    tmp: Path | None = path.with_name(f".{path.name}.{secrets.token_hex(6)}{TMP_SUFFIX}")
     try:
+        try:
+            # the mode a plain ``open`` gives (0o666 less the umask, which the kernel applies). Not
+            # ``tempfile.mkstemp``: it makes 0o600, and setting the mode after needs the umask, which can only be
+            # read by changing it for the whole process — a race with a thread that creates a file meanwhile (a
+            # cell writes its footprint file in a worker thread)
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:  # another writer's (a 48-bit name): not ours to delete
+            tmp, taken = None, tmp
+            raise FileExistsError(f"{taken}: a temporary file of this name exists already") from None
         write(tmp)
         if durable:
             with open(tmp, "rb+") as fh:
                 os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
         raise
-
-
-def _new_temp_file(path: Path) -> Path:
-    """A new empty ``.<name>.<random>.tmp`` beside ``path`` with the mode a plain ``open`` gives (0o666 less the
-    umask, which the kernel applies). Not ``tempfile.mkstemp``: it makes 0o600, and setting the mode after needs
-    the umask, which can only be read by changing it for the whole process — a race with a thread that creates
-    a file meanwhile (a cell writes its footprint file in a worker thread)."""
-    for _ in range(100):
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}{TMP_SUFFIX}")
-        try:
-            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-        except FileExistsError:
-            continue
-        return tmp
-    raise FileExistsError(f"{path.parent}: no free temporary name for {path.name}")
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -121,3 +121,39 @@ def test_an_atomic_write_gives_the_umask_mode_without_touching_the_umask(tmp_pat
     finally:
         os.umask(old)
     assert {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()} == {"a.json": 0o640, "b.bin": 0o640}
+
+
+def _slow_atomic_write(directory: str) -> None:
+    """In a ``--jobs`` worker: a file half written when the parent ends the pool."""
+    from clbench.data import atomic_write_with
+
+    def write(tmp: Path) -> None:
+        tmp.write_bytes(b"half")
+        (Path(directory) / "writing").touch()
+        time.sleep(60)
+
+    atomic_write_with(Path(directory) / "result.json", write)
+
+
+def test_terminating_the_jobs_pool_leaves_no_temp_file(tmp_path, capfd):
+    """`clbench run` ends its --jobs workers with ``Pool.terminate`` (SIGTERM) on an interrupt: a worker in the
+    middle of writing a file deletes its temp file rather than dying where it stands (CI saw a footprint file's
+    temp left after the fault suite's SIGTERM, when the second cell was writing as the first finished)."""
+    import multiprocessing
+
+    from clbench._exec import worker
+
+    pool = multiprocessing.get_context("spawn").Pool(1, worker.start, ((), False))
+    try:
+        pool.apply_async(_slow_atomic_write, (str(tmp_path),))
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "writing").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [p.name for p in tmp_path.glob(".result.json.*.tmp")], "the worker never started writing"
+    finally:
+        started = time.monotonic()
+        pool.terminate()
+        pool.join()
+    assert time.monotonic() - started < 30  # ended, not waited out (the write sleeps 60 s)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["writing"]
+    assert "Traceback" not in capfd.readouterr().err  # an exit, quietly: the parent prints the one line

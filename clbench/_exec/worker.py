@@ -36,6 +36,16 @@ def exit_with(parent: int) -> None:
     os._exit(1)
 
 
+def _stop(signum: int, frame: Any) -> None:
+    """How the parent ends us (``Pool.terminate`` sends SIGTERM): unwind as an exit, so that a file being written
+    is finished or its temp file deleted (:func:`clbench.data.atomic_write_with`) — SIGTERM's default, death where
+    the process stands, left temp files beside the results. SystemExit, not KeyboardInterrupt: multiprocessing
+    prints a traceback for the latter, and a cell's handlers let both through. Not for ranks: one blocked in a
+    collective with a dead peer would run the handler only when the collective times out, and the parent
+    waits for it; the orphan temp files of a terminated rank go at the next run (``remove_orphan_temp_files``)."""
+    raise SystemExit(128 + signum)
+
+
 def bootstrap(disabled: Sequence[str], fail_fast: bool, plugins: Sequence[str] = (), parent: int | None = None,
               join: Callable[[], Dist] | None = None) -> Runner:
     """This process's :class:`~clbench._exec.runner.Runner`, the process set up to run cells (see the module). ``parent``:
@@ -74,6 +84,7 @@ def start(disabled: Sequence[str], fail_fast: bool) -> None:
     """A ``--jobs`` worker process's initializer (:class:`clbench._exec.local.LocalExecutor`): set up, following its
     parent."""
     global _runner
+    signal.signal(signal.SIGTERM, _stop)
     _runner = bootstrap(disabled, fail_fast, parent=os.getppid())
 
 
