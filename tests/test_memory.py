@@ -143,27 +143,46 @@ class _NoSettings:
 
 def test_whole_selections_of_bf16_weights_also_over_count_the_masters_outside_the_masks_union():
     """bf16 weights: their fp32 masters hold the masks' union (two disjoint masks of the planned tasks: 2 × density);
-    the upper bound less whole_selection_excess with that union is the real masks' peak (within 1 %)."""
+    the upper bound less whole_selection_excess with that union is the real masks' peak (within 1 %), and it is
+    what the plan itself gives for a model it does not measure on the CPU. A chain of 4 tasks is planned at its last
+    task, whose masters hold 4 masks (disjoint: 4 × density), 2 × density × 8 bytes a masked weight above 2 tasks'."""
     import torch.fx.experimental._config
+
+    from clbench._cli.kit import EmptyConfig, TinyVectorStream
+    from clbench.specs import StreamSpec
 
     class Plugin:
         @hookimpl
         def clbench_add_models(self):
             return [ModelSpec("bf16-mlp", lambda config, info: _Bf16Mlp(info), _NoSettings)]
 
+        @hookimpl
+        def clbench_add_streams(self):
+            return [StreamSpec("tiny-vector-4", lambda config: TinyVectorStream(config, tasks=4), EmptyConfig,
+                               "4 tasks", presets={"test": {"orders": ["1"], "train.batch_size": 16}})]
+
     regs = testing.registry(Plugin())
-    req = RunRequest(profile="test", methods="expander-ewc", streams=["tiny-vector"], orders=["1"], seeds=[0],
-                     model="bf16-mlp", sets={"train.optimizer": ["rmsprop"], "train.lr": [1e-6]}, out=Path("unused"))
-    cell = make_plan(regs, req).cells[0]
+
+    def cell(stream: str) -> Any:
+        req = RunRequest(profile="test", methods="expander-ewc", streams=[stream], orders=["1"], seeds=[0],
+                         model="bf16-mlp", sets={"train.optimizer": ["rmsprop"], "train.lr": [1e-6]}, out=Path("unused"))
+        return make_plan(regs, req).cells[0]
+
+    two, four = cell("tiny-vector"), cell("tiny-vector-4")
     with torch.fx.experimental._config.patch(meta_nonzero_assume_all_nonzero=True):
-        _, whole, _ = memory._measure(regs, cell, torch.device("meta"))
-    _, real, _ = memory._measure(regs, cell, torch.device("cpu"))
-    config = cell.methods_cfg["expander-ewc"]
+        _, whole, _ = memory._measure(regs, two, torch.device("meta"))
+    _, real, _ = memory._measure(regs, two, torch.device("cpu"))
+    config = two.methods_cfg["expander-ewc"]
     assert config.overlap_policy == "avoid" and config.optimizer == "rmsprop"
     masked = 8 * 512 + 512 * 512 + 512 * 2  # every Linear is an adaptable layer
     corrected = whole - memory.whole_selection_excess(masked, config.density, moments=1, union=2 * config.density)
     assert real <= 1.01 * corrected and corrected <= 1.01 * real
     assert whole - memory.whole_selection_excess(masked, config.density, moments=1) > 1.1 * real  # masters counted
+    planned = memory.estimate(regs, two, cpu_fallback=False)  # (as a model over CPU_FALLBACK_BYTES is planned)
+    assert planned.device == "meta" and planned.peak == corrected
+    assert any(n.startswith("masks at density 0.1") and "union at task 2, 20%" in n for n in planned.notes)
+    chain = memory.estimate(regs, four, cpu_fallback=False)
+    assert chain.peak - planned.peak == int(2 * config.density * 8 * masked)
 
 
 def test_grad_accum_shrinks_the_step_and_the_estimate_falls_back_to_the_cpu_where_meta_cannot(regs):

@@ -362,7 +362,7 @@ def _estimate(regs: Registries, cell: Cell, cpu_fallback: bool) -> MemoryEstimat
                 terms = None
         if terms is not None and (terms["weights"] > CPU_FALLBACK_BYTES or not cpu_fallback):
             notes.append(f"an upper bound: value-dependent selections taken whole on the meta device ({why})")
-            return MemoryEstimate(cell.key, terms, peak, "meta", notes)
+            return MemoryEstimate(cell.key, terms, peak - _masks_at_density(regs, cell, peak, notes), "meta", notes)
         if not cpu_fallback:
             raise NotEstimable(f"{cell.key}: the memory plan cannot run its code on the meta device ({why})")
         terms, peak, notes = _measure(regs, cell, torch.device("cpu"))
@@ -382,6 +382,40 @@ def whole_selection_excess(masked: int, density: float, moments: int = 1, union:
     if union is not None:
         excess += (1 - union) * 8 * masked
     return int(excess)
+
+
+def _masks_at_density(regs: Registries, cell: Cell, peak: int, notes: list[str]) -> int:
+    """What an upper bound of a method whose masks have a set ``density`` (its config's: Expander-EWC and its kin)
+    counts beyond the run, by :func:`whole_selection_excess`; 0 for any other method (the bound stands). The masters
+    of low-precision weights hold the masks' union at the order's last task, when it is largest: ``T × density`` for
+    masks kept apart (``overlap_policy = avoid``), else ``1 − (1 − density)^T`` (independent draws, expected). The
+    terms stay the bound's: the packed state is spread over several of them."""
+    configs = [c for c in cell.methods_cfg.values() if isinstance(getattr(c, "density", None), float)]
+    if len(configs) != 1:
+        return 0
+    config = configs[0]
+    stream = build_stream(regs, cell)
+    order = stream.order(cell.order)
+    tasks = len(order)
+    with torch.device("meta"):
+        layers = build_model(regs, cell, stream).adaptable_layers().values()
+    masked = sum(layer.weight.numel() for layer in layers)
+    ctx = CellContext(stream=stream, order=order, train=cell.train, device=torch.device("meta"), seed=cell.seed,
+                      options=dict(cell.options))
+    phase = build_method(regs, cell, ctx).phases(order[0], 0)[-1]  # the masked phase (a calibration one comes first)
+    # the optimizer moments of each packed coordinate: torch's Adam two, RMSProp one (+ a momentum buffer), SGD its
+    # momentum buffer
+    moments = 2 if phase.optimizer in ("adam", "adamw") else int(phase.optimizer == "rmsprop") + int(phase.momentum > 0)
+    d = config.density
+    union = None
+    if any(layer.weight.dtype != torch.float32 for layer in layers):
+        union = min(1.0, tasks * d) if getattr(config, "overlap_policy", None) == "avoid" else 1 - (1 - d) ** tasks
+    excess = min(whole_selection_excess(masked, d, moments, union), peak)
+    masters = "" if union is None else f"; float32 masters over the masks' union at task {tasks}, {union:.0%}"
+    notes.append(f"masks at density {d:g}: the upper bound {fmt_bytes(peak)} less the packed state of the "
+                 f"coordinates outside them ({fmt_bytes(excess)}, memory.whole_selection_excess{masters}); the "
+                 "terms are the bound's")
+    return excess
 
 
 def remedies(cell: Cell, est: MemoryEstimate) -> list[str]:
