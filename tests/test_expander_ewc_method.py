@@ -57,17 +57,29 @@ def test_with_weight_decay_only_masked_coordinates_move_either():
 
 
 def test_penalty_is_damped_fisher_quadratic():
+    """(λ/2)·(θ − θ_ref)ᵀ(F + γI)(θ − θ_ref) against θ_ref copied whole at the task's end, while the anchor keeps a
+    masked weight's θ_ref at the new task's mask only (the coordinates that can move); its gradient likewise."""
     cfg = ExpanderEWCConfig(density=0.25, lambda_=3.0, gamma=0.5, fisher_samples=16)
     method, model, ctx = _cell(cfg)
     _run_task(method, model, ctx, 0)
+    ref = {n: p.detach().clone() for n, p in method.penalized().items()}
     method.before_task("t1", 1)
-    with torch.no_grad():
-        for p in method.penalized().values():
-            p.add_(0.01 * torch.randn_like(p))
-    expected = sum(((method.fisher.get(n, torch.zeros_like(p)) + 0.5) * (p - method.anchor[n]) ** 2).sum()
+    for n, mask in method.masks.items():
+        entry = method.anchor.entries[n]
+        assert isinstance(entry, tuple) and entry[1].numel() == int(mask.sum()) < mask.numel() / 2
+    with torch.no_grad():  # a step moves the masked coordinates and the heads
+        for n, p in method.penalized().items():
+            p.add_(0.01 * torch.randn_like(p) * method.masks.get(n, torch.ones_like(p)))
+    expected = sum(((method.fisher.get(n, torch.zeros_like(p)) + 0.5) * (p - ref[n]) ** 2).sum()
                    for n, p in method.penalized().items()) * 3.0 / 2
     got = method.loss_terms(None, None)["ewc"].detach()  # type: ignore[arg-type]
     assert float(got) == pytest.approx(float(expected.detach()), rel=1e-5)
+    for p in method.penalized().values():
+        p.grad = None
+    method.after_backward()
+    for n, p in method.penalized().items():
+        grad = 3.0 * (method.fisher.get(n, torch.zeros_like(p)) + 0.5) * (p.detach() - ref[n])
+        torch.testing.assert_close(p.grad, grad * method.masks[n] if n in method.masks else grad)
 
 
 def test_report_gives_jaccard_and_spectral_gap_per_task():

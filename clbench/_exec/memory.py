@@ -370,15 +370,17 @@ def _estimate(regs: Registries, cell: Cell, cpu_fallback: bool) -> MemoryEstimat
         return MemoryEstimate(cell.key, terms, peak, "cpu", notes)
 
 
-def whole_selection_excess(masked: int, density: float, moments: int = 1, union: float | None = None) -> int:
+def whole_selection_excess(masked: int, density: float, moments: int = 1, union: float | None = None,
+                           anchor: int = 0) -> int:
     """What a plan with value-dependent selections taken whole (an upper bound, :func:`estimate`) counts beyond the
     run for a method whose optimizer packs its masked coordinates (``PackedState``) at ``density``: for each coordinate
     outside the masks, an int32 index, a float32 packed value and ``moments`` float32 optimizer moments (RMSProp and
     momentum SGD 1, Adam 2). ``union``: low-precision (bf16) weights, whose fp32 masters hold the coordinates of the
     masks' union over the planned tasks (its density; disjoint masks of two tasks: 2 × ``density``): for each
-    coordinate outside the union also the master's value and int32 index. tests/test_memory.py checks both forms
-    against real masks on the CPU."""
-    excess = (1 - density) * (8 + 4 * moments) * masked
+    coordinate outside the union also the master's value and int32 index. ``anchor``: the bytes of a weight's element
+    when the method keeps its anchor at the masks only (``anchor_at_masks``: Expander-EWC). tests/test_memory.py
+    checks these forms against real masks on the CPU."""
+    excess = (1 - density) * (8 + 4 * moments + anchor) * masked
     if union is not None:
         excess += (1 - union) * 8 * masked
     return int(excess)
@@ -402,7 +404,9 @@ def _masks_at_density(regs: Registries, cell: Cell, peak: int, notes: list[str])
     masked = sum(layer.weight.numel() for layer in layers)
     ctx = CellContext(stream=stream, order=order, train=cell.train, device=torch.device("meta"), seed=cell.seed,
                       options=dict(cell.options))
-    phase = build_method(regs, cell, ctx).phases(order[0], 0)[-1]  # the masked phase (a calibration one comes first)
+    method = build_method(regs, cell, ctx)
+    phase = method.phases(order[0], 0)[-1]  # the masked phase (a calibration one comes first)
+    anchor = next(iter(layers)).weight.element_size() if getattr(method, "anchor_at_masks", False) else 0
     # the optimizer moments of each packed coordinate: torch's Adam two, RMSProp one (+ a momentum buffer), SGD its
     # momentum buffer
     moments = 2 if phase.optimizer in ("adam", "adamw") else int(phase.optimizer == "rmsprop") + int(phase.momentum > 0)
@@ -410,7 +414,7 @@ def _masks_at_density(regs: Registries, cell: Cell, peak: int, notes: list[str])
     union = None
     if any(layer.weight.dtype != torch.float32 for layer in layers):
         union = min(1.0, tasks * d) if getattr(config, "overlap_policy", None) == "avoid" else 1 - (1 - d) ** tasks
-    excess = min(whole_selection_excess(masked, d, moments, union), peak)
+    excess = min(whole_selection_excess(masked, d, moments, union, anchor), peak)
     masters = "" if union is None else f"; float32 masters over the masks' union at task {tasks}, {union:.0%}"
     notes.append(f"masks at density {d:g}: the upper bound {fmt_bytes(peak)} less the packed state of the "
                  f"coordinates outside them ({fmt_bytes(excess)}, memory.whole_selection_excess{masters}); the "
