@@ -6,7 +6,10 @@
 # benchmarks/gpu_lease_prep.sh; writes logs and result folders (no footprints) to $OUT (default runs/gpu-lease).
 #   PARTS="t5 lps" (first lease, first call), "t5long packnet" (its second call), "bf16-seqft bf16-expander-ewc
 #   bf16-ewc" (second lease; give them CAP=300), "awom" (AWOM's float64 route on the GPU against LAPACK on the host,
-#   benchmarks/bench_awom_dense.py); each part is capped at CAP seconds.
+#   benchmarks/bench_awom_dense.py); "step" (benchmarks/gpu_step_cost.py: the paper-lps seqft step against bare
+#   loops), "quick-gpu" (the quick default's digits streams as a GPU box runs them, cells finished within QCAP),
+#   "quick-cpu" (the same cells on the box's CPU cores, -j 16), "table2" (paper-lps on permuted MNIST at the paper's
+#   epochs, METHODS of it, after "step" whose seqft cell it reuses); each part is capped at CAP seconds.
 set -u
 OUT=${OUT:-runs/gpu-lease}; PARTS=${PARTS:-t5 lps}; CAP=${CAP:-240}; RUNS=/tmp/gpu-lease
 mkdir -p "$OUT" "$RUNS"; export PYTHONUNBUFFERED=1 TQDM_MININTERVAL=20
@@ -23,6 +26,7 @@ BF16="clbench run --stream prompts --data-dir .gpu/prompts --seeds 0 --model-pat
   --set model.max_length=1024 --set train.batch_size=8 --set train.optimizer=rmsprop --set train.lr=1e-6
   --set train.threads=8 --set metrics.device=cuda --device-memory off --out $RUNS/bf16"  # expander-ewc: its default density, 10 % (§6)
 T5="python3 benchmarks/gpu_paper_t5.py --model-path /tmp/t5-large-random"
+DIGITS=permuted-digits,permuted-digits-til,split-digits
 LPS="clbench run --profile paper-lps --stream permuted-mnist --seeds 0 --data-dir .gpu/mnist --out $RUNS/mnist"
 for part in $PARTS; do
   s=$SECONDS
@@ -31,6 +35,13 @@ for part in $PARTS; do
     t5long) timeout "$CAP" $T5 --data-dir .gpu/CLlong --methods olora,nlora --limit 64 --out $RUNS/t5-long ;;
     lps) timeout "$CAP" $LPS --methods lps --set lps.warmup_epochs=3 --set lps.admm_epochs=9 --set lps.retrain_epochs=3 ;;
     packnet) timeout "$CAP" $LPS --methods packnet --set packnet.train_epochs=3 --set packnet.retrain_epochs=3 ;;
+    step) timeout "$CAP" python3 benchmarks/gpu_step_cost.py --data-dir .gpu/mnist --runs $RUNS/mnist-full \
+            --out "$OUT/step_cost.json" ;;
+    quick-gpu) timeout "${QCAP:-$CAP}" clbench run --methods all --stream $DIGITS --out $RUNS/quick-gpu --no-progress
+               echo "quick-gpu: $(grep -l '"complete"' -r $RUNS/quick-gpu --include=result.json | wc -l) cells complete" ;;
+    quick-cpu) timeout "$CAP" clbench run --methods all --stream $DIGITS --set train.device=cpu -j 16 \
+               --out $RUNS/quick-cpu --no-progress ;;
+    table2) timeout "$CAP" $LPS --methods "${METHODS:-ewc,lwf}" --out $RUNS/mnist-full --no-progress ;;
     awom) timeout "$CAP" python3 benchmarks/bench_awom_dense.py --device cuda ;;  # metrics.device=cuda's speed
     bf16-*) timeout "$CAP" $BF16 --methods "${part#bf16-}"; find $RUNS/bf16 -name '*.safetensors' -delete ;;
   esac > "$OUT/$part.log" 2>&1
