@@ -85,40 +85,41 @@ def graphed(data: list[tuple[torch.Tensor, torch.Tensor]], device: torch.device)
     sync(device)
     t0 = time.perf_counter()
     for k, (x, y) in enumerate(data):
-        head = heads[k]
-        params = [*body.parameters(), *head.parameters()]
-        opt = torch.optim.Adam(params, lr=LR, fused=True, capturable=True)
-        idx = torch.zeros(BATCH, dtype=torch.long, device=device)
-
-        def step(index: torch.Tensor) -> torch.Tensor:
-            opt.zero_grad(set_to_none=False)
-            loss = nn.functional.cross_entropy(head(body(x[index])), y[index])
-            loss.backward()
-            opt.step()
-            return loss
-
-        order = torch.randperm(len(y), device=device)
-        full = len(y) // BATCH
-        # warm-up on a side stream (the capture's requirement): the first full batch, which is a real step
-        idx.copy_(order[:BATCH])
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            step(idx)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            step(idx)
-        steps += 1
-        for i in range(1, full):
-            idx.copy_(order[i * BATCH:(i + 1) * BATCH])
-            graph.replay()
-            steps += 1
-        if full * BATCH < len(y):
-            step(order[full * BATCH:])
-            steps += 1
+        steps += graphed_task(body, heads[k], x, y, device)
     sync(device)
     return time.perf_counter() - t0, steps
+
+
+def graphed_task(body: nn.Module, head: nn.Module, x: torch.Tensor, y: torch.Tensor, device: torch.device) -> int:
+    """One epoch of one task, its full batches replayed from one captured step; returns the steps taken."""
+    opt = torch.optim.Adam([*body.parameters(), *head.parameters()], lr=LR, fused=True, capturable=True)
+    idx = torch.zeros(BATCH, dtype=torch.long, device=device)
+
+    def step(index: torch.Tensor) -> torch.Tensor:
+        opt.zero_grad(set_to_none=False)
+        loss = nn.functional.cross_entropy(head(body(x[index])), y[index])
+        loss.backward()
+        opt.step()
+        return loss
+
+    order = torch.randperm(len(y), device=device)
+    full = len(y) // BATCH
+    # warm-up on a side stream (the capture's requirement): the first full batch, which is a real step
+    idx.copy_(order[:BATCH])
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step(idx)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):  # records, does not run
+        step(idx)
+    for i in range(1, full):
+        idx.copy_(order[i * BATCH:(i + 1) * BATCH])
+        graph.replay()
+    if full * BATCH < len(y):
+        step(order[full * BATCH:])
+    return full + (full * BATCH < len(y))
 
 
 def clbench_cell(data_dir: str, extra: list[str], runs: Path | None) -> dict[str, float]:

@@ -23,6 +23,9 @@ Sections (all from ``results/quick/cl-quick/*/order-1/seed-0``, the LoRA-family 
   split-digits cell (computed, not read from results).
 - ``gpu-lease`` (docs/scale-out.md): the GPU lease's cells (``results/gpu-lease``): measured peak memory beside the
   memory plan's estimate of the same cell (``plan.json``), throughput, wall time, AA beside the papers'.
+- ``gpu-step-cost``, ``gpu-table2`` (docs/scale-out.md): per GPU lease with a ``step_cost.json``
+  (benchmarks/gpu_step_cost.py), the paper-lps step cost beside bare loops, and its permuted-MNIST cells at the
+  paper's epochs beside LPS Table II.
 - ``acr-tau``: ACR recomputed from each cell's committed ``footprints.safetensors`` at several τ, with the
   metric plugin's own function; the recomputed value at the cell's recorded τ must equal its recorded ACR.
 
@@ -751,7 +754,52 @@ def gpu_lease(results: Path, regs: Any) -> str:
                       "|---|---|---|---|---|---|---|---|---|", *rows]) + "\n"
 
 
+# LPS Table II, permuted MNIST: final average accuracy (%) of every column (the paper's "IS" is SI)
+TABLE2_PERMUTED_MNIST = {"sm": 98.80, "ewc": 96.81, "si": 97.52, "lwf": 68.22, "dgr": 90.73, "gem": 93.03,
+                         "packnet": 98.14, "lps": 98.58}
+
+
+def _leases() -> list[Path]:
+    """The lease folders of results/gpu-lease that hold a step-cost measurement (benchmarks/gpu_step_cost.py)."""
+    return sorted(p.parent for p in (ROOT / "results" / "gpu-lease").glob("*/step_cost.json"))
+
+
+def gpu_step_cost(results: Path, regs: Any) -> str:
+    """Per lease: ms a step of the paper-lps seqft cell (clbench's training time over its steps) beside the bare
+    loops of benchmarks/gpu_step_cost.py, the ratios the GPU issue's goals read, and the cell's non-training share."""
+    import json
+
+    rows = []
+    for lease in _leases():
+        m = json.loads((lease / "step_cost.json").read_text(encoding="utf-8"))
+        ms, cell = m["ms_per_step"], m["cell"]
+        loops = " · ".join(f"{k} {v:.2f}" for k, v in ms.items() if k != "clbench")
+        rows.append(f"| {lease.name} | {m['device']}, torch {m['torch']} | {ms['clbench']:.2f} | {loops} | "
+                    f"{ms['clbench'] / ms['eager-fused']:.2f} | {ms['clbench'] / ms['graph']:.2f} | "
+                    f"{cell['cell_s']:.1f} s ({1 - cell['train_s'] / cell['cell_s']:.0%} not training) |")
+    return "\n".join(["| lease | device | clbench ms a step | bare loops, ms a step | clbench ÷ eager-fused | "
+                      "clbench ÷ graph | cell wall time |", "|---|---|---|---|---|---|---|", *rows]) + "\n"
+
+
+def gpu_table2(results: Path, regs: Any) -> str:
+    """Per lease: the permuted-MNIST paper-lps cells run at the paper's epochs, AA beside LPS Table II's column."""
+    from clbench._core.results import read_result
+
+    rows = []
+    for lease in _leases():
+        for path in sorted(lease.glob("mnist-full/permuted-mnist/*/order-*/seed-*/result.json")):
+            r = read_result(path)
+            steps = sum(t[p]["steps"] for t in r.timings["tasks"] for p in t["phases"])
+            paper = TABLE2_PERMUTED_MNIST.get(r.method)
+            rows.append(f"| {lease.name} | {r.method} | {r.seed} | {r.metrics['AA']:.2f} | {r.metrics['F.Ra']:.2f} | "
+                        f"{steps:,} | {r.timings['total_s']:.0f} s | {'—' if paper is None else f'{paper:.2f}'} |")
+    return "\n".join(["| lease | method | seed | AA | F.Ra | steps | cell wall time | LPS Table II |",
+                      "|---|---|---|---|---|---|---|---|", *rows]) + "\n"
+
+
 GENERATORS: dict[str, Callable[[Path, Any], str]] = {
+    "gpu-step-cost": gpu_step_cost,
+    "gpu-table2": gpu_table2,
     "tuning-choices": tuning_choices,
     "tuning-cost": tuning_cost,
     "claims-verdict": claims_verdict,
