@@ -62,7 +62,7 @@ def schema() -> dict[str, Any]:
     return json.loads(resources.files("clbench").joinpath("schema/result.schema.json").read_text())
 
 
-OPTIONAL_FIELDS = ("scenario", "divergence", "provenance")
+OPTIONAL_FIELDS = ("scenario", "divergence", "provenance", "examples", "initial_row", "compute")
 
 
 @dataclass
@@ -92,6 +92,13 @@ class CellResult:
     # What made it beyond its settings: versions, plugin source digests, data file digests (clbench._core.provenance);
     # None: written before it was recorded.
     provenance: dict[str, Any] | None = None
+    # Per-example scores of every evaluation (clbench._core.examples); None: not stored (older, or a stream whose
+    # score is no mean over examples).
+    examples: list[list[dict[str, Any] | None]] | None = None
+    # The untrained model's score on every task (run order): FWT's reference; None: not recorded.
+    initial_row: list[float | None] | None = None
+    # What the cell cost beyond timings: method_state_bytes (its state_dict after the last task), trainable_parameters.
+    compute: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
     path: Path | None = None  # where it was read from; not serialised
 

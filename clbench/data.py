@@ -208,8 +208,32 @@ class Stream:
 
     def score_batches(self, task: str, preds: list[Tensor], limit: int | None) -> float:
         """:meth:`score` of the predictions of every test batch of ``task``, in order (see :meth:`predictions`)."""
+        return self.score_examples(task, preds, limit)[0]
+
+    def example_scores(self, task: str, pred: Tensor, gold: Tensor) -> Tensor | None:
+        """Each test example's score in [0, 1], whose mean × 100 is :meth:`score` (1.0 a correct prediction), or None
+        where the score is not a mean over examples (Matthews correlation, F1): the verdicts' bootstrap resamples
+        them (:mod:`clbench.verdicts`). The default: correctness, unless :meth:`score` is overridden."""
+        if type(self).score is not Stream.score:
+            return None
+        return (pred == gold).to(torch.float32)
+
+    def score_examples(self, task: str, preds: list[Tensor], limit: int | None) -> tuple[float, Tensor | None]:
+        """:meth:`score` and :meth:`example_scores` of the predictions of every test batch of ``task``."""
         split, n = self._test_split(task, limit)
-        return self.score(task, preds[0] if len(preds) == 1 else torch.cat(preds), split.y[:n])
+        pred, gold = preds[0] if len(preds) == 1 else torch.cat(preds), split.y[:n]
+        return self.score(task, pred, gold), self.example_scores(task, pred, gold)
+
+    @torch.no_grad()
+    def evaluate_examples(self, model: CLModel, task: str, *, batch_size: int, limit: int | None,
+                          device: torch.device) -> tuple[float, Tensor | None]:
+        """:meth:`evaluate` and each test example's score (:meth:`example_scores`; None from a stream that overrides
+        :meth:`evaluate` but not this). What the runner calls; override it beside :meth:`evaluate` to store
+        per-example scores of an evaluation of your own (each in [0, 1], their mean × 100 the score)."""
+        if type(self).evaluate is not Stream.evaluate:
+            return self.evaluate(model, task, batch_size=batch_size, limit=limit, device=device), None
+        preds = self.predictions(model, task, batch_size=batch_size, limit=limit, device=device)
+        return self.score_examples(task, preds, limit)
 
 
 def cache_dir() -> Path:

@@ -38,6 +38,7 @@ class MetricInput:
     awom: Literal["eq8", "transposed"] = MetricsConfig.awom
     delta_w: Literal["applied", "factors"] = MetricsConfig.delta_w
     device: str = MetricsConfig.device  # where AWOM's dense float64 linear algebra runs
+    initial: list[float] | None = None  # the untrained model's score on every task (FWT's b_j); None: not recorded
 
     @classmethod
     def with_settings(cls, settings: MetricsConfig, **fields: Any) -> MetricInput:
@@ -84,6 +85,26 @@ def unseen_task_score(a: Sequence[Sequence[float]]) -> float | None:
     """Score on the last task after training tasks 1..T−1: a[T−1][T] (zero-shot on the unseen task)."""
     T = len(a)
     return None if T < 2 else a[T - 2][T - 1]
+
+
+def learning_accuracy(a: Sequence[Sequence[float]]) -> float:
+    """LA = (1/T) Σ_j a[j][j]: each task's score just after training it (plasticity; Riemer et al. 2019)."""
+    return sum(a[j][j] for j in range(len(a))) / len(a)
+
+
+def average_incremental_accuracy(a: Sequence[Sequence[float]]) -> float:
+    """AIA = (1/T) Σ_i (1/i) Σ_{j≤i} a[i][j]: the mean, over the run, of the average score on the tasks seen so far."""
+    T = len(a)
+    return sum(sum(a[i][: i + 1]) / (i + 1) for i in range(T)) / T
+
+
+def forward_transfer(a: Sequence[Sequence[float]], initial: Sequence[float | None] | None) -> float | None:
+    """FWT = (1/(T−1)) Σ_{j>1} (a[j−1][j] − b_j), b_j the untrained model's score on task j (Lopez-Paz & Ranzato
+    2017); None without b (a result recorded before it was) or with one task."""
+    T = len(a)
+    if T < 2 or initial is None or len(initial) != T or any(initial[j] is None for j in range(1, T)):
+        return None
+    return sum(a[j - 1][j] - float(initial[j]) for j in range(1, T)) / (T - 1)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- footprints
@@ -343,6 +364,19 @@ def orthogonal_overlap(footprints: Sequence[TaskFootprint] | None) -> float | No
     return total
 
 
+def normalised_overlap(footprints: Sequence[TaskFootprint] | None) -> float | None:
+    """OO / Σ_{i<T} Σ_layers ‖A_i‖_F² ‖A_T‖_F², in [0, 1] (‖XYᵀ‖_F ≤ ‖X‖_F ‖Y‖_F): OO without the adapters'
+    size, which otherwise rewards an adapter that barely moved."""
+    oo = orthogonal_overlap(footprints)
+    if oo is None:
+        return None
+    assert footprints is not None
+    last = footprints[-1]
+    denom = sum(float((prev[name].A.double() ** 2).sum() * (fp.A.double() ** 2).sum())
+                for name, fp in last.items() for prev in footprints[:-1] if name in prev)
+    return oo / denom if denom > 0 else None
+
+
 def last_adapter_norm(footprints: Sequence[TaskFootprint] | None) -> float | None:
     """‖A_T‖_F over all layers (√Σ_layers ‖A_T‖_F²), printed beside OO: an orthogonality penalty can be
     met by shrinking the new adapter towards zero (cmnfriend/O-LoRA issue #39), which this shows."""
@@ -411,6 +445,30 @@ def adapter_weight_overlap(footprints: Sequence[TaskFootprint] | None, awom: str
             total += sum(_spectral_dense(last_2d, dense_prev) if device == "cpu"
                          else _spectral_dense_torch(last_2d, dense_prev, device))
     return total
+
+
+def spectral_norm(fp: Any, factors: bool = False) -> float:
+    """‖ΔW‖₂ of one footprint: for a LoRA ΔW = s·B·A with B = Q R, s·‖R A‖₂ (r × in); otherwise from the dense ΔW
+    (a full SVD up to 2,048 on its short side, above it ARPACK's largest singular value)."""
+    if isinstance(fp, LowRank):
+        return _scale(fp, factors) * float(torch.linalg.matrix_norm(_r_factor_b(fp) @ fp.A.double(), ord=2))
+    d = fp.dense().double().reshape(fp.shape[0], -1)
+    if min(d.shape) <= 2048:
+        return float(torch.linalg.matrix_norm(d, ord=2))
+    import scipy.sparse.linalg
+
+    return float(scipy.sparse.linalg.svds(d.numpy(), k=1, return_singular_vectors=False)[0])
+
+
+def normalised_awom(footprints: Sequence[TaskFootprint] | None, awom: float | None, factors: bool = False
+                    ) -> float | None:
+    """AWOM / Σ_{i<T} Σ_layers ‖ΔW_T‖₂ ‖ΔW_i‖₂, in [0, 1] (‖XY‖₂ ≤ ‖X‖₂ ‖Y‖₂, either orientation): ``awom`` (the
+    cell's AWOM) without the updates' size."""
+    if awom is None or not footprints or len(footprints) < 2:
+        return None
+    norms = [{name: spectral_norm(fp, factors) for name, fp in task.items()} for task in footprints]
+    denom = sum(norms[-1][name] * prev[name] for name in norms[-1] for prev in norms[:-1] if name in prev)
+    return awom / denom if denom > 0 else None
 
 
 def _dense_2d(fp: Any, factors: bool, eq8: bool) -> torch.Tensor:

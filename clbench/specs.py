@@ -103,6 +103,13 @@ class MetricSpec:
     description: str = ""
     aggregate: Literal["mean"] = "mean"
     leaderboard: bool = True
+    # A diagnostic describes how updates interfere (or what a method reports) and is never ranked or bold; an
+    # objective (AA, F.Ra, ...) is judged by the verdict rule. None: diagnostic unless it reads only the matrix.
+    diagnostic: bool | None = None
+
+    @property
+    def is_diagnostic(self) -> bool:
+        return self.needs != "matrix" if self.diagnostic is None else self.diagnostic
 
 
 @dataclass(frozen=True)

@@ -273,25 +273,32 @@ def table_acr_tau(results: Path, regs: Any) -> str:
 # --------------------------------------------------------------------------- README.md
 def quick_excerpt(results: Path, regs: Any) -> str:
     """The summary that opens leaderboards/quick.md: per stream and scenario, methods ranked by AA (every order and
-    seed of a row pooled), F.Ra, and which rows are separated from the best."""
+    seed of a row pooled) with their intervals, F.Ra, the verdict rule's answer, and what each row cost."""
     from clbench._core.results import iter_results
     from clbench._tools.leaderboard import (
         SUMMARY_LEGEND,
-        frame,
+        margin_of,
         method_labels,
+        read_margins,
+        section_results,
         section_title,
-        sections,
+        summarise,
+        summary_caption,
         summary_table,
     )
 
-    df = frame(iter_results(results))
-    seeds = sorted(df["seed"].unique())
-    orders = sorted(df["order"].unique())
+    cells = list(iter_results(results))
+    margins = read_margins(results)
+    seeds = sorted({r.seed for r in cells})
+    orders = sorted({r.order for r in cells})
     head = (f"`clbench run --methods all`: seeds {', '.join(map(str, seeds))}, order{'s' * (len(orders) > 1)} "
             f"{', '.join(orders)}. {SUMMARY_LEGEND} Scores in percent.\n")
-    blocks = [f"**{section_title(stream, scenario)}**\n\n"
-              f"{summary_table(sdf, method_labels(sdf['method'].unique(), regs.methods.items))}"
-              for stream, scenario, sdf in sections(df)]
+    blocks = []
+    for (stream, scenario), section in section_results(cells).items():
+        summary = summarise(section, regs.methods.items, margin_of(stream, margins))
+        labels = method_labels([r.method for r in summary.rows], regs.methods.items)
+        blocks.append(f"**{section_title(stream, scenario)}**\n\n{summary_caption(summary)}\n\n"
+                      f"{summary_table(summary, labels)}")
     return head + "\n" + "\n".join(blocks).rstrip("\n")
 
 
@@ -363,6 +370,56 @@ def reproducibility(results: Path, regs: Any) -> str:
                              f"moves (largest {worst_abs:.2f} pp, relative {worst_rel:.2g}); raise them")
     return "\n".join(rows) + (f"\n\nCommitted tolerance (`results/quick/TOLERANCE`): atol = {atol:g} pp, rtol = {rtol:g}; "
                               f"the largest moves above are {worst_abs:.2f} pp and {worst_rel:.2g}.")
+
+
+def margin_text(results: Path) -> str:
+    """The ``MARGIN`` file of the committed quick tree: per stream the verdict rule's Δ, the largest move of a row's
+    mean AA (its cells pooled) under any change of REPRO_RUNS, rounded up to 0.1 pp, and at least 1 pp."""
+    import statistics as st
+
+    from clbench._core.results import iter_results
+    from clbench._tools.leaderboard import DEFAULT_MARGIN
+
+    def rows(root: Path) -> dict[tuple[str, str], dict[str, float]]:
+        out: dict[tuple[str, str], dict[str, float]] = {}
+        for r in iter_results(root):
+            if r.status == "complete" and r.metrics.get("AA") is not None:
+                out.setdefault((r.stream, r.method), {})[f"{r.order}/{r.seed}"] = float(r.metrics["AA"])
+        return out
+
+    committed = rows(results)
+    moves: dict[str, float] = {stream: 0.0 for stream, _ in committed}
+    for folder in REPRO_RUNS:
+        for key, cells in rows(results.parent / "reproducibility" / folder).items():
+            twin = committed.get(key, {})
+            shared = sorted(set(cells) & set(twin))
+            if shared:
+                move = abs(st.fmean(cells[c] for c in shared) - st.fmean(twin[c] for c in shared))
+                moves[key[0]] = max(moves[key[0]], move)
+    lines = ["# The verdict rule's margin Δ (pp) per stream (clbench/verdicts.py, docs/verdicts.md): the largest move of a",
+             "# row's mean AA between the committed cells and their reruns with AVX2 kernels or 2 threads",
+             "# (results/reproducibility), rounded up to 0.1 pp, and at least 1 pp. Written and checked by",
+             "# scripts/docs_tables.py; `clbench leaderboard` reads it."]
+    for stream, move in sorted(moves.items()):
+        lines.append(f"{stream}={max(DEFAULT_MARGIN, math.ceil(move * 10 - 1e-9) / 10):g}  # largest move {move:.2f}")
+    return "\n".join(lines) + "\n"
+
+
+def write_margins(results: Path, check: bool) -> int:
+    """Write (or with ``check`` compare) ``results/MARGIN``; 0 up to date or written, 1 stale."""
+    from clbench._tools.leaderboard import MARGIN_FILE
+
+    path = results / MARGIN_FILE
+    new = margin_text(results)
+    old = path.read_text(encoding="utf-8") if path.exists() else None
+    if old == new:
+        return 0
+    if check:
+        print(f"docs_tables: {_shown(path)} is stale; run `python scripts/docs_tables.py`", file=sys.stderr)
+        return 1
+    path.write_text(new, encoding="utf-8")
+    print(f"docs_tables: wrote {_shown(path)}", file=sys.stderr)
+    return 0
 
 
 def _tolerance(path: Path) -> tuple[float, float]:
@@ -457,28 +514,16 @@ def _mean_std(values: list[float | None]) -> tuple[float, float] | None:
     return statistics.fmean(xs), statistics.stdev(xs) if len(xs) > 1 else 0.0
 
 
-def verdict(ours: list[float | None], theirs: list[float | None], lower: bool) -> str:
-    """"holds" when every seed of ``ours`` is on the claimed side of every seed of ``theirs`` (for 3 seeds each,
-    a one-sided permutation p of 1/20), "reversed" when every seed is on the other side, else "not separated"."""
-    a, b = [v for v in ours if v is not None], [v for v in theirs if v is not None]
-    if len(a) != len(ours) or len(b) != len(theirs) or not a or not b:
-        return "n/a"
-    if len(a) < 2 or len(b) < 2:
-        return "one seed: not separated"
-    below, above = max(a) < min(b), min(a) > max(b)
-    if below or above:
-        return "holds" if below == lower else "**reversed**"
-    return "not separated"
-
-
 def _fmt_ms(stat: tuple[float, float] | None, fmt: Callable[[float | None], str], n: int | None = None) -> str:
     if stat is None:
         return "n/a"
     return f"{fmt(stat[0])} ± {fmt(stat[1])}" + ("" if n is None else f" ({n})")
 
 
-def _claim_rows(cells: Mapping[tuple[str, str], list[Any]], taus: Mapping[str, float]) -> list[tuple[str, ...]]:
-    """One row per (claim, metric form, budget): the paper's numbers, ours, the verdict."""
+def _claim_rows(cells: Mapping[tuple[str, str], list[Any]], taus: Mapping[str, float], margin: float
+                ) -> list[tuple[str, ...]]:
+    """One row per (claim, metric form, budget): the paper's numbers, ours, the verdict rule's answer (paired by cell,
+    Holm across the table's rows; Δ = ``margin`` pp for AA and F.Ra, none for footprint metrics) with its p."""
     from clbench import metrics as m
 
     def recorded(name: str) -> Callable[[Any], float | None]:
@@ -509,14 +554,23 @@ def _claim_rows(cells: Mapping[tuple[str, str], list[Any]], taus: Mapping[str, f
         ("AA ↑ (Table 4)", "79.7 vs 75.4 (order 1)", "recorded", recorded("AA"), False, "olora+nlora", "olora", _pct),
         ("AA ↑ (Table 4)", "79.7 vs 79.2 (order 1)", "recorded", recorded("AA"), False, "olora+nlora", "nlora", _pct),
     ]
-    rows = []
+    from clbench import verdicts as V
+
+    rows, tests, rules = [], [], []
     for claim, paper, form, value, lower, ours, theirs, fmt in claims:
+        rule = V.Rule(margin=margin if fmt is _pct else 0.0)  # Δ in pp; a footprint metric has none
         for budget in CLAIMS_FOLDERS:
-            a = [value(r) for r in budget_cells(cells, budget, ours)]
-            b = [value(r) for r in budget_cells(cells, budget, theirs)]
+            a = {f"{r.order}/{r.seed}": value(r) for r in budget_cells(cells, budget, ours)}
+            b = {f"{r.order}/{r.seed}": value(r) for r in budget_cells(cells, budget, theirs)}
+            tests.append(V.claim({k: v for k, v in a.items() if v is not None},
+                                 {k: v for k, v in b.items() if v is not None}, lower, rule))
+            rules.append(rule)
             rows.append((claim, f"`{ours}` vs `{theirs}`", paper, form, _budget(budget),
-                         _fmt_ms(_mean_std(a), fmt, len(a)), _fmt_ms(_mean_std(b), fmt, len(b)), verdict(a, b, lower)))
-    return rows
+                         _fmt_ms(_mean_std(list(a.values())), fmt, len(a)),
+                         _fmt_ms(_mean_std(list(b.values())), fmt, len(b))))
+    verdicts = V.claim_verdicts(tests, rules)
+    return [(*row, f"{'**reversed**' if v == V.REVERSED else v} ({V.fmt_p(p)})")
+            for row, (v, p) in zip(rows, verdicts, strict=True)]
 
 
 def claims_verdict(results: Path, regs: Any) -> str:
@@ -529,13 +583,22 @@ def claims_verdict(results: Path, regs: Any) -> str:
     seeds = sorted({r.seed for rs in cells.values() for r in rs})
     head = ("| claim | methods | paper | metric form | budget | first (mean ± std (seeds)) | second | verdict |",
             "|---|---|---|---|---|---|---|---|")
+    from clbench import verdicts as V
+    from clbench._tools.leaderboard import margin_of, read_margins
+
+    margin = margin_of(STREAM, read_margins(results))
+    rows = _claim_rows(cells, taus, margin)
+    pairs = max(len(rs) for rs in cells.values())
     lines = [f"_Generated by `python scripts/docs_tables.py` from `results/cl-claims/` (seeds {', '.join(map(str, seeds))}); "
-             "a verdict is **holds** when every seed of the first method is on the claimed side of every seed of "
-             "the second (one-sided permutation p = 1/20 for 3 seeds against 3), **reversed** when every seed is "
-             "on the other side, **not separated** otherwise. Forms other than the recorded ones are recomputed "
-             "from each cell's footprints.safetensors; ACR's calibrated τ puts the mean ACR of the equal-steps "
-             f"`seqlora` cells at the paper's SeqLoRA {PAPER_SEQLORA_ACR}._", "", *head]
-    lines += ["| " + " | ".join(row) + " |" for row in _claim_rows(cells, taus)]
+             "verdicts by the one rule (docs/verdicts.md): the first method against the second paired by seed, a "
+             f"sign-flip permutation test, Holm across the table's {len(rows)} rows (the adjusted p in brackets), "
+             f"Δ = {margin:g} pp for AA and F.Ra and none for footprint metrics: **holds** / **reversed** when "
+             "significant and at least Δ in / against the claimed direction, **equivalent** when the 90 % interval "
+             f"of the difference lies within ±Δ, **not separated** otherwise. With {pairs} seeds no p is below "
+             f"{V.smallest_p(pairs):.2g}: no claim can hold or be reversed here. Forms other than the recorded ones "
+             "are recomputed from each cell's footprints.safetensors; ACR's calibrated τ puts the mean ACR of the "
+             f"equal-steps `seqlora` cells at the paper's SeqLoRA {PAPER_SEQLORA_ACR}._", "", *head]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
 
 
@@ -838,7 +901,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", type=Path, default=RESULTS, help=f"the result tree (default {_shown(RESULTS)})")
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 when the document differs")
     args = ap.parse_args(argv)
-    return max(_one(doc, args.results, args.check) for doc in args.doc or DOCUMENTS)
+    # the margins first: the documents' verdicts read them
+    stale = write_margins(args.results, args.check) if (args.results.parent / "reproducibility").is_dir() else 0
+    return max(stale, *(_one(doc, args.results, args.check) for doc in args.doc or DOCUMENTS))
 
 
 def _one(doc: Path, results: Path, check: bool) -> int:

@@ -11,8 +11,8 @@ copy, 99 % sparsity, expander vs uniform random masks, 3 seeds; and the tables o
 cell (``--orders MNLI,QQP,...``: an order holding one task), trained from the base model with its own mask
 by ``pertask-expander`` / ``pertask-random``; the cell's single score is the task's accuracy (%).
 Settings (``SETTINGS``) are the ``paper-expander`` preset of ``glue-cl`` plus the reductions listed there.
-Verdict per row: "holds" when expander − random exceeds the sum of the two seed standard deviations,
-"reversed" when it is below minus that sum, otherwise "not separated".
+Verdict per row: the one rule (clbench.verdicts.claim, docs/verdicts.md), expander against random paired by seed,
+Holm across the table's rows, Δ = 1 pp: "holds", "reversed", "equivalent" or "not separated".
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ RESULTS = ROOT / "results" / "glue-table5"
 RUNS = ROOT / "runs" / "glue-table5"
 METHODS = {"pertask-expander": "expander", "pertask-random": "random"}
 SEEDS = (0, 1, 2)
+MARGIN = 1.0  # Δ (pp) of the verdict rule: accuracies on 128 test examples a task (one example = 0.8 pp)
 ORDER = list(TASKS)  # MNLI, QQP, RTE, SST-2, CB, BoolQA
 # Reductions against the paper-expander preset (train.epochs 3, full data, max_length 512): sized so one
 # setting (36 cells) takes about 20 minutes on one shared CPU core. model.train_base=false changes no number
@@ -89,20 +90,12 @@ def mean_std(xs: list[float]) -> tuple[float, float]:
     return statistics.fmean(xs), statistics.stdev(xs) if len(xs) > 1 else 0.0
 
 
-def verdict(exp: list[float], rnd: list[float]) -> str:
-    (me, se), (mr, sr) = mean_std(exp), mean_std(rnd)
-    if me - mr > se + sr:
-        return "holds"
-    if mr - me > se + sr:
-        return "reversed"
-    return "not separated"
-
-
 def table(result: dict[str, Any]) -> str:
+    from clbench import verdicts as V
+
     s = result["scores"]
-    rows = ["| task | random mask | expander mask | expander − random | verdict | training loss (random / expander) |",
-            "|---|---|---|---|---|---|"]
     per_seed: dict[str, dict[str, list[float]]] = {m: {} for m in s}
+    rows, claims, losses = [], [], []
     for task in ORDER:
         exp = [s["expander"][task][str(k)] for k in SEEDS]
         rnd = [s["random"][task][str(k)] for k in SEEDS]
@@ -110,18 +103,27 @@ def table(result: dict[str, Any]) -> str:
             for k, x in zip(SEEDS, xs, strict=True):
                 per_seed[m].setdefault(str(k), []).append(x)
         loss = result["train_loss"]
-        rows.append(row(task, exp, rnd) + f" {statistics.fmean(loss['random'][task].values()):.3f} / "
-                    f"{statistics.fmean(loss['expander'][task].values()):.3f} |")
+        rows.append((task, exp, rnd))
+        losses.append(f" {statistics.fmean(loss['random'][task].values()):.3f} / "
+                      f"{statistics.fmean(loss['expander'][task].values()):.3f} |")
     avg = {m: [statistics.fmean(per_seed[m][str(k)]) for k in SEEDS] for m in per_seed}
-    rows.append(row("**average**", avg["expander"], avg["random"]) + " |")
+    rows.append(("**average**", avg["expander"], avg["random"]))
+    losses.append(" |")
+    rule = V.Rule(margin=MARGIN)
+    claims = [V.claim(dict(zip(map(str, SEEDS), exp, strict=True)), dict(zip(map(str, SEEDS), rnd, strict=True)),
+                      lower=False, rule=rule) for _, exp, rnd in rows]
+    verdicts = V.claim_verdicts(claims, [rule] * len(claims))
+    lines = ["| task | random mask | expander mask | expander − random (Holm p) | verdict | training loss "
+             "(random / expander) |", "|---|---|---|---|---|---|"]
+    for (name, exp, rnd), (verdict, p_holm), loss in zip(rows, verdicts, losses, strict=True):
+        (me, se), (mr, sr) = mean_std(exp), mean_std(rnd)
+        lines.append(f"| {name} | {mr:.1f} ± {sr:.1f} | {me:.1f} ± {se:.1f} | {me - mr:+.1f} ({V.fmt_p(p_holm)}) | "
+                     f"{verdict} |" + loss)
     same = sum(s["expander"][t][str(k)] == s["random"][t][str(k)] for t in ORDER for k in SEEDS)
-    return "\n".join(rows) + (f"\n\nThe two mask kinds score exactly the same in {same} of {len(ORDER) * len(SEEDS)} "
-                              "(task, seed) pairs.")
-
-
-def row(name: str, exp: list[float], rnd: list[float]) -> str:
-    (me, se), (mr, sr) = mean_std(exp), mean_std(rnd)
-    return f"| {name} | {mr:.1f} ± {sr:.1f} | {me:.1f} ± {se:.1f} | {me - mr:+.1f} | {verdict(exp, rnd)} |"
+    return "\n".join(lines) + (f"\n\nThe two mask kinds score exactly the same in {same} of {len(ORDER) * len(SEEDS)} "
+                               "(task, seed) pairs. Verdicts by the one rule (docs/verdicts.md): paired by seed, "
+                               f"sign-flip test, Holm across the {len(rows)} rows, Δ = {MARGIN:g} pp; with "
+                               f"{len(SEEDS)} seeds no p is below {V.smallest_p(len(SEEDS)):.2g}, so no row can hold.")
 
 
 def sections() -> dict[str, str]:

@@ -1346,8 +1346,8 @@ metrics_disabled_check.check(_unchanged_no_none)
 
 
 @fault("reuse-without-metrics", "a run made with `-p no:metrics`, then the same run with the metric plugin", 2,
-       "tiny-vector/ewc/order-1/seed-0: metrics AA, ACR, AWOM, A_T.norm, BWT, F.Ra, GSR, NucNorm, NucNorm.1, OO, "
-       "unseen were not computed (no plugin computed them when the cell ran)",
+       "tiny-vector/ewc/order-1/seed-0: metrics AA, ACR, AIA, AWOM, AWOM.T, AWOM.norm, A_T.norm, BWT, F.Ra, FWT, GSR, "
+       "LA, NucNorm, NucNorm.1, OO, OO.norm, unseen were not computed (no plugin computed them when the cell ran)",
        "nothing runs; the metric-less result is kept and the line names `clbench metrics OUT`")
 def reuse_without_metrics(tmp: Path) -> Outcome:
     ok(tiny(tmp, "--methods", "ewc", "-p", "no:metrics"))

@@ -115,8 +115,10 @@ def test_grid_show_and_deterministic_leaderboard(capsys, tmp_path, monkeypatch):
     ewc1 = json.loads((tmp_path / "runs/split-digits/ewc/order-1/seed-1/result.json").read_text())["metrics"]["AA"]
     assert f"{(ewc + ewc1) / 2:.2f} ± {abs(ewc - ewc1) / 2 ** 0.5:.2f}" in text
     assert "](../runs/split-digits/ewc/order-1)" in text
-    # OO is a LoRA metric: n/a for seqft and ewc alike, so the stream gets no OO table; GSR applies to both
-    assert "#### OO" not in text and "#### GSR" in text
+    # OO is a LoRA metric: n/a for seqft and ewc alike, so the dense diagnostics have no OO column; GSR applies to
+    # both, in the diagnostics table (never a ranked metric table of its own)
+    diagnostics = text.split("#### Diagnostics — dense footprints (never ranked)")[1]
+    assert "OO ↓" not in diagnostics and "GSR ↓" in diagnostics and "#### GSR" not in text
 
 
 def test_corrupt_and_foreign_results_are_skipped_with_a_warning(capsys, tmp_path, monkeypatch):
@@ -175,7 +177,7 @@ def test_run_writes_its_leaderboard_when_asked(capsys, tmp_path, monkeypatch):
     code, out, err = clbench(capsys, *args, "--leaderboard")
     assert code == 0, err
     [row] = [line.split() for line in out.splitlines() if line.startswith("1 ")]
-    assert row[1] == "seqft" and row[-1] == "—"  # one seed: nothing is separated
+    assert row[1] == "seqft" and row[-1] == "reference"  # one row: the reference of nothing
     assert err.splitlines()[-2:] == ["results: o/; leaderboard: wrote o/leaderboard.md", "clbench: 1 cell: 1 complete; 0 reused; exit 0"]
     text = (tmp_path / "o" / "leaderboard.md").read_text(encoding="utf-8")
     assert text.startswith("# profile `quick` (o)\n") and "#### AA" in text and "| seqft" in text
@@ -240,7 +242,9 @@ def test_leaderboard_exports_the_summary_as_numbers_and_show_opens_a_multi_seed_
         assert row["AA mean"] == pytest.approx(statistics.mean(aa)) and row["AA std"] == pytest.approx(statistics.stdev(aa))
         assert [r["AA mean"] for r in records if r["method"] == method] == [pytest.approx(statistics.mean(aa))]
     tex = (board / "quick.tex").read_text()
-    assert tex.startswith("\\begin{tabular}") and f"${csv['AA mean'][0]:.2f} \\pm " in tex
+    row = csv.iloc[0]  # AA as its mean and 95 % interval, F.Ra as mean ± std
+    assert tex.startswith("\\begin{tabular}") and (f"{row['AA mean']:.2f} [{row['AA ci low']:.2f}, "
+                                                    f"{row['AA ci high']:.2f}]") in tex and "\\pm" in tex
     link = re.search(r"\]\((\.\./split-digits/seqft/order-1)\)", (board / "quick.md").read_text())
     assert link, "a row of two seeds links to its order folder"
     code, out, err = clbench(capsys, "show", str(board / link.group(1)))

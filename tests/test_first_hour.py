@@ -7,7 +7,7 @@ import pytest
 from clbench import testing
 from clbench._cli.main import main
 from clbench._core.plan import RunRequest, make_plan
-from clbench._tools.leaderboard import frame, label_key, ranking
+from clbench._tools.leaderboard import label_key, summarise
 from clbench.config import parse_sets
 from clbench.errors import ConfigError
 
@@ -46,7 +46,7 @@ def test_unranked_rows_keep_the_natural_order(tmp_path):
     from clbench.cell import CellResult
 
     results = [CellResult(f"ewc@lambda={v}", "s", "1", 0, ["a"], [[None]], status="failed") for v in (100, 3, 30)]
-    assert ranking(frame(results)) == ["ewc@lambda=3", "ewc@lambda=30", "ewc@lambda=100"]
+    assert [r.method for r in summarise(results).rows] == ["ewc@lambda=3", "ewc@lambda=30", "ewc@lambda=100"]
 
 
 @pytest.mark.parametrize(("scope", "line"), [

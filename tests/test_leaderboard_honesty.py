@@ -1,6 +1,7 @@
 """The leaderboard names no winner the data cannot separate, and shows metric errors instead of dropping them.
 
-Every expected string here was worked out by hand: sample std, 2 decimals, intervals mean ± std as printed.
+Bold follows the one verdict rule (clbench.verdicts): the reference and every row not `below` it, when some row is.
+Every expected string here was worked out by hand: sample std, 2 decimals.
 """
 
 from __future__ import annotations
@@ -9,17 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from clbench._tools.leaderboard import (
-    LEGEND,
-    LEGEND_ONE_SEED,
-    frame,
-    metric_table,
-    render,
-    render_cell,
-    tied_for_best,
-)
+from clbench._tools.leaderboard import LEGEND, diagnostics_tables, frame, metric_table, render, render_cell
 from clbench.cell import CellResult
-from clbench.specs import MetricSpec
+from clbench.specs import MethodSpec, MetricSpec
 
 ROOT = Path("/r")
 
@@ -37,94 +30,78 @@ def grid(values: dict[str, list[float]]) -> list[CellResult]:
     return [cell(m, "1", s, v) for m, vs in values.items() for s, v in enumerate(vs)]
 
 
-def spec(direction: str = "up", name: str = "M") -> MetricSpec:
-    return MetricSpec(name, lambda inp: None, direction)  # type: ignore[arg-type]
+def spec(direction: str = "up", name: str = "M", needs: str = "matrix") -> MetricSpec:
+    return MetricSpec(name, lambda inp: None, direction, needs)  # type: ignore[arg-type]
 
 
-def avg_column(results: list[CellResult], direction: str = "up") -> dict[str, str]:
-    lines = metric_table(frame(results), spec(direction)).splitlines()[4:]
+def avg_column(results: list[CellResult], direction: str = "up", **kw) -> dict[str, str]:
+    lines = metric_table(frame(results), spec(direction), **kw).splitlines()[4:]
     return {cells[0]: cells[-1] for cells in ([c.strip() for c in line.strip("|").split("|")] for line in lines)}
 
 
-def bold(results: list[CellResult], direction: str = "up") -> set[str]:
-    return {m for m, v in avg_column(results, direction).items() if v.startswith("**")}
+def bold(results: list[CellResult], direction: str = "up", **kw) -> set[str]:
+    return {m for m, v in avg_column(results, direction, **kw).items() if v.startswith("**")}
+
+
+EIGHT = [50.0, 53.0, 47.0, 51.0, 49.0, 55.0, 45.0, 52.0]  # seeds differ by far more than the methods below
 
 
 # --------------------------------------------------------------------------- which rows are bold
-def test_one_seed_bolds_nothing_and_the_legend_says_why():
+def test_one_seed_bolds_nothing():
     results = [cell("a", "1", 0, 10.0), cell("a", "2", 0, 12.0), cell("b", "1", 0, 50.0), cell("b", "2", 0, 51.0)]
-    assert avg_column(results) == {"a": "11.00 ± 1.41", "b": "50.50 ± 0.71"}  # orders pooled, yet one seed
+    assert avg_column(results) == {"a": "11.00 ± 1.41", "b": "50.50 ± 0.71"}  # orders pooled
     text = render(results, [spec()], "T")
-    assert "**" not in text
-    assert "\n" + LEGEND_ONE_SEED + "\n" in text and LEGEND not in text
-    assert LEGEND_ONE_SEED == "Bold `avg`: none, one seed, so no row is separated from the best."
+    assert "**" not in text and "\n" + LEGEND + "\n" in text
 
 
-def test_two_seeds_separated_only_the_best_is_bold():
-    # a: 11.00 ± 1.41 → [9.59, 12.41]; b: 21.00 ± 1.41 → [19.59, 22.41]; c: 30.50 ± 0.71 → [29.79, 31.21]
-    results = grid({"a": [10.0, 12.0], "b": [20.0, 22.0], "c": [30.0, 31.0]})
-    assert metric_table(frame(results), spec()) == (
-        "#### M ↑\n\n"
-        "| method   | order 1      | avg              |\n"
-        "|----------|--------------|------------------|\n"
-        "| a        | 11.00 ± 1.41 | 11.00 ± 1.41     |\n"
-        "| b        | 21.00 ± 1.41 | 21.00 ± 1.41     |\n"
-        "| c        | 30.50 ± 0.71 | **30.50 ± 0.71** |\n"
-    )
-    text = render(results, [spec()], "T")
-    assert "\n" + LEGEND + "\n" in text
-    assert LEGEND == ("Bold `avg`: the best mean and every row whose mean ± std (as printed) overlaps the best "
-                      "row's, i.e. tied for best; no bold: every row is tied.")
+def test_three_seeds_bold_nothing_however_far_apart():
+    # 3 paired cells: no two-sided sign-flip p below 2/8 = 0.25, so no row is `below` and nothing is bold
+    assert bold(grid({"a": [10.0, 12.0, 11.0], "c": [30.0, 31.0, 30.5]})) == set()
 
 
-def test_overlapping_rows_are_tied_and_both_bold():
-    # b: 12.50 ± 0.71 → [11.79, 13.21] is best; a: [9.59, 12.41] overlaps it; c: 1.50 ± 0.71 → [0.79, 2.21] does not
-    results = grid({"a": [10.0, 12.0], "b": [12.0, 13.0], "c": [1.0, 2.0]})
-    assert avg_column(results) == {"a": "**11.00 ± 1.41**", "b": "**12.50 ± 0.71**", "c": "1.50 ± 0.71"}
+def test_eight_paired_seeds_bold_the_reference_and_the_rows_not_below_it():
+    # b trails a by 0.1 in every cell (not below: under Δ = 1); c by 5 (p = 2/2^8, Holm ×2 = 0.0156 < 0.05)
+    results = grid({"a": [v + 5 for v in EIGHT], "b": [v + 4.9 for v in EIGHT], "c": EIGHT})
+    assert bold(results) == {"a", "b"}
+    # unpaired, the rows overlap (std 3.24 each, √(73.5/7)): the rule used before called all three tied
+    assert avg_column(results)["c"] == "50.25 ± 3.24"
 
 
-def test_intervals_that_only_touch_are_tied():
-    # b: 11.00 ± 1.00 → [10.00, 12.00]; a: 10.00 ± 0.00 → [10.00, 10.00] touches it; c: 0.00 ± 0.00 does not
-    results = grid({"a": [10.0, 10.0], "b": [10.0, 12.0, 11.0], "c": [0.0, 0.0]})
-    assert avg_column(results) == {"a": "**10.00 ± 0.00**", "b": "**11.00 ± 1.00**", "c": "0.00 ± 0.00"}
+def test_direction_down_the_lowest_is_the_reference():
+    results = grid({"a": [v + 5 for v in EIGHT], "b": [v + 4.9 for v in EIGHT], "c": EIGHT})
+    assert bold(results, "down") == {"c"}
+    assert metric_table(frame(results), spec("down")).startswith("#### M ↓\n")
 
 
-def test_every_row_tied_bolds_nothing():
-    # a: [9.59, 12.41], b: 12.00 ± 1.41 → [10.59, 13.41]: the best and the only other row overlap
-    results = grid({"a": [10.0, 12.0], "b": [11.0, 13.0]})
-    assert avg_column(results) == {"a": "11.00 ± 1.41", "b": "12.00 ± 1.41"}
+def test_an_oracle_is_never_bold_nor_the_reference():
+    specs = {"joint": MethodSpec("joint", object, tags=frozenset({"reference"})),
+             "a": MethodSpec("a", object), "c": MethodSpec("c", object)}
+    results = grid({"joint": [v + 20 for v in EIGHT], "a": [v + 5 for v in EIGHT], "c": EIGHT})
+    assert bold(results, specs=specs) == {"a"}
+    assert bold(results) == {"joint"}  # without the specs nothing marks it an oracle: it is the reference
 
 
-@pytest.mark.parametrize(("values", "expected"), [
-    ({"a": [10.0, 12.0], "b": [12.0, 13.0], "c": [1.0, 2.0]}, {"c"}),  # c: [0.79, 2.21] is lowest, alone
-    ({"a": [10.0, 12.0], "b": [11.0, 13.0], "c": [30.0, 31.0]}, {"a", "b"}),  # a lowest, b overlaps it
-])
-def test_direction_down_the_lowest_is_best(values, expected):
-    assert bold(grid(values), "down") == expected
-    assert metric_table(frame(grid(values)), spec("down")).startswith("#### M ↓\n")
+def test_a_diagnostic_is_never_bold_and_sits_in_its_footprint_type_table():
+    results = grid({"a": [v + 5 for v in EIGHT], "c": EIGHT})
+    assert "**" not in metric_table(frame(results), spec(needs="footprint"))
+    specs = {"a": MethodSpec("a", object, footprint_kind="masked"), "c": MethodSpec("c", object)}
+    tables = diagnostics_tables(frame(results), [spec(needs="footprint")], ["a", "c"], {}, specs)
+    assert [t.splitlines()[0] for t in tables] == ["#### Diagnostics — dense footprints (never ranked)",
+                                                   "#### Diagnostics — masked footprints (never ranked)"]
+    assert "| a        | 55.25 ± 3.2 |" in tables[1]  # 4 significant digits, std 2
 
 
 def test_avg_pools_orders_and_seeds():
-    # a: 10, 12 | 14, 16 → 13.00 ± 2.58 (√(20/3)); b: 1, 2 | 1, 2 → 1.50 ± 0.58 (√(1/3))
+    # a: 10, 12 | 14, 16 → 13.00 ± 2.58 (√(20/3)); b: 1, 2 | 1, 2 → 1.50 ± 0.58 (√(1/3)); 4 paired cells: p ≥ 1/8
     results = [cell("a", "1", 0, 10.0), cell("a", "1", 1, 12.0), cell("a", "2", 0, 14.0), cell("a", "2", 1, 16.0),
                cell("b", "1", 0, 1.0), cell("b", "1", 1, 2.0), cell("b", "2", 0, 1.0), cell("b", "2", 1, 2.0)]
     assert metric_table(frame(results), spec()) == (
         "#### M ↑\n\n"
-        "| method   | order 1      | order 2      | avg              |\n"
-        "|----------|--------------|--------------|------------------|\n"
-        "| a        | 11.00 ± 1.41 | 15.00 ± 1.41 | **13.00 ± 2.58** |\n"
-        "| b        | 1.50 ± 0.71  | 1.50 ± 0.71  | 1.50 ± 0.58      |\n"
+        "| method   | order 1      | order 2      | avg          |\n"
+        "|----------|--------------|--------------|--------------|\n"
+        "| a        | 11.00 ± 1.41 | 15.00 ± 1.41 | 13.00 ± 2.58 |\n"
+        "| b        | 1.50 ± 0.71  | 1.50 ± 0.71  | 1.50 ± 0.58  |\n"
     )
-
-
-def test_tie_rule_on_printed_intervals():
-    from decimal import Decimal as D
-
-    iv = {0: (D("5.00"), D("4.00"), D("6.00")), 1: (D("7.00"), D("6.00"), D("8.00")), 2: (D("7.00"), D("7.00"), D("7.00")),
-          3: (D("3.00"), D("2.00"), D("3.99"))}
-    assert tied_for_best(iv, "up") == {0, 1, 2}  # 1 and 2 share the best mean; 0 touches 1 at 6.00
-    assert tied_for_best(iv, "down") == {3}
-    assert tied_for_best({}, "up") == set()
 
 
 # --------------------------------------------------------------------------- metric errors
@@ -132,14 +109,14 @@ def test_a_metric_error_shows_error_and_the_avg_counts_it():
     results = [cell("a", "1", 0, 10.0), cell("a", "1", 1, None, "boom"),
                cell("b", "1", 0, 5.0), cell("b", "1", 1, 6.0),
                cell("c", "1", 0, None), cell("c", "1", 1, None)]
-    # a: one value 10.00 → [10, 10]; b: 5.50 ± 0.71 → [4.79, 6.21]; c does not apply: a alone is best
+    # a: one value 10.00; b: 5.50 ± 0.71; c does not apply; one paired cell separates nothing
     assert metric_table(frame(results), spec(), ROOT) == (
         "#### M ↑\n\n"
-        "| method   | order 1                        | avg                 |\n"
-        "|----------|--------------------------------|---------------------|\n"
-        "| a        | [10.00 (1 error)](s/a/order-1) | **10.00 (1 error)** |\n"
-        "| b        | [5.50 ± 0.71](s/b/order-1)     | 5.50 ± 0.71         |\n"
-        "| c        | n/a                            | n/a                 |\n"
+        "| method   | order 1                        | avg             |\n"
+        "|----------|--------------------------------|-----------------|\n"
+        "| a        | [10.00 (1 error)](s/a/order-1) | 10.00 (1 error) |\n"
+        "| b        | [5.50 ± 0.71](s/b/order-1)     | 5.50 ± 0.71     |\n"
+        "| c        | n/a                            | n/a             |\n"
     )
     text = render(results, [spec()], "T", ROOT)
     assert text.endswith("\n```text\nerrors: M on a order 1 seed 1: boom\n```\n")

@@ -73,32 +73,51 @@ FRA = MetricSpec("F.Ra", lambda inp: None, "down")  # type: ignore[arg-type]
 
 
 def test_a_diverged_row_is_shown_as_such_and_never_averaged():
+    from clbench._tools.leaderboard import summarise
+
     results = [_cell("ewc", 0, 90.0), _cell("ewc", 1, None, "diverged"), _cell("ewc", 2, 92.0),
                _cell("seqft", 0, 50.0), _cell("seqft", 1, 52.0), _cell("seqft", 2, 54.0)]
     text = render(results, [AA, FRA], "T")
     assert "| ewc      | diverged (1 of 3 cells) | diverged (1 of 3 cells) |" in text
-    # the only rankable row is seqft, ranked first; ewc is listed after it, unranked, without an F.Ra
-    table = summary_table(__import__("clbench._tools.leaderboard", fromlist=["frame"]).frame(results))
+    # the only judged row is seqft, the reference; ewc is listed after it, unranked, without an F.Ra
+    table = summary_table(summarise(results), cost=False)
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
-    assert rows == [["1", "seqft", "52.00 ± 2.00", "1.00 ± 0.00", "3", "best"],
-                    ["—", "ewc", "diverged (1 of 3 cells)", "", "3", ""]]
+    assert rows == [["1", "seqft", "52.00 (50.00–54.00)", "1.00 ± 0.00", "3", "reference", ""],
+                    ["—", "ewc", "diverged (1 of 3 cells)", "", "3", "", ""]]
+
+
+def _eight(method: str, offset: float) -> list[CellResult]:
+    seeds = [50.0, 53.0, 47.0, 51.0, 49.0, 55.0, 45.0, 52.0]  # far more spread than the gaps between methods
+    return [_cell(method, s, v + offset) for s, v in enumerate(seeds)]
 
 
 def test_the_summary_ranks_by_aa_and_says_which_rows_are_separated():
-    # a: 80 ± 1; b: 79 ± 1 (overlaps a: tied); c: 60 ± 1 (separated); the mean ± std worked out by hand
-    results = [_cell(m, s, v) for m, vs in {"c": (59, 60, 61), "a": (79, 80, 81), "b": (78, 79, 80)}.items()
-               for s, v in enumerate(vs)]
-    text = console_summary(results)
+    # a leads b by 0.2 and c by 10 in every one of 8 paired cells: c is below (p = 2/2^8, Holm × 2 = 0.016),
+    # b is within Δ = 1 with an interval inside it: equivalent
+    text = console_summary(_eight("c", 0.0) + _eight("a", 10.0) + _eight("b", 9.8))
     lines = text.splitlines()
     assert lines[0] == "s — domain-incremental: no task identity at test time, one shared head"
     ranked = [line.split() for line in lines[3:]]
-    assert [(r[0], r[1], r[2], r[4], r[-1]) for r in ranked] == [
-        ("1", "a", "80.00", "1.00", "best"), ("2", "b", "79.00", "1.00", "tied"), ("3", "c", "60.00", "1.00", "below")]
+    # the cells are resampled together (paired): b trails a in every replicate, so the rank intervals are points
+    assert [(r[0], r[1], r[2], r[3]) for r in ranked] == [
+        ("1", "a", "60.25", "(58.00–62.25)"), ("2", "b", "60.05", "(57.80–62.05)"), ("3", "c", "50.25", "(48.00–52.25)")]
+    assert [r[8:] for r in ranked] == [["reference"], ["equivalent", "0.20", "(0.016)"], ["below", "10.00", "(0.016)"]]
+
+
+def test_three_seeds_separate_nothing_and_say_so():
+    text = console_summary([_cell(m, s, v + s) for m, v in (("a", 80.0), ("b", 70.0)) for s in range(3)])
+    assert [line.split()[8:] for line in text.splitlines()[3:]] == [["reference"],
+                                                                    ["not", "separated", "10.00", "(0.25)"]]
+    from clbench._tools.leaderboard import summarise, summary_caption
+
+    caption = summary_caption(summarise([_cell(m, s, v) for m, v in (("a", 80.0), ("b", 70.0)) for s in range(3)]))
+    assert "With 3 paired cells no p can be below 0.25: nothing here can be separated" in caption
 
 
 def test_one_seed_separates_nothing():
     text = console_summary([_cell("a", 0, 80.0), _cell("b", 0, 70.0)])
-    assert [line.split()[-1] for line in text.splitlines()[3:]] == ["—", "—"]
+    assert [line.split()[5:] for line in text.splitlines()[3:]] == [["reference"],
+                                                                    ["not", "separated", "10.00", "(1)"]]
 
 
 def test_two_scenarios_of_one_stream_are_never_ranked_together():
@@ -111,12 +130,12 @@ def test_two_scenarios_of_one_stream_are_never_ranked_together():
 
 
 def test_tags_and_methods_that_cannot_run_are_shown():
-    specs = {"joint": MethodSpec("joint", Method, tags=frozenset({"upper-bound"})),
+    specs = {"joint": MethodSpec("joint", Method, tags=frozenset({"upper-bound"})),  # the tag before "reference"
              "packnet": MethodSpec("packnet", Method, scenarios=frozenset({"task-incremental"}))}
     results = [_cell("joint", s, 95.0) for s in range(2)] + \
               [_cell("packnet", s, 90.0, scenario="task-incremental", stream="t") for s in range(2)]
     text = render(results, [AA, FRA], "T", methods=specs)
-    assert "joint (upper bound)" in text
+    assert "joint (oracle)" in text and "Oracle rows" in text
     section = text.split("## s — domain-incremental")[-1]
     assert "Cannot run in this scenario (they use the task identity at test time): packnet." in section
 

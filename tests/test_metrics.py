@@ -28,6 +28,35 @@ def test_accuracy_matrix_metrics_by_hand():
     assert m.forgetting_rate([[50.0]]) is None and m.backward_transfer([[50.0]]) is None
 
 
+def test_learning_incremental_and_forward_metrics_by_hand():
+    # LA: diagonal (90 + 80 + 85) / 3; AIA: (90/1 + (70 + 80)/2 + (60 + 75 + 85)/3) / 3 = (90 + 75 + 73.33…) / 3
+    assert m.learning_accuracy(A) == pytest.approx(85.0)
+    assert m.average_incremental_accuracy(A) == pytest.approx((90 + 75 + 220 / 3) / 3)
+    # FWT against the untrained model's row b = (11, 12, 13): ((10 − 12) + (20 − 13)) / 2 = 2.5
+    assert m.forward_transfer(A, [11.0, 12.0, 13.0]) == pytest.approx(2.5)
+    assert m.forward_transfer(A, None) is None  # a result recorded before b was
+    assert m.forward_transfer([[50.0]], [10.0]) is None
+
+
+def test_normalised_overlaps_are_in_unit_range_and_free_of_scale():
+    g = torch.Generator().manual_seed(5)
+    fps = [{"q": LowRank(torch.randn(2, 8, generator=g), torch.randn(6, 2, generator=g), 2.0)} for _ in range(3)]
+    scaled = [{"q": LowRank(f["q"].A * 10, f["q"].B, 2.0)} for f in fps]
+    oo_norm = m.normalised_overlap(fps)
+    dense = [f["q"].B.double() @ f["q"].A.double() * 2.0 for f in fps]
+    a = [f["q"].A.double() for f in fps]
+    expected = sum(float(((x @ a[-1].T) ** 2).sum()) for x in a[:-1]) / sum(
+        float((x ** 2).sum() * (a[-1] ** 2).sum()) for x in a[:-1])
+    assert oo_norm == pytest.approx(expected) and 0 < oo_norm <= 1
+    assert m.normalised_overlap(scaled) == pytest.approx(oo_norm)  # OO grows 10⁴×, its normalised form does not
+    awom = m.adapter_weight_overlap(fps)
+    norms = [float(torch.linalg.matrix_norm(d, ord=2)) for d in dense]
+    assert m.normalised_awom(fps, awom) == pytest.approx(awom / sum(norms[-1] * n for n in norms[:-1]), rel=1e-9)
+    assert [m.spectral_norm(f["q"]) for f in fps] == pytest.approx(norms, rel=1e-9)
+    assert m.spectral_norm(Dense(dense[0].float())) == pytest.approx(norms[0], rel=1e-6)
+    assert 0 < m.normalised_awom(scaled, m.adapter_weight_overlap(scaled)) <= 1
+
+
 def test_forgetting_uses_best_earlier_score_not_first():
     a = [[40.0, 0.0, 0.0], [70.0, 50.0, 0.0], [65.0, 50.0, 90.0]]
     assert m.forgetting_rate(a) == pytest.approx(((70 - 65) + (50 - 50)) / 2)

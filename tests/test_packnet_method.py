@@ -147,7 +147,7 @@ def test_evaluating_builds_the_task_weights_once_and_restores_them():
     with method2.evaluating("t0"):
         b = model2(x, "t0")
     assert torch.allclose(a, b)
-    row = evaluate(model, method, ctx.stream, ctx.order, ctx.train, torch.device("cpu"))
+    row, _ = evaluate(model, method, ctx.stream, ctx.order, ctx.train, torch.device("cpu"))
     assert len(row) == 2
 
 
@@ -171,7 +171,7 @@ def test_masked_weights_are_built_once_per_task_evaluation_not_per_forward(which
     monkeypatch.setattr(method, "eval_mask", lambda name, index: builds.append((name, index)) or real(name, index))
     handle = model.register_forward_hook(lambda *_: forwards.append(1))
     train = TrainConfig(eval_batch_size=4)  # 32 test examples per task: 8 forwards per task
-    row = evaluate(model, method, ctx.stream, ctx.order, train, torch.device("cpu"))
+    row, _ = evaluate(model, method, ctx.stream, ctx.order, train, torch.device("cpu"))
     handle.remove()
     per_task = math.ceil(len(ctx.data("t0").test) / 4)
     assert len(forwards) == 3 * per_task == 24
@@ -187,7 +187,7 @@ def test_every_task_the_last_included_is_pruned_and_scored_with_its_own_mask(whi
         run_task(method, model, ctx, i)
     for n in method.layers:  # the last task (index 1) kept exactly its share, like the first
         assert int((method.owner[n] == 2).sum()) == method.count(n, 1) == int((method.owner[n] == 1).sum())
-    row = evaluate(model, method, ctx.stream, ctx.order, ctx.train, torch.device("cpu"))
+    row, _ = evaluate(model, method, ctx.stream, ctx.order, ctx.train, torch.device("cpu"))
     model.eval()
     for j, task in enumerate(ctx.order):
         # oracle: the functional network with W ⊙ (own_j ∪ share_j) (PackNet: ∪ of tasks ≤ j), head j

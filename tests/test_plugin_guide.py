@@ -279,7 +279,7 @@ def test_the_guide_builds_installs_and_runs(guide, installed, capsys, monkeypatc
         result = json.loads((cell / "result.json").read_text())
         assert result["status"] == "complete", result["error"]
         assert result["env"]["plugins"]["si"] == f"{guide.dist} {guide.version}"
-        assert result["metrics"]["LA"] is not None and result["metrics"]["drift"] is not None
+        assert result["metrics"]["worst"] is not None and result["metrics"]["drift"] is not None
         assert (cell / "footprints.safetensors").exists()
         lines = [json.loads(line) for line in (cell / "tasks.jsonl").read_text().splitlines()]
         assert [line["index"] for line in lines] == [0, 1, 2, 3]

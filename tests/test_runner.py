@@ -143,6 +143,8 @@ def test_resume_on_real_digits_equals_uninterrupted(tmp_path):
         [resumed] = testing.run(regs, out, "ewc", **kw)
         assert resumed.accuracy_matrix == reference.accuracy_matrix
         assert resumed.metrics == reference.metrics
+        # the per-example scores and the untrained row cross the kill too (the checkpoint holds them)
+        assert resumed.examples == reference.examples and resumed.initial_row == reference.initial_row
 
 
 def test_a_garbled_checkpoint_restarts_the_cell_with_a_warning(tmp_path):

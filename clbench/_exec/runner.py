@@ -41,6 +41,7 @@ from clbench._core.boundary import (
     observers,
 )
 from clbench._core.composite import CompositeMethod
+from clbench._core.examples import Entry, encode_row
 from clbench._core.optim import Masters, make_optimizer, torch_optimizer_of
 from clbench._core.registry import Registries
 from clbench._core.results import environment, read_result, write_result
@@ -89,20 +90,24 @@ def method_label(regs: Registries, cell: Cell) -> str:
 
 @torch.no_grad()
 def evaluate(model: CLModel, method: Method, stream: Stream, tasks: list[str], train: TrainConfig,
-             device: torch.device, dist: Dist = SINGLE) -> list[float]:
-    """Score (0-100, by the stream's :meth:`Stream.score`) on every task of ``tasks`` with the model as it is now.
+             device: torch.device, dist: Dist = SINGLE) -> tuple[list[float], list[Tensor | None]]:
+    """Score (0-100, by the stream's :meth:`Stream.score`) on every task of ``tasks`` with the model as it is now,
+    and each task's per-example scores (:meth:`Stream.example_scores`; None where the stream has none).
 
     Data-parallel (``dist``), each rank predicts its share of the test batches (:meth:`Stream.predictions`) and
     every rank scores all predictions gathered: the same batches, predictions and score as one process. A
     stream with an evaluation of its own (an overridden :meth:`Stream.evaluate`) is run whole on rank 0."""
     was_training = model.training
     model.eval()
-    row = []
+    row: list[float] = []
+    examples: list[Tensor | None] = []
     if not dist.active or type(stream).evaluate is not Stream.evaluate:
         for task in tasks if dist.is_main else ():
             with method.evaluating(task):
-                row.append(float(stream.evaluate(model, task, batch_size=train.eval_batch_size,
-                                                 limit=train.eval_limit, device=device)))
+                score, per_example = stream.evaluate_examples(model, task, batch_size=train.eval_batch_size,
+                                                              limit=train.eval_limit, device=device)
+            row.append(float(score))
+            examples.append(per_example)
         row = dist.broadcast(row)
     else:
         mine = {}
@@ -115,9 +120,11 @@ def evaluate(model: CLModel, method: Method, stream: Stream, tasks: list[str], t
         for task in tasks:
             count = sum(len(part[task]) for part in every)
             preds = [every[i % n][task][i // n] for i in range(count)]  # batch i was rank i mod N's
-            row.append(float(stream.score_batches(task, preds, train.eval_limit)))
+            score, per_example = stream.score_examples(task, preds, train.eval_limit)
+            row.append(float(score))
+            examples.append(per_example)
     model.train(was_training)
-    return row
+    return row, examples
 
 
 def _epoch_batches(ctx: CellContext, tasks: list[str], batch_size: int, *salt: int) -> Iterator[Batch]:
@@ -249,6 +256,7 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
             model.tokens_seen = tokens0 + int(ctx.dist.sum(torch.tensor(model.tokens_seen - tokens0,
                                                                         device=ctx.device)))
         entry: dict[str, Any] = {"seconds": seconds, "steps": run.steps,
+                                 "trainable": sum(p.numel() for p in params),  # the phase's trained parameters
                                  "examples_per_s": run.examples / max(seconds, 1e-9),
                                  "loss": epoch_loss}  # the mean loss of each epoch: a loss curve without a logger
         if model.tokens_seen > tokens0:
@@ -402,6 +410,17 @@ def cell_device(train: TrainConfig, dist: Dist) -> torch.device:
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = train.tf32
     return device
+
+
+def tensor_bytes(state: Any) -> int:
+    """The bytes of every tensor in a (nested) state_dict."""
+    if isinstance(state, Tensor):
+        return state.numel() * state.element_size()
+    if isinstance(state, dict):
+        return sum(tensor_bytes(v) for v in state.values())
+    if isinstance(state, (list, tuple)):
+        return sum(tensor_bytes(v) for v in state)
+    return 0
 
 
 def release(cell: Cell) -> None:
@@ -575,6 +594,8 @@ class Runner:
                    unit="task")
         saved = time.perf_counter()  # the cell's start or its last checkpoint (train.checkpoint_every_s)
         step = steps_done(state.task_timings)  # optimizer steps of the tasks done (by a checkpoint, on resume)
+        if start == 0:  # the untrained model's scores: FWT's reference b_j (a resumed cell has them)
+            state.evaluate_untrained(lambda: evaluate(model, method, stream, order, train, device, dist)[0])
         with contextlib.closing(bar):
             for index in range(start, len(order)):
                 task = order[index]
@@ -589,12 +610,11 @@ class Runner:
                 method.after_task(task, index)
                 state.footprints.append(check_footprint(method.footprint(task, index), kind, what))
                 t1 = time.perf_counter()
-                row = evaluate(model, method, stream, order, train, device, dist)
+                row, per_example = evaluate(model, method, stream, order, train, device, dist)
                 stats.update(task=task, train_s=t1 - t0, eval_s=time.perf_counter() - t1)
                 if device.type == "cuda":
                     stats["peak_memory_bytes"] = torch.cuda.max_memory_allocated(device)  # this task's peak
-                state.rows.append(row)
-                state.task_timings.append(stats)
+                state.record(row, per_example, stats)
                 state.report = check_report(method.report(), what)
                 # after the last task the result file is written at once
                 due = index < len(order) - 1 and time.perf_counter() - saved >= train.checkpoint_every_s
@@ -606,7 +626,7 @@ class Runner:
                 self._notify("clbench_task_end", cell=cell, task=task, index=index, accuracy_row=row,
                              tasks=list(order), step=step, epochs=epoch_losses(stats, step))
                 bar.update(1)
-        state.status = "complete"
+        state.finish(method)
 
     def _step_observer(self, cell: Cell, task: str, index: int) -> StepObserver | None:
         """What train_task calls on a logged step: the clbench_step observers (None: no logging)."""
@@ -671,6 +691,10 @@ class _CellState:
         self.cell = cell
         self.tasks: list[str] = []
         self.rows: list[list[float]] = []
+        self.examples: list[list[Entry]] | None = []  # per-example scores of each row; None: a resume lost them
+        self.initial: list[float] | None = None  # the untrained model's row (FWT's reference)
+        self.initial_s = 0.0
+        self.method_state_bytes: int | None = None  # what the method keeps after the last task (its state_dict)
         self.footprints: list[fps.TaskFootprint] = []
         self.task_timings: list[dict[str, Any]] = []
         self.report: dict[str, Any] = {}
@@ -697,6 +721,8 @@ class _CellState:
             "code": self.trained_by(),
             "done": len(self.rows),
             "rows": self.rows,
+            "examples": self.examples,
+            "initial": self.initial,
             "timings": self.task_timings,
             "report": self.report,
             **self._changed_weights(model),
@@ -763,6 +789,8 @@ class _CellState:
             self._load_weights(model, payload)
             cell_masters(method.ctx).load_state_dict(payload.get("masters", {}), dict(model.named_parameters()))
             self.rows = payload["rows"]
+            self.examples = payload.get("examples")  # None from a checkpoint written before they were kept
+            self.initial = payload.get("initial")
             self.task_timings = payload["timings"]
             self.report = payload["report"]
             self.footprints = fps.from_tensors(payload["footprints"])
@@ -774,6 +802,7 @@ class _CellState:
             warnings.warn(f"{self.path}: checkpoint does not fit this cell ({type(exc).__name__}: {first}); "
                           "the cell starts over", stacklevel=2)
             self.rows, self.task_timings, self.report, self.footprints = [], [], {}, []
+            self.examples, self.initial = [], None
             return -1
         return done
 
@@ -788,6 +817,7 @@ class _CellState:
         footprints = None
         if self.status == "complete" and write:
             inp = MetricInput.with_settings(cell.metrics, matrix=[list(map(float, r)) for r in self.rows],
+                                            initial=self.initial,
                                             footprints=self.footprints, report=self.report, tasks=self.tasks)
             # the footprint file (serialized, hashed, written: ~11 ms for a 10-task dense cell, GIL mostly
             # released) is written beside the metrics (~25 ms of BLAS) rather than after them
@@ -809,7 +839,8 @@ class _CellState:
             metrics=metrics,
             config=cell.resolved(),
             env=self.env,
-            timings={"total_s": time.perf_counter() - self.started, "tasks": self.task_timings},
+            timings={"total_s": time.perf_counter() - self.started, "initial_eval_s": self.initial_s,
+                     "tasks": self.task_timings},
             report=self.report,
             error=None if self.status == "complete" else self.error,
             config_hash=cell.config_hash,
@@ -818,7 +849,37 @@ class _CellState:
             scenario=self.scenario,
             divergence=self.divergence if self.status == "diverged" else None,
             provenance=self.provenance() if write else None,
+            examples=self.examples if self.examples and len(self.examples) == len(self.rows) else None,
+            initial_row=self.initial,
+            compute=self.compute(),
         )
+
+    def record(self, row: list[float], per_example: list[Tensor | None], stats: dict[str, Any]) -> None:
+        """A finished task's accuracy row, per-example scores and timings."""
+        self.rows.append(row)
+        if self.examples is not None:
+            self.examples.append(encode_row(per_example))
+        self.task_timings.append(stats)
+
+    def finish(self, method: Method) -> None:
+        """The last task is done: what the method keeps, and the cell is complete."""
+        self.method_state_bytes = tensor_bytes(method.state_dict())
+        self.status = "complete"
+
+    def evaluate_untrained(self, row: Callable[[], list[float]]) -> None:
+        """Record the untrained model's row (``row()``) and what it took."""
+        t0 = time.perf_counter()
+        self.initial = row()
+        self.initial_s = time.perf_counter() - t0
+
+    def compute(self) -> dict[str, Any] | None:
+        """What the cell cost beyond its timings: the method's state after the last task and the most parameters a
+        phase trained (None before a task finished)."""
+        trainable = [v["trainable"] for t in self.task_timings for v in t.values() if isinstance(v, dict)
+                     and "trainable" in v]
+        if self.method_state_bytes is None and not trainable:
+            return None
+        return {"method_state_bytes": self.method_state_bytes, "trainable_parameters": max(trainable, default=None)}
 
     def trained_by(self) -> dict[str, str]:
         """The code digests of the method, model and stream (not the metrics: they run after the last task): what

@@ -80,7 +80,7 @@ def _metric_input(result: CellResult) -> MetricInput:
     report = {k: v for k, v in result.report.items() if k != "metric_errors"}  # schema 1 kept errors there
     matrix = [[float(v) for v in row] for row in result.accuracy_matrix]  # complete: no nulls
     return MetricInput.with_settings(settings, matrix=matrix, footprints=footprints, report=report,
-                                     tasks=list(result.tasks))
+                                     tasks=list(result.tasks), initial=result.initial_row)
 
 
 def recompute(regs: Registries, result: CellResult) -> tuple[dict[str, float | None], dict[str, str], bool]:

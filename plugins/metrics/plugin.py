@@ -1,4 +1,5 @@
-"""The standard CL metrics: AA, F.Ra, BWT from the accuracy matrix; ACR, GSR, OO, AWOM from footprints."""
+"""The standard CL metrics: the objectives AA, F.Ra, BWT, LA, AIA, FWT from the accuracy matrix; the diagnostics ACR,
+GSR, OO, AWOM (raw and normalised, both orientations) and NucNorm from footprints."""
 
 from __future__ import annotations
 
@@ -24,6 +25,18 @@ def _unseen(inp: MetricInput) -> float | None:
     return m.unseen_task_score(inp.matrix)
 
 
+def _la(inp: MetricInput) -> float | None:
+    return m.learning_accuracy(inp.matrix)
+
+
+def _aia(inp: MetricInput) -> float | None:
+    return m.average_incremental_accuracy(inp.matrix)
+
+
+def _fwt(inp: MetricInput) -> float | None:
+    return m.forward_transfer(inp.matrix, inp.initial)
+
+
 def _acr(inp: MetricInput) -> float | None:
     scan = inp.footprint_scan()
     return scan.collision_rate() if scan else None
@@ -38,8 +51,28 @@ def _oo(inp: MetricInput) -> float | None:
     return m.orthogonal_overlap(inp.footprints)
 
 
+def _oo_norm(inp: MetricInput) -> float | None:
+    return m.normalised_overlap(inp.footprints)
+
+
+def _awom_of(inp: MetricInput, form: str) -> float | None:
+    """AWOM in orientation ``form``, once per cell (AWOM.norm divides the same number)."""
+    key = f"awom:{form}"
+    if key not in inp.cache:
+        inp.cache[key] = m.adapter_weight_overlap(inp.footprints, form, inp.factors, inp.device)
+    return inp.cache[key]
+
+
 def _awom(inp: MetricInput) -> float | None:
-    return m.adapter_weight_overlap(inp.footprints, inp.awom, inp.factors, inp.device)
+    return _awom_of(inp, inp.awom)
+
+
+def _awom_other(inp: MetricInput) -> float | None:
+    return _awom_of(inp, "transposed" if inp.awom == "eq8" else "eq8")
+
+
+def _awom_norm(inp: MetricInput) -> float | None:
+    return m.normalised_awom(inp.footprints, _awom_of(inp, inp.awom), inp.factors)
 
 
 def _a_norm(inp: MetricInput) -> float | None:
@@ -61,14 +94,24 @@ def clbench_add_metrics() -> list[MetricSpec]:
         MetricSpec("AA", _aa, "up", "matrix", "average accuracy over all tasks after the last one"),
         MetricSpec("F.Ra", _fra, "down", "matrix", "forgetting rate (Chaudhry et al.): best earlier score minus final"),
         MetricSpec("BWT", _bwt, "up", "matrix", "backward transfer: final minus just-trained score"),
+        MetricSpec("LA", _la, "up", "matrix", "learning accuracy: each task's score just after training it"),
+        MetricSpec("AIA", _aia, "up", "matrix", "average incremental accuracy: mean over the run of the seen tasks' mean"),
+        MetricSpec("FWT", _fwt, "up", "matrix",
+                   "forward transfer: a[j−1][j] minus the untrained model's score on task j, mean over j > 1"),
         MetricSpec("unseen", _unseen, "up", "matrix", "score on the last task before training it, a[T-1][T]",
                    leaderboard=False),
         MetricSpec("ACR", _acr, "down", "footprint", "average collision rate of task updates (N-LoRA eq. 10)"),
         MetricSpec("GSR", _gsr, "down", "footprint", "generalised sparsity rate of task updates (N-LoRA eq. 9)"),
         MetricSpec("OO", _oo, "down", "lowrank", "orthogonal overlap Σ‖A_i A_Tᵀ‖_F² of LoRA down-projections"),
+        MetricSpec("OO.norm", _oo_norm, "down", "lowrank",
+                   "OO divided by Σ‖A_i‖_F²‖A_T‖_F²: in [0, 1], free of the adapters' size"),
         MetricSpec("A_T.norm", _a_norm, "up", "lowrank",
                    "‖A_T‖_F of the last task's LoRA down-projections, beside OO (a penalty can shrink A_T to 0)"),
         MetricSpec("AWOM", _awom, "down", "footprint", "adapter weight orthogonality magnitude Σ‖ΔW_Tᵀ ΔW_i‖₂ (N-LoRA eq. 8)"),
+        MetricSpec("AWOM.norm", _awom_norm, "down", "footprint",
+                   "AWOM divided by Σ‖ΔW_T‖₂‖ΔW_i‖₂: in [0, 1], free of the updates' size"),
+        MetricSpec("AWOM.T", _awom_other, "down", "footprint",
+                   "AWOM in the other orientation than metrics.awom (by default ‖ΔW_Tᵀ ΔW_i‖₂ in PEFT's out × in layout)"),
         MetricSpec("NucNorm", _nuclear, "down", "lowrank",
                    "mean nuclear norm ‖ΔW_t‖_* over tasks and layers (N-LoRA Fig. 3: subspace dimension used)"),
         MetricSpec("NucNorm.1", _nuclear_first, "down", "lowrank",

@@ -11,6 +11,6 @@ from .method import MTL
 
 @hookimpl
 def clbench_add_methods() -> list[MethodSpec]:
-    return [MethodSpec("mtl", MTL, MTLConfig, "one LoRA trained on all tasks seen so far (multi-task upper bound)",
+    return [MethodSpec("mtl", MTL, MTLConfig, "one LoRA trained on all tasks seen so far (multi-task oracle: never ranked)",
                        footprint_kind="lowrank", requires=frozenset({"lora"}), presets=BASELINE,
-                       tags=frozenset({"upper-bound"}))]
+                       tags=frozenset({"reference"}))]

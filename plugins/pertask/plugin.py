@@ -22,11 +22,11 @@ MASK_PRESETS = {**PAPER_PRESETS, "paper-expander/glue-cl": PAPER_PRESETS["paper-
 def clbench_add_methods() -> list[MethodSpec]:
     return [MethodSpec("pertask", PerTask, PerTaskConfig, "a separate LoRA per task, each evaluated with its own adapter",
                        footprint_kind="lowrank", requires=frozenset({"lora"}), presets=BASELINE,
-                       tags=frozenset({"upper-bound"}), scenarios=TASK_ID),
+                       tags=frozenset({"reference"}), scenarios=TASK_ID),
             MethodSpec("pertask-expander", PerTaskMasked, PerTaskMaskConfig,
                        "each task from the base weights with its own expander mask, no EWC (Table 5's protocol)",
-                       footprint_kind="masked", presets=MASK_PRESETS, tags=frozenset({"upper-bound"}), scenarios=TASK_ID),
+                       footprint_kind="masked", presets=MASK_PRESETS, tags=frozenset({"reference"}), scenarios=TASK_ID),
             MethodSpec("pertask-random", PerTaskMasked, PerTaskRandomConfig,
                        "each task from the base weights with its own uniform random mask, no EWC (Table 5's "
                        "Random Mask row)", footprint_kind="masked", presets=MASK_PRESETS,
-                       tags=frozenset({"upper-bound", "ablation"}), scenarios=TASK_ID)]
+                       tags=frozenset({"reference", "ablation"}), scenarios=TASK_ID)]

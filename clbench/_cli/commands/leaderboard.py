@@ -44,8 +44,12 @@ def command(regs: Registries, runs: tuple[Path, ...], out: Path | None, formats:
             raise click.UsageError("several result folders: say where their leaderboard goes with --out")
         out = (runs[0] if runs else Path("runs")) / "leaderboard"
 
-    results, skipped = [], 0
+    from clbench._tools.leaderboard import read_margins
+
+    results, skipped, margins = [], 0, {}
     for root in runs or (Path("runs"),):
+        for stream, margin in read_margins(root).items():  # Δ per stream (the verdict rule); the largest wins
+            margins[stream] = max(margin, margins.get(stream, 0.0))
         found = scan(root)
         skipped += skipping(found.problems)
         results += found.results
@@ -61,16 +65,16 @@ def command(regs: Registries, runs: tuple[Path, ...], out: Path | None, formats:
             raise ClbenchError(f"cell {r.key} of profile {r.config.get('profile', 'custom')!r} is in {where} and in "
                                f"{r.path}; give one result tree per profile")
     try:
-        stale = _write_leaderboards(regs, results, out, plots, heatmaps, check)
+        stale = _write_leaderboards(regs, results, out, plots, heatmaps, check, margins)
         if not check:
-            _export(results, out, [f for f in formats if f != "md"])
+            _export(regs, results, out, [f for f in formats if f != "md"], margins)
     except OSError as exc:
         raise ClbenchError(f"cannot write leaderboards to {out}/: {exc.strerror or exc}") from None
     if stale:
         sys.exit(1)
 
 
-def _export(results: list[Any], out: Path, formats: list[str]) -> None:
+def _export(regs: Registries, results: list[Any], out: Path, formats: list[str], margins: dict[str, float]) -> None:
     """The summary tables as numbers (csv, json) or LaTeX, one file per profile; pandas writes them."""
     if not formats:
         return
@@ -78,7 +82,7 @@ def _export(results: list[Any], out: Path, formats: list[str]) -> None:
     from clbench.data import atomic_write_text
 
     for profile, group in by_profile(results).items():
-        df = summary_frame(group)
+        df = summary_frame(group, regs.methods.items, margins)
         for fmt in formats:
             path = out / f"{profile}{FORMATS[fmt]}"
             if fmt == "csv":
@@ -92,27 +96,37 @@ def _export(results: list[Any], out: Path, formats: list[str]) -> None:
 
 
 def _latex(df: Any) -> str:
-    """A booktabs table per profile: one row per (stream, scenario, method), AA and F.Ra as mean ± std."""
-    def cell(mean: Any, std: Any) -> str:
-        if mean is None or mean != mean:  # None or NaN
-            return "--"
-        return f"{mean:.2f}" if std is None or std != std else f"${mean:.2f} \\pm {std:.2f}$"
+    """A booktabs table per profile: one row per (stream, scenario, method), AA as mean and 95 % interval, F.Ra as
+    mean ± std, the verdict."""
+    def missing(x: Any) -> bool:
+        return x is None or x != x  # None or NaN
 
-    shown = df.assign(**{name: [cell(m, s) for m, s in zip(df[f"{name} mean"], df[f"{name} std"], strict=True)]
-                         for name in ("AA", "F.Ra")})
-    shown = shown[["stream", "scenario", "rank", "method", "AA", "F.Ra", "cells", "vs best"]]
+    def cell(mean: Any, std: Any) -> str:
+        if missing(mean):
+            return "--"
+        return f"{mean:.2f}" if missing(std) else f"${mean:.2f} \\pm {std:.2f}$"
+
+    def interval(mean: Any, lo: Any, hi: Any) -> str:
+        if missing(mean):
+            return "--"
+        return f"{mean:.2f}" if missing(lo) else f"{mean:.2f} [{lo:.2f}, {hi:.2f}]"
+
+    shown = df.assign(AA=[interval(m, lo, hi) for m, lo, hi in zip(df["AA mean"], df["AA ci low"], df["AA ci high"],
+                                                                  strict=True)],
+                      **{"F.Ra": [cell(m, s) for m, s in zip(df["F.Ra mean"], df["F.Ra std"], strict=True)]})
+    shown = shown[["stream", "scenario", "rank", "method", "AA", "F.Ra", "cells", "verdict"]]
     return shown.to_latex(index=False, escape=False, column_format="llrlrrrl")
 
 
 def _write_leaderboards(regs: Registries, results: list[Any], out: Path, plots: bool, heatmaps: bool,
-                        check: bool) -> list[Path]:
+                        check: bool, margins: dict[str, float]) -> list[Path]:
     from clbench._tools.leaderboard import by_profile, render
 
     stale = []
     for profile, group in by_profile(results).items():
         path = out / f"{profile}.md"
         text = render(group, regs.metrics.values(), f"clbench leaderboard — profile `{profile}`", out.resolve(),
-                      regs.methods.items)
+                      regs.methods.items, margins)
         if check:
             if not path.exists():
                 click.echo(f"missing: {path} (write it with `clbench leaderboard` without --check)", err=True)

@@ -144,9 +144,9 @@ def command(regs: Registries, methods: str | None, streams: str | None, orders: 
         gc.unfreeze()  # (main() may be called in a process that goes on)
     lines, code = summary(results, getattr(results, "faults", ()))
     if results:
-        from clbench._tools.leaderboard import console_summary
+        from clbench._tools.leaderboard import console_summary, read_margins
 
-        table = console_summary(results, regs.methods.items)
+        table = console_summary(results, regs.methods.items, read_margins(out))
         if table:
             click.echo("\n" + table)
         line, written = _leaderboard_line(regs, results, plan.profile, out, write_board)
@@ -237,11 +237,12 @@ def _leaderboard_line(regs: Registries, results: Sequence[CellResult], profile: 
     if not write:
         return (f"results: {out}/; leaderboard: clbench leaderboard {shlex.quote(str(out))} (writes "
                 f"{out / 'leaderboard'}/)"), True
-    from clbench._tools.leaderboard import render
+    from clbench._tools.leaderboard import read_margins, render
     from clbench.data import atomic_write_text
 
     path = out / LEADERBOARD_FILE
-    text = render(results, regs.metrics.values(), f"profile `{profile}` ({out})", out.resolve(), regs.methods.items)
+    text = render(results, regs.metrics.values(), f"profile `{profile}` ({out})", out.resolve(), regs.methods.items,
+                  read_margins(out))
     try:
         atomic_write_text(path, text)
     except OSError as exc:
