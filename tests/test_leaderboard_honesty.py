@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from clbench._tools.leaderboard import LEGEND, diagnostics_tables, frame, metric_table, render, render_cell
 from clbench.cell import CellResult
 from clbench.specs import MethodSpec, MetricSpec
