@@ -9,7 +9,9 @@
 #   benchmarks/bench_awom_dense.py); "step" (benchmarks/gpu_step_cost.py: the paper-lps seqft step against bare
 #   loops), "quick-gpu" (the quick default's digits streams as a GPU box runs them, cells finished within QCAP),
 #   "quick-cpu" (the same cells on the box's CPU cores, -j 16), "table2" (paper-lps on permuted MNIST at the paper's
-#   epochs, METHODS of it, after "step" whose seqft cell it reuses); each part is capped at CAP seconds.
+#   epochs, METHODS of it, after "step" whose seqft cell it reuses), "step-old" ("step" with the step as it was
+#   before train.fused, train.sync_every and train.device_data), "gputests" (tests/test_gpu_speed.py's CUDA tests);
+#   each part is capped at CAP seconds.
 set -u
 OUT=${OUT:-runs/gpu-lease}; PARTS=${PARTS:-t5 lps}; CAP=${CAP:-240}; RUNS=/tmp/gpu-lease
 mkdir -p "$OUT" "$RUNS"; export PYTHONUNBUFFERED=1 TQDM_MININTERVAL=20
@@ -27,6 +29,8 @@ BF16="clbench run --stream prompts --data-dir .gpu/prompts --seeds 0 --model-pat
   --set train.threads=8 --set metrics.device=cuda --device-memory off --out $RUNS/bf16"  # expander-ewc: its default density, 10 % (§6)
 T5="python3 benchmarks/gpu_paper_t5.py --model-path /tmp/t5-large-random"
 DIGITS=permuted-digits,permuted-digits-til,split-digits
+# the training step as it was before fused optimizers, batched loss reads and device-resident splits (step-old)
+OLD_PATH="--set train.fused=false --set train.sync_every=1 --set train.device_data=0"
 LPS="clbench run --profile paper-lps --stream permuted-mnist --seeds 0 --data-dir .gpu/mnist --out $RUNS/mnist"
 for part in $PARTS; do
   s=$SECONDS
@@ -36,7 +40,10 @@ for part in $PARTS; do
     lps) timeout "$CAP" $LPS --methods lps --set lps.warmup_epochs=3 --set lps.admm_epochs=9 --set lps.retrain_epochs=3 ;;
     packnet) timeout "$CAP" $LPS --methods packnet --set packnet.train_epochs=3 --set packnet.retrain_epochs=3 ;;
     step) timeout "$CAP" python3 benchmarks/gpu_step_cost.py --data-dir .gpu/mnist --runs $RUNS/mnist-full \
-            --out "$OUT/step_cost.json" ;;
+            --out $RUNS/step_cost.json ;;  # in results.tgz: $OUT brings back 8 files at most
+    step-old) timeout "$CAP" python3 benchmarks/gpu_step_cost.py --data-dir .gpu/mnist --runs $RUNS/mnist-old \
+                --out $RUNS/step_cost_old.json --clbench-args "$OLD_PATH" ;;
+    gputests) timeout "$CAP" python3 -m pytest -q -p no:cacheprovider tests/test_gpu_speed.py ;;
     quick-gpu) timeout "${QCAP:-$CAP}" clbench run --methods all --stream $DIGITS --out $RUNS/quick-gpu --no-progress
                echo "quick-gpu: $(grep -l '"complete"' -r $RUNS/quick-gpu --include=result.json | wc -l) cells complete" ;;
     quick-cpu) timeout "$CAP" clbench run --methods all --stream $DIGITS --set train.device=cpu -j 16 \

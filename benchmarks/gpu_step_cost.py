@@ -12,6 +12,7 @@ clbench figure is its own training time over its steps (``timings`` of result.js
 beside it (evaluation, footprints, metrics and start-up included).
 
     python benchmarks/gpu_step_cost.py --data-dir DIR_WITH_MNIST_IDX [--out FILE.json] [--clbench-args "..."]
+    python benchmarks/gpu_step_cost.py --from-log STEP.LOG --out FILE.json   # the JSON again from what a run printed
 
 Needs a CUDA GPU; prints a table of ms a step and the ratios the GPU issue's goals read (clbench ÷ eager-fused,
 clbench ÷ graph).
@@ -21,12 +22,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -139,15 +142,37 @@ def clbench_cell(data_dir: str, extra: list[str], runs: Path | None) -> dict[str
             "device": result["env"].get("device")}
 
 
+def from_log(text: str) -> dict[str, Any]:
+    """The JSON a run writes, rebuilt from the lines it printed (a lease whose files did not all come back)."""
+    lines = [line.strip() for line in text.replace("\r", "\n").splitlines()]
+    device = next(line.split(", torch ")[0] for line in lines if ", torch " in line)
+    torch_version = next(line.split(", torch ")[1] for line in lines if ", torch " in line)
+    ms = {m[1]: float(m[2]) for m in (re.match(r"([\w-]+): ([\d.]+) ms a step", line) for line in lines) if m}
+    cell = next(re.match(r"clbench cell: ([\d.]+) s \(([\d.]+) s training, ([\d.]+) s evaluation; command ([\d.]+) "
+                         r"s\), AA (\S+)", line) for line in lines if line.startswith("clbench cell:"))
+    ratios = {m[1]: float(m[2]) for m in (re.match(r"(clbench/[\w-]+|non-training share of the cell): ([\d.]+)", line)
+                                          for line in lines) if m}
+    return {"device": device, "torch": torch_version, "ms_per_step": ms,
+            "cell": {"cell_s": float(cell[1]), "train_s": float(cell[2]), "eval_s": float(cell[3]),
+                     "command_s": float(cell[4]), "aa": float(cell[5])},
+            "ratios": ratios, "from_log": True}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data-dir", required=True)
+    ap.add_argument("--from-log", type=Path, help="rebuild --out from the output of an earlier run")
+    ap.add_argument("--data-dir")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--clbench-args", default="", help="more arguments for the clbench cell (e.g. --set ...)")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--tasks", type=int, default=TASKS, help="fewer tasks: a smoke test")
     ap.add_argument("--runs", type=Path, help="keep the clbench cell's result folder here (default: a temp folder)")
     args = ap.parse_args()
+    if args.from_log:
+        args.out.write_text(json.dumps(from_log(args.from_log.read_text()), indent=1))
+        return
+    if not args.data_dir:
+        ap.error("--data-dir is required")
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         sys.exit("gpu_step_cost.py: no CUDA GPU here (--device cpu runs the eager loops only, as a smoke test)")

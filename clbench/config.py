@@ -101,14 +101,26 @@ class TrainConfig:
     # false for full float32 products. No effect on the CPU or on bf16 weights; recorded, and part of the
     # identity (it changes a GPU's numbers).
     tf32: bool = True
+    # On a CUDA GPU, the fused implementation of the optimizer where torch has one (Adam, AdamW, SGD): one kernel for
+    # every parameter's update instead of a few per tensor group. Numbers may move in the last bits against the
+    # foreach implementation; recorded, part of the identity. No effect on the CPU.
+    fused: bool = True
+    # On an accelerator, the step losses are kept on the device and read every this many optimizer steps (one host
+    # sync instead of one a step); a non-finite loss is still reported at its exact step, up to this many steps
+    # late. 0: every step on the CPU, every 32 on an accelerator. Changes no number.
+    sync_every: int = bounded(0, ge=0)
+    # On an accelerator, a task's tensor splits are copied to the device once (batches are then indexed there) while
+    # every split so copied fits in this fraction of the device's memory; 0: never (each batch is copied per step).
+    # Changes no number.
+    device_data: float = bounded(0.25, ge=0, le=1)
 
     # Settings that change no number: clbench._core.plan.identity leaves them out of config_hash, so changing one
     # neither refuses a rerun into the same --out nor invalidates a result or checkpoint.
-    NOT_IDENTITY: ClassVar[tuple[str, ...]] = ("log_every", "checkpoint_every_s")
+    NOT_IDENTITY: ClassVar[tuple[str, ...]] = ("log_every", "checkpoint_every_s", "sync_every", "device_data")
     # Settings added after results were committed: at this value they are left out of the identity, so a
     # result written before they existed keeps its config hash (it was computed this way).
     IDENTITY_SINCE: ClassVar[dict[str, Any]] = {"grad_accum": 1, "diverge_factor": 100.0, "eval_split": "test",
-                                                 "tf32": True}
+                                                 "tf32": True, "fused": True}
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:

@@ -123,7 +123,10 @@ class Stream:
     provenance: str = ""
     scenario: str = ""
     eval_split: str = "test"  # the split a[i][j] scores: "test", or "val" to select settings (train.eval_split)
+    device_data: float = 0.25  # the share of an accelerator's memory its splits may take there (train.device_data)
     _cache: dict[str, TaskData] = field(default_factory=dict, repr=False)
+    # splits copied to an accelerator (on_device): (task, split, device) → the copy, and their bytes
+    _on_device: dict[tuple[str, str, str], Split] = field(default_factory=dict, repr=False)
     # the paths opened while the factory built it and while a task loaded (clbench._core.provenance: the cell's data)
     opened: set[str] = field(default_factory=set, repr=False, compare=False)
 
@@ -159,6 +162,25 @@ class Stream:
             self._cache[task] = data
         return self._cache[task]
 
+    def on_device(self, task: str, split: str, device: torch.device, fraction: float) -> Split:
+        """``task``'s ``split`` ("train", "test", "val"), copied to ``device`` the first time it is asked for while
+        every split this stream copied there fits in ``fraction`` of the device's memory (``train.device_data``);
+        else, and on the CPU or for inputs that are no tensor (texts), the split as it is. Batches indexed on the
+        device then cost no host-to-device copy a step."""
+        data = self.data(task)
+        host = getattr(data, split)
+        if device.type == "cpu" or not fraction or host is None or not isinstance(host.x, Tensor):
+            return host
+        key = (task, split, str(device))
+        if key not in self._on_device:
+            size = host.x.numel() * host.x.element_size() + host.y.numel() * host.y.element_size()
+            held = sum(t.x.numel() * t.x.element_size() + t.y.numel() * t.y.element_size()
+                       for t in self._on_device.values())
+            if held + size > fraction * _device_memory(device):
+                return host
+            self._on_device[key] = Split(host.x.to(device), host.y.to(device))
+        return self._on_device[key]
+
     def load(self, info: TaskInfo) -> TaskData:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -187,15 +209,19 @@ class Stream:
         """``model.predict`` on the test batches of ``task`` (CPU tensors, in order); with ``shard=(r, N)`` only
         on batches r, r+N, ... (data-parallel evaluation: each rank its batches, the same batches as one process)."""
         split, n = self._test_split(task, limit)
-        move = device.type != "cpu"  # the split is on the CPU: there a slice is used as it is
+        if device.type != "cpu":  # on the device once (within train.device_data), else each batch copied there
+            split = self.on_device(task, "test" if self.eval_split == "test" else "val", device, self.device_data)
         preds = []
         rank, world = shard
         for start in range(rank * batch_size, n, world * batch_size):
             x = split.x[start : min(start + batch_size, n)]
-            if move and isinstance(x, Tensor):
+            if isinstance(x, Tensor) and x.device != device:
                 x = x.to(device, non_blocking=True)
-            preds.append(model.predict(x, task).cpu())
-        return preds
+            preds.append(model.predict(x, task))
+        if preds and all(isinstance(p, Tensor) and p.device.type != "cpu" for p in preds):
+            # one copy to the host for the task, not one (and a sync) a batch
+            return list(torch.cat(preds).cpu().split([len(p) for p in preds]))
+        return [p.cpu() if isinstance(p, Tensor) else p for p in preds]
 
     def _test_split(self, task: str, limit: int | None) -> tuple[Split, int]:
         """``task``'s test split (its validation split with ``eval_split="val"``) and how many of its examples are
@@ -234,6 +260,13 @@ class Stream:
             return self.evaluate(model, task, batch_size=batch_size, limit=limit, device=device), None
         preds = self.predictions(model, task, batch_size=batch_size, limit=limit, device=device)
         return self.score_examples(task, preds, limit)
+
+
+def _device_memory(device: torch.device) -> int:
+    """The total memory of an accelerator (bytes); 0 where torch cannot say (then nothing is copied there)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    return 0
 
 
 def cache_dir() -> Path:
@@ -309,7 +342,10 @@ def batches(split: Split, batch_size: int, task: str, generator: torch.Generator
             sl = slice(start, start + batch_size)
             yield Batch(x[sl], y[sl], task)
     elif isinstance(x, Tensor):  # a training step's batch: no Split, method call or type check per batch
-        for index in torch.randperm(n, generator=generator).split(batch_size):
+        order = torch.randperm(n, generator=generator)  # on the CPU: the same order wherever the split is
+        if x.device.type != "cpu":
+            order = order.to(x.device)  # one copy an epoch, then every batch is indexed on the device
+        for index in order.split(batch_size):
             yield Batch(x[index], y[index], task)
     else:
         for index in torch.randperm(n, generator=generator).split(batch_size):

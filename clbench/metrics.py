@@ -449,15 +449,18 @@ def adapter_weight_overlap(footprints: Sequence[TaskFootprint] | None, awom: str
 
 def spectral_norm(fp: Any, factors: bool = False) -> float:
     """‖ΔW‖₂ of one footprint: for a LoRA ΔW = s·B·A with B = Q R, s·‖R A‖₂ (r × in); otherwise from the dense ΔW
-    (a full SVD up to 2,048 on its short side, above it ARPACK's largest singular value)."""
+    (a full SVD up to 256 on its short side, above it ARPACK's largest singular value)."""
     if isinstance(fp, LowRank):
         return _scale(fp, factors) * float(torch.linalg.matrix_norm(_r_factor_b(fp) @ fp.A.double(), ord=2))
     d = fp.dense().double().reshape(fp.shape[0], -1)
-    if min(d.shape) <= 2048:
+    if min(d.shape) <= 256:
         return float(torch.linalg.matrix_norm(d, ord=2))
+    import numpy as np
     import scipy.sparse.linalg
 
-    return float(scipy.sparse.linalg.svds(d.numpy(), k=1, return_singular_vectors=False)[0])
+    # Lanczos (ARPACK) to machine precision from a fixed start: ~5× faster than a full SVD at 2000 × 2000
+    start = np.full(min(d.shape), 1 / math.sqrt(min(d.shape)))
+    return float(scipy.sparse.linalg.svds(d.numpy(), k=1, return_singular_vectors=False, v0=start, tol=0)[0])
 
 
 def normalised_awom(footprints: Sequence[TaskFootprint] | None, awom: float | None, factors: bool = False

@@ -826,7 +826,14 @@ TABLE2_PERMUTED_MNIST = {"sm": 98.80, "ewc": 96.81, "si": 97.52, "lwf": 68.22, "
 
 def _leases() -> list[Path]:
     """The lease folders of results/gpu-lease that hold a step-cost measurement (benchmarks/gpu_step_cost.py)."""
-    return sorted(p.parent for p in (ROOT / "results" / "gpu-lease").glob("*/step_cost.json"))
+    return sorted({p.parent for p in (ROOT / "results" / "gpu-lease").glob("*/step_cost*.json")})
+
+
+# what each measurement of a lease ran: the step as it is, or (step_cost_old.json, mnist-old) as it was before
+# train.fused, train.sync_every and train.device_data; mnist-tenth: 1/10 of Table I's epochs
+STEP_KINDS = {"step_cost.json": "the step", "step_cost_old.json": "the step before fused/sync/device data"}
+RUN_KINDS = {"mnist-full": "paper's", "mnist-old": "paper's, the step before fused/sync/device data",
+             "mnist-tenth": "1/10 of Table I's"}
 
 
 def gpu_step_cost(results: Path, regs: Any) -> str:
@@ -836,30 +843,37 @@ def gpu_step_cost(results: Path, regs: Any) -> str:
 
     rows = []
     for lease in _leases():
-        m = json.loads((lease / "step_cost.json").read_text(encoding="utf-8"))
-        ms, cell = m["ms_per_step"], m["cell"]
-        loops = " · ".join(f"{k} {v:.2f}" for k, v in ms.items() if k != "clbench")
-        rows.append(f"| {lease.name} | {m['device']}, torch {m['torch']} | {ms['clbench']:.2f} | {loops} | "
-                    f"{ms['clbench'] / ms['eager-fused']:.2f} | {ms['clbench'] / ms['graph']:.2f} | "
-                    f"{cell['cell_s']:.1f} s ({1 - cell['train_s'] / cell['cell_s']:.0%} not training) |")
-    return "\n".join(["| lease | device | clbench ms a step | bare loops, ms a step | clbench ÷ eager-fused | "
-                      "clbench ÷ graph | cell wall time |", "|---|---|---|---|---|---|---|", *rows]) + "\n"
+        for name, kind in STEP_KINDS.items():
+            if not (lease / name).exists():
+                continue
+            m = json.loads((lease / name).read_text(encoding="utf-8"))
+            ms, cell = m["ms_per_step"], m["cell"]
+            loops = " · ".join(f"{k} {v:.2f}" for k, v in ms.items() if k != "clbench")
+            rows.append(f"| {lease.name} | {kind} | {m['device']}, torch {m['torch']} | {ms['clbench']:.2f} | {loops} | "
+                        f"{ms['clbench'] / ms['eager-fused']:.2f} | {ms['clbench'] / ms['graph']:.2f} | "
+                        f"{cell['cell_s']:.1f} s ({1 - cell['train_s'] / cell['cell_s']:.0%} not training) |")
+    return "\n".join(["| lease | clbench ran | device | clbench ms a step | bare loops, ms a step | clbench ÷ "
+                      "eager-fused | clbench ÷ graph | cell wall time |", "|---|---|---|---|---|---|---|---|",
+                      *rows]) + "\n"
 
 
 def gpu_table2(results: Path, regs: Any) -> str:
-    """Per lease: the permuted-MNIST paper-lps cells run at the paper's epochs, AA beside LPS Table II's column."""
+    """Per lease: the permuted-MNIST paper-lps cells, AA beside LPS Table II's column, and each cell's step cost."""
     from clbench._core.results import read_result
 
     rows = []
     for lease in _leases():
-        for path in sorted(lease.glob("mnist-full/permuted-mnist/*/order-*/seed-*/result.json")):
-            r = read_result(path)
-            steps = sum(t[p]["steps"] for t in r.timings["tasks"] for p in t["phases"])
-            paper = TABLE2_PERMUTED_MNIST.get(r.method)
-            rows.append(f"| {lease.name} | {r.method} | {r.seed} | {r.metrics['AA']:.2f} | {r.metrics['F.Ra']:.2f} | "
-                        f"{steps:,} | {r.timings['total_s']:.0f} s | {'—' if paper is None else f'{paper:.2f}'} |")
-    return "\n".join(["| lease | method | seed | AA | F.Ra | steps | cell wall time | LPS Table II |",
-                      "|---|---|---|---|---|---|---|---|", *rows]) + "\n"
+        for folder, epochs in RUN_KINDS.items():
+            for path in sorted(lease.glob(f"{folder}/permuted-mnist/*/order-*/seed-*/result.json")):
+                r = read_result(path)
+                phases = [t[p] for t in r.timings["tasks"] for p in t["phases"]]
+                steps, seconds = sum(p["steps"] for p in phases), sum(p["seconds"] for p in phases)
+                paper = TABLE2_PERMUTED_MNIST.get(r.method)
+                rows.append(f"| {lease.name} | {r.method} | {epochs} | {r.seed} | {r.metrics['AA']:.2f} | "
+                            f"{r.metrics['F.Ra']:.2f} | {steps:,} | {1000 * seconds / steps:.2f} ms | "
+                            f"{r.timings['total_s']:.0f} s | {'—' if paper is None else f'{paper:.2f}'} |")
+    return "\n".join(["| lease | method | epochs | seed | AA | F.Ra | steps | a step | cell wall time | LPS Table II |",
+                      "|---|---|---|---|---|---|---|---|---|---|", *rows]) + "\n"
 
 
 GENERATORS: dict[str, Callable[[Path, Any], str]] = {

@@ -135,28 +135,32 @@ def synced(master: Tensor, weight: Tensor) -> Tensor:
     return torch.where(weight == master.to(weight.dtype), master, weight.float())
 
 
-def torch_optimizer(params: Sequence[Tensor], phase: Phase) -> torch.optim.Optimizer:
-    """The phase's torch optimizer over ``params``."""
+def torch_optimizer(params: Sequence[Tensor], phase: Phase, fused: bool = False) -> torch.optim.Optimizer:
+    """The phase's torch optimizer over ``params``; ``fused`` (``train.fused`` on a GPU): torch's fused
+    implementation for Adam, AdamW and SGD, where every parameter is a floating-point CUDA tensor."""
+    kw = {"fused": True} if fused and params and all(p.is_cuda and p.is_floating_point() for p in params) else {}
     if phase.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=phase.lr, momentum=phase.momentum, weight_decay=phase.weight_decay)
+        return torch.optim.SGD(params, lr=phase.lr, momentum=phase.momentum, weight_decay=phase.weight_decay, **kw)
     if phase.optimizer == "adam":
-        return torch.optim.Adam(params, lr=phase.lr, weight_decay=phase.weight_decay)
+        return torch.optim.Adam(params, lr=phase.lr, weight_decay=phase.weight_decay, **kw)
     if phase.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=phase.lr, weight_decay=phase.weight_decay)
+        return torch.optim.AdamW(params, lr=phase.lr, weight_decay=phase.weight_decay, **kw)
     if phase.optimizer == "rmsprop":
         return torch.optim.RMSprop(params, lr=phase.lr, momentum=phase.momentum, weight_decay=phase.weight_decay)
     raise ClbenchError(f"unknown optimizer {phase.optimizer!r}")
 
 
 def make_optimizer(params: Sequence[nn.Parameter], phase: Phase, coordinates: Coordinates = (),
-                   masters: Masters | None = None) -> torch.optim.Optimizer | PackedState:
+                   masters: Masters | None = None, fused: bool = False) -> torch.optim.Optimizer | PackedState:
     """The optimizer of one phase; with ``coordinates`` (parameter, bool mask) its state covers only the masks;
-    low-precision parameters are stepped through fp32 masters (``masters``: the cell's, else new ones)."""
+    low-precision parameters are stepped through fp32 masters (``masters``: the cell's, else new ones). ``fused``:
+    see :func:`torch_optimizer`."""
     if not params:
         raise ClbenchError(f"phase {phase.name!r} has no trainable parameters")
     if not coordinates and not any(p.dtype in LOW_PRECISION for p in params):
-        return torch_optimizer(params, phase)
-    return PackedState(params, coordinates, lambda packed: torch_optimizer(packed, phase), masters or Masters())
+        return torch_optimizer(params, phase, fused)
+    return PackedState(params, coordinates, lambda packed: torch_optimizer(packed, phase, fused),
+                       masters or Masters())
 
 
 def torch_optimizer_of(opt: torch.optim.Optimizer | PackedState) -> torch.optim.Optimizer:

@@ -57,6 +57,7 @@ from clbench.model import CLModel, StreamInfo
 # The least blow-up reference (train.diverge_factor): a phase that starts on a task already learned (joint training
 # after its first task: a first step of 4e-4) has a loss that may rise a hundredfold and stay far below a blow-up.
 LOSS_FLOOR = 1.0
+SYNC_EVERY = 32  # train.sync_every's default on an accelerator: steps between reads of the step losses
 FINAL_STATUSES = ("complete", "diverged")  # deterministic outcomes: rerunning gives the same
 
 
@@ -73,6 +74,7 @@ def build_stream(regs: Registries, cell: Cell) -> Stream:
     stream = provenance.observed(lambda: regs.streams.get(cell.stream).factory(cell.stream_cfg))
     check_type(stream, Stream, f"stream {cell.stream!r}", "factory", regs.streams.origins.get(cell.stream))
     stream.eval_split = cell.train.eval_split
+    stream.device_data = cell.train.device_data
     return stream
 
 
@@ -128,10 +130,16 @@ def evaluate(model: CLModel, method: Method, stream: Stream, tasks: list[str], t
 
 
 def _epoch_batches(ctx: CellContext, tasks: list[str], batch_size: int, *salt: int) -> Iterator[Batch]:
+    """One epoch's batches of ``tasks``, on the cell's device where the stream keeps the split there
+    (``train.device_data``); the same batches, in the same order, as from the CPU."""
+    fraction = ctx.train.device_data
     if len(tasks) == 1:  # the split's own generator: no second generator frame a step
-        return batches(ctx.data(tasks[0]).train, batch_size, tasks[0], ctx.generator(*salt))
+        return batches(ctx.stream.on_device(tasks[0], "train", ctx.device, fraction), batch_size, tasks[0],
+                       ctx.generator(*salt))
     # Joint training: every batch holds one task; batches of all tasks interleaved at random.
-    pool = [b for i, t in enumerate(tasks) for b in batches(ctx.data(t).train, batch_size, t, ctx.generator(*salt, i))]
+    pool = [b for i, t in enumerate(tasks)
+            for b in batches(ctx.stream.on_device(t, "train", ctx.device, fraction), batch_size, t,
+                             ctx.generator(*salt, i))]
     return (pool[i] for i in torch.randperm(len(pool), generator=ctx.generator(*salt, -1)).tolist())
 
 
@@ -247,7 +255,7 @@ def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, wha
         params = method.parameters(model, phase)
         if not phase.optimizer_group or group[0] != phase.optimizer_group:
             group = (phase.optimizer_group, make_optimizer(params, phase, method.sparse_coordinates(phase),
-                                                           cell_masters(ctx)))
+                                                           cell_masters(ctx), ctx.train.fused))
         run = _PhaseRun(model, method, ctx, phase, p_i, index, train_tasks, group[1], params, what, on_step, step)
         t0, tokens0 = time.perf_counter(), model.tokens_seen
         epoch_loss = run.epochs()
@@ -312,12 +320,15 @@ class _PhaseRun:
         one loop over locals: it is the harness's whole per-step cost (benchmarks/bench_overhead.py)."""
         model, method, ctx, opt, params, what, on_step = (self.model, self.method, self.ctx, self.opt, self.params,
                                                           self.what, self.on_step)
-        task, phase, dist, accum, clip = ctx.order[self.index], self.phase, ctx.dist, ctx.train.grad_accum, \
-            ctx.train.grad_clip
+        phase, dist, accum, clip = self.phase, ctx.dist, ctx.train.grad_accum, ctx.train.grad_clip
         every = ctx.train.log_every if on_step is not None else 0
-        move, parallel = ctx.device.type != "cpu", dist.active  # streams hold CPU tensors: on CPU a batch is used as is
+        # a batch not already on the device (a split kept on the host) is copied there; on the CPU it is used as is
+        move, parallel = ctx.device.type != "cpu", dist.active
         after_backward, after_step = _own_hook(method, "after_backward"), _own_hook(method, "after_step")
-        step, total, n = self.step, 0.0, 0
+        step, total, n, value = self.step, 0.0, 0, math.nan
+        # the step losses read at once every `sync` steps (train.sync_every): every step on the CPU, where reading one
+        # is cheap; on an accelerator each read waits for the device to finish the step
+        sync, pending = ctx.train.sync_every or (1 if ctx.device.type == "cpu" else SYNC_EVERY), []
         for batch in _epoch_batches(ctx, self.train_tasks, ctx.train.batch_size, self.index, self.p_i, epoch):
             if move:
                 batch = batch.to(ctx.device)
@@ -329,17 +340,13 @@ class _PhaseRun:
                 loss.backward()
             else:
                 loss, task_loss, terms = accumulate(model, method, batch, accum, what)
-            value = loss.item()  # the step's one host sync: the non-finite check and the epoch's mean loss
-            if not math.isfinite(value):
-                raise _diverged(f"loss became {value}", task, self.index, phase.name, epoch, step + 1, value, None)
-            if self.first is None:
-                self.first = max(value, LOSS_FLOOR)
-            total += value
-            n += 1
-            if after_backward is not None:
-                after_backward()
             step += 1
             logged = every and step % every == 0
+            pending.append(loss.detach())
+            if len(pending) >= sync or logged:  # the host sync: the non-finite check and the epoch's mean loss
+                total, n, value = self._drain(pending, epoch, step, total, n)
+            if after_backward is not None:
+                after_backward()
             norm = None
             if clip > 0:
                 norm = torch.nn.utils.clip_grad_norm_(params, clip)
@@ -354,9 +361,28 @@ class _PhaseRun:
                 values.update((f"loss/{name}", float(term.detach())) for name, term in terms.items())
                 values.update(lr=float(opt.param_groups[0]["lr"]), grad_norm=float(norm))
                 on_step(phase.name, epoch, step, values)
+        if pending:
+            total, n, value = self._drain(pending, epoch, step, total, n)
         self.steps += step - self.step
         self.step = step
         return total, n
+
+    def _drain(self, pending: list[Tensor], epoch: int, step: int, total: float, n: int) -> tuple[float, int, float]:
+        """Read the losses of the steps ``pending`` (the last of them the cell's step ``step``) in one host sync:
+        raise :class:`Diverged` naming the first non-finite one's step, else add them to the epoch's ``total`` and
+        count ``n``; returns those and the last loss. Empties ``pending``."""
+        values = [pending[0].item()] if len(pending) == 1 else torch.stack([v.float() for v in pending]).tolist()
+        pending.clear()
+        first_step = step - len(values) + 1
+        for k, value in enumerate(values):
+            if not math.isfinite(value):
+                raise _diverged(f"loss became {value}", self.ctx.order[self.index], self.index, self.phase.name, epoch,
+                                first_step + k, value, None)
+            if self.first is None:
+                self.first = max(value, LOSS_FLOOR)
+            total += value
+            n += 1
+        return total, n, values[-1]
 
 
 def _diverged(what: str, task: str, index: int, phase: str, epoch: int, step: int, loss: float,

@@ -3,6 +3,8 @@ GSR, OO, AWOM (raw and normalised, both orientations) and NucNorm from footprint
 
 from __future__ import annotations
 
+import math
+
 from clbench import hookimpl
 from clbench import metrics as m
 from clbench.metrics import MetricInput
@@ -67,12 +69,25 @@ def _awom(inp: MetricInput) -> float | None:
     return _awom_of(inp, inp.awom)
 
 
+# The second AWOM orientation and AWOM's normalised form cost as much again as AWOM on dense footprints (a float64
+# Gram and eigensolve per pair of tasks and layer: ~40 s a cell of LPS's 2000 × 2000 MLP on one thread); on layers
+# above this many entries they are n/a unless every footprint is low-rank (r × r problems, microseconds).
+EXTRA_DENSE_LIMIT = 1 << 20
+
+
+def _extra_forms(inp: MetricInput) -> bool:
+    """Whether AWOM.T and AWOM.norm are computed for this cell (see EXTRA_DENSE_LIMIT)."""
+    if not inp.footprints or m.lowrank_only(inp.footprints):
+        return True
+    return all(math.prod(fp.shape) <= EXTRA_DENSE_LIMIT for task in inp.footprints for fp in task.values())
+
+
 def _awom_other(inp: MetricInput) -> float | None:
-    return _awom_of(inp, "transposed" if inp.awom == "eq8" else "eq8")
+    return _awom_of(inp, "transposed" if inp.awom == "eq8" else "eq8") if _extra_forms(inp) else None
 
 
 def _awom_norm(inp: MetricInput) -> float | None:
-    return m.normalised_awom(inp.footprints, _awom_of(inp, inp.awom), inp.factors)
+    return m.normalised_awom(inp.footprints, _awom_of(inp, inp.awom), inp.factors) if _extra_forms(inp) else None
 
 
 def _a_norm(inp: MetricInput) -> float | None:
@@ -109,9 +124,10 @@ def clbench_add_metrics() -> list[MetricSpec]:
                    "‖A_T‖_F of the last task's LoRA down-projections, beside OO (a penalty can shrink A_T to 0)"),
         MetricSpec("AWOM", _awom, "down", "footprint", "adapter weight orthogonality magnitude Σ‖ΔW_Tᵀ ΔW_i‖₂ (N-LoRA eq. 8)"),
         MetricSpec("AWOM.norm", _awom_norm, "down", "footprint",
-                   "AWOM divided by Σ‖ΔW_T‖₂‖ΔW_i‖₂: in [0, 1], free of the updates' size"),
+                   "AWOM divided by Σ‖ΔW_T‖₂‖ΔW_i‖₂: in [0, 1], free of the updates' size (dense layers ≤ 2²⁰ entries)"),
         MetricSpec("AWOM.T", _awom_other, "down", "footprint",
-                   "AWOM in the other orientation than metrics.awom (by default ‖ΔW_Tᵀ ΔW_i‖₂ in PEFT's out × in layout)"),
+                   "AWOM in the other orientation than metrics.awom (by default ‖ΔW_Tᵀ ΔW_i‖₂ in PEFT's out × in layout; "
+                   "dense layers ≤ 2²⁰ entries)"),
         MetricSpec("NucNorm", _nuclear, "down", "lowrank",
                    "mean nuclear norm ‖ΔW_t‖_* over tasks and layers (N-LoRA Fig. 3: subspace dimension used)"),
         MetricSpec("NucNorm.1", _nuclear_first, "down", "lowrank",
