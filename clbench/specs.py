@@ -55,6 +55,14 @@ class MethodSpec:
     presets: Presets = field(default_factory=dict)
     tags: frozenset[str] = frozenset()
     scenarios: frozenset[str] = frozenset()
+    # Whether it trains the model's own weights in full (a model config with ``train_base=false`` then leaves it
+    # nothing to train, refused at plan time). None: a method whose footprint is dense; LoRA methods bring their
+    # adapters and masked methods select their coordinates themselves.
+    trains_base: bool | None = None
+
+    @property
+    def trains_model(self) -> bool:
+        return self.footprint_kind == "dense" if self.trains_base is None else self.trains_base
 
 
 @dataclass(frozen=True)

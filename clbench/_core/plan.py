@@ -396,6 +396,13 @@ def _make_cell(
                               _select(layers.user, "model"))
     model_cfg = cfg.apply(mspec.config_cls, None, model_values, "model")
     _check_heads(model_cfg, stream)
+    # a model that keeps its own weights frozen (the text models' `train_base`, off for LoRA methods) leaves a
+    # method that trains them nothing to train: found here, not after the model has loaded
+    if getattr(model_cfg, "train_base", True) is False:
+        frozen = [m.name for m in mspecs if m.trains_model]
+        if frozen:
+            return (f"{', '.join(frozen)} trains the model's own weights, which model {mspec.name!r} keeps frozen "
+                    "(model.train_base=false): add --set model.train_base=true, or run a LoRA method")
     stream_values = _with_path(sspec.config_cls, layers.stream_scope(), "data_dir", req.data_dir,
                                _select(layers.user, "stream"))
     return Cell(

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fnmatch
 import importlib
 import os
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -88,28 +89,73 @@ def check_data_parallel(plan: Plan, regs: Registries, nproc: int, executor: str,
 _TREE_DEPTH = 4  # <out>/<stream>/<method>/order-<o>/seed-<s>/result.json
 
 
+_CELL_PATTERN = ("*", "*", "order-*", "seed-*")  # <stream>/<method>/order-<o>/seed-<s> below a tree's root
+
+
 def check_not_nested(out: Path) -> None:
     """Refuse an ``--out`` inside another run's result tree, or holding one at another depth: ``leaderboard`` and
     ``compare`` read a tree recursively, and a nested run's cells would be read as a second result of the same
-    cells (or a stray tree's)."""
+    cells (or a stray tree's).
+
+    Above ``--out`` it looks for the lock file every run leaves in each ancestor, and for cell folders in the nearest
+    ancestors that are no mount point (never a listing of ``/`` or ``/proc``, where processes come and go); an entry
+    that vanishes or cannot be listed while it looks is skipped."""
     given, out = out, out.resolve()
     if out.exists() and not out.is_dir():
         raise ClbenchError(f"--out {given} is a file; give a folder (it is created when missing)")
     for level, parent in enumerate(out.parents):
-        cells = parent.glob("*/*/order-*/seed-*/" + RESULT_FILE) if level < _TREE_DEPTH else iter(())
-        if (parent / LOCK_FILE).exists() or next(cells, None) is not None:
+        if _exists(parent / LOCK_FILE) or (level < _TREE_DEPTH and not os.path.ismount(parent)
+                                          and _holds_cells(parent)):
             raise ClbenchError(f"--out {given} is inside the result tree of another run, {parent}/: its cells would be "
                                "read as that tree's; use a folder beside it, not inside it")
     if not out.is_dir():
         return
-    for path in out.rglob(RESULT_FILE):
+    for path in _walk(out, RESULT_FILE):
         if len(path.relative_to(out).parts) != _TREE_DEPTH + 1:
             raise ClbenchError(f"--out {given} holds a result outside the cell layout, {path}: another run's tree "
                                "nested inside it? move it out, or use another --out")
-    for lock in out.rglob(LOCK_FILE):
+    for lock in _walk(out, LOCK_FILE):
         if lock.parent != out:
             raise ClbenchError(f"--out {given} holds another run's result tree, {lock.parent}/; move it out, or use "
                                "another --out")
+
+
+def _holds_cells(root: Path) -> bool:
+    """Whether ``root`` holds a cell, ``<stream>/<method>/order-<o>/seed-<s>/result.json``, folder by folder: a folder
+    that vanishes or cannot be listed meanwhile is skipped (pathlib's glob raises)."""
+    level = [root]
+    for pattern in _CELL_PATTERN:
+        below = []
+        for folder in level:
+            try:
+                with os.scandir(folder) as entries:
+                    below += [Path(e.path) for e in entries if fnmatch.fnmatch(e.name, pattern) and _is_dir(e)]
+            except OSError:
+                continue
+        level = below
+    return any((folder / RESULT_FILE).is_file() for folder in level)
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError as exc:  # a permission error on a parent: name it, with what was being checked
+        raise ClbenchError(f"cannot read {path} ({exc.strerror or exc}) while checking that --out is not inside "
+                           "another run's result tree") from None
+
+
+def _walk(root: Path, name: str) -> Iterator[Path]:
+    """Every ``name`` below ``root`` (os.walk: an entry that vanishes, or cannot be listed, is skipped)."""
+    for folder, _, files in os.walk(root):
+        if name in files:
+            yield Path(folder) / name
 
 
 def output_lock(out: Path) -> FileLock:

@@ -213,21 +213,25 @@ def _plan_lines(regs: Registries, plan: Any, verbose: bool) -> list[str]:
 def _chosen_settings(regs: Registries, cells: Sequence[Any]) -> list[str]:
     """One line per stream whose training settings nobody chose for it: a stream of your own data (tag
     ``own-data``: its presets are generic), or a stream without a preset for the run's profile (the training
-    defaults). The model and settings of its first cell."""
-    lines, seen = [], set()
+    defaults). Each method's model and settings (methods with the same ones together)."""
+    chosen: dict[str, dict[str, list[str]]] = {}  # stream → settings text → methods
+    why: dict[str, str] = {}
     for c in cells:
         spec = regs.streams.get(c.stream)
         preset = c.profile in spec.presets
-        if c.stream in seen or (preset and "own-data" not in spec.tags):
+        if preset and "own-data" not in spec.tags:
             continue
-        seen.add(c.stream)
         t = c.train
-        why = "its presets, not tuned for your data" if preset else f"no preset for profile {c.profile!r}: the defaults"
-        lines.append(f"{c.stream} ({c.method}): model {c.model}, {t.epochs} epoch{'s' if t.epochs > 1 else ''} a task, "
-                     f"{t.optimizer} lr {t.lr:g}" + (f" momentum {t.momentum:g}" if t.momentum else "")
-                     + f", batch {t.batch_size} ({why}: --model, --set train.lr=... change them; "
-                     "`clbench list settings train`)")
-    return lines
+        text = (f"model {c.model}, {t.epochs} epoch{'s' if t.epochs > 1 else ''} a task, {t.optimizer} lr {t.lr:g}"
+                + (f" momentum {t.momentum:g}" if t.momentum else "") + f", batch {t.batch_size}")
+        methods = chosen.setdefault(c.stream, {}).setdefault(text, [])
+        if c.method not in methods:
+            methods.append(c.method)
+        why[c.stream] = "its presets, not tuned for your data" if preset else \
+            f"no preset for profile {c.profile!r}: the defaults"
+    return [f"{stream}: " + "; ".join(f"{', '.join(methods)}: {text}" for text, methods in groups.items())
+            + f" ({why[stream]}: --model, --set train.lr=... change them; `clbench list settings train`)"
+            for stream, groups in chosen.items()]
 
 
 def _leaderboard_line(regs: Registries, results: Sequence[CellResult], profile: str, out: Path,

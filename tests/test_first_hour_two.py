@@ -1,0 +1,86 @@
+"""The first hour, second pass (issue 36): what a researcher tripped over, each with the test that failed before."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from clbench._exec import executors
+from clbench.errors import ClbenchError
+
+
+def _cell(root: Path) -> None:
+    cell = root / "split-digits" / "ewc" / "order-1" / "seed-0"
+    cell.mkdir(parents=True)
+    (cell / "result.json").write_text("{}")
+
+
+def test_a_tree_without_a_lock_file_still_refuses_an_out_inside_it(tmp_path):
+    _cell(tmp_path / "tree")  # a committed tree: cells, no lock file
+    with pytest.raises(ClbenchError, match="is inside the result tree of another run"):
+        executors.check_not_nested(tmp_path / "tree" / "split-digits" / "x")
+    executors.check_not_nested(tmp_path / "beside")  # beside it: fine
+
+
+def test_a_folder_vanishing_while_the_nesting_check_looks_is_skipped(tmp_path, monkeypatch):
+    # what a process exiting under /proc did to `clbench run --out runs` in / (5 of ~50 runs on a busy machine)
+    (tmp_path / "a" / "gone").mkdir(parents=True)
+    real = os.scandir
+
+    def vanishing(path):
+        if str(path).endswith("gone"):
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", vanishing)
+    executors.check_not_nested(tmp_path / "a" / "out")
+
+
+def test_the_nesting_check_never_lists_a_mount_point(monkeypatch, tmp_path):
+    listed = []
+    real = executors._holds_cells
+    monkeypatch.setattr(executors, "_holds_cells", lambda root: listed.append(root) or real(root))
+    executors.check_not_nested(Path("/out-probe-that-is-not-created"))
+    assert Path("/") not in listed
+
+
+def _jsonl(root: Path) -> Path:
+    import json
+
+    for task in ("t0", "t1"):
+        (root / task).mkdir(parents=True)
+        for split in ("train", "test"):
+            rows = [{"sentence": f"{task} text {i}", "label": "pos" if i % 2 else "neg"} for i in range(6)]
+            (root / task / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return root
+
+
+def test_a_method_the_frozen_text_model_cannot_train_is_refused_at_plan_time(tmp_path):
+    from clbench import testing
+    from clbench._core.plan import RunRequest, make_plan
+    from clbench.config import parse_sets
+    from clbench.errors import ConfigError
+
+    regs, data = testing.registry(), str(_jsonl(tmp_path / "data"))
+    with pytest.raises(ConfigError, match=r"ewc trains the model's own weights, which model 'encoder' keeps frozen "
+                                          r"\(model.train_base=false\): add --set model.train_base=true"):
+        make_plan(regs, RunRequest(methods="ewc", streams=["jsonl"], data_dir=data, out=tmp_path / "o"))
+    plan = make_plan(regs, RunRequest(methods="all", streams=["jsonl"], data_dir=data, out=tmp_path / "o"))
+    assert "ewc" not in {c.method for c in plan.cells} and "seqlora" in {c.method for c in plan.cells}
+    assert any(line.startswith("ewc on jsonl: ewc trains the model's own weights") for line in plan.skipped)
+    unfrozen = make_plan(regs, RunRequest(methods="ewc", streams=["jsonl"], data_dir=data, out=tmp_path / "o",
+                                          sets=parse_sets(["model.train_base=true"])))
+    assert {c.method for c in unfrozen.cells} == {"ewc"}  # one cell a seed
+
+
+def test_the_untuned_notice_names_every_method_s_settings(tmp_path):
+    from clbench import testing
+    from clbench._cli.commands.run import _chosen_settings
+    from clbench._core.plan import RunRequest, make_plan
+
+    regs, data = testing.registry(), str(_jsonl(tmp_path / "data"))
+    plan = make_plan(regs, RunRequest(methods="seqlora,expander", streams=["jsonl"], data_dir=data, out=tmp_path / "o"))
+    [line] = _chosen_settings(regs, plan.cells)
+    assert "expander: model encoder" in line and "seqlora: model encoder" in line and "not tuned for your data" in line
