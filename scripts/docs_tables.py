@@ -296,7 +296,7 @@ def quick_excerpt(results: Path, regs: Any) -> str:
     blocks = []
     for (stream, scenario), section in section_results(cells).items():
         summary = summarise(section, regs.methods.items, margin_of(stream, margins))
-        labels = method_labels([r.method for r in summary.rows], regs.methods.items)
+        labels = method_labels([r.method for r in summary.rows], regs.methods.items, "quick", stream)
         blocks.append(f"**{section_title(stream, scenario)}**\n\n{summary_caption(summary)}\n\n"
                       f"{summary_table(summary, labels)}")
     return head + "\n" + "\n".join(blocks).rstrip("\n")

@@ -84,3 +84,19 @@ def test_the_untuned_notice_names_every_method_s_settings(tmp_path):
     plan = make_plan(regs, RunRequest(methods="seqlora,expander", streams=["jsonl"], data_dir=data, out=tmp_path / "o"))
     [line] = _chosen_settings(regs, plan.cells)
     assert "expander: model encoder" in line and "seqlora: model encoder" in line and "not tuned for your data" in line
+
+
+def test_a_method_without_a_preset_is_marked_as_running_on_the_defaults():
+    from clbench._tools.leaderboard import console_summary, method_labels
+    from clbench.cell import CellResult
+    from clbench.method import Method
+    from clbench.specs import MethodSpec
+
+    specs = {"ewc": MethodSpec("ewc", Method, presets={"quick/split-digits": {"train.lr": 0.05}}),
+             "mine": MethodSpec("mine", Method)}
+    assert method_labels(["ewc", "mine", "mine+ewc"], specs, "quick", "split-digits") == {
+        "ewc": "ewc", "mine": "mine (defaults)", "mine+ewc": "mine+ewc"}
+    assert method_labels(["mine"], specs) == {"mine": "mine"}  # no profile and stream: nothing to say
+    results = [CellResult(m, "split-digits", "1", s, ["a"], [[90.0]], metrics={"AA": 90.0 - s}, config={"profile": "quick"},
+                          scenario="task-incremental") for m in ("ewc", "mine") for s in range(2)]
+    assert "mine (defaults)" in console_summary(results, specs)

@@ -135,7 +135,7 @@ def test_tags_and_methods_that_cannot_run_are_shown():
     results = [_cell("joint", s, 95.0) for s in range(2)] + \
               [_cell("packnet", s, 90.0, scenario="task-incremental", stream="t") for s in range(2)]
     text = render(results, [AA, FRA], "T", methods=specs)
-    assert "joint (oracle)" in text and "Oracle rows" in text
+    assert "joint (oracle, defaults)" in text and "Oracle rows" in text  # no preset for profile p either
     section = text.split("## s — domain-incremental")[-1]
     assert "Cannot run in this scenario (they use the task identity at test time): packnet." in section
 

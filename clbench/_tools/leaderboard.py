@@ -295,7 +295,9 @@ RANK_BY, SECOND = "AA", "F.Ra"  # the summary ranks by AA (higher is better) and
 SUMMARY_LEGEND = ("Rows ranked by mean AA over every cell (orders × seeds), with its 95 % two-level bootstrap "
                   "interval (cells, then test examples) and the rank interval those replicates give. `vs reference`: "
                   "the verdict of the one rule (docs/verdicts.md) against the reference, the best non-oracle row; "
-                  "`d (p)`: the row's mean paired deficit in AA and its Holm-adjusted p. Oracle rows sit apart. "
+                  "`d (p)`: the row's mean paired deficit in AA and its Holm-adjusted p. Oracle rows sit apart; "
+                  "`(defaults)` marks a method with no preset for the profile and stream: it ran on the training "
+                  "defaults, not on settings chosen for the stream as the built-ins' presets are (docs/tuning.md). "
                   "Cost: optimizer steps a task (⚑: above 1.2× the table's median), wall seconds a cell, the method's "
                   "state after the last task, the most parameters a phase trained.")
 
@@ -582,9 +584,35 @@ def cannot_run(df: pd.DataFrame, scenario: str, specs: Mapping[str, MethodSpec] 
     return out
 
 
-def method_labels(methods: Sequence[str], specs: Mapping[str, MethodSpec] | None) -> dict[str, str]:
-    """``joint (oracle)``: a method label with what a reader must see of its tags."""
-    return {label: f"{label} (oracle)" if is_oracle(label, specs) else label for label in methods}
+def method_labels(methods: Sequence[str], specs: Mapping[str, MethodSpec] | None, profile: str | None = None,
+                  stream: str | None = None) -> dict[str, str]:
+    """``joint (oracle)``, ``mymethod (defaults)``: a method label with what a reader must see: an oracle, or (with
+    ``profile`` and ``stream``) a method none of whose parts has a preset for them, so that it ran on the training
+    defaults beside methods whose presets were chosen for this stream (docs/tuning.md)."""
+    out = {}
+    for label in methods:
+        notes = ["oracle"] if is_oracle(label, specs) else []
+        if specs and profile and stream and not _has_preset(label, specs, profile, stream):
+            notes.append("defaults")
+        out[label] = f"{label} ({', '.join(notes)})" if notes else label
+    return out
+
+
+def _has_preset(label: str, specs: Mapping[str, MethodSpec], profile: str, stream: str) -> bool:
+    """Whether a part of the method (an unknown one counts as having one: nothing to say) has a preset for
+    ``profile`` on ``stream`` (the profile's own, the stream's, or an order's)."""
+    for part in _parts(label):
+        if part not in specs:
+            return True
+        if any(k in (profile, f"{profile}/{stream}") or k.startswith(f"{profile}/{stream}/")
+               for k in specs[part].presets):
+            return True
+    return False
+
+
+def _profile_of(results: Sequence[CellResult]) -> str | None:
+    profiles = {str(r.config.get("profile", "custom")) for r in results}
+    return profiles.pop() if len(profiles) == 1 else None
 
 
 def console_summary(results: Iterable[CellResult], methods: Mapping[str, MethodSpec] | None = None,
@@ -595,7 +623,7 @@ def console_summary(results: Iterable[CellResult], methods: Mapping[str, MethodS
         if not any(RANK_BY in r.metrics for r in section):
             continue
         summary = summarise(section, methods, margin_of(stream, margins))
-        labels = method_labels([r.method for r in summary.rows], methods)
+        labels = method_labels([r.method for r in summary.rows], methods, _profile_of(section), stream)
         blocks.append(f"{section_title(stream, scenario)}\n{summary_table(summary, labels, 'simple', cost=False)}")
     return "\n".join(blocks)
 
@@ -624,7 +652,8 @@ def render(results: Iterable[CellResult], metrics: Sequence[MetricSpec], title: 
     if summaries:
         parts.append("## Summary\n\n" + SUMMARY_LEGEND + "\n")
         for (stream, scenario), summary in summaries.items():
-            labels = method_labels([r.method for r in summary.rows], methods)
+            labels = method_labels([r.method for r in summary.rows], methods, _profile_of(by_section[stream, scenario]),
+                                   stream)
             parts.append(f"### {section_title(stream, scenario)}\n\n{summary_caption(summary)}\n\n"
                          f"{summary_table(summary, labels)}")
     for stream, scenario, sdf in sections(df):
@@ -632,7 +661,7 @@ def render(results: Iterable[CellResult], metrics: Sequence[MetricSpec], title: 
         summary = summaries.get((stream, scenario))
         order = ([r.method for r in summary.rows] if summary is not None
                  else sorted(sdf["method"].unique(), key=label_key))
-        labels = method_labels(order, methods)
+        labels = method_labels(order, methods, _profile_of(by_section.get((stream, scenario), [])), stream)
         parts.append(f"## {section_title(stream, scenario)}\n\nseeds: {', '.join(str(s) for s in seeds)}; "
                      f"cells: {sdf.drop_duplicates(['method', 'order', 'seed']).shape[0]}\n")
         excluded = cannot_run(df, scenario, methods)
