@@ -243,8 +243,9 @@ def test_leaderboard_exports_the_summary_as_numbers_and_show_opens_a_multi_seed_
         assert [r["AA mean"] for r in records if r["method"] == method] == [pytest.approx(statistics.mean(aa))]
     tex = (board / "quick.tex").read_text()
     row = csv.iloc[0]  # AA as its mean and 95 % interval, F.Ra as mean ± std
-    assert tex.startswith("\\begin{tabular}") and (f"{row['AA mean']:.2f} [{row['AA ci low']:.2f}, "
-                                                    f"{row['AA ci high']:.2f}]") in tex and "\\pm" in tex
+    assert tex.startswith("\\begin{table}\n\\caption{split-digits") and "\\toprule" in tex
+    assert (f"{row['AA mean']:.2f} [{row['AA ci low']:.2f}, {row['AA ci high']:.2f}]") in tex and "\\pm" in tex
+    assert {"label", "bold", "BWT mean", "LA mean", "FWT std", "GSR mean"} <= set(csv.columns)  # every metric
     link = re.search(r"\]\((\.\./split-digits/seqft/order-1)\)", (board / "quick.md").read_text())
     assert link, "a row of two seeds links to its order folder"
     code, out, err = clbench(capsys, "show", str(board / link.group(1)))

@@ -514,33 +514,46 @@ def summary_caption(summary: Summary) -> str:
 
 def summary_frame(results: Iterable[CellResult], specs: Mapping[str, MethodSpec] | None = None,
                   margins: Mapping[str, float] | None = None) -> pd.DataFrame:
-    """The summary tables as numbers, one row per (profile, stream, scenario, method): rank interval, oracle, AA
-    (mean, 95 % interval, sample std, n), F.Ra (mean, std), the verdict, d and its p (raw and Holm), cost. What
-    ``clbench leaderboard --format csv,json,latex`` writes."""
+    """The summary tables as numbers, one row per (profile, stream, scenario, method): rank interval, the label
+    the tables print (with its tags), oracle, AA (mean, 95 % interval, sample std), the verdict, d and its p (raw
+    and Holm), whether the leaderboard bolds it, every other metric's mean and sample std over the row's cells, and
+    the cost. What ``clbench leaderboard --format csv,json,latex`` writes; the same for a pandas user."""
     rows = []
     for profile, group in by_profile(results).items():
         for (stream, scenario), section in section_results(group).items():
             summary = summarise(section, specs, margin_of(stream, margins))
+            labels = method_labels([r.method for r in summary.rows], specs, profile, stream)
+            bold = bold_rows(summary.table)
+            metrics = sorted({k for r in section if r.status == "complete" for k in r.metrics} - {RANK_BY})
             for row in summary.rows:
                 j = row.judged
                 aa = [] if j is None else list(_aa_values(section, row.method))
-                fra_mean, fra_std = _stats(row.fra) if row.fra and not row.diverged else (None, None)
-                rows.append({
+                out = {
                     "profile": profile, "stream": stream, "scenario": scenario, "rank": _rank(row),
-                    "method": row.method, "oracle": row.oracle,
+                    "method": row.method, "label": labels[row.method], "oracle": row.oracle,
                     "AA mean": None if j is None else j.mean,
                     "AA ci low": None if j is None or j.interval is None else j.interval[0],
                     "AA ci high": None if j is None or j.interval is None else j.interval[1],
-                    "AA std": _stats(aa)[1] if aa else None,
-                    "F.Ra mean": fra_mean, "F.Ra std": fra_std, "cells": row.cells,
+                    "AA std": _stats(aa)[1] if aa else None, "cells": row.cells,
                     "verdict": "" if j is None or row.oracle else j.verdict,
                     "d": None if j is None else j.diff, "p": None if j is None else j.p,
                     "p holm": None if j is None else j.p_holm, "margin": summary.table.rule.margin,
-                    "steps per task": row.cost.steps, "seconds per cell": row.cost.seconds,
-                    "method state bytes": row.cost.state, "trained parameters": row.cost.trainable,
-                    "peak memory bytes": row.cost.peak, "devices": ",".join(row.cost.devices),
-                    "diverged": row.diverged or ""})
+                    "bold": row.method in bold}
+                for name in metrics:
+                    values = [] if row.diverged else _metric_values(section, row.method, name)
+                    mean, std = _stats(values) if values else (None, None)
+                    out.update({f"{name} mean": mean, f"{name} std": std})
+                out.update({"steps per task": row.cost.steps, "seconds per cell": row.cost.seconds,
+                            "method state bytes": row.cost.state, "trained parameters": row.cost.trainable,
+                            "peak memory bytes": row.cost.peak, "devices": ",".join(row.cost.devices),
+                            "diverged": row.diverged or ""})
+                rows.append(out)
     return pd.DataFrame(rows)
+
+
+def _metric_values(section: Sequence[CellResult], method: str, name: str) -> list[float]:
+    return [float(r.metrics[name]) for r in section if r.method == method and r.status == "complete"
+            and r.metrics.get(name) is not None]
 
 
 def _aa_values(section: Sequence[CellResult], method: str) -> list[float]:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import pandas as pd
 
 from clbench._cli.commands._common import skipping
 from clbench._core.registry import Registries
@@ -96,26 +97,47 @@ def _export(regs: Registries, results: list[Any], out: Path, formats: list[str],
 
 
 def _latex(df: Any) -> str:
-    """A booktabs table per profile: one row per (stream, scenario, method), AA as mean and 95 % interval, F.Ra as
-    mean ± std, the verdict."""
+    """One booktabs table per stream and scenario: the labels as printed (tags kept), AA as mean and 95 % interval
+    (bold where the leaderboard bolds it), every objective present as mean ± std, cells, the verdict; the rule's
+    margin in the caption."""
     def missing(x: Any) -> bool:
         return x is None or x != x  # None or NaN
 
-    def cell(mean: Any, std: Any) -> str:
+    def pm(mean: Any, std: Any) -> str:
         if missing(mean):
             return "--"
         return f"{mean:.2f}" if missing(std) else f"${mean:.2f} \\pm {std:.2f}$"
 
-    def interval(mean: Any, lo: Any, hi: Any) -> str:
+    def interval(mean: Any, lo: Any, hi: Any, bold: bool) -> str:
         if missing(mean):
             return "--"
-        return f"{mean:.2f}" if missing(lo) else f"{mean:.2f} [{lo:.2f}, {hi:.2f}]"
+        text = f"{mean:.2f}" + ("" if missing(lo) else f" [{lo:.2f}, {hi:.2f}]")
+        return f"\\textbf{{{text}}}" if bold else text
 
-    shown = df.assign(AA=[interval(m, lo, hi) for m, lo, hi in zip(df["AA mean"], df["AA ci low"], df["AA ci high"],
-                                                                  strict=True)],
-                      **{"F.Ra": [cell(m, s) for m, s in zip(df["F.Ra mean"], df["F.Ra std"], strict=True)]})
-    shown = shown[["stream", "scenario", "rank", "method", "AA", "F.Ra", "cells", "verdict"]]
-    return shown.to_latex(index=False, escape=False, column_format="llrlrrrl")
+    from clbench._tools.leaderboard import section_title
+
+    objectives = [m for m in ("F.Ra", "BWT", "LA", "AIA", "FWT") if f"{m} mean" in df]
+    blocks = []
+    for (stream, scenario), group in df.groupby(["stream", "scenario"], sort=True):
+        shown = pd.DataFrame({
+            "rank": group["rank"], "method": [_tex(label) for label in group["label"]],
+            "AA": [interval(m, lo, hi, b) for m, lo, hi, b in zip(group["AA mean"], group["AA ci low"],
+                                                                   group["AA ci high"], group["bold"], strict=True)],
+            **{m: [pm(a, b) for a, b in zip(group[f"{m} mean"], group[f"{m} std"], strict=True)] for m in objectives},
+            "cells": group["cells"], "verdict": group["verdict"]})
+        caption = (f"{_tex(section_title(stream, scenario))}. AA: mean and 95\\% two-level bootstrap interval; "
+                   f"verdicts by the one rule (docs/verdicts.md), margin {group['margin'].iloc[0]:g} pp.")
+        blocks.append(shown.to_latex(index=False, escape=False, caption=caption,
+                                     column_format="ll" + "r" * (len(shown.columns) - 2)))
+    return "\n".join(blocks)
+
+
+def _tex(text: str) -> str:
+    """Plain text for LaTeX: its special characters escaped."""
+    for char, repl in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"),
+                       ("$", r"\$"), ("{", r"\{"), ("}", r"\}")):
+        text = text.replace(char, repl)
+    return text
 
 
 def _write_leaderboards(regs: Registries, results: list[Any], out: Path, plots: bool, heatmaps: bool,
