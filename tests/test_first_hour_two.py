@@ -100,3 +100,38 @@ def test_a_method_without_a_preset_is_marked_as_running_on_the_defaults():
     results = [CellResult(m, "split-digits", "1", s, ["a"], [[90.0]], metrics={"AA": 90.0 - s}, config={"profile": "quick"},
                           scenario="task-incremental") for m in ("ewc", "mine") for s in range(2)]
     assert "mine (defaults)" in console_summary(results, specs)
+
+
+def test_a_sweep_point_equal_to_the_method_s_own_cell_reuses_it(tmp_path):
+    from clbench import testing
+    from clbench._core.results import read_result
+
+    regs = testing.registry()
+    [own] = testing.run(regs, tmp_path, "ewc", sets={"ewc.lambda": [10.0]})
+    swept = {r.method: r for r in testing.run(regs, tmp_path, "ewc", sets={"ewc.lambda": [10.0, 30.0]})}
+    assert set(swept) == {"ewc@lambda=10.0", "ewc@lambda=30.0"}
+    twin = read_result(swept["ewc@lambda=10.0"].path)
+    assert twin.accuracy_matrix == own.accuracy_matrix and twin.config_hash == own.config_hash
+    assert twin.timings == own.timings  # copied, not trained again
+    assert twin.config["sweep"] == {"ewc.lambda": 10.0} and twin.method == "ewc@lambda=10.0"
+    assert swept["ewc@lambda=30.0"].timings != own.timings
+
+
+def test_two_trees_sharing_a_cell_make_one_leaderboard(tmp_path, capsys):
+    import shutil
+
+    from clbench import testing
+    from clbench._cli.main import main
+
+    regs = testing.registry()
+    testing.run(regs, tmp_path / "a", "seqft")
+    shutil.copytree(tmp_path / "a", tmp_path / "b")  # the same cell in a second tree (a grown copy)
+    testing.run(regs, tmp_path / "b", "ewc")
+    with pytest.raises(SystemExit) as exit_:
+        main(["leaderboard", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "lb"), "--no-plots"])
+        raise SystemExit(0)
+    err = capsys.readouterr().err
+    assert exit_.value.code in (0, None), err
+    assert "1 cell with the same settings in more than one tree: read once" in err
+    text = next((tmp_path / "lb").glob("*.md")).read_text()
+    assert "| seqft" in text and "| ewc" in text

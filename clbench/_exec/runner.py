@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
 import functools
 import gc
 import math
+import shutil
 import time
 import traceback
 import warnings
@@ -494,6 +496,28 @@ class Runner:
                 return None
             raise ResultFileError(f"{path}: {mismatch}")
         return result if result.status in FINAL_STATUSES else None
+
+    def twin(self, cell: Cell) -> CellResult | None:
+        """A sweep point's cell (``ewc@lambda=1000``) whose settings are those of its method's own cell (``ewc``, its
+        preset λ = 1000) in the same ``--out``: that cell's final result, copied into the sweep point's folder under
+        its label (the numbers are the same cell's), or None."""
+        if not cell.sweep:
+            return None
+        own = dataclasses.replace(cell, method="+".join(cell.parts), sweep={})
+        try:
+            found = self.existing(own)
+        except ResultFileError:
+            return None
+        if found is None or found.config_hash != cell.config_hash or self.changes(found, own):
+            return None
+        copy = dataclasses.replace(found, method=cell.method, config={**found.config, "sweep": dict(cell.sweep)},
+                                   path=None)
+        cell.directory.mkdir(parents=True, exist_ok=True)
+        if found.path is not None and (found.path.parent / FOOTPRINT_FILE).exists():
+            atomic_write_with(cell.directory / FOOTPRINT_FILE, lambda tmp: shutil.copyfile(
+                found.path.parent / FOOTPRINT_FILE, tmp))
+        copy.path = write_result(copy, cell.directory)
+        return copy
 
     def changes(self, result: CellResult, cell: Cell) -> list[str] | None:
         """How the code and data here differ from what made ``result`` (see :func:`clbench._core.provenance.changes`)."""

@@ -59,12 +59,23 @@ def command(regs: Registries, runs: tuple[Path, ...], out: Path | None, formats:
                    "is built without them", err=True)
     if not results:
         raise ClbenchError(f"no result files under {', '.join(map(str, runs or ('runs',)))}")
-    seen: dict[tuple[str, str], Path | None] = {}
-    for r in results:  # the same cell twice would be pooled as if it were two seeds
-        where = seen.setdefault((str(r.config.get("profile", "custom")), r.key), r.path)
-        if where != r.path:
-            raise ClbenchError(f"cell {r.key} of profile {r.config.get('profile', 'custom')!r} is in {where} and in "
-                               f"{r.path}; give one result tree per profile")
+    # the same cell twice would be pooled as if it were two seeds: the same settings (one identity) in two trees is
+    # one cell, read once (the first tree's); other settings under one cell's name are refused
+    seen: dict[tuple[str, str], Any] = {}
+    unique, twice = [], 0
+    for r in results:
+        first = seen.setdefault((str(r.config.get("profile", "custom")), r.key), r)
+        if first is r:
+            unique.append(r)
+        elif first.config_hash is not None and first.config_hash == r.config_hash:
+            twice += 1
+        else:
+            raise ClbenchError(f"cell {r.key} of profile {r.config.get('profile', 'custom')!r} is in {first.path} and "
+                               f"in {r.path} with other settings; give one result tree per profile")
+    if twice:
+        click.echo(f"note: {twice} cell{'s' if twice > 1 else ''} with the same settings in more than one tree: read "
+                   "once, from the first tree given", err=True)
+    results = unique
     try:
         stale = _write_leaderboards(regs, results, out, plots, heatmaps, check, margins)
         if not check:
