@@ -135,3 +135,17 @@ def test_two_trees_sharing_a_cell_make_one_leaderboard(tmp_path, capsys):
     assert "1 cell with the same settings in more than one tree: read once" in err
     text = next((tmp_path / "lb").glob("*.md")).read_text()
     assert "| seqft" in text and "| ewc" in text
+
+
+def test_the_cl_benchmark_from_an_unreachable_hub_fails_once_naming_the_data_dir(tmp_path, monkeypatch):
+    from clbench_plugins.cl_benchmark import hub as cl_hub
+    from clbench_plugins.cl_benchmark.streams import GROUPS
+
+    from clbench import hub
+    from clbench.errors import HubUnreachable
+
+    monkeypatch.setattr(hub, "_reached", (False, "no network here"))
+    monkeypatch.setattr(cl_hub, "build_task", lambda *a: pytest.fail("tried the hub"))
+    with pytest.raises(HubUnreachable, match=r"task 'dbpedia' comes from hub dataset .* \(no network here\).*"
+                                             r"set stream.data_dir=PATH \(or --data-dir\)"):
+        cl_hub.ensure_tasks(tmp_path, ["dbpedia", "amazon"], GROUPS)

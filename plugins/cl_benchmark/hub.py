@@ -29,6 +29,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from clbench import hub
 from clbench.data import atomic_write_text, confined, read_text
 from clbench.errors import DataError
 
@@ -173,6 +174,10 @@ def ensure_tasks(root: Path, tasks: Sequence[str], groups: Mapping[str, str], se
                                            for f in ("train.json", "test.json", "labels.json"))]
     if not missing:
         return
+    if load is None:  # the hub for real: refuse at once, quietly, where it cannot be reached and nothing is cached
+        for task in missing:
+            hub.require(SOURCES[task].path, f"the CL benchmark's task {task!r} comes from hub dataset",
+                        "set stream.data_dir=PATH (or --data-dir) to a CL_Benchmark copy", repo_type="dataset")
     for task in tqdm(missing, desc="building CL_Benchmark tasks from the hub", unit="task"):
         try:
             provenance[task] = build_task(task, root / groups[task] / task, seed, load)
