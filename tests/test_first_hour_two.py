@@ -149,3 +149,59 @@ def test_the_cl_benchmark_from_an_unreachable_hub_fails_once_naming_the_data_dir
     with pytest.raises(HubUnreachable, match=r"task 'dbpedia' comes from hub dataset .* \(no network here\).*"
                                              r"set stream.data_dir=PATH \(or --data-dir\)"):
         cl_hub.ensure_tasks(tmp_path, ["dbpedia", "amazon"], GROUPS)
+
+
+def test_the_help_screen_loads_no_plugin_and_no_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom clbench._cli.main import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print('torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip().endswith("False"), done.stdout + done.stderr
+    assert "Commands:" in done.stdout and "run" in done.stdout
+
+
+class _Warner:
+    """A method plugin whose method warns once a task, as the expander masks do."""
+
+    from clbench.hookspecs import hookimpl
+
+    @hookimpl
+    def clbench_add_methods(self):
+        import warnings
+
+        from clbench.method import Method
+        from clbench.specs import MethodSpec
+
+        class Warner(Method):
+            def before_task(self, task, index):
+                super().before_task(task, index)
+                warnings.warn(f"masks are crowded on {task}", UserWarning, stacklevel=2)
+
+        return [MethodSpec("warner", Warner)]
+
+
+def test_a_warning_inside_a_cell_names_the_cell_and_a_resumed_cell_says_so(tmp_path, capsys):
+    import warnings
+
+    from clbench import testing
+    from clbench._core import console
+
+    shown = warnings.showwarning
+    console.one_line_warnings()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            regs = testing.registry(_Warner())
+            killer = testing.KillAfterTask(0)
+            regs.pm.register(killer)
+            with pytest.raises(KeyboardInterrupt):
+                testing.run(regs, tmp_path, "warner", sets={"train.checkpoint_every_s": [0]})
+            regs.pm.unregister(killer)
+            testing.run(regs, tmp_path, "warner", sets={"train.checkpoint_every_s": [0]})
+    finally:
+        warnings.showwarning = shown
+    err = capsys.readouterr().err
+    assert "warning: tiny-vector/warner/order-1/seed-0: masks are crowded on t0" in err
+    assert "resumed tiny-vector/warner/order-1/seed-0 from its checkpoint: 1 of 2 tasks done" in err

@@ -24,7 +24,6 @@ from clbench._cli.commands.list import KINDS  # noqa: F401 (kept importable from
 from clbench._cli.commands.run import summary  # noqa: F401 (public: the run's closing lines and exit code)
 from clbench._core import console
 from clbench._core.registry import Registries, check_disabled
-from clbench._exec.local import harness_registry
 from clbench.errors import ClbenchError
 
 
@@ -71,9 +70,10 @@ class ClbenchGroup(click.Group):
         return super().parse_args(ctx, _hoist(args))
 
 
-def build_cli(regs: Registries) -> click.Group:
+def build_cli(regs: Registries | None) -> click.Group:
     """The ``clbench`` command group for these registries: one command per module of :mod:`clbench._cli.commands`,
-    each reading ``regs`` from ``ctx.obj``; ``clbench run`` also takes the options plugins add."""
+    each reading ``regs`` from ``ctx.obj``; ``clbench run`` also takes the options plugins add. None: only the
+    group's own help and version are asked for (no plugin loaded)."""
 
     @click.group(cls=ClbenchGroup, name="clbench",
                  context_settings={"help_option_names": ["-h", "--help"], "obj": regs})
@@ -88,7 +88,7 @@ def build_cli(regs: Registries) -> click.Group:
             if not value.startswith("no:") or len(value) == 3:
                 raise click.UsageError(f"-p {value}: expected no:NAME, which disables plugin NAME")
 
-    cli.add_command(run.with_plugin_options(run.command, regs.options.values()))
+    cli.add_command(run.with_plugin_options(run.command, regs.options.values() if regs is not None else ()))
     for cmd in (list_.command, leaderboard.command, show.command, metrics.command, verify.command,
                 verify.compare, doctor.command):
         cli.add_command(cmd)
@@ -97,6 +97,31 @@ def build_cli(regs: Registries) -> click.Group:
 
 def _terminate(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt  # SIGTERM ends a run as Ctrl-C does: checkpoints kept, one line, resumable
+
+
+def harness_registry(disabled: Sequence[str] = ()) -> Registries:
+    """Every installed plugin's registries (:func:`clbench._exec.local.harness_registry`), imported when a command
+    needs them: they import torch."""
+    from clbench._exec.local import harness_registry as build
+
+    return build(disabled=disabled)
+
+
+GROUP_ONLY = {"-h", "--help", "--version"}
+
+
+def _group_only(args: Sequence[str]) -> bool:
+    """Whether the command line names no subcommand, only the group's help or version (``-p`` and ``--debug``
+    aside): then no plugin is loaded (loading them imports torch, seconds of CPU, for a help screen)."""
+    rest, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "-p":
+            skip = True
+        elif arg != "--debug" and not (arg.startswith("-p") and not arg.startswith("--")):
+            rest.append(arg)
+    return all(arg in GROUP_ONLY for arg in rest)
 
 
 def _format_warning(message: Any, category: Any, filename: str, lineno: int, line: str | None = None) -> str:
@@ -115,8 +140,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     console.quiet_third_party_bars()
     try:
         check_disabled(disabled)
-        with contextlib.redirect_stdout(sys.stderr):  # a plugin printing at import must not corrupt `show --json`
-            regs = harness_registry(disabled=disabled)
+        regs = None
+        if not _group_only(args):
+            with contextlib.redirect_stdout(sys.stderr):  # a plugin printing at import must not corrupt `show --json`
+                regs = harness_registry(disabled=disabled)
         cli = build_cli(regs)
         cli.main(args=args, prog_name="clbench", standalone_mode=False)
     except ClbenchError as exc:

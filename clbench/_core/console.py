@@ -9,9 +9,11 @@ own format.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import warnings
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 
@@ -21,13 +23,28 @@ def quiet_third_party_bars() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
+_cell: list[str] = []  # the key of the cell this process runs now (in_cell), which a warning then names
+
+
+@contextlib.contextmanager
+def in_cell(key: str) -> Iterator[None]:
+    """Warnings printed inside the block name the cell ``key`` (unless their message already does): with several
+    worker processes, a line no longer leaves the reader to guess which cell it came from."""
+    _cell.append(key)
+    try:
+        yield
+    finally:
+        _cell.pop()
+
+
 def one_line_warnings() -> None:
     """Every warning from now on as one line, each distinct message once (see the module's docstring)."""
     seen: set[str] = set()
 
     def show(message: Any, category: Any, filename: str, lineno: int, file: TextIO | None = None,
              line: str | None = None) -> None:
-        text = " ".join(f"warning: {message}".split())
+        where = f"{_cell[-1]}: " if _cell and _cell[-1] not in str(message) else ""
+        text = " ".join(f"warning: {where}{message}".split())
         if text in seen:
             return
         seen.add(text)

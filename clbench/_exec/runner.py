@@ -14,6 +14,7 @@ import functools
 import gc
 import math
 import shutil
+import sys
 import time
 import traceback
 import warnings
@@ -29,7 +30,7 @@ from torch.optim.lr_scheduler import MultiStepLR
 from tqdm.auto import tqdm
 
 from clbench import footprints as fps
-from clbench._core import provenance
+from clbench._core import console, provenance
 from clbench._core.boundary import (
     ObserverError,
     blame,
@@ -549,7 +550,8 @@ class Runner:
         torch.set_num_threads(cell.train.threads)
         try:
             try:
-                self._run(cell, state)
+                with console.in_cell(cell.key):
+                    self._run(cell, state)
             except (KeyboardInterrupt, HubUnreachable):
                 raise  # the checkpoint of the last finished task stays for the next run; the hub: every cell's
             except Diverged as exc:
@@ -617,6 +619,24 @@ class Runner:
         method.setup(model)
         return model, method
 
+    def _resume(self, cell: Cell, state: _CellState, model: CLModel, method: Method, device: torch.device
+                ) -> tuple[CLModel, Method, int]:
+        """The model and method to go on with and the tasks already done, from the cell's checkpoint (every rank
+        must agree); one that does not fit starts the cell over from fresh objects."""
+        start = state.load_checkpoint(model, method)
+        starts = self.dist.gather(start)
+        if len(set(starts)) > 1:
+            raise ClbenchError(f"{state.path}: the ranks would resume from different tasks {starts}; "
+                               "--out must be one folder every rank sees")
+        if start < 0:  # a checkpoint that did not fit may have half-loaded: start from fresh objects
+            assert state.stream is not None
+            model, method = self._build(cell, state.stream, state.tasks, device)
+            start = 0
+        elif start and self.dist.is_main:
+            tqdm.write(f"resumed {cell.key} from its checkpoint: {start} of {len(state.tasks)} tasks done",
+                       file=sys.stderr)
+        return model, method, start
+
     def _run(self, cell: Cell, state: _CellState) -> None:
         train = cell.train
         dist = self.dist
@@ -628,14 +648,7 @@ class Runner:
         state.base = fingerprints(model)  # what a fresh build reproduces: checkpoints leave out what still equals it
         state.env = environment(str(device), train, dict(self._versions), world_size=dist.world_size)
 
-        start = state.load_checkpoint(model, method)
-        starts = dist.gather(start)
-        if len(set(starts)) > 1:
-            raise ClbenchError(f"{state.path}: the ranks would resume from different tasks {starts}; "
-                               "--out must be one folder every rank sees")
-        if start < 0:  # a checkpoint that did not fit may have half-loaded: start from fresh objects
-            model, method = self._build(cell, stream, order, device)
-            start = 0
+        model, method, start = self._resume(cell, state, model, method, device)
         ctx = method.ctx
         what = method_label(self.regs, cell)
         kind = self.regs.methods.get(cell.parts[0]).footprint_kind  # the first part owns the footprint
