@@ -205,3 +205,13 @@ def test_a_warning_inside_a_cell_names_the_cell_and_a_resumed_cell_says_so(tmp_p
     err = capsys.readouterr().err
     assert "warning: tiny-vector/warner/order-1/seed-0: masks are crowded on t0" in err
     assert "resumed tiny-vector/warner/order-1/seed-0 from its checkpoint: 1 of 2 tasks done" in err
+
+
+def test_a_stream_without_a_model_for_the_profile_names_what_would_work():
+    from clbench import testing
+    from clbench._core.plan import RunRequest, make_plan
+    from clbench.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"stream 'permuted-mnist' names no model for profile 'quick'; use --profile "
+                                          r"paper-lps \(model mlp\), or pass --model \(cifarnet, cnn, mlp\)"):
+        make_plan(testing.registry(), RunRequest(methods="seqft", streams=["permuted-mnist"]))

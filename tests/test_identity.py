@@ -101,8 +101,8 @@ def test_a_preset_naming_a_disabled_plugins_stream_warns_instead_of_refusing():
     regs = testing.registry(disabled=("digits",))
     with pytest.warns(UserWarning, match=r"preset 'quick/split-digits' that names no stream 'split-digits' "
                                          r"\(or one of the disabled plugins digits provides it\)"):
-        plan = make_plan(regs, RunRequest(methods="ewc", streams=["cl-quick"], seeds=[0]))
-    assert [c.method for c in plan.cells] == ["ewc"]
+        plan = make_plan(regs, RunRequest(methods="expander", streams=["cl-quick"], seeds=[0]))
+    assert [c.method for c in plan.cells] == ["expander"]
 
 
 def _cl_benchmark_folder(root):

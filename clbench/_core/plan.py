@@ -258,7 +258,7 @@ def _label_cells(regs: Registries, req: RunRequest, profile: ProfileSpec, sspec:
                  label: str, methods: _Methods, sweep: _Sweep, orders: list[str], seeds: list[int],
                  skipped: list[str]) -> list[Cell]:
     """A label's cells on one stream (orders × seeds × its sweep points). One that cannot run is an error when
-    the label was named, else noted once in ``skipped``."""
+    the label and the stream were both named, else noted once in ``skipped`` (a profile's other streams)."""
     parts = methods.parts_of[label]
     mspecs = [regs.methods.get(p) for p in parts]
     keys, points = sweep.points(parts)
@@ -268,7 +268,7 @@ def _label_cells(regs: Registries, req: RunRequest, profile: ProfileSpec, sspec:
         cell = _make_cell(regs, profile.name, profile.sets, sspec, stream, order, seed, label, mspecs,
                           {**sweep.single, **swept}, swept, req)
         if isinstance(cell, str):
-            if methods.explicit:
+            if methods.explicit and req.streams:  # both named: the user asked for exactly this cell
                 raise ConfigError(f"method {label!r} cannot run on stream {sspec.name!r}: {cell}")
             if (order, seed, point) == (orders[0], seeds[0], points[0]):
                 skipped.append(f"{label} on {sspec.name}: {cell}")
@@ -386,7 +386,7 @@ def _make_cell(
     layers = _Layers.of(profile, profile_sets, sspec, order, mspecs, user_sets)
     model_name = req.model or layers.model_name()
     if model_name is None:
-        raise ConfigError(f"stream {sspec.name!r} names no model for profile {profile!r}; pass --model")
+        raise ConfigError(f"stream {sspec.name!r} names no model for profile {profile!r}; {_model_hint(regs, sspec)}")
     mspec = regs.models.get(model_name)
     for m in mspecs:
         why = _fits(m, mspec, stream)
@@ -416,6 +416,17 @@ def _make_cell(
         metrics=cfg.apply(cfg.MetricsConfig, None, layers.scope("metrics"), "metrics"),
         out=str(req.out), options=dict(req.options), sweep=dict(sweep),
     )
+
+
+def _model_hint(regs: Registries, sspec: StreamSpec) -> str:
+    """What would give the stream a model: a profile whose preset names one, or --model with a model that takes the
+    stream's inputs."""
+    profiles = sorted({f"{key.split('/')[0]} (model {preset['model']})" for key, preset in sspec.presets.items()
+                       if "model" in preset})
+    modalities = set(sspec.tags) & {"vector", "image", "text"}  # a stream spec tags its modality
+    models = sorted(name for name, spec in regs.models.items.items() if not modalities or spec.modalities & modalities)
+    hint = f"use --profile {' or '.join(profiles)}, or " if profiles else ""
+    return hint + f"pass --model ({', '.join(models)})"
 
 
 def cell_from_result(regs: Registries, result: CellResult, out: Path | str) -> Cell:
