@@ -180,5 +180,5 @@ def test_a_stream_without_a_preset_says_it_trains_with_the_defaults(tmp_path):
     plan = make_plan(regs, RunRequest(methods="seqft", streams=["tiny-vector", "split-digits"], model="mlp",
                                       seeds=[0], out=tmp_path))  # tiny-vector has a preset for `test` only
     assert _chosen_settings(regs, plan.cells) == [
-        "tiny-vector (seqft): model mlp, 1 epoch a task, sgd lr 0.01, batch 32 (no preset for profile 'quick': the "
+        "tiny-vector: seqft: model mlp, 1 epoch a task, sgd lr 0.01, batch 32 (no preset for profile 'quick': the "
         "defaults: --model, --set train.lr=... change them; `clbench list settings train`)"]

@@ -215,3 +215,14 @@ def test_a_stream_without_a_model_for_the_profile_names_what_would_work():
     with pytest.raises(ConfigError, match=r"stream 'permuted-mnist' names no model for profile 'quick'; use --profile "
                                           r"paper-lps \(model mlp\), or pass --model \(cifarnet, cnn, mlp\)"):
         make_plan(testing.registry(), RunRequest(methods="seqft", streams=["permuted-mnist"]))
+
+
+def test_own_data_offers_shuffled_orders_the_same_everywhere():
+    from clbench_plugins.own_data.streams import _orders
+
+    names = [f"t{i}" for i in range(6)]
+    orders = _orders(names)
+    assert list(orders) == ["1", "2", "3", "4", "5"] and orders["2"] == names[::-1]
+    assert all(sorted(o) == names for o in orders.values())
+    assert len({tuple(o) for o in orders.values()}) == 5  # five different orders
+    assert _orders(names) == orders  # a fixed generator: the same on every call and machine

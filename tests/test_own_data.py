@@ -127,7 +127,7 @@ def test_run_on_a_folder_of_arrays_prints_what_it_chose(tmp_path, capsys):
               "--no-progress", "--out", str(tmp_path / "runs")])
     err = capsys.readouterr().err
     assert exit_.value.code == 0, err
-    assert "arrays (seqft): model mlp, 3 epochs a task, sgd lr 0.05 momentum 0.9, batch 32 (its presets" in err
+    assert "arrays: seqft: model mlp, 3 epochs a task, sgd lr 0.05 momentum 0.9, batch 32 (its presets" in err
     [path] = (tmp_path / "runs").rglob("result.json")
     matrix = json.loads(path.read_text())["accuracy_matrix"]
     assert min(matrix[0][0], matrix[1][1]) > 80  # the presets train: each digit pair learnt far above chance (50)
@@ -158,7 +158,7 @@ def test_prompt_response_tasks_train_a_language_model_and_score_its_answers(tmp_
               "--set", "stream.max_new_tokens=4", "--jobs", "1", "--no-progress", "--out", str(tmp_path / "runs")])
     err = capsys.readouterr().err
     assert exit_.value.code == 0, err
-    assert "prompts (seqlora): model causal-lm-sft, 1 epoch a task, adamw" in err
+    assert "prompts: seqlora: model causal-lm-sft, 1 epoch a task, adamw" in err
     [path] = (tmp_path / "runs").rglob("result.json")
     matrix = json.loads(path.read_text())["accuracy_matrix"]
     assert all(0 <= v <= 100 for row in matrix for v in row)  # ROUGE-1 F1 × 100 of generated answers

@@ -64,8 +64,17 @@ def _task_names(root: Path, stream: str, layout: str) -> list[str]:
     return names
 
 
+ORDER_SEED = 2026  # the shuffled orders' generator: the same orders of the same task folders on any machine
+
+
 def _orders(names: list[str]) -> dict[str, list[str]]:
-    return {"1": names, "2": names[::-1]}
+    """Order 1: the folders by name; 2: reversed; 3, 4, 5: shuffled (a fixed generator), as the built-in streams offer
+    several orders to average a result over."""
+    orders = {"1": names, "2": names[::-1]}
+    g = torch.Generator().manual_seed(ORDER_SEED)
+    for name in ("3", "4", "5"):
+        orders[name] = [names[i] for i in torch.randperm(len(names), generator=g).tolist()]
+    return orders
 
 
 def _indices(labels: list[str], info: TaskInfo, where: str) -> torch.Tensor:
