@@ -172,6 +172,9 @@ class Cell:
     # processes a data-parallel cell runs on (--nproc, torchrun's world size): part of the identity, as the global
     # batch is split into nproc × train.grad_accum micro-batches and a reduction across ranks rounds otherwise
     nproc: int = 1
+    # the order's task names when the cell was planned (the stream read then); () where unknown. Not part of the
+    # settings: a result of other tasks (a task folder added to the data) is other data, found by the reuse check
+    tasks: tuple[str, ...] = ()
 
     @property
     def directory(self) -> Path:

@@ -226,3 +226,26 @@ def test_own_data_offers_shuffled_orders_the_same_everywhere():
     assert all(sorted(o) == names for o in orders.values())
     assert len({tuple(o) for o in orders.values()}) == 5  # five different orders
     assert _orders(names) == orders  # a fixed generator: the same on every call and machine
+
+
+def test_a_task_folder_added_to_own_data_is_not_reused_over(tmp_path, capsys):
+    import sys
+
+    from clbench._cli.main import main
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_own_data import _digits_tasks
+
+    data = _digits_tasks(tmp_path / "d", [(0, 1), (2, 3)])
+    args = ["run", "--stream", "arrays", "--data-dir", str(data), "--methods", "seqft", "--seeds", "0",
+            "--set", "train.epochs=1", "--no-progress", "--out", str(tmp_path / "runs")]
+    with pytest.raises(SystemExit):
+        main(args)
+    _digits_tasks(tmp_path / "more", [(4, 5)])
+    (tmp_path / "more" / "task0").rename(data / "task2")  # a third task folder beside the two
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        main(args)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2, err  # --on-change refuse: the 2-task result is not reused as the 3-task cell's
+    assert "the stream's tasks changed: task0, task1 → task0, task1, task2" in err

@@ -414,7 +414,7 @@ def _make_cell(
         train=cfg.apply(cfg.TrainConfig, None, layers.scope("train"), "train"),
         stream_cfg=cfg.apply(sspec.config_cls, None, stream_values, "stream"),
         metrics=cfg.apply(cfg.MetricsConfig, None, layers.scope("metrics"), "metrics"),
-        out=str(req.out), options=dict(req.options), sweep=dict(sweep),
+        out=str(req.out), options=dict(req.options), sweep=dict(sweep), tasks=tuple(stream.order(order)),
     )
 
 

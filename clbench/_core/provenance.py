@@ -29,7 +29,7 @@ import importlib.metadata
 import importlib.util
 import sys
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -218,17 +218,21 @@ def metric_code(regs: Registries) -> dict[str, str]:
 
 
 def changes(recorded: Mapping[str, Any] | None, metrics: Mapping[str, Any] | None, regs: Registries, cell: Cell,
-            now: tuple[dict[str, str], dict[str, str]] | None = None) -> list[str] | None:
+            now: tuple[dict[str, str], dict[str, str]] | None = None, tasks: Sequence[str] | None = None
+            ) -> list[str] | None:
     """What differs between the code and data that made a result (its ``provenance`` and the metrics it holds)
     and the code and data here now: ``[]`` when nothing, ``None`` when the result records no provenance (written
     before clbench recorded it: the code cannot be checked; only missing metrics are). ``metrics`` is None for a
-    result that computes none (diverged). ``now`` is :func:`code_record` when the caller has it."""
+    result that computes none (diverged). ``now`` is :func:`code_record` when the caller has it; ``tasks``, the
+    result's task list, is checked against the tasks the stream has now (``cell.tasks``)."""
     code, versions = now or code_record(regs, cell)
     missing = [m for m in regs.metrics if metrics is not None and m not in metrics]
     out = [f"metric{'s' if len(missing) > 1 else ''} {', '.join(missing)} {'were' if len(missing) > 1 else 'was'} "
            "not computed (no plugin computed them when the cell ran)"] if missing else []
     if recorded is None:
         return out or None
+    if tasks is not None and cell.tasks and list(cell.tasks) != list(tasks):
+        out.append(f"the stream's tasks changed: {', '.join(tasks)} → {', '.join(cell.tasks)}")
     old_versions = recorded.get("versions", {})
     for dist in sorted(set(old_versions) & set(versions)):
         if old_versions[dist] != versions[dist]:

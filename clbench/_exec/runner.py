@@ -523,7 +523,7 @@ class Runner:
     def changes(self, result: CellResult, cell: Cell) -> list[str] | None:
         """How the code and data here differ from what made ``result`` (see :func:`clbench._core.provenance.changes`)."""
         return provenance.changes(result.provenance, result.metrics if result.status == "complete" else None,
-                                  self.regs, cell, self.code_record(cell))
+                                  self.regs, cell, self.code_record(cell), result.tasks)
 
     def code_record(self, cell: Cell) -> tuple[dict[str, str], dict[str, str]]:
         """:func:`clbench._core.provenance.code_record`, once per set of components in this runner's life (one run)."""
