@@ -249,3 +249,32 @@ def test_a_task_folder_added_to_own_data_is_not_reused_over(tmp_path, capsys):
     err = capsys.readouterr().err
     assert exit_.value.code == 2, err  # --on-change refuse: the 2-task result is not reused as the 3-task cell's
     assert "the stream's tasks changed: task0, task1 → task0, task1, task2" in err
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+def test_a_tolerance_that_is_no_finite_number_is_refused(tmp_path, capsys, value):
+    from clbench._cli.main import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["compare", str(tmp_path), str(tmp_path), "--atol", value])
+    assert exit_.value.code == 2 and "is not a finite number ≥ 0" in capsys.readouterr().err
+
+
+def test_compare_names_a_changed_task_list_instead_of_crashing():
+    from clbench._tools.verify import compare
+    from clbench.cell import CellResult
+
+    a = CellResult("m", "s", "1", 0, ["t0", "t1"], [[1.0, 2.0], [3.0, 4.0]])
+    b = CellResult("m", "s", "1", 0, ["t0", "t1", "t2"], [[1.0, 2.0, 0.0], [3.0, 4.0, 0.0], [1.0, 1.0, 1.0]])
+    [delta], _, _ = compare({"k": a}, {"k": b})
+    assert delta.note == "task list changed: t0, t1 → t0, t1, t2"
+
+
+def test_compare_says_why_a_rerun_failed():
+    from clbench._tools.verify import compare
+    from clbench.cell import CellResult
+
+    a = CellResult("m", "s", "1", 0, ["t0"], [[1.0]])
+    b = CellResult("m", "s", "1", 0, ["t0"], [[None]], status="failed", error="DataError: /d/t0/test.npz is missing")
+    [delta], _, _ = compare({"k": a}, {"k": b})
+    assert delta.note == "status complete → failed: DataError: /d/t0/test.npz is missing"

@@ -183,7 +183,11 @@ def compare(a: Mapping[str, CellResult], b: Mapping[str, CellResult]) -> tuple[l
     for key in sorted(set(a) & set(b)):
         x, y = a[key], b[key]
         if x.status != y.status:
-            deltas.append(Delta(key, math.inf, {}, f"status {x.status} → {y.status}"))
+            why = f": {' '.join(str(y.error).split())[:200]}" if y.error else ""  # a rerun's own failure, named
+            deltas.append(Delta(key, math.inf, {}, f"status {x.status} → {y.status}{why}"))
+            continue
+        if list(x.tasks) != list(y.tasks):  # the matrices are of other tasks: nothing to compare entry by entry
+            deltas.append(Delta(key, math.inf, {}, f"task list changed: {', '.join(x.tasks)} → {', '.join(y.tasks)}"))
             continue
         diff = max((abs(u - v) for ru, rv in zip(x.accuracy_matrix, y.accuracy_matrix, strict=True)
                     for u, v in zip(ru, rv, strict=True) if u is not None and v is not None), default=0.0)

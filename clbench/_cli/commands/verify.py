@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,12 +18,31 @@ _ATOL_HELP = "Allowed |Δ| in percentage points (scores, AA, F.Ra, BWT)."
 _RTOL_HELP = "Allowed relative |Δ| of the other metrics."
 
 
+class Tolerance(click.ParamType):
+    """A finite number ≥ 0 (click's FloatRange lets NaN through: every comparison with it is false, so ``--atol nan``
+    passed every difference)."""
+
+    name = "float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(number) or number < 0:
+            self.fail(f"{value!r} is not a finite number ≥ 0", param, ctx)
+        return number
+
+
+TOLERANCE = Tolerance()
+
+
 @click.command(name="verify")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--cells", "per_stream", default=2, show_default=True, type=click.IntRange(min=1),
               help="Cells rerun per stream (the cheapest).")
-@click.option("--atol", default=0.0, show_default=True, type=click.FloatRange(min=0), help=_ATOL_HELP)
-@click.option("--rtol", default=0.0, show_default=True, type=click.FloatRange(min=0), help=_RTOL_HELP)
+@click.option("--atol", default=0.0, show_default=True, type=TOLERANCE, help=_ATOL_HELP)
+@click.option("--rtol", default=0.0, show_default=True, type=TOLERANCE, help=_RTOL_HELP)
 @click.option("--keep", type=click.Path(path_type=Path), default=None, help="Keep the rerun cells here.")
 @click.pass_obj
 def command(regs: Registries, run_dir: Path, per_stream: int, atol: float, rtol: float, keep: Path | None) -> None:
@@ -44,8 +64,8 @@ def command(regs: Registries, run_dir: Path, per_stream: int, atol: float, rtol:
 @click.command(name="compare")
 @click.argument("old", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("new", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--atol", default=0.0, show_default=True, type=click.FloatRange(min=0), help=_ATOL_HELP)
-@click.option("--rtol", default=0.0, show_default=True, type=click.FloatRange(min=0), help=_RTOL_HELP)
+@click.option("--atol", default=0.0, show_default=True, type=TOLERANCE, help=_ATOL_HELP)
+@click.option("--rtol", default=0.0, show_default=True, type=TOLERANCE, help=_RTOL_HELP)
 @click.pass_obj
 def compare(regs: Registries, old: Path, new: Path, atol: float, rtol: float) -> None:
     """Compare two result trees cell by cell; exit 1 when a number moved beyond the tolerance."""
