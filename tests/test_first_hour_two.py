@@ -278,3 +278,97 @@ def test_compare_says_why_a_rerun_failed():
     b = CellResult("m", "s", "1", 0, ["t0"], [[None]], status="failed", error="DataError: /d/t0/test.npz is missing")
     [delta], _, _ = compare({"k": a}, {"k": b})
     assert delta.note == "status complete → failed: DataError: /d/t0/test.npz is missing"
+
+
+def _arrays(root: Path, x, y=None, test_x=None, name: str = "t0") -> Path:
+    import numpy as np
+
+    task = root / name
+    task.mkdir(parents=True, exist_ok=True)
+    y = np.arange(len(x)) % 2 if y is None else y
+    np.savez(task / "train.npz", x=x, y=y)
+    np.savez(task / "test.npz", x=x if test_x is None else test_x, y=y[: len(x if test_x is None else test_x)])
+    return root
+
+
+@pytest.mark.parametrize(("make", "needle"), [
+    (lambda np: dict(x=np.full((4, 3), 1e39)), "beyond float32's range"),
+    (lambda np: dict(x=np.ones((4, 3)) + 1j), "x must be real numbers"),
+    (lambda np: dict(x=np.ones((4, 0))), "x has no features"),
+    (lambda np: dict(x=np.ones((4, 3)), test_x=np.ones((4, 5))), "inputs of shape (5,), but the train split's are (3,)"),
+])
+def test_own_arrays_that_would_train_wrongly_are_refused(tmp_path, make, needle):
+    import numpy as np
+    from clbench_plugins.own_data.streams import ArraysStream, OwnDataConfig
+
+    from clbench.errors import DataError
+
+    root = _arrays(tmp_path, **make(np))
+    with pytest.raises(DataError, match=re_escape(needle)):
+        ArraysStream(OwnDataConfig(str(root))).data("t0")
+
+
+def re_escape(text: str) -> str:
+    import re
+
+    return re.escape(text)
+
+
+def test_misleading_array_messages_now_say_what_is_wrong(tmp_path):
+    import numpy as np
+    from clbench_plugins.own_data.streams import ArraysStream, OwnDataConfig
+
+    from clbench.errors import DataError
+
+    (tmp_path / "a" / "t0" / "train.npz").mkdir(parents=True)  # a folder where the file should be
+    with pytest.raises(DataError, match="is not a regular file"):
+        ArraysStream(OwnDataConfig(str(tmp_path / "a")))
+    (tmp_path / "b" / "t0").mkdir(parents=True)
+    (tmp_path / "b" / "t0" / "train.npz").write_bytes(bytes(range(256)))  # random bytes
+    with pytest.raises(DataError, match="its bytes are not NumPy's .npy/.npz format"):
+        ArraysStream(OwnDataConfig(str(tmp_path / "b")))
+    root = _arrays(tmp_path / "c", np.ones((4, 3)))
+    (root / "t0" / "train").mkdir()
+    np.save(root / "t0" / "train" / "X.npy", np.ones((4, 3)))
+    with pytest.raises(DataError, match="keep one of the two layouts"):
+        ArraysStream(OwnDataConfig(str(root)))
+    _arrays(tmp_path / "d", np.ones((4, 3)))
+    (tmp_path / "d" / "t1").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(DataError, match="no folder \\(missing, or a loop\\)"):
+        ArraysStream(OwnDataConfig(str(tmp_path / "d")))
+
+
+@pytest.mark.parametrize(("label", "needle"), [
+    ("null", "'label' is null"), ('""', "'label' is empty"), ("[1]", "'label' is list"), ("NaN", "'label' is float"),
+    ("1.0", "'label' is float"),
+])
+def test_jsonl_labels_that_are_no_class_are_refused(tmp_path, label, needle):
+    from clbench_plugins.own_data.streams import JsonlStream, OwnDataConfig
+
+    from clbench.errors import DataError
+
+    task = tmp_path / "t0"
+    task.mkdir()
+    for split in ("train", "test"):
+        (task / f"{split}.jsonl").write_text('{"sentence": "a", "label": "x"}\n' + f'{{"sentence": "b", "label": {label}}}\n')
+    with pytest.raises(DataError, match=re_escape(needle)):
+        JsonlStream(OwnDataConfig(str(tmp_path)))
+
+
+def test_integer_and_string_labels_are_one_class_and_a_null_response_is_refused(tmp_path):
+    from clbench_plugins.own_data.streams import JsonlStream, OwnDataConfig, PromptsConfig, PromptsStream
+
+    from clbench.errors import DataError
+
+    task = tmp_path / "j" / "t0"
+    task.mkdir(parents=True)
+    for split in ("train", "test"):
+        (task / f"{split}.jsonl").write_text('{"sentence": "a", "label": 1}\n{"sentence": "b", "label": "1"}\n'
+                                             '{"sentence": "c", "label": 2}\n')
+    assert JsonlStream(OwnDataConfig(str(tmp_path / "j"))).tasks[0].labels == ("1", "2")
+    task = tmp_path / "p" / "t0"
+    task.mkdir(parents=True)
+    for split in ("train", "test"):
+        (task / f"{split}.jsonl").write_text('{"prompt": "q", "response": null}\n')
+    with pytest.raises(DataError, match="'response' is null"):
+        PromptsStream(PromptsConfig(str(tmp_path / "p")))

@@ -134,6 +134,7 @@ def _check_request(regs: Registries, req: RunRequest, profile: ProfileSpec) -> N
     """No value given twice, every ``--set`` scope known."""
     _once(req.orders, "--orders")
     _once(req.seeds, "--seeds")
+    _once(req.streams, "--stream")  # two cells of one stream into one folder would race (-j 2)
     for key, values in req.sets.items():
         _once(values, f"--set {key}", " (a comma makes a sweep; a list is written in brackets: "
                                       f"{key}=[{','.join(map(str, values))}])")

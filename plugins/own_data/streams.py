@@ -27,6 +27,7 @@ the file, the line or array, and what was expected.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,10 @@ def _root(config: OwnDataConfig, stream: str, layout: str) -> Path:
 
 
 def _task_names(root: Path, stream: str, layout: str) -> list[str]:
+    for p in root.iterdir():  # a task folder that is a link to nothing (or to itself) must not silently vanish
+        if p.is_symlink() and not p.is_dir() and not p.name.startswith("."):
+            raise DataError(f"{p}: a link to {os.readlink(p)}, which is no folder (missing, or a loop); a task is a "
+                            "folder")
     names = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not names:
         raise DataError(f"{root}: no task folders; stream {stream!r} expects one sub-folder per task holding {layout}")
@@ -95,6 +100,10 @@ ARRAYS_LAYOUT = "train.npz and test.npz (arrays x and y), or train/X.npy, train/
 def _read_array_split(root: Path, task: str, split: str) -> tuple[np.ndarray, np.ndarray] | None:
     """``(x, y)`` of one split of one task, or None when the (optional) split is absent."""
     npz, folder = confined(root, task, f"{split}.npz"), confined(root, task, split)
+    if npz.exists() and not npz.is_file():
+        raise DataError(f"{npz} is not a regular file (a folder, a pipe?); it must hold arrays x and y")
+    if npz.is_file() and ((folder / "X.npy").exists() or (folder / "y.npy").exists()):
+        raise DataError(f"task {task!r}: both {npz} and {folder}/X.npy, y.npy are there; keep one of the two layouts")
     if npz.is_file():
         try:
             with np.load(npz, allow_pickle=False) as f:
@@ -104,7 +113,7 @@ def _read_array_split(root: Path, task: str, split: str) -> tuple[np.ndarray, np
                     raise DataError(f"{npz}: needs arrays 'x' and 'y'; it holds {sorted(keys) or 'none'}")
                 x, y = f[x_key], f["y"]
         except (OSError, ValueError) as exc:
-            raise DataError(f"{npz}: not a readable .npz file ({exc})") from None
+            raise DataError(f"{npz}: not a readable .npz file ({_why_not_numpy(exc)})") from None
         where = str(npz)
     elif (folder / "X.npy").is_file() or (folder / "y.npy").is_file():
         pair = []
@@ -115,7 +124,7 @@ def _read_array_split(root: Path, task: str, split: str) -> tuple[np.ndarray, np
             try:
                 pair.append(np.load(path, allow_pickle=False))
             except (OSError, ValueError) as exc:
-                raise DataError(f"{path}: not a readable .npy file ({exc})") from None
+                raise DataError(f"{path}: not a readable .npy file ({_why_not_numpy(exc)})") from None
         x, y = pair
         where = str(folder)
     elif ARRAY_SPLITS[split]:
@@ -124,16 +133,29 @@ def _read_array_split(root: Path, task: str, split: str) -> tuple[np.ndarray, np
         return None
     if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
         raise DataError(f"{where}: y must be one integer label per example, got shape {y.shape} of {y.dtype}")
-    if x.ndim not in (2, 3, 4) or not np.issubdtype(x.dtype, np.number):
-        raise DataError(f"{where}: x must be numbers of shape N × features, N × H × W or N × C × H × W; got "
+    if x.ndim not in (2, 3, 4) or not np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.complexfloating):
+        raise DataError(f"{where}: x must be real numbers of shape N × features, N × H × W or N × C × H × W; got "
                         f"shape {x.shape} of {x.dtype}")
+    if 0 in x.shape[1:]:
+        raise DataError(f"{where}: x has no features (shape {x.shape})")
     if len(x) != len(y):
         raise DataError(f"{where}: x has {len(x)} rows but y has {len(y)} labels")
     if len(y) == 0:
         raise DataError(f"{where}: the {split} split is empty")
     if not np.isfinite(x).all():
         raise DataError(f"{where}: x holds NaN or infinite values")
+    if np.issubdtype(x.dtype, np.floating) and np.abs(x).max() > np.finfo(np.float32).max:
+        raise DataError(f"{where}: x holds values beyond float32's range (|x| up to {np.abs(x).max():.3g}): they "
+                        "would train as infinities; rescale them")
     return x, y
+
+
+def _why_not_numpy(exc: Exception) -> str:
+    """numpy's error, except its advice for bytes that are no NumPy file (it suggests allow_pickle, which would
+    unpickle untrusted data: never done here)."""
+    if "pickled" in str(exc):
+        return "its bytes are not NumPy's .npy/.npz format"
+    return str(exc)
 
 
 class ArraysStream(Stream):
@@ -165,6 +187,9 @@ class ArraysStream(Stream):
             tx = torch.as_tensor(np.asarray(x, dtype=np.float32))
             if tx.ndim == 3:
                 tx = tx.unsqueeze(1)  # N × H × W: one channel
+            if tuple(tx.shape[1:]) != self.input_shape:
+                raise DataError(f"task {info.name!r}, {split} split: inputs of shape {tuple(x.shape[1:])}, but the "
+                                f"train split's are {tuple(self.input_shape)}")
             splits[split] = Split(tx, _indices([str(v) for v in y.tolist()], info, f"task {info.name!r}, {split} split"))
         return TaskData(info, splits["train"], splits["test"], splits["val"])  # type: ignore[arg-type]
 
@@ -191,10 +216,22 @@ def _read_jsonl(path: Path, fields: tuple[str, str] = ("sentence", "label")) -> 
         text, target = (record[f] for f in fields)
         if not isinstance(text, str):
             raise DataError(f"{path}: line {n}: {fields[0]!r} is {type(text).__name__}, expected text")
-        out.append((text, str(target)))
+        out.append((text, _target(target, fields[1], f"{path}: line {n}")))
     if not out:
         raise DataError(f"{path}: no examples")
     return out
+
+
+def _target(value: Any, field: str, where: str) -> str:
+    """A label or response as text: a string (a label not empty), or, for a label, an integer (``1`` and ``"1"``
+    are one class). ``null``, a float (``1.0`` beside ``1``, ``NaN``), a list or an object is refused."""
+    if isinstance(value, str) and (value.strip() or field != "label"):
+        return value
+    if field == "label" and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    kind = "empty" if isinstance(value, str) else "null" if value is None else type(value).__name__
+    expected = "text or an integer" if field == "label" else "text"
+    raise DataError(f"{where}: {field!r} is {kind} ({json.dumps(value)[:40]}), expected {expected}")
 
 
 def _text_split(root: Path, task: str, split: str) -> Path | None:
