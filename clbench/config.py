@@ -219,6 +219,8 @@ def parse_sets(items: Iterable[str]) -> dict[str, list[Any]]:
         key = key.strip()
         if "." not in key:
             raise ConfigError(f"--set {item!r}: the key needs a scope, e.g. ewc.lambda or train.epochs")
+        if key in out:  # the last would silently win
+            raise ConfigError(f"--set {key} is given twice; give it once (a comma list sweeps several values)")
         out[key] = [parse_value(v) for v in split_top_level(value, item)]
     return out
 

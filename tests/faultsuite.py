@@ -1612,7 +1612,7 @@ FAULTS += [
           "Invalid value for '--cells': 0 is not in the range x>=1", "nothing"),
     Fault("compare-negative-atol", "`clbench compare A B --atol -1`",
           _empty_gate("compare", "<empty>", "<empty>", "--atol", "-1"), 2,
-          "Invalid value for '--atol': -1.0 is not in the range x>=0", "nothing"),
+          "Invalid value for '--atol': '-1' is not a finite number ≥ 0", "nothing"),
 ]
 
 
@@ -1809,6 +1809,50 @@ def _cell(text: str) -> str:
     text = text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
     text = text.replace("|", "\\|")
     return f"`` {text} ``" if "`" in text else f"`{text}`"
+
+
+# ---- 9. the first hour, second pass (issue 36) ----------------------------------------------------
+@fault("compare-atol-nan", "`clbench compare A B --atol nan` (NaN passed every difference)", 2,
+       "Invalid value for '--atol': 'nan' is not a finite number ≥ 0", "nothing is read or written")
+def compare_atol_nan(tmp: Path) -> Outcome:
+    ok(tiny(tmp, "--methods", "seqft"))
+    return clbench(tmp, "compare", str(out_of(tmp)), str(out_of(tmp)), "--atol", "nan")
+
+
+@fault("repeated-option", "`clbench run --methods seqft --methods ewc` (the last used to win silently)", 2,
+       "Error: --methods is given 2 times; give it once (a comma list names several values)", "nothing is written")
+def repeated_option(tmp: Path) -> Outcome:
+    return tiny(tmp, "--methods", "seqft", "--methods", "ewc")
+
+
+@repeated_option.check
+def _(o: Outcome) -> None:
+    assert not out_of(o.tmp).exists()
+
+
+@fault("repeated-set", "`--set train.lr=0.1 --set train.lr=0.2`", 2,
+       "error: --set train.lr is given twice; give it once (a comma list sweeps several values)", "nothing is written")
+def repeated_set(tmp: Path) -> Outcome:
+    return tiny(tmp, "--methods", "seqft", "--set", "train.lr=0.1", "--set", "train.lr=0.2")
+
+
+@fault("empty-seeds", "`--seeds ''` (it used to mean the profile's seeds)", 2,
+       "error: --seeds '': names nothing; give at least one value, or leave --seeds out for the default",
+       "nothing is written")
+def empty_seeds(tmp: Path) -> Outcome:
+    return tiny(tmp, "--methods", "seqft", "--seeds", "")
+
+
+@fault("duplicate-stream", "`--stream tiny-vector,tiny-vector -j 2` (two cells racing into one folder)", 2,
+       "error: --stream: 'tiny-vector' is given twice", "nothing is written")
+def duplicate_stream(tmp: Path) -> Outcome:
+    return clbench(tmp, "run", "--profile", TEST_PROFILE, "--stream", "tiny-vector,tiny-vector", "-j", "2",
+                   "--methods", "seqft", "--no-progress", "--out", str(out_of(tmp)))
+
+
+@duplicate_stream.check
+def _(o: Outcome) -> None:
+    assert not out_of(o.tmp).exists()
 
 
 def render(base: Path) -> str:

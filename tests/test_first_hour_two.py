@@ -372,3 +372,20 @@ def test_integer_and_string_labels_are_one_class_and_a_null_response_is_refused(
         (task / f"{split}.jsonl").write_text('{"prompt": "q", "response": null}\n')
     with pytest.raises(DataError, match="'response' is null"):
         PromptsStream(PromptsConfig(str(tmp_path / "p")))
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--methods", "seqft", "--methods", "ewc"], "--methods is given 2 times"),
+    (["--methods=seqft", "--methods", "ewc"], "--methods is given 2 times"),
+    (["--set", "train.lr=0.1", "--set", "train.lr=0.2"], "--set train.lr is given twice"),
+    (["--seeds", ""], "--seeds '': names nothing"),
+    (["--orders", " , "], "--orders ' , ': names nothing"),
+    (["--methods", " "], "--methods '': names nothing"),
+    (["--device-memory", ""], "--device-memory '': give a size"),
+])
+def test_a_value_given_twice_or_empty_is_refused_not_silently_replaced(tmp_path, capsys, args, needle):
+    from clbench._cli.main import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "--stream", "split-digits", "--dry-run", "--out", str(tmp_path), *args])
+    assert exit_.value.code == 2 and needle in capsys.readouterr().err

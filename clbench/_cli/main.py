@@ -124,6 +124,25 @@ def _group_only(args: Sequence[str]) -> bool:
     return all(arg in GROUP_ONLY for arg in rest)
 
 
+def _refuse_repeated_options(cli: click.Group, args: Sequence[str]) -> None:
+    """A single-value option given twice (``--methods a --methods b``): click keeps the last silently; refuse it."""
+    name = next((a for a in args if not a.startswith("-")), None)
+    command = cli.commands.get(name) if name else None
+    if command is None:
+        return
+    after = list(args[list(args).index(name) + 1:])
+    if "--" in after:
+        after = after[: after.index("--")]
+    for param in command.params:
+        if not isinstance(param, click.Option) or param.multiple or param.count:
+            continue
+        names = [o for o in param.opts + param.secondary_opts]
+        given = [a for a in after if a in names or any(a.startswith(f"{o}=") for o in names if o.startswith("--"))]
+        if len(given) > 1:
+            raise click.UsageError(f"{param.opts[-1]} is given {len(given)} times; give it once (a comma list names "
+                                   "several values)")
+
+
 def _format_warning(message: Any, category: Any, filename: str, lineno: int, line: str | None = None) -> str:
     return f"warning: {message}\n"
 
@@ -145,6 +164,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             with contextlib.redirect_stdout(sys.stderr):  # a plugin printing at import must not corrupt `show --json`
                 regs = harness_registry(disabled=disabled)
         cli = build_cli(regs)
+        _refuse_repeated_options(cli, _hoist(args))
         cli.main(args=args, prog_name="clbench", standalone_mode=False)
     except ClbenchError as exc:
         if debug:

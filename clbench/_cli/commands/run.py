@@ -22,14 +22,19 @@ from clbench.specs import OptionSpec
 LEADERBOARD_FILE = "leaderboard.md"  # `clbench run --leaderboard` writes <out>/leaderboard.md
 
 
-def _csv(value: str | None) -> list[str] | None:
+def _csv(value: str | None, option: str = "the option") -> list[str] | None:
+    """A comma list; an empty one is refused (it would silently mean the default)."""
     if value is None:
         return None
-    return [v.strip() for v in value.split(",") if v.strip()]
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:
+        raise ClbenchError(f"{option} {value!r}: names nothing; give at least one value, or leave {option} out for "
+                           "the default")
+    return items
 
 
 def _seeds(value: str | None) -> list[int] | None:
-    items = _csv(value)
+    items = _csv(value, "--seeds")
     if items is None:
         return None
     try:
@@ -118,7 +123,11 @@ def command(regs: Registries, methods: str | None, streams: str | None, orders: 
             raise click.UsageError(f"--model {model} is a path or hub name, and --model-path is given too")
         model, model_path = None, model  # `--model google-t5/t5-large`: weights for the stream's plugin
         weights_from_model = True
-    req = RunRequest(profile=profile, methods=methods, streams=_csv(streams), orders=_csv(orders),
+    if methods is not None and not methods.strip():
+        raise ClbenchError("--methods '': names nothing; give a method, a comma list, or all")
+    if device_memory is not None and not device_memory.strip():
+        raise ClbenchError("--device-memory '': give a size (80GiB), or off")
+    req = RunRequest(profile=profile, methods=methods, streams=_csv(streams, "--stream"), orders=_csv(orders, "--orders"),
                      seeds=_seeds(seeds), sets=parse_sets(sets), model=model, out=out, options=options,
                      data_dir=str(data_dir) if data_dir else None, model_path=model_path)
     try:
