@@ -33,9 +33,10 @@ class UnknownNameError(ClbenchError):
     ``plural`` overrides the plural :func:`plural_of` forms.
     """
 
-    def __init__(self, kind: str, name: str, known: list[str], *, of: str = "", plural: str | None = None) -> None:
+    def __init__(self, kind: str, name: str, known: list[str], *, of: str = "", plural: str | None = None,
+                 hint: str = "") -> None:
         match = did_you_mean(name, known)
-        hint = f" — did you mean {match!r}?" if match else ""
+        hint = hint or (f" — did you mean {match!r}?" if match else "")
         listing = ", ".join(known) if known else "(none registered)"
         owner = f" of {of}" if of else ""
         super().__init__(f"unknown {kind} {name!r}{owner}{hint} Known {plural or plural_of(kind)}: {listing}")

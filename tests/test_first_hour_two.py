@@ -389,3 +389,29 @@ def test_a_value_given_twice_or_empty_is_refused_not_silently_replaced(tmp_path,
     with pytest.raises(SystemExit) as exit_:
         main(["run", "--stream", "split-digits", "--dry-run", "--out", str(tmp_path), *args])
     assert exit_.value.code == 2 and needle in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["-p", "no:clbench.local", "run", "--methods", "seqft", "--stream", "split-digits", "--dry-run"],
+     "unknown executor 'local'; is it plugin 'clbench.local', disabled by -p no:clbench.local?"),
+    (["run", "--methods", "seqft+seqft", "--stream", "split-digits", "--dry-run"],
+     "'seqft' is given twice: a method composed with itself is one method"),
+    (["run", "--set", "train.lr=0.01,0.01", "--methods", "seqft", "--dry-run"],
+     "a comma makes a sweep of distinct values; a list is written in brackets, e.g. model.hidden=[256,256]"),
+])
+def test_messages_that_misled_now_point_at_the_cause(tmp_path, capsys, args, needle):
+    from clbench._cli.main import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, "--out", str(tmp_path / "o")] if args[0] == "run" else [*args, "--out", str(tmp_path / "o")])
+    assert exit_.value.code == 2 and needle in capsys.readouterr().err
+
+
+def test_show_on_a_binary_file_says_it_is_no_result(tmp_path, capsys):
+    from clbench._cli.main import main
+
+    path = tmp_path / "footprints.safetensors"
+    path.write_bytes(bytes(range(256)))
+    with pytest.raises(SystemExit) as exit_:
+        main(["show", str(path)])
+    assert exit_.value.code != 0 and "not a result.json (binary, not UTF-8 JSON text)" in capsys.readouterr().err

@@ -136,8 +136,8 @@ def _check_request(regs: Registries, req: RunRequest, profile: ProfileSpec) -> N
     _once(req.seeds, "--seeds")
     _once(req.streams, "--stream")  # two cells of one stream into one folder would race (-j 2)
     for key, values in req.sets.items():
-        _once(values, f"--set {key}", " (a comma makes a sweep; a list is written in brackets: "
-                                      f"{key}=[{','.join(map(str, values))}])")
+        _once(values, f"--set {key}", " (a comma makes a sweep of distinct values; a list is written in brackets, "
+                                      f"e.g. model.hidden=[256,256])")
     _check_scopes(req.sets, regs)
     _check_scopes(profile.sets, regs)
 
@@ -186,6 +186,7 @@ def _methods(regs: Registries, req: RunRequest, profile: ProfileSpec, streams: S
         on_stream[sspec.name] = list(preset_methods) if expr == "all" and preset_methods else labels
     parts_of = {label: tuple(p.strip() for p in label.split("+")) for ls in on_stream.values() for label in ls}
     for label, parts in parts_of.items():
+        _once(parts, f"--methods {label}", ": a method composed with itself is one method")
         for spec in [regs.methods.get(p) for p in parts][1:]:
             if not spec.composable:
                 raise ConfigError(f"method {spec.name!r} cannot be composed ('{label}'): it only adds structure")

@@ -61,6 +61,7 @@ class Registry(Generic[T]):
     kind: str
     items: dict[str, T] = field(default_factory=dict)
     origins: dict[str, Origin] = field(default_factory=dict)
+    disabled: tuple[str, ...] = ()  # the plugins -p no:NAME turned off: an unknown name may be theirs
 
     def add(self, spec: T, origin: Origin) -> None:
         name = getattr(spec, "name", None)
@@ -84,7 +85,9 @@ class Registry(Generic[T]):
         try:
             return self.items[name]
         except KeyError:
-            raise UnknownNameError(self.kind, name, sorted(self.items)) from None
+            off = [d for d in self.disabled if d == name or d.endswith(f".{name}")]
+            hint = f"; is it plugin {off[0]!r}, disabled by -p no:{off[0]}?" if off else ""
+            raise UnknownNameError(self.kind, name, sorted(self.items), hint=hint) from None
 
     def __contains__(self, name: object) -> bool:
         return name in self.items
@@ -254,7 +257,8 @@ def build_plugin_manager(
 
 def collect(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) -> Registries:
     """Call every registration hook on every plugin, one plugin at a time, so errors name it."""
-    regs = {kind: Registry(kind.rstrip("s")) for kind in _HOOKS}
+    disabled = tuple(disabled)
+    regs = {kind: Registry(kind.rstrip("s"), disabled=disabled) for kind in _HOOKS}
     for plugin in pm.get_plugins():
         name = plugin_name(pm, plugin)
         dist, version = _dist_of(plugin, pm)
@@ -284,7 +288,7 @@ def collect(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) -> Registrie
                     )
                 _check_spec(spec, origin)
                 regs[kind].add(spec, origin)
-    return Registries(pm=pm, disabled=tuple(disabled), **regs)
+    return Registries(pm=pm, disabled=disabled, **regs)
 
 
 def _check_spec(spec: object, origin: Origin) -> None:

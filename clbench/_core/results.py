@@ -58,7 +58,9 @@ def write_result(result: CellResult, directory: Path) -> Path:
 def read_result(path: Path) -> CellResult:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except UnicodeDecodeError:
+        raise ResultFileError(f"{path}: not a result.json (binary, not UTF-8 JSON text)") from None
+    except (OSError, json.JSONDecodeError) as exc:
         raise ResultFileError(f"{path}: cannot read ({exc})") from None
     return CellResult.from_json(data, Path(path))
 
