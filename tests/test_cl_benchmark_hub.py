@@ -90,6 +90,7 @@ def test_standard_stream_from_the_hub_builds_once_into_the_cache(tmp_path, monke
     monkeypatch.setattr(hub, "TEST_MAX", 76)
     load = FakeHub({"dbpedia": (145, 80), "amazon": (60, 50), "yahoo": (110, 90), "agnews": (44, 76)})
     monkeypatch.setattr("datasets.load_dataset", load)
+    monkeypatch.setattr("clbench.hub._reached", (True, ""))  # the faked hub answers
     stream = standard_stream(CLBenchmarkConfig(source="hub"))
     root = tmp_path / "cl_benchmark_hub" / "seed-0"
     for task in ("dbpedia", "amazon", "yahoo", "agnews"):

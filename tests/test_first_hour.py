@@ -29,8 +29,8 @@ def test_a_list_value_sweeps_into_cells_of_its_own(tmp_path):
 
 
 def test_a_repeated_sweep_value_hints_at_the_list_syntax(tmp_path):
-    with pytest.raises(ConfigError, match=r"model.hidden: 512 is given twice \(a comma makes a sweep; a list is "
-                                          r"written in brackets: model.hidden=\[512,512\]\)"):
+    with pytest.raises(ConfigError, match=r"model.hidden: 512 is given twice \(a comma makes a sweep of distinct "
+                                          r"values; a list is written in brackets, e.g. model.hidden=\[256,256\]\)"):
         make_plan(testing.registry(), RunRequest(methods="seqft", streams=["split-digits"], out=tmp_path,
                                                  sets=parse_sets(["model.hidden=512,512"])))
 

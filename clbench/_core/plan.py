@@ -137,7 +137,7 @@ def _check_request(regs: Registries, req: RunRequest, profile: ProfileSpec) -> N
     _once(req.streams, "--stream")  # two cells of one stream into one folder would race (-j 2)
     for key, values in req.sets.items():
         _once(values, f"--set {key}", " (a comma makes a sweep of distinct values; a list is written in brackets, "
-                                      f"e.g. model.hidden=[256,256])")
+                                      "e.g. model.hidden=[256,256])")
     _check_scopes(req.sets, regs)
     _check_scopes(profile.sets, regs)
 

@@ -33,6 +33,24 @@ def _csv(value: str | None, option: str = "the option") -> list[str] | None:
     return items
 
 
+def _weights_flag(regs: Registries, model: str | None, model_path: str | None) -> tuple[str | None, str | None, bool]:
+    """``--model google-t5/t5-large`` (a path or hub name, not a model plugin): weights for the stream's model plugin,
+    as ``--model-path`` gives them; returns (model, model_path, whether --model named the weights)."""
+    if model and model not in regs.models and ("/" in model or Path(model).expanduser().exists()):
+        if model_path:
+            raise click.UsageError(f"--model {model} is a path or hub name, and --model-path is given too")
+        return None, model, True
+    return model, model_path, False
+
+
+def _refuse_empty(methods: str | None, device_memory: str | None) -> None:
+    """``--methods ''`` or ``--device-memory ''``: given, yet naming nothing (it would silently mean the default)."""
+    if methods is not None and not methods.strip():
+        raise ClbenchError("--methods '': names nothing; give a method, a comma list, or all")
+    if device_memory is not None and not device_memory.strip():
+        raise ClbenchError("--device-memory '': give a size (80GiB), or off")
+
+
 def _seeds(value: str | None) -> list[int] | None:
     items = _csv(value, "--seeds")
     if items is None:
@@ -117,16 +135,8 @@ def command(regs: Registries, methods: str | None, streams: str | None, orders: 
 
     INTERRUPTED["line"] = "interrupted: finished cells and checkpoints are kept; rerun the same command to resume"
     _check_executor_options(regs, executor, options)
-    weights_from_model = False
-    if model and model not in regs.models and ("/" in model or Path(model).expanduser().exists()):
-        if model_path:
-            raise click.UsageError(f"--model {model} is a path or hub name, and --model-path is given too")
-        model, model_path = None, model  # `--model google-t5/t5-large`: weights for the stream's plugin
-        weights_from_model = True
-    if methods is not None and not methods.strip():
-        raise ClbenchError("--methods '': names nothing; give a method, a comma list, or all")
-    if device_memory is not None and not device_memory.strip():
-        raise ClbenchError("--device-memory '': give a size (80GiB), or off")
+    model, model_path, weights_from_model = _weights_flag(regs, model, model_path)
+    _refuse_empty(methods, device_memory)
     req = RunRequest(profile=profile, methods=methods, streams=_csv(streams, "--stream"), orders=_csv(orders, "--orders"),
                      seeds=_seeds(seeds), sets=parse_sets(sets), model=model, out=out, options=options,
                      data_dir=str(data_dir) if data_dir else None, model_path=model_path)
