@@ -90,7 +90,7 @@ class TrainConfig:
     # A cell whose training blows up is `diverged`, not complete: a step's loss is NaN or infinite, or an epoch's
     # mean loss (task loss plus the method's terms) exceeds this many times the loss of the first step of the same
     # phase of the task — the loss the phase starts from, before it has moved a weight (a phase may add terms of its
-    # own scale: LPS's ADMM) — or of 1 nat where that is less (clbench._exec.runner.LOSS_FLOOR: joint training starts a
+    # own scale: LPS's ADMM) — or of 1 nat where that is less (clbench._exec.step.LOSS_FLOOR: joint training starts a
     # task at 4e-4). 0: only non-finite losses. 100 is far above what a healthy phase does and far below a blow-up
     # (an SGD step past the penalty's curvature multiplies the loss by ~1e3 an epoch: split-digits ewc, epoch means
     # 0.49 → 2403 → 5.6e9; permuted-digits ewc λ=1000 reached 3e12 within its first epoch).

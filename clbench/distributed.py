@@ -5,14 +5,14 @@ CPU). Every rank builds the same model and method from the same seeds and walks 
 of a step is split:
 
 * the global batch (``train.batch_size``) is cut into ``N × train.grad_accum`` micro-batches with
-  :func:`clbench._exec.runner.micro_batches`; rank r runs micro-batches r, r+N, r+2N, ..., each loss scaled by its
+  :func:`clbench._exec.step.micro_batches`; rank r runs micro-batches r, r+N, r+2N, ..., each loss scaled by its
   share of the *global* batch, so the gradients summed over the ranks (:meth:`Dist.all_reduce_grads`, right
   after backward and before ``Method.after_backward``) are the one-process mean gradient: every rank then
   takes the same optimizer step, and a method's gradient edits and penalties see the global gradient;
 * the step's loss (and loss terms) are summed over the ranks before the non-finite check: every rank raises
   ``Diverged`` at the same step, or none does (a rank that stopped alone would leave the others waiting);
 * evaluation batches are dealt round-robin and the predictions gathered, so the score is computed from
-  exactly the predictions one process makes (:func:`clbench._exec.runner.evaluate`).
+  exactly the predictions one process makes (:func:`clbench._exec.evaluation.evaluate`).
 
 Everything else (Fisher information, replay buffers, masks, ADMM variables, adapters) is computed on every rank
 from identical weights and data, so it stays identical without communication. Rank 0 alone writes files

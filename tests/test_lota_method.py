@@ -10,7 +10,7 @@ from clbench_plugins.lota.method import LoTA, top_fraction_mask
 from clbench_plugins.mlp.model import MLPConfig, build
 
 from clbench import testing
-from clbench._exec.runner import train_task
+from clbench._exec.step import train_task
 from clbench.config import TrainConfig
 from clbench.errors import ConfigError
 from clbench.method import CellContext

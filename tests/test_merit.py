@@ -53,7 +53,7 @@ def test_an_exploding_epoch_is_diverged_with_where_it_happened(tmp_path):
 
 
 def test_a_nan_step_records_its_step():
-    from clbench._exec.runner import _diverged
+    from clbench._exec.step import _diverged
 
     exc = _diverged("loss became nan", "t1", 1, "train", 0, 7, float("nan"), None)
     assert exc.where == {"task": "t1", "index": 1, "phase": "train", "epoch": 1, "step": 7, "loss": "nan",

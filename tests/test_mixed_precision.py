@@ -12,7 +12,7 @@ from clbench_plugins.lora.config import LoRAConfig
 from torch import Tensor, nn
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
-import clbench._exec.runner as runner
+import clbench._exec.step as runner
 from clbench import footprints as fps
 from clbench import testing
 from clbench._core.optim import Masters, PackedState, make_optimizer, torch_optimizer

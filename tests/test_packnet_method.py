@@ -16,7 +16,8 @@ from clbench_plugins.packnet.partition import keep_mask, pack, topk_positions, u
 from torch import nn
 
 from clbench import footprints, testing
-from clbench._exec.runner import evaluate, train_task
+from clbench._exec.evaluation import evaluate
+from clbench._exec.step import train_task
 from clbench.cell import FOOTPRINT_FILE
 from clbench.config import TrainConfig
 from clbench.errors import ConfigError

@@ -196,7 +196,7 @@ def test_built_in_plugins_and_the_guide_import_only_the_public_api():
 
 def test_no_function_of_the_package_is_over_60_lines():
     """A function a reader can hold in view: none in clbench/ over 60 lines, docstring included (README
-    "Architecture"). The training step stays written out in one loop (runner._PhaseRun.epoch)."""
+    "Architecture"). The training step stays written out in one loop (step._PhaseRun.epoch)."""
     import ast
     from pathlib import Path
 

@@ -12,7 +12,9 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from clbench import testing
 from clbench._core.results import read_result
-from clbench._exec.runner import FailFast, _CellState, train_task
+from clbench._exec.cellstate import CellState
+from clbench._exec.runner import FailFast
+from clbench._exec.step import train_task
 from clbench.cell import CHECKPOINT_FILE, RESULT_FILE
 from clbench.config import TrainConfig
 from clbench.hookspecs import hookimpl
@@ -206,7 +208,7 @@ def test_no_checkpoint_is_written_after_the_last_task(tmp_path):
 
 def test_checkpoints_follow_checkpoint_every_s(tmp_path, monkeypatch):
     saved: list[int] = []
-    monkeypatch.setattr(_CellState, "save_checkpoint", lambda self, *args: saved.append(len(self.rows)))
+    monkeypatch.setattr(CellState, "save_checkpoint", lambda self, *args: saved.append(len(self.rows)))
     regs = testing.registry()
     for every, expected in ((0, list(range(1, 10))), (1e6, [])):  # after every task but the last of ten; never
         saved.clear()

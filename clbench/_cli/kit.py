@@ -44,14 +44,8 @@ from clbench._core.registry import Registries
 from clbench._core.results import read_result
 from clbench._exec.executors import execute
 from clbench._exec.local import harness_registry
-from clbench._exec.runner import (
-    build_method,
-    build_model,
-    build_stream,
-    method_label,
-    resolve_device,
-    train_task,
-)
+from clbench._exec.runner import build_method, build_model, build_stream, method_label, resolve_device
+from clbench._exec.step import train_task
 from clbench._tools import verify
 from clbench.cell import (
     CHECKPOINT_FILE,

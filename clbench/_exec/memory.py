@@ -38,15 +38,8 @@ from torch.utils._pytree import tree_flatten
 
 from clbench._core.optim import make_optimizer
 from clbench._core.registry import Registries
-from clbench._exec.runner import (
-    _own_hook,
-    batch_loss,
-    build_method,
-    build_model,
-    build_stream,
-    cell_masters,
-    method_label,
-)
+from clbench._exec.runner import build_method, build_model, build_stream, method_label
+from clbench._exec.step import _own_hook, batch_loss, cell_masters
 from clbench.cell import Cell
 from clbench.data import Batch, Split
 from clbench.distributed import resolve_device

@@ -1,0 +1,51 @@
+"""Evaluation: a row of the accuracy matrix, every task scored with the model as it is, one process or several."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from clbench.config import TrainConfig
+from clbench.data import Stream
+from clbench.distributed import SINGLE, Dist
+from clbench.method import Method
+from clbench.model import CLModel
+
+
+@torch.no_grad()
+def evaluate(model: CLModel, method: Method, stream: Stream, tasks: list[str], train: TrainConfig,
+             device: torch.device, dist: Dist = SINGLE) -> tuple[list[float], list[Tensor | None]]:
+    """Score (0-100, by the stream's :meth:`Stream.score`) on every task of ``tasks`` with the model as it is now,
+    and each task's per-example scores (:meth:`Stream.example_scores`; None where the stream has none).
+
+    Data-parallel (``dist``), each rank predicts its share of the test batches (:meth:`Stream.predictions`) and
+    every rank scores all predictions gathered: the same batches, predictions and score as one process. A
+    stream with an evaluation of its own (an overridden :meth:`Stream.evaluate`) is run whole on rank 0."""
+    was_training = model.training
+    model.eval()
+    row: list[float] = []
+    examples: list[Tensor | None] = []
+    if not dist.active or type(stream).evaluate is not Stream.evaluate:
+        for task in tasks if dist.is_main else ():
+            with method.evaluating(task):
+                score, per_example = stream.evaluate_examples(model, task, batch_size=train.eval_batch_size,
+                                                              limit=train.eval_limit, device=device)
+            row.append(float(score))
+            examples.append(per_example)
+        row = dist.broadcast(row)
+    else:
+        mine = {}
+        for task in tasks:
+            with method.evaluating(task):
+                mine[task] = stream.predictions(model, task, batch_size=train.eval_batch_size, limit=train.eval_limit,
+                                                device=device, shard=(dist.rank, dist.world_size))
+        every = dist.gather(mine)
+        n = dist.world_size
+        for task in tasks:
+            count = sum(len(part[task]) for part in every)
+            preds = [every[i % n][task][i // n] for i in range(count)]  # batch i was rank i mod N's
+            score, per_example = stream.score_examples(task, preds, train.eval_limit)
+            row.append(float(score))
+            examples.append(per_example)
+    model.train(was_training)
+    return row, examples

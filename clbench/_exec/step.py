@@ -1,0 +1,314 @@
+"""The training step and its loops: one task's phases, each phase's epochs, each epoch's optimizer steps.
+
+What a step does: the model's task loss plus the method's loss terms, backward (in micro-batches for
+``train.grad_accum``, across ranks for a data-parallel cell), the method's hooks, the optimizer. The runner drives
+it for a cell; a blow-up (a non-finite loss, an epoch mean past ``train.diverge_factor``) ends it as
+:class:`~clbench.errors.Diverged`, naming the exact step.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.optim.lr_scheduler import MultiStepLR
+
+from clbench._core.boundary import check_loss_terms
+from clbench._core.optim import Masters, make_optimizer, torch_optimizer_of
+from clbench.data import Batch, batches
+from clbench.distributed import Dist
+from clbench.errors import Diverged
+from clbench.method import MASTERS, CellContext, Method, Phase
+from clbench.model import CLModel
+
+# The least blow-up reference (train.diverge_factor): a phase that starts on a task already learned (joint training
+# after its first task: a first step of 4e-4) has a loss that may rise a hundredfold and stay far below a blow-up.
+LOSS_FLOOR = 1.0
+SYNC_EVERY = 32  # train.sync_every's default on an accelerator: steps between reads of the step losses
+def _epoch_batches(ctx: CellContext, tasks: list[str], batch_size: int, *salt: int) -> Iterator[Batch]:
+    """One epoch's batches of ``tasks``, on the cell's device where the stream keeps the split there
+    (``train.device_data``); the same batches, in the same order, as from the CPU."""
+    fraction = ctx.train.device_data
+    if len(tasks) == 1:  # the split's own generator: no second generator frame a step
+        return batches(ctx.stream.on_device(tasks[0], "train", ctx.device, fraction), batch_size, tasks[0],
+                       ctx.generator(*salt))
+    # Joint training: every batch holds one task; batches of all tasks interleaved at random.
+    pool = [b for i, t in enumerate(tasks)
+            for b in batches(ctx.stream.on_device(t, "train", ctx.device, fraction), batch_size, t,
+                             ctx.generator(*salt, i))]
+    return (pool[i] for i in torch.randperm(len(pool), generator=ctx.generator(*salt, -1)).tolist())
+
+
+def _own_hook(method: Method, name: str) -> Callable[[], None] | None:
+    """The method's per-step hook ``name``, or None where it is :class:`Method`'s own no-op: the step then
+    skips the call (in the training loop a Python call costs ~1 µs, benchmarks/bench_overhead.py)."""
+    hook = getattr(method, name)
+    return None if getattr(hook, "__func__", None) is getattr(Method, name) else hook
+
+
+StepObserver = Callable[[str, int, int, dict[str, float]], None]
+"""``on_step(phase, epoch, step, values)``: what :func:`train_task` calls on a logged step (see clbench_step)."""
+
+
+def grad_norm(params: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The L2 norm of every gradient of ``params`` together (as ``clip_grad_norm_`` computes it; read only)."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return torch.zeros(())
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.detach()) for g in grads]))
+
+
+def cell_masters(ctx: CellContext) -> Masters:
+    """The fp32 masters of the cell's low-precision weights (none for an fp32 model), kept from phase to phase and
+    task to task, and in the checkpoint."""
+    return ctx.stash.setdefault(MASTERS, Masters())
+
+
+def micro_batches(batch: Batch, parts: int) -> list[Batch]:
+    """``batch`` cut into ``parts`` consecutive pieces (sizes differ by at most one; fewer when it is shorter)."""
+    bounds = torch.linspace(0, len(batch), min(parts, len(batch)) + 1).round().long().tolist()
+    return [Batch(batch.x[a:b], batch.y[a:b], batch.task) for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def batch_loss(model: CLModel, method: Method, batch: Batch, what: str
+               ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """The loss of ``batch`` (the model's task loss plus the method's loss terms), the task loss and the terms."""
+    logits, task_loss = model.training_loss(batch.x, batch.task, batch.y, method.needs_logits)
+    terms = method.loss_terms(batch, logits)
+    if type(terms) is not dict or terms:  # {}, most steps of most methods, has nothing to check
+        terms = check_loss_terms(terms, what)
+    loss = task_loss
+    for term in terms.values():
+        loss = loss + term
+    return loss, task_loss, terms
+
+
+Losses = tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]
+"""A step's loss, task loss and loss terms (see :func:`batch_loss`)."""
+
+
+def accumulate(model: CLModel, method: Method, batch: Batch, parts: int, what: str) -> Losses:
+    """Forward and backward of ``batch`` in ``parts`` micro-batches (``train.grad_accum``); returns the batch's
+    loss, task loss and loss terms (detached), as one pass over the whole batch would.
+
+    Each micro-batch's loss, method terms included, is scaled by its share of the examples, so the summed
+    gradients are the batch's mean gradient. A term that depends on the batch (LwF's distillation, replay)
+    is then its batch mean; a term that does not (EWC's or O-LoRA's penalty: the weights do not move between
+    micro-batches) has shares summing to one: it counts once per optimizer step, as without accumulation.
+    """
+    pieces = micro_batches(batch, parts)
+    return _backward(model, method, pieces, [len(micro) / len(batch) for micro in pieces], what)
+
+
+def _backward(model: CLModel, method: Method, pieces: list[Batch], shares: list[float], what: str) -> Losses:
+    """Forward and backward of each micro-batch of ``pieces``, its loss scaled by its share; the shared sums."""
+    losses: list[torch.Tensor] = []
+    task_losses: list[torch.Tensor] = []
+    terms: dict[str, list[torch.Tensor]] = {}
+    for micro, share in zip(pieces, shares, strict=True):
+        part, part_loss, part_terms = batch_loss(model, method, micro, what)
+        (part * share).backward()
+        losses.append(part.detach() * share)
+        task_losses.append(part_loss.detach() * share)
+        for name, term in part_terms.items():
+            terms.setdefault(name, []).append(term.detach() * share)
+    return (torch.stack(losses).sum(), torch.stack(task_losses).sum(),  # share-weighted: the whole batch's values
+            {name: torch.stack(values).sum() for name, values in terms.items()})
+
+
+def data_parallel_step(model: CLModel, method: Method, batch: Batch, accum: int, params: Sequence[torch.Tensor],
+                       dist: Dist, what: str) -> Losses:
+    """This rank's part of a step on the global ``batch``: micro-batches rank, rank+N, ... of ``batch`` cut into
+    N × ``accum`` (each scaled by its share of the global batch, as :func:`accumulate` does), then the gradients
+    and the losses summed over the ranks. Returns the global batch's loss, task loss and terms (every rank the
+    same), the gradients of ``params`` being the one-process mean gradient."""
+    pieces = micro_batches(batch, accum * dist.world_size)
+    mine = dist.shard(pieces)
+    if mine:
+        loss, task_loss, terms = _backward(model, method, mine, [len(m) / len(batch) for m in mine], what)
+    else:  # a short last batch, fewer micro-batches than ranks: piece 0 at weight 0 adds nothing, and this rank
+        # reduces the same loss terms and gradients as the others (a missing one would leave them waiting)
+        loss, task_loss, terms = _backward(model, method, pieces[:1], [0.0], what)
+    total = dist.sum(torch.stack([loss.float(), task_loss.float(), *(t.float() for t in terms.values())]))
+    dist.all_reduce_grads(params)  # before after_backward: a method edits (and adds to) the global gradient
+    return total[0], total[1], dict(zip(terms, total[2:], strict=True))
+
+
+def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, what: str = "method",
+               on_step: StepObserver | None = None, step: int = 0) -> dict[str, Any]:
+    """All phases of task ``index``; returns per phase its seconds, steps, examples/s (and tokens/s) and the
+    mean loss of each epoch, and ``phases``: the phase names in run order. ``what`` names the method in a
+    boundary error (see :func:`method_label`). ``on_step`` is called after every ``ctx.train.log_every``-th
+    optimizer step, counted across the cell from ``step`` (the steps before this task); on other steps it
+    costs nothing. A step takes ``train.batch_size`` examples (the global batch), in ``train.grad_accum``
+    micro-batches (see :func:`accumulate`)."""
+    task, train_tasks = ctx.order[index], method.train_tasks(index)
+    stats: dict[str, Any] = {}
+    model.train()
+    group: tuple[str, Any] = ("", None)  # the optimizer of the phase group going on (Phase.optimizer_group)
+    for p_i, phase in enumerate(method.phases(task, index)):
+        method.before_phase(phase, task, index)
+        params = method.parameters(model, phase)
+        if not phase.optimizer_group or group[0] != phase.optimizer_group:
+            group = (phase.optimizer_group, make_optimizer(params, phase, method.sparse_coordinates(phase),
+                                                           cell_masters(ctx), ctx.train.fused))
+        run = _PhaseRun(model, method, ctx, phase, p_i, index, train_tasks, group[1], params, what, on_step, step)
+        t0, tokens0 = time.perf_counter(), model.tokens_seen
+        epoch_loss = run.epochs()
+        seconds, step = time.perf_counter() - t0, run.step
+        if ctx.dist.active:  # each rank counted the tokens of its micro-batches
+            model.tokens_seen = tokens0 + int(ctx.dist.sum(torch.tensor(model.tokens_seen - tokens0,
+                                                                        device=ctx.device)))
+        entry: dict[str, Any] = {"seconds": seconds, "steps": run.steps,
+                                 "trainable": sum(p.numel() for p in params),  # the phase's trained parameters
+                                 "examples_per_s": run.examples / max(seconds, 1e-9),
+                                 "loss": epoch_loss}  # the mean loss of each epoch: a loss curve without a logger
+        if model.tokens_seen > tokens0:
+            entry["tokens_per_s"] = (model.tokens_seen - tokens0) / max(seconds, 1e-9)
+        stats[phase.name] = entry
+    stats["phases"] = [name for name, v in stats.items() if isinstance(v, dict)]  # result.json sorts keys
+    ctx.dist.broadcast_buffers(model)
+    return stats
+
+
+@dataclass
+class _PhaseRun:
+    """One phase of a task being trained: its epochs (:meth:`epochs`) and their steps (:meth:`epoch`), counting
+    the cell's optimizer steps from ``step``."""
+
+    model: CLModel
+    method: Method
+    ctx: CellContext
+    phase: Phase
+    p_i: int
+    index: int
+    train_tasks: Any  # Method.train_tasks(index): the tasks whose data this task trains on
+    opt: Any
+    params: list[Tensor]
+    what: str
+    on_step: StepObserver | None
+    step: int
+    steps: int = 0
+    examples: int = 0
+    first: float | None = None  # the blow-up reference: the loss the phase starts from (its first step's)
+
+    def epochs(self) -> list[float | None]:
+        """Every epoch of the phase: each one's mean loss; raises Diverged on a blow-up (train.diverge_factor)."""
+        phase, blowup, task = self.phase, self.ctx.train.diverge_factor, self.ctx.order[self.index]
+        schedule = MultiStepLR(torch_optimizer_of(self.opt), list(phase.lr_milestones), phase.lr_gamma) \
+            if phase.lr_milestones else None
+        epoch_loss: list[float | None] = []
+        for epoch in range(phase.epochs):
+            total, n = self.epoch(epoch)
+            self.method.after_epoch(phase, epoch)
+            if schedule is not None:
+                schedule.step()
+            mean = total / n if n else None
+            epoch_loss.append(mean)
+            if blowup and mean is not None and self.first is not None and mean > blowup * self.first:
+                raise _diverged(f"epoch mean loss {mean:.4g} > {blowup:g} × {self.first:.4g} (the phase's first step's "
+                                f"loss, at least {LOSS_FLOOR:g}; train.diverge_factor)", task, self.index, phase.name,
+                                epoch, self.step, mean, self.first)
+        return epoch_loss
+
+    def epoch(self, epoch: int) -> tuple[float, int]:
+        """One epoch's optimizer steps: the sum of their losses and their count. The step is written out here, in
+        one loop over locals: it is the harness's whole per-step cost (benchmarks/bench_overhead.py)."""
+        model, method, ctx, opt, params, what, on_step = (self.model, self.method, self.ctx, self.opt, self.params,
+                                                          self.what, self.on_step)
+        phase, dist, accum, clip = self.phase, ctx.dist, ctx.train.grad_accum, ctx.train.grad_clip
+        every = ctx.train.log_every if on_step is not None else 0
+        # a batch not already on the device (a split kept on the host) is copied there; on the CPU it is used as is
+        move, parallel = ctx.device.type != "cpu", dist.active
+        after_backward, after_step = _own_hook(method, "after_backward"), _own_hook(method, "after_step")
+        step, total, n, value = self.step, 0.0, 0, math.nan
+        # the step losses read at once every `sync` steps (train.sync_every): every step on the CPU, where reading one
+        # is cheap; on an accelerator each read waits for the device to finish the step
+        sync, pending = ctx.train.sync_every or (1 if ctx.device.type == "cpu" else SYNC_EVERY), []
+        for batch in _epoch_batches(ctx, self.train_tasks, ctx.train.batch_size, self.index, self.p_i, epoch):
+            if move:
+                batch = batch.to(ctx.device)
+            opt.zero_grad(set_to_none=True)
+            if parallel:  # the losses summed over the ranks: every rank diverges at the same step or none
+                loss, task_loss, terms = data_parallel_step(model, method, batch, accum, params, dist, what)
+            elif accum == 1:
+                loss, task_loss, terms = batch_loss(model, method, batch, what)
+                loss.backward()
+            else:
+                loss, task_loss, terms = accumulate(model, method, batch, accum, what)
+            step += 1
+            logged = every and step % every == 0
+            pending.append(loss.detach())
+            if len(pending) >= sync or logged:  # the host sync: the non-finite check and the epoch's mean loss
+                total, n, value = self._drain(pending, epoch, step, total, n)
+            if after_backward is not None:
+                after_backward()
+            norm = None
+            if clip > 0:
+                norm = torch.nn.utils.clip_grad_norm_(params, clip)
+            elif logged:
+                norm = grad_norm(params)
+            opt.step()
+            if after_step is not None:
+                after_step()
+            self.examples += batch.y.shape[0]  # not len(): Tensor.__len__ is Python
+            if logged:
+                values = {"loss": value, "loss/task": float(task_loss.detach())}
+                values.update((f"loss/{name}", float(term.detach())) for name, term in terms.items())
+                values.update(lr=float(opt.param_groups[0]["lr"]), grad_norm=float(norm))
+                on_step(phase.name, epoch, step, values)
+        if pending:
+            total, n, value = self._drain(pending, epoch, step, total, n)
+        self.steps += step - self.step
+        self.step = step
+        return total, n
+
+    def _drain(self, pending: list[Tensor], epoch: int, step: int, total: float, n: int) -> tuple[float, int, float]:
+        """Read the losses of the steps ``pending`` (the last of them the cell's step ``step``) in one host sync:
+        raise :class:`Diverged` naming the first non-finite one's step, else add them to the epoch's ``total`` and
+        count ``n``; returns those and the last loss. Empties ``pending``."""
+        values = [pending[0].item()] if len(pending) == 1 else torch.stack([v.float() for v in pending]).tolist()
+        pending.clear()
+        first_step = step - len(values) + 1
+        for k, value in enumerate(values):
+            if not math.isfinite(value):
+                raise _diverged(f"loss became {value}", self.ctx.order[self.index], self.index, self.phase.name, epoch,
+                                first_step + k, value, None)
+            if self.first is None:
+                self.first = max(value, LOSS_FLOOR)
+            total += value
+            n += 1
+        return total, n, values[-1]
+
+
+def _diverged(what: str, task: str, index: int, phase: str, epoch: int, step: int, loss: float,
+              reference: float | None) -> Diverged:
+    """The :class:`Diverged` of a blow-up on ``task`` (epoch counted from 0, ``step`` the cell's optimizer step)."""
+    where = {"task": task, "index": index, "phase": phase, "epoch": epoch + 1, "step": step,
+             "loss": loss if math.isfinite(loss) else str(loss), "reference": reference}
+    return Diverged(f"{what} on task {task!r} (task {index + 1}, phase {phase}, epoch {epoch + 1}, step {step})",
+                    where)
+
+
+def epoch_losses(stats: dict[str, Any], step: int) -> list[dict[str, Any]]:
+    """The mean loss of every epoch of a task's phases, in run order, each at the cell's optimizer step where that
+    epoch ended (``step``: the step the task ended; a phase's epochs take equal shares of its steps)."""
+    out: list[dict[str, Any]] = []
+    start = step - sum(int(stats[p].get("steps", 0)) for p in stats.get("phases", ()))
+    for phase in stats.get("phases", ()):
+        losses, steps = stats[phase].get("loss", []), int(stats[phase].get("steps", 0))
+        for e, loss in enumerate(losses):
+            out.append({"phase": phase, "epoch": e, "step": start + steps * (e + 1) // len(losses),
+                        "loss": loss})
+        start += steps
+    return out
+
+
+def steps_done(timings: list[dict[str, Any]]) -> int:
+    """Optimizer steps of the tasks whose timings these are (to go on counting after a resume)."""
+    return sum(int(v.get("steps", 0)) for t in timings for v in t.values() if isinstance(v, dict))
