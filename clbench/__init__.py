@@ -17,11 +17,16 @@ from typing import TYPE_CHECKING, Any
 
 from clbench.hookspecs import hookimpl
 
-__version__ = "0.1.0"
+try:  # one version source: the installed distribution's metadata (pyproject.toml)
+    from importlib.metadata import PackageNotFoundError, version
+
+    __version__ = version("clbench")
+except PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
 
 # name -> the contract module that defines it
 _EXPORTS = {
-    **dict.fromkeys(("Method", "Phase", "CellContext", "StashKey", "derive_seed"), "clbench.method"),
+    **dict.fromkeys(("Method", "Phase", "MaskPlan", "CellContext", "StashKey", "derive_seed"), "clbench.method"),
     **dict.fromkeys(("CLModel", "HeadedModel", "StreamInfo"), "clbench.model"),
     **dict.fromkeys(("Stream", "TaskData", "TaskInfo", "Split", "Batch", "batches", "stratified_split", "confined",
                      "read_text", "read_records", "cache_dir", "atomic_write_text"), "clbench.data"),

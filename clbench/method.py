@@ -132,6 +132,17 @@ def seed_torch(seed: int) -> None:
 
 
 @dataclass(frozen=True)
+class MaskPlan:
+    """A masked method's declaration for the memory plan (:meth:`Method.mask_plan`): each weight matrix's mask keeps
+    ``density`` of it; ``disjoint``: a task's masks avoid the earlier tasks' (their union grows by ``density`` a
+    task), else they are drawn independently; ``anchor_at_masks``: the method keeps its anchor at the masks only."""
+
+    density: float
+    disjoint: bool = False
+    anchor_at_masks: bool = False
+
+
+@dataclass(frozen=True)
 class Phase:
     """One training phase of a task: epochs over the data with its own optimizer.
 
@@ -167,7 +178,6 @@ class Phase:
 class Method:
     """Base class with neutral defaults: subclassing it and overriding nothing gives SeqFT."""
 
-    name = "method"
     # False: loss_terms never reads ``logits`` (it gets None), so the model may skip scoring every label
     # during training (CLModel.training_loss). True is the safe default for a method that does not say.
     needs_logits: bool = True
@@ -193,6 +203,11 @@ class Method:
         still (zero their gradients in ``after_backward``) — the packing only saves the memory.
         """
         return []
+
+    def mask_plan(self) -> MaskPlan | None:
+        """For a method that trains masks of a set density, what the memory plan needs to count its packed state
+        (:mod:`clbench._exec.memory`); None (the default): no masks, or masks whose size follows from values."""
+        return None
 
     def train_tasks(self, index: int) -> list[str]:
         return [self.ctx.order[index]]

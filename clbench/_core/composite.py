@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from clbench.data import Batch
 from clbench.footprints import TaskFootprint
-from clbench.method import CellContext, Method, Phase
+from clbench.method import CellContext, MaskPlan, Method, Phase
 
 if TYPE_CHECKING:
     from clbench.model import CLModel
@@ -32,6 +32,9 @@ class CompositeMethod(Method):
         super().setup(model)
         for _, m in self.parts:
             m.setup(model)
+
+    def mask_plan(self) -> MaskPlan | None:
+        return self.primary.mask_plan()  # the first part owns the structure
 
     def parameters(self, model: CLModel, phase: Phase) -> list[nn.Parameter]:
         seen: dict[int, nn.Parameter] = {}

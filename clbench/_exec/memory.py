@@ -380,33 +380,32 @@ def whole_selection_excess(masked: int, density: float, moments: int = 1, union:
 
 
 def _masks_at_density(regs: Registries, cell: Cell, peak: int, notes: list[str]) -> int:
-    """What an upper bound of a method whose masks have a set ``density`` (its config's: Expander-EWC and its kin)
-    counts beyond the run, by :func:`whole_selection_excess`; 0 for any other method (the bound stands). The masters
-    of low-precision weights hold the masks' union at the order's last task, when it is largest: ``T × density`` for
-    masks kept apart (``overlap_policy = avoid``), else ``1 − (1 − density)^T`` (independent draws, expected). The
+    """What an upper bound of a method whose masks have a set density (it declares them: :meth:`Method.mask_plan`,
+    Expander-EWC and its kin) counts beyond the run, by :func:`whole_selection_excess`; 0 for any other method (the
+    bound stands). The masters of low-precision weights hold the masks' union at the order's last task, when it is
+    largest: ``T × density`` for masks kept apart, else ``1 − (1 − density)^T`` (independent draws, expected). The
     terms stay the bound's: the packed state is spread over several of them."""
-    configs = [c for c in cell.methods_cfg.values() if isinstance(getattr(c, "density", None), float)]
-    if len(configs) != 1:
-        return 0
-    config = configs[0]
     stream = build_stream(regs, cell)
     order = stream.order(cell.order)
     tasks = len(order)
-    with torch.device("meta"):
-        layers = build_model(regs, cell, stream).adaptable_layers().values()
-    masked = sum(layer.weight.numel() for layer in layers)
     ctx = CellContext(stream=stream, order=order, train=cell.train, device=torch.device("meta"), seed=cell.seed,
                       options=dict(cell.options))
     method = build_method(regs, cell, ctx)
+    plan = method.mask_plan()  # the method's own declaration (Method.mask_plan); a composite declares none
+    if plan is None:
+        return 0
+    with torch.device("meta"):
+        layers = build_model(regs, cell, stream).adaptable_layers().values()
+    masked = sum(layer.weight.numel() for layer in layers)
     phase = method.phases(order[0], 0)[-1]  # the masked phase (a calibration one comes first)
-    anchor = next(iter(layers)).weight.element_size() if getattr(method, "anchor_at_masks", False) else 0
+    anchor = next(iter(layers)).weight.element_size() if plan.anchor_at_masks else 0
     # the optimizer moments of each packed coordinate: torch's Adam two, RMSProp one (+ a momentum buffer), SGD its
     # momentum buffer
     moments = 2 if phase.optimizer in ("adam", "adamw") else int(phase.optimizer == "rmsprop") + int(phase.momentum > 0)
-    d = config.density
+    d = plan.density
     union = None
     if any(layer.weight.dtype != torch.float32 for layer in layers):
-        union = min(1.0, tasks * d) if getattr(config, "overlap_policy", None) == "avoid" else 1 - (1 - d) ** tasks
+        union = min(1.0, tasks * d) if plan.disjoint else 1 - (1 - d) ** tasks
     excess = min(whole_selection_excess(masked, d, moments, union, anchor), peak)
     masters = "" if union is None else f"; float32 masters over the masks' union at task {tasks}, {union:.0%}"
     notes.append(f"masks at density {d:g}: the upper bound {fmt_bytes(peak)} less the packed state of the "

@@ -95,7 +95,6 @@ def add_penalty_gradients(doubled: Mapping[str, Tensor], params: Mapping[str, nn
 
 
 class EWC(Method):
-    name = "ewc"
     needs_logits = False  # loss_terms does not read the logits
     config: EWCConfig
 

@@ -21,7 +21,7 @@ from torch import Tensor, nn
 
 from clbench.data import Batch
 from clbench.footprints import Masked, TaskFootprint
-from clbench.method import Method, Phase, derive_seed
+from clbench.method import MaskPlan, Method, Phase, derive_seed
 from clbench.model import CLModel
 
 from .config import ExpanderEWCConfig, MaskedTrainingConfig
@@ -92,6 +92,12 @@ class MaskedTraining(Method):
         self._restore: dict[str, Tensor] = {}  # a weight-decay phase's starting values on the device (before_phase)
         self._pending_stats: dict[str, dict[str, Any]] = {}
         self._doubled: Mapping[str, Tensor] = {}  # 2 × (λ/2)(F + γ): the penalty's gradient is 2w ⊙ (θ − θ*)
+
+    def mask_plan(self) -> MaskPlan:
+        """Masks of ``density`` each; kept apart from earlier tasks' where the config says so (``overlap_policy``
+        avoid; LoTTO's ``disjoint``)."""
+        disjoint = getattr(self.config, "overlap_policy", None) == "avoid" or bool(getattr(self.config, "disjoint", False))
+        return MaskPlan(self.config.density, disjoint, self.anchor_at_masks)
 
     # -- which parameters ---------------------------------------------------------
     def masked_parameters(self) -> dict[str, nn.Parameter]:
@@ -256,7 +262,6 @@ class MaskedTraining(Method):
 class ExpanderEWC(MaskedTraining):
     """Expander-EWC: per task and matrix, a fresh expander mask (Alg. 1 lines 3-9), then masked EWC."""
 
-    name = "expander-ewc"
     config: ExpanderEWCConfig
     anchor_at_masks = True  # each task starts from θ_ref with masks drawn before it
 

@@ -8,5 +8,4 @@ from .config import IncLoRAConfig
 
 
 class IncLoRA(LoRAMethod):
-    name = "inclora"
     config: IncLoRAConfig

@@ -9,7 +9,6 @@ from clbench.method import Method
 
 
 class Joint(Method):
-    name = "joint"
     needs_logits = False  # loss_terms does not read the logits
 
     def train_tasks(self, index: int) -> list[str]:

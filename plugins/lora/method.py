@@ -27,7 +27,6 @@ def task_value(default: float, per_task: dict[str, float], task: str) -> float:
 class LoRAMethod(Method):
     """A LoRA on the model's ``lora_targets``; only the live adapter trains."""
 
-    name = "lora"
     needs_logits = False  # the LoRA family's terms read the adapters, never the logits
     fresh_per_task = True  # a new adapter for every task (False: one adapter through the sequence)
     merge_finished = True  # fold a finished task's adapter into W (False: keep it live / per task)

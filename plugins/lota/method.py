@@ -36,7 +36,6 @@ def top_fraction_mask(score: torch.Tensor, density: float, excluded: torch.Tenso
 
 
 class LoTA(MaskedTraining):
-    name = "lota"
     config: LoTAConfig
 
     def setup(self, model: CLModel) -> None:

@@ -41,7 +41,6 @@ from .config import LPSConfig
 
 
 class LPS(PartitionMethod):
-    name = "lps"
     setting = "lps"
     config: LPSConfig
 

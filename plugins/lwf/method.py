@@ -23,7 +23,6 @@ def distillation(new_logits: Tensor, old_logits: Tensor, temperature: float) -> 
 
 
 class LwF(Method):
-    name = "lwf"
     config: LwFConfig
 
     def setup(self, model: CLModel) -> None:

@@ -10,7 +10,6 @@ from .config import MTLConfig
 
 
 class MTL(SeqLoRA):
-    name = "mtl"
     config: MTLConfig  # type: ignore[assignment]
 
     def train_tasks(self, index: int) -> list[str]:

@@ -18,7 +18,6 @@ def l1(A: Tensor, B: Tensor, form: str) -> Tensor:
 
 
 class NLoRA(LoRAMethod):
-    name = "nlora"
     config: NLoRAConfig
 
     def setup(self, model: CLModel) -> None:

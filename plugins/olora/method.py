@@ -22,7 +22,6 @@ def l2(weights: list[Tensor], form: str) -> Tensor:
 
 
 class OLoRA(LoRAMethod):
-    name = "olora"
     config: OLoRAConfig
 
     def loss_terms(self, batch: Batch, logits: Tensor | None) -> dict[str, Tensor]:

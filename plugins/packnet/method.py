@@ -11,7 +11,6 @@ from .partition import PartitionMethod, keep_mask
 
 
 class PackNet(PartitionMethod):
-    name = "packnet"
     setting = "packnet"
     config: PackNetConfig
 

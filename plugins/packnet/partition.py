@@ -128,7 +128,6 @@ class PartitionMethod(Method):
 
     needs_logits = False  # LPS's ADMM terms read the weights, never the logits
 
-    name = "partition"
     setting = "partition"  # the settings scope named in errors
 
     def setup(self, model: CLModel) -> None:

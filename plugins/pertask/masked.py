@@ -26,7 +26,6 @@ TaskWeights = dict[str, tuple[Tensor, Tensor] | Tensor]
 
 
 class PerTaskMasked(ExpanderEWC):
-    name = "pertask-masked"
     config: PerTaskMaskConfig
     anchor_at_masks = False  # a task starts from the base weights, not from θ_ref
 

@@ -11,7 +11,6 @@ from .config import PerTaskConfig
 
 
 class PerTask(LoRAMethod):
-    name = "pertask"
     config: PerTaskConfig
     merge_finished = False
 

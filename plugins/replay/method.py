@@ -19,7 +19,6 @@ from .config import ReplayConfig
 
 
 class Replay(Method):
-    name = "replay"
     config: ReplayConfig
 
     def setup(self, model: CLModel) -> None:

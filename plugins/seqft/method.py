@@ -4,5 +4,4 @@ from clbench.method import Method
 
 
 class SeqFT(Method):
-    name = "seqft"
     needs_logits = False  # loss_terms does not read the logits

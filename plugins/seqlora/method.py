@@ -11,7 +11,6 @@ from .config import SeqLoRAConfig
 
 
 class SeqLoRA(LoRAMethod):
-    name = "seqlora"
     config: SeqLoRAConfig
     fresh_per_task = False
     merge_finished = False
