@@ -274,19 +274,19 @@ def test_the_guide_builds_installs_and_runs(guide, installed, capsys, monkeypatc
 
     # what §14 says the run leaves behind
     [run] = [c for c, _ in guide.commands if c.startswith("clbench run")]
-    for method in ("si", "seqft"):
+    for method in ("my-si", "seqft"):
         cell = installed.root / "runs" / "rotated-digits" / method / "order-1" / "seed-0"
         result = json.loads((cell / "result.json").read_text())
         assert result["status"] == "complete", result["error"]
-        assert result["env"]["plugins"]["si"] == f"{guide.dist} {guide.version}"
+        assert result["env"]["plugins"]["my_si"] == f"{guide.dist} {guide.version}"
         assert result["metrics"]["worst"] is not None and result["metrics"]["drift"] is not None
         assert (cell / "footprints.safetensors").exists()
         lines = [json.loads(line) for line in (cell / "tasks.jsonl").read_text().splitlines()]
         assert [line["index"] for line in lines] == [0, 1, 2, 3]
         assert all(line["mean_logged_loss"] is not None for line in lines)
-    si = json.loads((installed.root / "runs/rotated-digits/si/order-1/seed-0/result.json").read_text())
-    assert si["config"]["methods"]["si"]["c"] == 1.0 and "omega_mean" in si["report"]
+    si = json.loads((installed.root / "runs/rotated-digits/my-si/order-1/seed-0/result.json").read_text())
+    assert si["config"]["methods"]["my-si"]["c"] == 1.0 and "omega_mean" in si["report"]
     code, _, err = run_clbench(run, capsys)  # "Run it again and both cells are reused"
     assert code == 0 and "2 cells: 2 complete" in err, err
-    code, _, err = run_clbench(run + " --set si.c=3", capsys)  # "with --set si.c=3 it refuses"
-    assert code == 2 and "methods.si.c: 1.0 → 3.0" in err, err
+    code, _, err = run_clbench(run + " --set my-si.c=3", capsys)  # "with --set my-si.c=3 it refuses"
+    assert code == 2 and "methods.my-si.c: 1.0 → 3.0" in err, err
