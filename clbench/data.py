@@ -60,10 +60,23 @@ class TaskInfo:
     labels: tuple[str, ...]
     group: str = ""  # e.g. the CL-benchmark category (TC, SC, NLI ...) used in prompts
     instruction: str = ""
+    # a class-incremental stream's task: the labels its data holds, among ``labels`` (every task's labels are the
+    # stream's whole label set there); empty: all of ``labels``
+    classes: tuple[str, ...] = ()
 
     @property
     def num_classes(self) -> int:
         return len(self.labels)
+
+    @property
+    def own_labels(self) -> tuple[str, ...]:
+        """The labels this task's data holds."""
+        return self.classes or self.labels
+
+
+def seen_labels(tasks: Sequence[TaskInfo]) -> frozenset[str]:
+    """The labels a class-incremental learner has seen after ``tasks``: the union of their own labels."""
+    return frozenset(label for t in tasks for label in t.own_labels)
 
 
 @dataclass

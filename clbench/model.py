@@ -9,6 +9,7 @@ language model. Evaluation defaults to ``argmax`` of those logits; generative mo
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,11 @@ class StreamInfo:
         return cls(stream.name, tuple(stream.tasks), stream.modality, tuple(stream.input_shape), mh)
 
 
+# The logit of a label a class-incremental learner has not seen (CLModel.see_labels): finite, so that distillation and
+# logit-matching losses stay finite, and far enough below any trained logit that its softmax probability is 0.
+MASKED = -1e4
+
+
 class CLModel(nn.Module):
     """Base class of every model plugin's network."""
 
@@ -56,6 +62,15 @@ class CLModel(nn.Module):
         label's likelihood then scores one label per example instead of every label."""
         logits = self(x, task)
         return logits, self.task_loss(logits, y)
+
+    def see_labels(self, labels: Collection[str] | None) -> None:
+        """On a class-incremental stream, the labels seen so far, told by the runner before each task is trained and
+        its row evaluated: the model scores those alone (the other labels' logits masked to :data:`MASKED`, as a head
+        that grows with the classes would). None: every label (the untrained row, other scenarios). A model that
+        cannot mask raises; the default keeps every label only when told None."""
+        if labels is not None:
+            raise ConfigError(f"{type(self).__name__} cannot mask the labels not seen yet: a class-incremental stream "
+                              "needs a model that implements CLModel.see_labels (mlp, cnn)")
 
     @torch.no_grad()
     def predict(self, x: Any, task: str) -> Tensor:
@@ -96,6 +111,7 @@ class HeadedModel(CLModel):
         super().__init__()
         self.info = info
         self.backbone = backbone
+        self._visible: Tensor | None = None  # class-incremental: which of the shared head's labels are seen (see_labels)
         if info.multi_head:
             self.heads = nn.ModuleDict({self._key(t.name): nn.Linear(feature_dim, t.num_classes) for t in info.tasks})
         else:
@@ -115,7 +131,20 @@ class HeadedModel(CLModel):
         return self.heads[self._key(task)] if self.info.multi_head else self.heads["shared"]
 
     def forward(self, x: Tensor, task: str) -> Tensor:
-        return self.head(task)(self.backbone(x))
+        logits = self.head(task)(self.backbone(x))
+        if self._visible is not None:
+            logits = logits.masked_fill(~self._visible.to(logits.device), MASKED)
+        return logits
+
+    def see_labels(self, labels: Collection[str] | None) -> None:
+        if labels is None or self.info.multi_head:
+            self._visible = None
+            return
+        names = self.info.tasks[0].labels  # the shared head's labels: every task's
+        unknown = set(labels) - set(names)
+        if unknown:
+            raise ConfigError(f"labels {sorted(unknown)} are not the shared head's ({', '.join(names)})")
+        self._visible = torch.tensor([name in labels for name in names])
 
     def head_parameter_names(self) -> set[str]:
         if not self.info.multi_head:  # one head for every task: shared, not any one task's

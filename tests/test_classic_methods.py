@@ -113,3 +113,85 @@ def test_sm_scores_each_task_with_its_own_model(tmp_path):
     a = r.accuracy_matrix
     assert [a[-1][j] for j in range(len(a))] == [a[j][j] for j in range(len(a))]  # nothing forgotten: kept apart
     assert r.metrics["F.Ra"] == 0 and r.metrics["AA"] == pytest.approx(r.metrics["LA"])
+
+
+# --------------------------------------------------------------------------- the class-incremental scenario
+def test_a_class_incremental_model_scores_only_the_labels_seen_so_far():
+    from clbench_plugins.mlp.model import MLPConfig, build
+
+    from clbench.data import TaskInfo
+    from clbench.model import MASKED, StreamInfo
+
+    digits = tuple(str(d) for d in range(4))
+    tasks = (TaskInfo("0-1", digits, classes=("0", "1")), TaskInfo("2-3", digits, classes=("2", "3")))
+    model = build(MLPConfig(hidden=(8,)), StreamInfo("s", tasks, "vector", (5,), False))
+    x = torch.randn(6, 5)
+    model.see_labels({"0", "1"})
+    logits = model(x, "0-1")
+    assert (logits[:, 2:] == MASKED).all() and (logits[:, :2] != MASKED).all()
+    assert set(model.predict(x, "2-3").tolist()) <= {0, 1}  # no task identity: yet only seen digits are answers
+    model.see_labels(None)
+    assert (model(x, "0-1") != MASKED).all()
+
+
+def test_split_digits_cil_is_class_incremental_and_skips_the_task_identity_methods(tmp_path):
+    from clbench._core.plan import RunRequest, make_plan
+
+    plan = make_plan(testing.registry(), RunRequest(methods="all", streams=["split-digits-cil"], out=tmp_path))
+    methods = {c.method for c in plan.cells}
+    assert {"seqft", "replay", "der", "er-ace", "gdumb", "gem"} <= methods
+    assert not methods & {"packnet", "lps", "sm", "pertask-random"}  # they need the task identity
+    [r] = testing.run(testing.registry(), tmp_path / "run", "seqft", stream="split-digits-cil", profile="quick",
+                      seeds=[0])
+    assert r.scenario == "class-incremental"
+    # after the first task only its two digits can be answered: the other tasks' digits score 0
+    assert r.accuracy_matrix[0][1:] == [0.0] * 4
+
+
+def test_der_replays_the_logits_it_stored():
+    from clbench_plugins._shared.reservoir import Reservoir
+
+    buffer = Reservoir(3)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.arange(10.0).reshape(5, 2), torch.tensor([0, 1, 0, 1, 0])
+    logits = torch.arange(10.0).reshape(5, 2) * 10
+    buffer.add(x, y, 0, g, logits)
+    assert len(buffer) == 3 and buffer.seen == 5
+    for slot in range(3):  # each kept example carries its own logits and label, whichever were kept
+        row = int((x == buffer.x[slot]).all(dim=1).nonzero())
+        assert torch.equal(buffer.logits[slot], logits[row]) and int(buffer.y[slot]) == int(y[row])
+
+
+def test_er_ace_masks_the_classes_absent_from_the_batch():
+    import torch.nn.functional as F
+    from clbench_plugins.er_ace.method import asymmetric_ce
+
+    logits, y = torch.tensor([[2.0, 1.0, 5.0], [0.5, 3.0, 4.0]]), torch.tensor([0, 1])
+    expected = F.cross_entropy(logits[:, :2], y)  # class 2 is in no example of the batch
+    assert float(asymmetric_ce(logits, y)) == pytest.approx(float(expected))
+
+
+def test_gdumb_memory_is_class_balanced():
+    from clbench_plugins.gdumb.method import greedy_balanced
+
+    memory: list[tuple[int, int, int]] = []
+    g = torch.Generator().manual_seed(0)
+    for i in range(60):  # 40 examples of class 0 first, then 20 of class 1
+        greedy_balanced(memory, (0 if i < 40 else 1, 0, i), 10, g)
+    counts = [sum(1 for c, _, _ in memory if c == k) for k in (0, 1)]
+    assert counts == [5, 5]
+
+
+@pytest.mark.parametrize("method", ["der", "derpp", "er-ace", "gdumb"])
+def test_the_replay_family_runs_and_resumes_to_the_same_numbers(tmp_path, method):
+    regs = testing.registry()
+    sets = {"train.checkpoint_every_s": [0]}
+    [reference] = testing.run(regs, tmp_path / "ref", method, sets=sets)
+    killer = testing.KillAfterTask(0)
+    regs.pm.register(killer)
+    with pytest.raises(KeyboardInterrupt):
+        testing.run(regs, tmp_path / "killed", method, sets=sets)
+    regs.pm.unregister(killer)
+    [resumed] = testing.run(regs, tmp_path / "killed", method, sets=sets)
+    assert resumed.status == reference.status == "complete"
+    assert resumed.accuracy_matrix == reference.accuracy_matrix

@@ -40,7 +40,7 @@ from clbench._exec.evaluation import evaluate
 from clbench._exec.step import StepObserver, epoch_losses, steps_done, train_task
 from clbench.cell import CHECKPOINT_FILE, ERROR_LOG, FOOTPRINT_FILE, RESULT_FILE, Cell, CellResult
 from clbench.config import TrainConfig
-from clbench.data import Stream, atomic_write_text, atomic_write_with
+from clbench.data import Stream, atomic_write_text, atomic_write_with, seen_labels
 from clbench.distributed import SINGLE, Dist, resolve_device
 from clbench.errors import ClbenchError, Diverged, HubUnreachable, PluginError, ResultFileError
 from clbench.method import CellContext, Method, derive_seed, seed_torch
@@ -101,6 +101,13 @@ def cell_device(train: TrainConfig, dist: Dist) -> torch.device:
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = train.tf32
     return device
+
+
+def show_labels(model: CLModel, stream: Stream, order: list[str], done: int) -> None:
+    """On a class-incremental stream, tell the model the labels of the first ``done`` tasks of the order (the task
+    about to train included): it trains and is scored on those alone (:meth:`CLModel.see_labels`)."""
+    if stream.scenario == "class-incremental":
+        model.see_labels(seen_labels([stream.task(t) for t in order[:done]]))
 
 
 def release(cell: Cell) -> None:
@@ -315,6 +322,7 @@ class Runner:
                 task = order[index]
                 self._notify("clbench_task_start", cell=cell, task=task, index=index)
                 seed_torch(derive_seed(cell.seed, index + 1))
+                show_labels(model, stream, order, index + 1)
                 if device.type == "cuda":
                     torch.cuda.reset_peak_memory_stats(device)
                 t0 = time.perf_counter()

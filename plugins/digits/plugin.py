@@ -5,7 +5,7 @@ import functools
 from clbench import hookimpl
 from clbench.specs import StreamSpec
 
-from .streams import DigitsConfig, PermutedDigits, SplitDigits
+from .streams import DigitsConfig, PermutedDigits, SplitDigits, SplitDigitsCIL
 
 # Quick-profile settings: small enough that every method runs on all three orders in seconds.
 # Order 1 with the profile's three seeds (0, 1, 2): seeds separate methods within the five-minute budget; the other
@@ -26,4 +26,7 @@ def clbench_add_streams() -> list[StreamSpec]:
         StreamSpec("split-digits", SplitDigits, DigitsConfig,
                    "5 two-class tasks of sklearn digits (0/1 ... 8/9), one head per task (task-incremental)",
                    presets={"quick": dict(_QUICK)}),
+        StreamSpec("split-digits-cil", SplitDigitsCIL, DigitsConfig,
+                   "split-digits class-incremental: one head over the ten digits, unseen digits masked, no task "
+                   "identity at test time", presets={"quick": dict(_QUICK)}),
     ]

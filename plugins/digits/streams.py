@@ -109,3 +109,33 @@ class SplitDigits(Stream):
             keep = (y == a) | (y == b)
             parts[split] = Split(x[keep], (y[keep] == b).long())
         return TaskData(info, parts["train"], parts["test"], parts["val"])
+
+
+class SplitDigitsCIL(Stream):
+    """split-digits, class-incremental: the same five tasks of two digits, one head over all ten digits and no task
+    identity at test time. While task k trains and is scored, the logits of the digits of later tasks are masked
+    (:meth:`clbench.model.CLModel.see_labels`: the head grows with the classes seen, the common convention)."""
+
+    def __init__(self, config: DigitsConfig) -> None:
+        pairs = SplitDigits.PAIRS
+        names = [f"{a}-{b}" for a, b in pairs]
+        digits = tuple(str(d) for d in range(10))
+        super().__init__(
+            name="split-digits-cil",
+            tasks=[TaskInfo(f"{a}-{b}", digits, group="digits", classes=(str(a), str(b))) for a, b in pairs],
+            orders={"1": names, "2": names[::-1], "3": [names[i] for i in (1, 4, 0, 3, 2)]},
+            modality="image",
+            input_shape=(1, 8, 8),
+            multi_head=False,
+            scenario="class-incremental",
+            provenance="scikit-learn load_digits (UCI optdigits test set, 1,797 images)",
+        )
+        self.config = config
+
+    def load(self, info: TaskInfo) -> TaskData:
+        a, b = (int(c) for c in info.classes)
+        parts = {}
+        for split, (x, y) in _splits(self.config.test_fraction, self.config.val_fraction).items():
+            keep = (y == a) | (y == b)
+            parts[split] = Split(x[keep], y[keep].long())  # the digit itself: its index among the ten
+        return TaskData(info, parts["train"], parts["test"], parts["val"])

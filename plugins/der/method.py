@@ -1,0 +1,83 @@
+"""DER and DER++: replay of the logits (and, for DER++, the labels) of a reservoir of past examples."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from clbench_plugins._shared.reservoir import Reservoir
+from torch import Tensor
+
+from clbench.data import Batch
+from clbench.errors import ConfigError
+from clbench.method import Method
+from clbench.model import MASKED, CLModel
+
+from .config import DERConfig
+
+
+class DER(Method):
+    """Buzzega et al. 2020. Examples enter the buffer as they are trained on, with their logits then (a logit masked
+    for a class not seen yet, :data:`~clbench.model.MASKED`, is left out of the match). One replayed batch gives
+    α·MSE of the logits; DER++ adds β·CE of the labels of a second one. Tensor inputs (images, vectors)."""
+
+    config: DERConfig
+
+    def setup(self, model: CLModel) -> None:
+        super().setup(model)
+        if self.ctx.stream is not None and self.ctx.stream.modality == "text":
+            raise ConfigError("der/derpp store the inputs of past examples: they need tensor inputs (images, vectors), "
+                              f"and stream {self.ctx.stream.name!r} holds texts")
+        self.buffer = Reservoir(self.config.buffer_size)
+        # every task's logits padded to the widest head (MASKED beyond a head's labels): one tensor of them
+        self.width = max((t.num_classes for t in self.ctx.stream.tasks), default=0) if self.ctx.stream else 0
+        self._generator: torch.Generator | None = None
+
+    def before_task(self, task: str, index: int) -> None:
+        super().before_task(task, index)
+        self._generator = self.ctx.generator(index, 3131)  # the buffer's admissions: the same path after a resume
+        self._index = index
+
+    def loss_terms(self, batch: Batch, logits: Tensor | None) -> dict[str, Tensor]:
+        assert self.model is not None and logits is not None
+        terms: dict[str, Tensor] = {}
+        k = self.config.replay_batch_size or len(batch)
+        if len(self.buffer) and self.config.alpha > 0:
+            pick = self.buffer.draw(k)
+            out, stored = self._replay(pick), self.buffer.logits[pick].to(logits.device)  # type: ignore[index]
+            kept = (stored != MASKED) & (out.detach() != MASKED)  # the logits both had: unmasked then and now
+            terms["der"] = self.config.alpha * ((out - stored) ** 2 * kept).sum() / kept.sum().clamp_min(1)
+        if len(self.buffer) and self.config.beta > 0:
+            pick = self.buffer.draw(k)
+            terms["der++"] = self.config.beta * F.cross_entropy(self._replay(pick), self.buffer.y[pick].to(logits.device))
+        assert self._generator is not None
+        self.buffer.add(batch.x, batch.y, self._index, self._generator,
+                        F.pad(logits.detach(), (0, self.width - logits.shape[1]), value=MASKED))
+        return terms
+
+    def _replay(self, pick: Tensor) -> Tensor:
+        """The model's logits for the buffer slots ``pick`` (each through its own task's head)."""
+        assert self.model is not None and self.buffer.x is not None
+        out = []
+        for t in torch.unique(self.buffer.task[pick]).tolist():
+            rows = pick[self.buffer.task[pick] == t]
+            out.append((rows, self.model(self.buffer.x[rows].to(self.ctx.device), self.ctx.order[t])))
+        width = self.width
+        logits = torch.full((len(pick), width), MASKED, device=self.ctx.device)
+        place = {int(slot): i for i, slot in enumerate(pick.tolist())}
+        for rows, o in out:
+            at = torch.tensor([place[int(r)] for r in rows.tolist()], device=self.ctx.device)
+            logits = logits.index_copy(0, at, F.pad(o, (0, width - o.shape[1]), value=MASKED))
+        return logits
+
+    def report(self) -> dict[str, Any]:
+        return {"buffer_size": self.config.buffer_size, "buffer_per_task":
+                torch.bincount(self.buffer.task, minlength=len(self.ctx.order)).tolist()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"buffer": self.buffer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if "buffer" in state:
+            self.buffer.load_state_dict(state["buffer"])

@@ -1,0 +1,14 @@
+from __future__ import annotations
+
+from clbench import hookimpl
+from clbench.specs import MethodSpec
+
+from .config import GDumbConfig
+from .method import GDumb
+
+
+@hookimpl
+def clbench_add_methods() -> list[MethodSpec]:
+    return [MethodSpec("gdumb", GDumb, GDumbConfig,
+                       "greedy class-balanced memory, a model retrained on it from scratch (Prabhu 2020)",
+                       footprint_kind="dense")]
