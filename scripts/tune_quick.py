@@ -43,7 +43,7 @@ TUNING = ROOT / "results" / "tuning"
 GRID_DIR, STABLE_DIR = TUNING / "grid", TUNING / "stability"
 SEEDS = (0, 1, 2)
 ORDER = "1"
-STREAMS = ("permuted-digits", "permuted-digits-til", "split-digits", "cl-quick")
+STREAMS = ("permuted-digits", "permuted-digits-til", "split-digits", "split-digits-cil", "cl-quick")
 
 # The grids: each a factor of about 2 apart, so that a point's doubled learning rate is the next value.
 SGD_LR = (0.0125, 0.025, 0.05)  # the digits streams' SGD with momentum 0.9 (the preset before tuning: 0.05)
@@ -53,6 +53,10 @@ OWN_LR = frozenset({"expander-ewc", "random-mask-ewc", "dense-ewc", "expander", 
 # A method's main strength, and its grid (the LoRA family's λ stay the papers' scripts' values: docs/lora-family.md)
 LAMBDA = {"ewc": (10.0, 100.0, 1000.0), "lwf": (0.3, 1.0, 3.0), "expander-ewc": (10.0, 100.0, 1000.0),
           "random-mask-ewc": (10.0, 100.0, 1000.0), "dense-ewc": (10.0, 100.0, 1000.0)}
+# The other methods' strength settings (their own names), and their grids: SI's c, DER's α (DER++: α; β stays 0.5),
+# GEM's margin
+STRENGTH = {"si": ("c", (0.1, 1.0, 10.0)), "der": ("alpha", (0.1, 0.3, 1.0)), "derpp": ("alpha", (0.1, 0.3, 1.0)),
+            "gem": ("margin", (0.1, 0.5, 1.0))}
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,9 @@ def knobs(stream: str, method: str) -> Knobs:
     if stream == "cl-quick":
         return Knobs("train.lr", ADAMW_LR, None, ())
     lr = (f"{method}.lr", RMSPROP_LR) if method in OWN_LR else ("train.lr", SGD_LR)
+    if method in STRENGTH:
+        name, grid = STRENGTH[method]
+        return Knobs(*lr, f"{method}.{name}", grid)
     strengths = LAMBDA.get(method, ())
     return Knobs(*lr, f"{method}.lambda" if strengths else None, strengths)
 

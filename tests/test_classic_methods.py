@@ -195,3 +195,26 @@ def test_the_replay_family_runs_and_resumes_to_the_same_numbers(tmp_path, method
     [resumed] = testing.run(regs, tmp_path / "killed", method, sets=sets)
     assert resumed.status == reference.status == "complete"
     assert resumed.accuracy_matrix == reference.accuracy_matrix
+
+
+def test_icarl_herding_is_greedy_mean_matching_checked_by_brute_force():
+    from clbench_plugins.icarl.method import herding
+
+    g = torch.Generator().manual_seed(0)
+    feats = torch.nn.functional.normalize(torch.randn(7, 3, generator=g), dim=1)
+    chosen = herding(feats, 4)
+    mu = feats.mean(dim=0)
+    total = torch.zeros(3)
+    for k, pick in enumerate(chosen, 1):  # each pick is the remaining row that brings the running mean closest
+        left = [i for i in range(7) if i not in chosen[: k - 1]]
+        best = min(left, key=lambda i: float(torch.linalg.vector_norm(mu - (total + feats[i]) / k)))
+        assert pick == best
+        total = total + feats[pick]
+    assert len(set(chosen)) == 4
+
+
+def test_icarl_runs_class_incremental_and_classifies_by_the_nearest_mean(tmp_path):
+    [r] = testing.run(testing.registry(), tmp_path, "icarl", stream="tiny-cil")
+    assert r.status == "complete" and r.scenario == "class-incremental"
+    assert sum(r.report["exemplars_per_class"].values()) <= 200 and set(r.report["exemplars_per_class"]) == {
+        "0", "1", "2", "3"}

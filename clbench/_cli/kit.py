@@ -96,6 +96,23 @@ class TinyVectorStream(Stream):
         return TaskData(info, split(self.n), split(self.n // 2), split(self.n // 4))
 
 
+class TinyClassIncrementalStream(TinyVectorStream):
+    """tiny-vector as a class-incremental stream: task t0 holds classes a, b and t1 c, d; one head over the four."""
+
+    def __init__(self, config: Any = None, n: int = 64) -> None:
+        labels = ("a", "b", "c", "d")
+        Stream.__init__(self, "tiny-cil", [TaskInfo("t0", labels, classes=("a", "b")),
+                                           TaskInfo("t1", labels, classes=("c", "d"))],
+                        {"1": ["t0", "t1"], "2": ["t1", "t0"]}, modality="vector", input_shape=(8,), multi_head=False,
+                        scenario="class-incremental")
+        self.n = n
+
+    def load(self, info: TaskInfo) -> TaskData:
+        data = super().load(info)
+        first = 2 * int(info.name[1:])  # t0: a, b (0, 1); t1: c, d (2, 3)
+        return TaskData(info, *(Split(s.x, s.y + first) for s in (data.train, data.test, data.val)))
+
+
 class TinyTextStream(Stream):
     """Two tasks over short word strings: the label is which of two marker words the text contains."""
 
@@ -170,6 +187,9 @@ class TinyPlugin:
                        presets={TEST_PROFILE: {**preset, "model": "mlp", "model.hidden": [16]}}),
             StreamSpec("tiny-text", TinyTextStream, EmptyConfig, "synthetic 2-task word strings (tests only)",
                        presets={TEST_PROFILE: {**preset, "model": "tiny-text"}}),
+            StreamSpec("tiny-cil", TinyClassIncrementalStream, EmptyConfig,
+                       "synthetic 2-task blobs, class-incremental (tests only)",
+                       presets={TEST_PROFILE: {**preset, "model": "mlp", "model.hidden": [16]}}),
         ]
 
     @hookimpl
@@ -215,13 +235,15 @@ def _request(out: Path, methods: str, stream: str, profile: str = TEST_PROFILE,
 
 
 def fitting_stream(regs: Registries, method: str) -> str | None:
-    """The tiny stream whose test-profile model meets ``method``'s requirements."""
+    """The tiny stream whose test-profile model meets ``method``'s requirements and scenarios."""
     spec = regs.methods.get(method)
-    for stream, model in (("tiny-vector", "mlp"), ("tiny-text", "tiny-text")):
+    for stream, model in (("tiny-vector", "mlp"), ("tiny-cil", "mlp"), ("tiny-text", "tiny-text")):
         if model not in regs.models or stream not in regs.streams:
             continue
         m = regs.models.get(model)
-        if spec.requires <= m.provides and regs.streams.get(stream).factory(None).modality in m.modalities:
+        built = regs.streams.get(stream).factory(None)
+        if spec.requires <= m.provides and built.modality in m.modalities and (
+                not spec.scenarios or built.scenario in spec.scenarios):
             return stream
     return None
 
