@@ -175,10 +175,20 @@ class Cell:
     # the order's task names when the cell was planned (the stream read then); () where unknown. Not part of the
     # settings: a result of other tasks (a task folder added to the data) is other data, found by the reuse check
     tasks: tuple[str, ...] = ()
+    # where ``train.device=auto`` puts the cell on a machine with a GPU ("cpu" for a tiny model, see
+    # clbench._core.plan.place); "": as train.device resolves. Not a setting: the result's env records the device
+    placed: str = ""
 
     @property
     def directory(self) -> Path:
         return Path(self.out).joinpath(*cell_folders(self.stream, self.method, self.order, self.seed))
+
+    @property
+    def device_type(self) -> str:
+        """Where the cell runs, "cpu" or "cuda" (…): its placement, else ``train.device`` resolved."""
+        from clbench.distributed import resolve_device
+
+        return self.placed or resolve_device(self.train.device).type
 
     @property
     def key(self) -> str:

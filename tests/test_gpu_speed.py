@@ -101,3 +101,36 @@ def test_a_fused_optimizer_steps_cuda_parameters():
     phase = Phase("train", 1, 1e-3, "adam")
     opt = make_optimizer([torch.nn.Parameter(torch.zeros(3, device="cuda"))], phase, fused=True)
     assert opt.defaults["fused"]
+
+
+def test_tiny_models_run_on_the_cpu_of_a_gpu_machine(monkeypatch):
+    """On a machine with a GPU, `train.device=auto` places a model under TINY_PARAMETERS on the CPU (and `--jobs
+    auto` then runs one cell a core); a larger model, or an explicit device, is left where it was."""
+    from pathlib import Path
+
+    from clbench._core.plan import TINY_PARAMETERS, RunRequest, make_plan
+    from clbench._exec.local import LocalExecutor, usable_cpus
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    regs = testing.registry()
+
+    def plan(**sets: Any) -> list[Any]:
+        req = RunRequest(profile="quick", methods="seqft", streams=["split-digits"], orders=["1"], seeds=[0, 1, 2],
+                         sets={k.replace("__", "."): [v] for k, v in sets.items()}, out=Path("unused"))
+        return make_plan(regs, req).cells
+
+    # the quick MLP: 784·256 + 256·256 + 256·10 weights and their biases, far below the line
+    small = plan()
+    assert 784 * 256 + 256 * 256 + 256 * 10 + 256 + 256 + 10 < TINY_PARAMETERS
+    assert {c.placed for c in small} == {"cpu"} and {c.device_type for c in small} == {"cpu"}
+    assert LocalExecutor({"jobs": "auto"}).workers(small) == min(usable_cpus(), 3)
+    # 784·2048 + 2048·2048 > 2 M: stays on the GPU, one cell at a time
+    large = plan(model__hidden=[2048, 2048])
+    assert {c.placed for c in large} == {""} and {c.device_type for c in large} == {"cuda"}
+    assert LocalExecutor({"jobs": "auto"}).workers(large) == 1
+    # an explicit device is the user's choice
+    assert {c.placed for c in plan(train__device="cuda")} == {""}
+    # placement is not part of a cell's identity: the same hash as the cell planned on a machine without a GPU
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert [c.placed for c in plan()] == ["", "", ""]
+    assert [c.config_hash for c in plan()] == [c.config_hash for c in small]

@@ -44,7 +44,7 @@ from clbench._core.registry import Registries
 from clbench._core.results import read_result
 from clbench._exec.executors import execute
 from clbench._exec.local import harness_registry
-from clbench._exec.runner import build_method, build_model, build_stream, method_label, resolve_device
+from clbench._exec.runner import build_method, build_model, build_stream, method_label
 from clbench._exec.step import train_task
 from clbench._tools import verify
 from clbench.cell import (
@@ -717,7 +717,7 @@ def check_model(regs: Registries, name: str, tmp_path: Path, *, stream: str | No
     stream_obj = build_stream(regs, cell)
     order_name = cell.order  # the first order the profile runs
     order = stream_obj.order(order_name)
-    device = resolve_device(cell.train.device)
+    device = torch.device(cell.device_type)
 
     def build(seed_salt: int) -> tuple[CLModel, Method]:
         ctx = CellContext(stream=stream_obj, order=order, train=cell.train, device=device, seed=cell.seed,

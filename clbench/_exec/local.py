@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from clbench._core.registry import Registries, build_registry
-from clbench.distributed import resolve_device
 from clbench.errors import ClbenchError
 from clbench.hookspecs import hookimpl
 from clbench.specs import ExecutorSpec, ProfileSpec, Workers
@@ -57,7 +56,7 @@ class LocalExecutor:
                                    f"not combine with --jobs {self.jobs} (use --jobs 1, or leave --jobs at auto)")
             return 1
         if self.jobs == "auto":
-            if self.in_process or any(resolve_device(c.train.device).type != "cpu" for c in cells):
+            if self.in_process or any(c.device_type != "cpu" for c in cells):
                 return 1  # several cells on one GPU would share its memory: one at a time
             jobs = usable_cpus()
         else:

@@ -42,7 +42,6 @@ from clbench._exec.runner import build_method, build_model, build_stream, method
 from clbench._exec.step import _own_hook, batch_loss, cell_masters
 from clbench.cell import Cell
 from clbench.data import Batch, Split
-from clbench.distributed import resolve_device
 from clbench.errors import ClbenchError, ConfigError
 from clbench.method import CellContext, Method
 from clbench.model import CLModel
@@ -231,7 +230,7 @@ def _measure(regs: Registries, cell: Cell, device: torch.device,
                       options=dict(cell.options))
     # a cell that runs on the CPU holds its host copies in the memory it runs in; a GPU cell's are the host's
     mode = LiveBytes(device, meta_item if device.type == "meta" else None,
-                     count_host=resolve_device(cell.train.device).type == "cpu")
+                     count_host=cell.device_type == "cpu")
     for task in order:  # the data stays on the host: loaded before the count starts, never counted
         data = ctx.data(task)
         for split in (data.train, data.test, getattr(data, "val", None)):
@@ -258,7 +257,13 @@ def _measure(regs: Registries, cell: Cell, device: torch.device,
         method.before_task(order[0], 0)
         _task(model, method, ctx, 0, mode, what, parts)
         gc.collect()  # a torch optimizer is a reference cycle: its state goes with the collector, not with the task
+        before = mode.now
+        mode.reset_peak()
         method.after_task(order[0], 0)
+        # what a method computes between tasks (GDumb and SM retrain there, EWC forms its Fisher) lives while the
+        # step's gradients and activations do not: the larger of the two is the cell's transient
+        parts["activations"] = max(parts.get("activations", 0),
+                                   mode.peak - before - parts.get("gradients", 0) - parts.get("optimizer", 0))
         masters = cell_masters(ctx).nbytes()
         parts["method"] = mode.now - parts["weights"] - masters
         if len(order) > 1:
@@ -270,7 +275,7 @@ def _measure(regs: Registries, cell: Cell, device: torch.device,
         except (ClbenchError, TypeError, ValueError) as exc:  # a stream that evaluates its own way (lm-eval, judges)
             parts["evaluation"] = 0
             notes.append(f"evaluation not estimated: the model's forward does not take the test inputs ({exc})")
-    parts["optimizer"] += masters
+    parts["optimizer"] = parts.get("optimizer", 0) + masters
     return {k: parts.get(k, 0) for k in TERMS}, mode.top, notes
 
 
@@ -335,7 +340,7 @@ def estimate(regs: Registries, cell: Cell, cpu_fallback: bool = True) -> MemoryE
     values (``nonzero``, a boolean mask's selection), a small model is measured on the CPU with real tensors instead,
     exactly, and a large one on the meta device with every such selection taken whole: an upper bound, noted."""
     est = _estimate(regs, cell, cpu_fallback)
-    if resolve_device(cell.train.device).type == "cuda":
+    if cell.device_type == "cuda":
         est.terms["workspace"] = CUDA_WORKSPACE_BYTES
         est.peak += CUDA_WORKSPACE_BYTES
     return est

@@ -176,9 +176,7 @@ class RankPool:
             self.store = ""
 
     def run(self, cell: Cell) -> CellResult:
-        from clbench._exec.runner import resolve_device
-
-        backend = backend_for(resolve_device(cell.train.device))
+        backend = backend_for(torch.device(cell.device_type))
         if self.procs and backend != self.backend:
             self.stop()
         if not self.procs:

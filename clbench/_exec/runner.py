@@ -39,7 +39,6 @@ from clbench._exec.cellstate import CellState, fingerprints
 from clbench._exec.evaluation import evaluate
 from clbench._exec.step import StepObserver, epoch_losses, steps_done, train_task
 from clbench.cell import CHECKPOINT_FILE, ERROR_LOG, FOOTPRINT_FILE, RESULT_FILE, Cell, CellResult
-from clbench.config import TrainConfig
 from clbench.data import Stream, atomic_write_text, atomic_write_with, seen_labels
 from clbench.distributed import SINGLE, Dist, resolve_device
 from clbench.errors import ClbenchError, Diverged, HubUnreachable, PluginError, ResultFileError
@@ -94,10 +93,11 @@ def blas_pools() -> ThreadpoolController:
     return ThreadpoolController()
 
 
-def cell_device(train: TrainConfig, dist: Dist) -> torch.device:
-    """The device this process runs the cell on, with the cell's TF32 setting (process-wide switches, set for each
-    cell from its own ``train.tf32``)."""
-    device = dist.device(resolve_device(train.device))
+def cell_device(cell: Cell, dist: Dist) -> torch.device:
+    """The device this process runs the cell on (its placement, else ``train.device`` resolved), with the cell's TF32
+    setting (process-wide switches, set for each cell from its own ``train.tf32``)."""
+    train = cell.train
+    device = dist.device(torch.device(cell.placed) if cell.placed else resolve_device(train.device))
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = train.tf32
     return device
@@ -117,7 +117,7 @@ def release(cell: Cell) -> None:
     transformers loaded); a process that runs cells freezes what it loaded first (:func:`clbench._exec.worker.
     bootstrap`, ``clbench run``), after which it scans only the cell's own objects (~0.1 ms). Unfrozen (clbench
     as a library), only cells on a GPU pay for it."""
-    on_gpu = resolve_device(cell.train.device).type == "cuda"
+    on_gpu = cell.device_type == "cuda"
     if gc.get_freeze_count() or on_gpu:
         gc.collect()
     if on_gpu:
@@ -298,7 +298,7 @@ class Runner:
     def _run(self, cell: Cell, state: CellState) -> None:
         train = cell.train
         dist = self.dist
-        device = cell_device(train, dist)
+        device = cell_device(cell, dist)
         stream = build_stream(self.regs, cell)
         order = stream.order(cell.order)
         state.tasks, state.scenario, state.stream = order, stream.scenario, stream

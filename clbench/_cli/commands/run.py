@@ -191,12 +191,11 @@ def _memory_plan(regs: Registries, cells: Sequence[Any], dry_run: bool, device_m
     """``--dry-run``: print every distinct cell's memory estimate and exit (2 when one does not fit). Otherwise,
     with ``--device-memory`` or cells on a GPU, refuse the cells that do not fit before any starts."""
     from clbench._exec import memory
-    from clbench._exec.runner import resolve_device
 
     if device_memory == "off" and not dry_run:  # the plan of an 8B masked method takes minutes on the meta device
         return
     limit = memory.parse_size(device_memory) if device_memory and device_memory != "off" else None
-    on_gpu = any(resolve_device(c.train.device).type == "cuda" for c in cells)
+    on_gpu = any(c.device_type == "cuda" for c in cells)
     if limit is None and on_gpu and device_memory != "off":
         limit = memory.visible_device_memory()
     if not (dry_run or device_memory or on_gpu):
