@@ -182,7 +182,7 @@ def test_gdumb_memory_is_class_balanced():
     assert counts == [5, 5]
 
 
-@pytest.mark.parametrize("method", ["der", "derpp", "er-ace", "gdumb"])
+@pytest.mark.parametrize("method", ["der", "derpp", "er-ace", "gdumb", "dgr"])
 def test_the_replay_family_runs_and_resumes_to_the_same_numbers(tmp_path, method):
     regs = testing.registry()
     sets = {"train.checkpoint_every_s": [0]}
@@ -218,3 +218,42 @@ def test_icarl_runs_class_incremental_and_classifies_by_the_nearest_mean(tmp_pat
     assert r.status == "complete" and r.scenario == "class-incremental"
     assert sum(r.report["exemplars_per_class"].values()) <= 200 and set(r.report["exemplars_per_class"]) == {
         "0", "1", "2", "3"}
+
+
+def test_dgr_replays_generated_samples_labelled_by_the_frozen_previous_solver():
+    """Task 1's replay term is (1 − r)·(L(replay) − L(new)) with r = 1/2: the previous generator's samples, labelled
+    by the solver as it was when the task began (every earlier head), computed here by hand."""
+    from types import SimpleNamespace
+
+    import torch.nn.functional as F
+    from clbench_plugins.dgr.config import DGRConfig
+    from clbench_plugins.dgr.method import DGR
+
+    from clbench.data import Batch, Split
+
+    model = _tiny_model()  # a linear model with inputs of 2 and a head of 2 labels per task
+    data = SimpleNamespace(train=Split(torch.randn(8, 2), torch.zeros(8, dtype=torch.long)))
+    stream = SimpleNamespace(name="s", scenario="task-incremental", modality="vector", data=lambda task: data)
+    ctx = CellContext(stream=stream, order=["t0", "t1"], train=TrainConfig(), device=torch.device("cpu"), seed=0)
+    dgr = DGR(DGRConfig(hidden=4, latent_dim=2), ctx)
+    dgr.setup(model)
+    dgr.before_task("t1", 1)
+    assert dgr.r == 0.5 and dgr.teacher is not model
+    solver = {n: p.detach().clone() for n, p in model.named_parameters()}
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():  # the solver moves on; its frozen copy labels the replay
+        for p in model.parameters():
+            p.add_(3 * torch.randn(p.shape, generator=g))
+    batch = Batch(torch.randn(4, 2), torch.tensor([0, 1, 1, 0]), "t1")
+    logits = model(batch.x, "t1")
+    torch.manual_seed(7)
+    fake = dgr.previous.decoder(torch.randn(4, 2))  # what previous.sample draws from the same seed
+    w, b = solver["heads.t0.weight"], solver["heads.t0.bias"]
+    labels = (fake @ w.T + b).argmax(dim=1)  # the frozen solver's answers on its one earlier head
+    replay = F.cross_entropy(model(fake, "t0"), labels)
+    expected = 0.5 * (replay - F.cross_entropy(logits, batch.y))
+    torch.manual_seed(7)
+    before = [p.detach().clone() for p in dgr.generator.parameters()]
+    term = dgr.loss_terms(batch, logits)["dgr"]
+    assert float(term.detach()) == pytest.approx(float(expected.detach()), rel=1e-6)
+    assert any(not torch.equal(a, p) for a, p in zip(before, dgr.generator.parameters(), strict=True))  # the generator trained

@@ -44,7 +44,8 @@ def test_the_doubled_runs_are_twice_the_preset(tq):
             if r.stream != stream or r.method != method:
                 continue
             got_lr = r.config["train"][name] if scope == "train" else r.config["methods"][method][name]
-            got_s = r.config["methods"][method]["lambda"] if strength is not None else None
+            got_s = (r.config["methods"][method][k.strength_key.split(".", 1)[1]] if strength is not None
+                     else None)
             if got_lr == pytest.approx(2 * lr) and (strength is None or got_s == pytest.approx(2 * strength)):
                 found.append((r.seed, r.status))
         assert sorted(found) == [(s, "complete") for s in tq.SEEDS], (stream, method, found)

@@ -40,8 +40,8 @@ def clbench_add_models() -> list[ModelSpec]:
 
 @hookimpl
 def clbench_add_profiles() -> list[ProfileSpec]:
-    # Table II's columns: SM, EWC, IS (SI), LwF, DGR (not implemented yet), GEM, PackNet, LPS; SeqFT beside them
+    # Table II's columns: SM, EWC, IS (SI), LwF, DGR, GEM, PackNet, LPS; SeqFT beside them
     return [ProfileSpec("paper-lps", "LPS/PackNet Table II: permuted MNIST (2×2000 MLP) and split CIFAR-10/100 "
                         "(CifarNet); Adam 1e-3, batch 128; GPU or a long CPU run",
-                        version="1", seeds=(0,), methods=("lps", "packnet", "ewc", "si", "lwf", "gem", "sm", "seqft"),
+                        version="1", seeds=(0,), methods=("lps", "packnet", "ewc", "si", "lwf", "dgr", "gem", "sm", "seqft"),
                         streams=("permuted-mnist", "split-cifar10-100"))]
