@@ -257,3 +257,64 @@ def test_dgr_replays_generated_samples_labelled_by_the_frozen_previous_solver():
     term = dgr.loss_terms(batch, logits)["dgr"]
     assert float(term.detach()) == pytest.approx(float(expected.detach()), rel=1e-6)
     assert any(not torch.equal(a, p) for a, p in zip(before, dgr.generator.parameters(), strict=True))  # the generator trained
+
+
+@pytest.mark.parametrize("stored", ["all", "seen"])
+def test_der_stores_every_class_logit_on_a_class_incremental_stream(stored):
+    """stored_logits="all": the buffer holds the head's logits of the classes not seen yet too (the paper's unmasked
+    network), computed with no label masked; "seen": those are MASKED. Either way the model is masked again after."""
+    from types import SimpleNamespace
+
+    from clbench_plugins.der.config import DERConfig
+    from clbench_plugins.der.method import DER
+    from clbench_plugins.mlp.model import MLPConfig, build
+
+    from clbench.data import Batch, TaskInfo
+    from clbench.model import MASKED, StreamInfo
+
+    digits = tuple(str(d) for d in range(4))
+    tasks = (TaskInfo("0-1", digits, classes=("0", "1")), TaskInfo("2-3", digits, classes=("2", "3")))
+    model = build(MLPConfig(hidden=(8,)), StreamInfo("s", tasks, "vector", (5,), False))
+    stream = SimpleNamespace(name="s", modality="vector", scenario="class-incremental", tasks=tasks,
+                             task={t.name: t for t in tasks}.__getitem__)
+    ctx = CellContext(stream=stream, order=["0-1", "2-3"], train=TrainConfig(), device=torch.device("cpu"), seed=0)
+    der = DER(DERConfig(buffer_size=6, stored_logits=stored), ctx)
+    der.setup(model)
+    model.see_labels({"0", "1"})
+    der.before_task("0-1", 0)
+    x = torch.randn(6, 5)
+    der.loss_terms(Batch(x, torch.tensor([0, 1, 0, 1, 0, 1]), "0-1"), model(x, "0-1"))
+    model.see_labels(None)
+    raw = model(x, "0-1").detach()
+    model.see_labels({"0", "1"})
+    order = [int((x == row).all(dim=1).nonzero()) for row in der.buffer.x.flatten(1)]
+    assert torch.allclose(der.buffer.logits[:, :2], raw[order, :2])
+    if stored == "all":
+        assert torch.allclose(der.buffer.logits[:, 2:], raw[order, 2:])
+    else:
+        assert (der.buffer.logits[:, 2:] == MASKED).all()
+    assert (model(x, "0-1")[:, 2:] == MASKED).all()  # masked again
+
+
+def test_der_logits_at_task_end_are_the_trained_models():
+    from types import SimpleNamespace
+
+    from clbench_plugins.der.config import DERConfig
+    from clbench_plugins.der.method import DER
+
+    from clbench.data import Batch
+
+    model = _tiny_model()  # a head per task: nothing masked
+    stream = SimpleNamespace(name="s", modality="vector", scenario="task-incremental", tasks=model.info.tasks)
+    ctx = CellContext(stream=stream, order=["t0", "t1"], train=TrainConfig(), device=torch.device("cpu"), seed=0)
+    der = DER(DERConfig(buffer_size=4, logits_at="task_end"), ctx)
+    der.setup(model)
+    der.before_task("t0", 0)
+    x = torch.randn(4, 2)
+    der.loss_terms(Batch(x, torch.tensor([0, 1, 0, 1]), "t0"), model(x, "t0"))
+    with torch.no_grad():  # the task trains on
+        for p in model.parameters():
+            p.add_(0.5)
+    der.after_task("t0", 0)
+    order = [int((x == row).all(dim=1).nonzero()) for row in der.buffer.x]
+    assert torch.allclose(der.buffer.logits, model(x, "t0").detach()[order])

@@ -1,4 +1,5 @@
 from dataclasses import dataclass
+from typing import Literal
 
 from clbench.config import bounded
 
@@ -13,6 +14,13 @@ class DERConfig:
     alpha: float = bounded(0.3, ge=0)  # the logit-matching weight; the paper grid-searches it per benchmark
     beta: float = bounded(0.0, ge=0)  # DER++'s label replay weight (DER: 0)
     replay_batch_size: int = bounded(0, ge=0)  # 0: the training batch size
+    # Class-incremental streams, where the model masks the logits of classes not seen yet: "all" stores every class's
+    # logit as the head computes it (the paper's network has no mask, so the match also holds down the classes an
+    # example did not belong to when it was stored); "seen" stores the masked logits and matches the seen ones only
+    stored_logits: Literal["all", "seen"] = "all"
+    # When an example's logits are stored: "insertion", as it is trained on (the paper's Algorithm 1), or "task_end",
+    # recomputed for the task's examples in the buffer when the task ends (Avalanche 0.6's DER stores them then)
+    logits_at: Literal["insertion", "task_end"] = "insertion"
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -9,7 +11,7 @@ import torch.nn.functional as F
 from clbench_plugins._shared.reservoir import Reservoir
 from torch import Tensor
 
-from clbench.data import Batch
+from clbench.data import Batch, seen_labels
 from clbench.errors import ConfigError
 from clbench.method import Method
 from clbench.model import MASKED, CLModel
@@ -18,9 +20,11 @@ from .config import DERConfig
 
 
 class DER(Method):
-    """Buzzega et al. 2020. Examples enter the buffer as they are trained on, with their logits then (a logit masked
-    for a class not seen yet, :data:`~clbench.model.MASKED`, is left out of the match). One replayed batch gives
-    α·MSE of the logits; DER++ adds β·CE of the labels of a second one. Tensor inputs (images, vectors)."""
+    """Buzzega et al. 2020. Examples enter the buffer as they are trained on, with their logits then: on a
+    class-incremental stream every class's (``stored_logits="all"``, the default), or the seen classes' only (a logit
+    masked for a class not seen yet, :data:`~clbench.model.MASKED`, is left out of the match). One replayed batch
+    gives α·MSE of the logits (the classes seen now); DER++ adds β·CE of the labels of a second one. Tensor inputs
+    (images, vectors)."""
 
     config: DERConfig
 
@@ -38,6 +42,19 @@ class DER(Method):
         super().before_task(task, index)
         self._generator = self.ctx.generator(index, 3131)  # the buffer's admissions: the same path after a resume
         self._index = index
+        stream = self.ctx.stream
+        self._labels = (seen_labels([stream.task(t) for t in self.ctx.order[:index + 1]])
+                        if stream is not None and stream.scenario == "class-incremental" else None)
+
+    @contextlib.contextmanager
+    def _every_label(self) -> Iterator[None]:
+        """The model with no label masked, then back to the labels seen so far."""
+        assert self.model is not None
+        self.model.see_labels(None)
+        try:
+            yield
+        finally:
+            self.model.see_labels(self._labels)
 
     def loss_terms(self, batch: Batch, logits: Tensor | None) -> dict[str, Tensor]:
         assert self.model is not None and logits is not None
@@ -52,9 +69,30 @@ class DER(Method):
             pick = self.buffer.draw(k)
             terms["der++"] = self.config.beta * F.cross_entropy(self._replay(pick), self.buffer.y[pick].to(logits.device))
         assert self._generator is not None
+        stored = logits.detach()
+        # a second forward without the mask, in training mode as the batch's own (batch norm's running statistics
+        # see the batch twice)
+        if self._labels is not None and self.config.stored_logits == "all":
+            with torch.no_grad(), self._every_label():
+                stored = self.model(batch.x, batch.task)
         self.buffer.add(batch.x, batch.y, self._index, self._generator,
-                        F.pad(logits.detach(), (0, self.width - logits.shape[1]), value=MASKED))
+                        F.pad(stored, (0, self.width - stored.shape[1]), value=MASKED))
         return terms
+
+    def after_task(self, task: str, index: int) -> None:
+        if self.config.logits_at != "task_end" or self.buffer.logits is None:
+            return
+        assert self.model is not None and self.buffer.x is not None
+        slots = torch.nonzero(self.buffer.task == index).flatten()
+        was = self.model.training
+        self.model.eval()
+        every = self._every_label() if self._labels is not None and self.config.stored_logits == "all" \
+            else contextlib.nullcontext()
+        with torch.no_grad(), every:
+            for rows in slots.split(self.ctx.train.eval_batch_size):
+                out = self.model(self.buffer.x[rows].to(self.ctx.device), task).float().cpu()
+                self.buffer.logits[rows] = F.pad(out, (0, self.width - out.shape[1]), value=MASKED)
+        self.model.train(was)
 
     def _replay(self, pick: Tensor) -> Tensor:
         """The model's logits for the buffer slots ``pick`` (each through its own task's head)."""

@@ -9,7 +9,8 @@ from .method import EWC
 # Quick learning rates (and strengths): chosen by the validation protocol of scripts/tune_quick.py (docs/tuning.md).
 QUICK_PRESETS = {"quick/permuted-digits": {"train.lr": 0.05, "lambda": 10.0},
                  "quick/permuted-digits-til": {"train.lr": 0.025, "lambda": 100.0},  # 0.05/100's doubled run diverged
-                 "quick/split-digits": {"train.lr": 0.0125, "lambda": 1000.0}}
+                 "quick/split-digits": {"train.lr": 0.0125, "lambda": 1000.0},
+                 "quick/split-digits-cil": {"train.lr": 0.0125, "lambda": 10.0}}  # 0.0125/100's doubled run diverged
 
 
 @hookimpl

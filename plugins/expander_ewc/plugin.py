@@ -18,6 +18,9 @@ _TUNED = {"expander-ewc": ((1e-3, 10.0), (2e-3, 10.0), (1e-3, 10.0)),
           "random-mask-ewc": ((1e-3, 10.0), (2e-3, 10.0), (5e-4, 10.0)),
           "dense-ewc": ((2e-3, 10.0), (2e-3, 10.0), (5e-4, 100.0)),
           "expander": ((1e-3, None), (1e-3, None), (2e-3, None))}
+# split-digits-cil (5 tasks): tuned with the stream's own epochs and a Fisher on every example, and run so
+_CIL = {"expander-ewc": (1e-3, 1000.0), "random-mask-ewc": (5e-4, 10.0), "dense-ewc": (2e-3, 10.0),
+        "expander": (1e-3, None)}
 
 
 def presets(method: str) -> dict[str, dict[str, object]]:
@@ -25,6 +28,7 @@ def presets(method: str) -> dict[str, dict[str, object]]:
     drop = ("lambda", "fisher_samples") if method == "expander" else ()
     quick = {f"quick/{stream}": {**_QUICK, "lr": lr, "lambda": lam}
              for stream, (lr, lam) in zip(_STREAMS, _TUNED[method], strict=True)}
+    quick["quick/split-digits-cil"] = {"lr": _CIL[method][0], "lambda": _CIL[method][1]}
     return {k: {kk: vv for kk, vv in v.items() if kk not in drop} for k, v in {**quick, **PAPER_PRESETS}.items()}
 
 

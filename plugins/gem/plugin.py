@@ -6,8 +6,17 @@ from clbench.specs import MethodSpec
 from .config import AGEMConfig, GEMConfig
 from .method import AGEM, GEM
 
-# paper-lps (LPS Table II's GEM column): GEM's own permuted-MNIST memory (256 a task) and margin (0.5)
-GEM_PRESETS = {"paper-lps/permuted-mnist": {"memory_per_task": 256, "margin": 0.5}}
+# paper-lps (LPS Table II's GEM column): GEM's own permuted-MNIST memory (256 a task) and margin (0.5). quick: a
+# memory of 32 a task (not tuned: a budget), since every past task's memory is a forward and backward a step, and
+# 256 a task on a quick stream's ~1,000-image tasks made a step cost ~70 training batches
+GEM_PRESETS = {"paper-lps/permuted-mnist": {"memory_per_task": 256, "margin": 0.5}, "quick": {"memory_per_task": 32},
+               # quick learning rates and margins: the validation protocol of scripts/tune_quick.py (docs/tuning.md)
+               "quick/permuted-digits": {"train.lr": 0.05, "margin": 1.0},
+               "quick/permuted-digits-til": {"train.lr": 0.05, "margin": 0.1},
+               "quick/split-digits": {"train.lr": 0.0125, "margin": 1.0},
+               "quick/split-digits-cil": {"train.lr": 0.025, "margin": 1.0}}
+AGEM_PRESETS = {"quick/permuted-digits": {"train.lr": 0.0125}, "quick/permuted-digits-til": {"train.lr": 0.05},
+                "quick/split-digits": {"train.lr": 0.0125}, "quick/split-digits-cil": {"train.lr": 0.05}}
 
 
 @hookimpl
@@ -16,5 +25,5 @@ def clbench_add_methods() -> list[MethodSpec]:
         MethodSpec("gem", GEM, GEMConfig, "gradient episodic memory: QP projection per past task (Lopez-Paz 2017)",
                    footprint_kind="dense", presets=GEM_PRESETS),
         MethodSpec("agem", AGEM, AGEMConfig, "averaged GEM: one projection against a memory batch (Chaudhry 2019)",
-                   footprint_kind="dense"),
+                   footprint_kind="dense", presets=AGEM_PRESETS),
     ]

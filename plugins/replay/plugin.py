@@ -8,7 +8,7 @@ from .method import Replay
 
 # Quick learning rates (and strengths): chosen by the validation protocol of scripts/tune_quick.py (docs/tuning.md).
 QUICK_PRESETS = {"quick/permuted-digits": {"train.lr": 0.025}, "quick/permuted-digits-til": {"train.lr": 0.05},
-                 "quick/split-digits": {"train.lr": 0.0125}}
+                 "quick/split-digits": {"train.lr": 0.0125}, "quick/split-digits-cil": {"train.lr": 0.05}}
 
 
 @hookimpl

@@ -7,7 +7,8 @@ from .config import SeqFTConfig
 from .method import SeqFT
 
 # Quick learning rates (and strengths): chosen by the validation protocol of scripts/tune_quick.py (docs/tuning.md).
-QUICK_PRESETS = {f"quick/{s}": {"train.lr": 0.0125} for s in ("permuted-digits", "permuted-digits-til", "split-digits")}
+QUICK_PRESETS = {f"quick/{s}": {"train.lr": 0.0125}
+                 for s in ("permuted-digits", "permuted-digits-til", "split-digits", "split-digits-cil")}
 
 
 @hookimpl
