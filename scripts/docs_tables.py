@@ -391,6 +391,7 @@ def margin_text(results: Path) -> str:
 
     committed = rows(results)
     moves: dict[str, float] = {stream: 0.0 for stream, _ in committed}
+    rerun: dict[str, set[str]] = {stream: set() for stream in moves}  # the rows with a rerun, per stream
     for folder in REPRO_RUNS:
         for key, cells in rows(results.parent / "reproducibility" / folder).items():
             twin = committed.get(key, {})
@@ -398,12 +399,17 @@ def margin_text(results: Path) -> str:
             if shared:
                 move = abs(st.fmean(cells[c] for c in shared) - st.fmean(twin[c] for c in shared))
                 moves[key[0]] = max(moves[key[0]], move)
+                rerun[key[0]].add(key[1])
     lines = ["# The verdict rule's margin Δ (pp) per stream (clbench/verdicts.py, docs/verdicts.md): the largest move of a",
              "# row's mean AA between the committed cells and their reruns with AVX-512 kernels or 2 threads",
              "# (results/reproducibility), rounded up to 0.1 pp, and at least 1 pp. Written and checked by",
              "# scripts/docs_tables.py; `clbench leaderboard` reads it."]
     for stream, move in sorted(moves.items()):
-        lines.append(f"{stream}={max(DEFAULT_MARGIN, math.ceil(move * 10 - 1e-9) / 10):g}  # largest move {move:.2f}")
+        rows_here = {m for s, m in committed if s == stream}
+        measured = (f"largest move {move:.2f}" if rerun[stream] else "not measured: no rerun of its cells")
+        if rerun[stream] and rerun[stream] != rows_here:
+            measured += f" ({len(rerun[stream])} of its {len(rows_here)} rows rerun)"
+        lines.append(f"{stream}={max(DEFAULT_MARGIN, math.ceil(move * 10 - 1e-9) / 10):g}  # {measured}")
     return "\n".join(lines) + "\n"
 
 

@@ -108,7 +108,7 @@ def test_tiny_models_run_on_the_cpu_of_a_gpu_machine(monkeypatch):
     auto` then runs one cell a core); a larger model, or an explicit device, is left where it was."""
     from pathlib import Path
 
-    from clbench._core.plan import TINY_PARAMETERS, RunRequest, make_plan
+    from clbench._core.plan import TINY_PARAMETERS, RunRequest, _parameters_on_meta, make_plan
     from clbench._exec.local import LocalExecutor, usable_cpus
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -119,13 +119,15 @@ def test_tiny_models_run_on_the_cpu_of_a_gpu_machine(monkeypatch):
                          sets={k.replace("__", "."): [v] for k, v in sets.items()}, out=Path("unused"))
         return make_plan(regs, req).cells
 
-    # the quick MLP: 784·256 + 256·256 + 256·10 weights and their biases, far below the line
+    # the quick MLP on split-digits, counted on the meta device: 64·256 + 256·256 weights, their biases, and five
+    # 2-way heads, far below the line
     small = plan()
-    assert 784 * 256 + 256 * 256 + 256 * 10 + 256 + 256 + 10 < TINY_PARAMETERS
+    assert _parameters_on_meta(regs, small[0]) == 64 * 256 + 256 + 256 * 256 + 256 + 5 * (256 * 2 + 2) < TINY_PARAMETERS
     assert {c.placed for c in small} == {"cpu"} and {c.device_type for c in small} == {"cpu"}
     assert LocalExecutor({"jobs": "auto"}).workers(small) == min(usable_cpus(), 3)
-    # 784·2048 + 2048·2048 > 2 M: stays on the GPU, one cell at a time
+    # 64·2048 + 2048·2048 + … > 2 M: stays on the GPU, one cell at a time
     large = plan(model__hidden=[2048, 2048])
+    assert _parameters_on_meta(regs, large[0]) == 64 * 2048 + 2048 + 2048 * 2048 + 2048 + 5 * (2048 * 2 + 2)
     assert {c.placed for c in large} == {""} and {c.device_type for c in large} == {"cuda"}
     assert LocalExecutor({"jobs": "auto"}).workers(large) == 1
     # an explicit device is the user's choice
