@@ -174,6 +174,21 @@ class Phase:
         base = cls(name, train.epochs, train.lr, train.optimizer, train.momentum, train.weight_decay)
         return replace(base, **changes)
 
+    def torch_optimizer(self, params: list[Tensor], fused: bool = False) -> torch.optim.Optimizer:
+        """The phase's torch optimizer over ``params`` (what the runner builds for it; a method that trains outside
+        the phases, as GDumb does, builds its own this way); ``fused`` (``train.fused`` on a GPU): torch's fused
+        implementation for Adam, AdamW and SGD, where every parameter is a floating-point CUDA tensor."""
+        kw = {"fused": True} if fused and params and all(p.is_cuda and p.is_floating_point() for p in params) else {}
+        if self.optimizer == "sgd":
+            return torch.optim.SGD(params, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay, **kw)
+        if self.optimizer == "adam":
+            return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay, **kw)
+        if self.optimizer == "adamw":
+            return torch.optim.AdamW(params, lr=self.lr, weight_decay=self.weight_decay, **kw)
+        if self.optimizer == "rmsprop":
+            return torch.optim.RMSprop(params, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
+        raise ClbenchError(f"unknown optimizer {self.optimizer!r}")
+
 
 class Method:
     """Base class with neutral defaults: subclassing it and overriding nothing gives SeqFT."""

@@ -68,10 +68,10 @@ def test_ewc_settings(regs):
     assert lam.comment.startswith("the paper tunes λ per benchmark; the quick presets (plugin.py) come from the "
                                   "validation protocol")
     assert dict(lam.presets) == {"quick/permuted-digits": 10.0, "quick/permuted-digits-til": 100.0,
-                                 "quick/split-digits": 1000.0}
+                                 "quick/split-digits": 1000.0, "quick/split-digits-cil": 10.0}
     lr = rows["train.lr"]  # a preset outside the method's config, shown under its key
     assert not lr.in_config and dict(lr.presets) == {"quick/permuted-digits": 0.05, "quick/permuted-digits-til": 0.025,
-                                                     "quick/split-digits": 0.0125}
+                                                     "quick/split-digits": 0.0125, "quick/split-digits-cil": 0.0125}
     assert rows["decay"].range == ">= 0 and <= 1" and rows["decay"].comment == "γ of online EWC: F ← γ·F + F_k"
     assert rows["fisher_samples"].presets == {}
 

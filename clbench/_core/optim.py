@@ -136,18 +136,8 @@ def synced(master: Tensor, weight: Tensor) -> Tensor:
 
 
 def torch_optimizer(params: Sequence[Tensor], phase: Phase, fused: bool = False) -> torch.optim.Optimizer:
-    """The phase's torch optimizer over ``params``; ``fused`` (``train.fused`` on a GPU): torch's fused
-    implementation for Adam, AdamW and SGD, where every parameter is a floating-point CUDA tensor."""
-    kw = {"fused": True} if fused and params and all(p.is_cuda and p.is_floating_point() for p in params) else {}
-    if phase.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=phase.lr, momentum=phase.momentum, weight_decay=phase.weight_decay, **kw)
-    if phase.optimizer == "adam":
-        return torch.optim.Adam(params, lr=phase.lr, weight_decay=phase.weight_decay, **kw)
-    if phase.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=phase.lr, weight_decay=phase.weight_decay, **kw)
-    if phase.optimizer == "rmsprop":
-        return torch.optim.RMSprop(params, lr=phase.lr, momentum=phase.momentum, weight_decay=phase.weight_decay)
-    raise ClbenchError(f"unknown optimizer {phase.optimizer!r}")
+    """The phase's torch optimizer over ``params``: :meth:`Phase.torch_optimizer`."""
+    return phase.torch_optimizer(list(params), fused)
 
 
 def make_optimizer(params: Sequence[nn.Parameter], phase: Phase, coordinates: Coordinates = (),

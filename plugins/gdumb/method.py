@@ -7,7 +7,6 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from clbench._core.optim import torch_optimizer
 from clbench.data import Batch, Split, batches
 from clbench.method import Method, Phase
 from clbench.model import CLModel
@@ -66,7 +65,7 @@ class GDumb(Method):
             for n, p in self.model.named_parameters():
                 p.copy_(self.initial[n])
         params = [p for p in self.model.parameters() if p.requires_grad]
-        opt = torch_optimizer(params, Phase.from_train(self.ctx.train, "memory"), self.ctx.train.fused)
+        opt = Phase.from_train(self.ctx.train, "memory").torch_optimizer(params, self.ctx.train.fused)
         splits = self._memory_splits()
         self.model.train()
         for epoch in range(self.config.epochs):
