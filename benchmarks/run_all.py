@@ -3,8 +3,8 @@
     python benchmarks/run_all.py [NAME ...]        # e.g. overhead lps_admm; default: all
 
 Benchmarks print ratios against a baseline measured in the same run; none of them asserts a time.
-``bench_vs_avalanche`` runs only when ``AVALANCHE_PYTHON`` names the python of an environment with
-avalanche-lib 0.6 (see that script's docstring).
+``bench_vs_avalanche`` and ``bench_vs_avalanche_methods`` run only when ``AVALANCHE_PYTHON`` names the python of an
+environment with avalanche-lib 0.6 (see their docstrings).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def main(names: list[str]) -> int:
     failed = []
     for script in scripts:
         args = []
-        if script.stem == "bench_vs_avalanche":
+        if script.stem.startswith("bench_vs_avalanche"):
             if not os.environ.get("AVALANCHE_PYTHON"):
                 print(f"== {script.name}: skipped (set AVALANCHE_PYTHON)\n", flush=True)
                 continue
