@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 import torch
-from clbench_plugins.lwf.method import distillation
+from clbench_plugins._shared.losses import distillation
 from torch import Tensor, nn
 
 from clbench.data import Batch, seen_labels

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import torch
+from clbench_plugins._shared.params import shared_trainable
 from torch import Tensor, nn
 
 from clbench.data import Batch, batches
@@ -111,8 +112,7 @@ class EWC(Method):
         step cannot): walking the model twice a step was 10 % of a quick EWC cell's time."""
         if self._penalized is None:
             assert self.model is not None
-            heads = self.model.head_parameter_names()
-            self._penalized = {n: p for n, p in self.model.named_parameters() if p.requires_grad and n not in heads}
+            self._penalized = shared_trainable(self.model)
         return self._penalized
 
     def before_phase(self, phase: Phase, task: str, index: int) -> None:

@@ -86,6 +86,14 @@ class _Episodic(Method):
             loss.backward()
         return self.flat_grad()
 
+    def after_backward(self) -> None:
+        if self.memory:
+            self.set_grad(self.project(self.flat_grad()))
+
+    def project(self, g: Tensor) -> Tensor:
+        """The gradient to step with instead of ``g`` (the batch's flattened gradient)."""
+        raise NotImplementedError
+
     def after_task(self, task: str, index: int) -> None:
         n = len(self.ctx.data(task).train)
         order = torch.randperm(n, generator=self.ctx.generator(index, 4242))
@@ -107,13 +115,10 @@ class GEM(_Episodic):
     needs_logits = False
     config: GEMConfig
 
-    def after_backward(self) -> None:
-        if not self.memory:
-            return
-        g = self.flat_grad()
+    def project(self, g: Tensor) -> Tensor:
         rows = torch.stack([self.memory_grad({t: idx}) for t, idx in sorted(self.memory.items())])
         projected = project_gem(g.double().cpu().numpy(), rows.double().cpu().numpy(), self.config.margin)
-        self.set_grad(torch.from_numpy(projected).to(g.device, g.dtype))
+        return torch.from_numpy(projected).to(g.device, g.dtype)
 
 
 class AGEM(_Episodic):
@@ -122,13 +127,9 @@ class AGEM(_Episodic):
     needs_logits = False
     config: AGEMConfig
 
-    def after_backward(self) -> None:
-        if not self.memory:
-            return
-        g = self.flat_grad()
+    def project(self, g: Tensor) -> Tensor:
         tasks = torch.cat([torch.full((len(r),), t) for t, r in sorted(self.memory.items())])
         rows = torch.cat([r for _, r in sorted(self.memory.items())])
         pick = torch.randperm(len(rows))[: self.config.sample_size]  # the step's own RNG stream (seeded per task)
         picks = {int(t): rows[pick][tasks[pick] == t] for t in torch.unique(tasks[pick]).tolist()}
-        ref = self.memory_grad(picks)
-        self.set_grad(project_agem(g, ref))
+        return project_agem(g, self.memory_grad(picks))

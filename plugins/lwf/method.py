@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 import torch
-import torch.nn.functional as F
+from clbench_plugins._shared.losses import distillation
 from torch import Tensor
 
 from clbench.data import Batch
@@ -13,13 +13,6 @@ from clbench.method import Method
 from clbench.model import CLModel
 
 from .config import LwFConfig
-
-
-def distillation(new_logits: Tensor, old_logits: Tensor, temperature: float) -> Tensor:
-    """Hinton's KD: KL(softmax(old/T) ‖ softmax(new/T))·T², averaged over the batch."""
-    t = temperature
-    return F.kl_div(F.log_softmax(new_logits / t, -1), F.log_softmax(old_logits / t, -1),
-                    log_target=True, reduction="batchmean") * t * t
 
 
 class LwF(Method):

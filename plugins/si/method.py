@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from clbench_plugins._shared.params import shared_trainable
 from torch import Tensor, nn
 
 from clbench.data import Batch
@@ -36,8 +37,7 @@ class SI(Method):
         """The trainable parameters outside per-task heads (as EWC's), found once per phase."""
         if self._params is None:
             assert self.model is not None
-            heads = self.model.head_parameter_names()
-            self._params = {n: p for n, p in self.model.named_parameters() if p.requires_grad and n not in heads}
+            self._params = shared_trainable(self.model)
         return self._params
 
     def before_task(self, task: str, index: int) -> None:
