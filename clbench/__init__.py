@@ -34,7 +34,7 @@ _EXPORTS = {
                      "OptionSpec", "EmptyConfig", "Workers"), "clbench.specs"),
     **dict.fromkeys(("MetricInput",), "clbench.metrics"),
     **dict.fromkeys(("TaskFootprint", "Dense", "Masked", "LowRank"), "clbench.footprints"),
-    **dict.fromkeys(("bounded", "TrainConfig", "MetricsConfig"), "clbench.config"),
+    **dict.fromkeys(("bounded", "setting", "TrainConfig", "MetricsConfig"), "clbench.config"),
     **dict.fromkeys(("ClbenchError", "ConfigError", "DataError", "PluginError", "HubUnreachable"), "clbench.errors"),
     **dict.fromkeys(("Dist",), "clbench.distributed"),
     **dict.fromkeys(("Cell", "Plan", "CellResult", "TEST_PROFILE"), "clbench.cell"),
@@ -58,7 +58,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # what type checkers and IDEs see of the lazy names above
     from clbench.cell import TEST_PROFILE, Cell, CellResult, Plan
-    from clbench.config import MetricsConfig, TrainConfig, bounded
+    from clbench.config import MetricsConfig, TrainConfig, bounded, setting
     from clbench.data import (
         Batch,
         Split,

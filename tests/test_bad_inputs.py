@@ -91,7 +91,7 @@ def test_every_declared_plugin_range_is_checked_and_every_default_and_preset_is_
                 if not bounds:
                     continue
                 declared += 1
-                key = f.name.rstrip("_")
+                key = cfg.public_name(f.name)
                 # `bounded` says "scope.key=value is out of range"; an older __post_init__ check may fire first
                 with pytest.raises(ConfigError, match=rf"{scope_of(name)}\.{key}=\S+ is out of range|\b{key}\b"):
                     cfg.apply(spec.config_cls, None, {key: _sample_outside(bounds, hints[f.name])}, scope_of(name))

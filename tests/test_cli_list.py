@@ -1,19 +1,22 @@
 """`clbench list`: each item with its plugin and distribution; `clbench list settings NAME`: a method's, model's
-or stream's settings with type, default, range, presets per profile key and the comment documenting each."""
+or stream's settings with type, default, range, presets per profile key and the help documenting each (the
+field's ``help`` metadata, from ``bounded(..., help=)`` or ``setting(..., help=)``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, make_dataclass
+from dataclasses import dataclass, field, fields, make_dataclass
 
 import pytest
 
+import clbench as clbench_pkg
+from clbench import config as cfg
 from clbench import hookimpl, testing
 from clbench._cli import main as clbench_cli
 from clbench._cli.commands import settings as settings_mod
-from clbench._cli.commands.settings import REQUIRED, Setting, config_settings, field_comments
+from clbench._cli.commands.settings import REQUIRED, Setting, config_settings
 from clbench._exec.local import harness_registry
-from clbench.config import bounded
-from clbench.errors import ClbenchError, UnknownNameError
+from clbench.config import bounded, field_for, public_name, setting
+from clbench.errors import ClbenchError, ConfigError, UnknownNameError
 from clbench.specs import EmptyConfig, ModelSpec
 
 
@@ -116,60 +119,70 @@ def test_unknown_and_ambiguous_names(regs):
     assert settings_mod.settings(both, "tiny-vector", "model") == []
 
 
-# ------------------------------------------------------------------------------------------- comments
+# ------------------------------------------------------------------------------------------- help
 @dataclass(frozen=True)
 class Documented:
-    """A docstring # that is no comment."""
+    """A docstring is no help."""
 
-    # The learning rate,
-    # over two lines.
-    lr: float = bounded(0.1, gt=0)  # and its own line
-    # a comment that a blank line separates from the field below
-
-    plain: int = 3
-    # above a multi-line field
-    tags: tuple[str, ...] = field(
-        default=("a#b",),  # inside the call
-    )
-    label: str = "# not a comment"  # noqa: E501
-    needed: int = field(default_factory=lambda: 7)  # from a factory
-
-    def method(self) -> int:
-        # a comment in a method's body
-        return 1
-
-    # after the method
-    last: bool = False
+    needed: int = setting(help="a required field")
+    # a comment is for the code's readers: never printed
+    lr: float = bounded(0.1, gt=0, help="the learning rate")  # nor is this one
+    plain: int = 3  # no help: printed without any
+    tags: tuple[str, ...] = setting(default_factory=lambda: ("a#b",), help="tags # and all")
+    seen: int = field(default=0, init=False, metadata={"help": "not a setting: no row"})
 
 
 @dataclass(frozen=True)
 class Derived(Documented):
-    plain: int = 4  # overridden, with its own comment
+    plain: int = setting(4, help="overridden, with its own help")
+    lr: float = bounded(0.2, gt=0)  # declared again without help: the subclass's field wins
 
 
-def test_comments_are_read_with_tokenize():
-    comments = field_comments(Documented)
-    assert comments == {
-        "lr": "The learning rate, over two lines. and its own line",
-        "plain": "",
-        "tags": "above a multi-line field inside the call",
-        "label": "",  # a `#` in a string is no comment; a noqa pragma documents nothing
-        "needed": "from a factory",
-        "last": "after the method",
-    }
-    assert field_comments(Derived)["plain"] == "overridden, with its own comment"
-    assert field_comments(Derived)["lr"] == comments["lr"]
+def test_help_is_field_metadata():
+    lr, tags = (f for f in fields(Documented) if f.name in ("lr", "tags"))
+    assert lr.metadata == {"range": {"gt": 0}, "help": "the learning rate"}
+    assert tags.metadata == {"help": "tags # and all"} and Documented(1).tags == ("a#b",)
+    assert bounded(1).metadata["help"] == "" and clbench_pkg.setting is setting
 
 
 def test_config_settings_of_a_test_dataclass():
     rows = {r.name: r for r in config_settings(Documented, "x")}
+    assert list(rows) == ["needed", "lr", "plain", "tags"]
+    assert rows["needed"] == Setting(name="needed", key="x.needed", type="int", default=REQUIRED,
+                                     comment="a required field")
     assert rows["lr"] == Setting(name="lr", key="x.lr", type="float", default=0.1, range="> 0",
-                                 comment="The learning rate, over two lines. and its own line")
-    assert rows["needed"].default == 7 and rows["tags"].default == ("a#b",)
-    Required = make_dataclass("Required", [("n", int)])  # no source to read: no comments, no failure
+                                 comment="the learning rate")
+    assert rows["plain"].comment == "" and rows["tags"].default == ("a#b",) and rows["tags"].comment == "tags # and all"
+    derived = {r.name: r for r in config_settings(Derived, "x")}
+    assert (derived["plain"].default, derived["plain"].comment) == (4, "overridden, with its own help")
+    assert (derived["lr"].default, derived["lr"].range, derived["lr"].comment) == (0.2, "> 0", "")
+    assert derived["tags"].comment == "tags # and all"  # inherited with its field
+    Required = make_dataclass("Required", [("n", int)])  # no source to read, none needed
     [n] = config_settings(Required)
     assert (n.name, n.key, n.type, n.default, n.comment) == ("n", "n", "int", REQUIRED, "")
     assert config_settings(EmptyConfig) == []
+
+
+@dataclass(frozen=True)
+class Keyword:
+    lambda_: float = bounded(1.0, ge=0, help="λ, a keyword: the field is lambda_")
+    fisher_samples: int = 8
+
+
+def test_lambda_underscore_is_lambda_through_one_mapping():
+    assert (public_name("lambda_"), public_name("lr")) == ("lambda", "lr")
+    names = [f.name for f in fields(Keyword)]
+    assert field_for("lambda", names) == field_for("lambda_", names) == "lambda_"
+    assert field_for("fisher-samples", names) == "fisher_samples" and field_for("gamma", names) is None
+    [lam, _] = config_settings(Keyword, "m")
+    assert (lam.name, lam.key, lam.comment) == ("lambda", "m.lambda", "λ, a keyword: the field is lambda_")
+    built = cfg.apply(Keyword, None, {"lambda": 2.0, "fisher-samples": 3}, "m")  # --set m.lambda=2
+    assert (built.lambda_, built.fisher_samples) == (2.0, 3)
+    assert cfg.to_dict(built) == {"lambda": 2.0, "fisher_samples": 3}
+    with pytest.raises(ConfigError, match=r"m\.lambda=-1\.0 is out of range"):
+        cfg.apply(Keyword, None, {"lambda": -1.0}, "m")
+    with pytest.raises(ConfigError, match="Settings: fisher_samples, lambda$"):
+        cfg.apply(Keyword, None, {"gamma": 1}, "m")
 
 
 # ------------------------------------------------------------------------------------------- the command

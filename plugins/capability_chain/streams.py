@@ -36,14 +36,14 @@ import io
 import logging
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from clbench.config import bounded
+from clbench.config import bounded, setting
 from clbench.data import Split, Stream, TaskData, TaskInfo, confined, read_records, read_text
 from clbench.errors import ClbenchError, ConfigError, DataError
 from clbench.model import CLModel
@@ -151,23 +151,29 @@ NEEDS_JUDGE = sorted(o for o, ts in ORDERS.items() if "instruct" in ts)
 
 @dataclass(frozen=True)
 class CapabilityConfig:
-    data_dir: str = ""  # local copies (module docstring); "" = the hub names of TASKS
+    data_dir: str = setting("", help='local copies (module docstring); "" = the hub names of TASKS')
     tasks: tuple[str, ...] = tuple(TASKS)
-    max_train: int = bounded(0, ge=0)  # cap on training pairs per task (0: all)
-    max_test: int = bounded(0, ge=0)  # cap on ROUGE / refusal test prompts per task (0: all)
-    test_fraction: float = bounded(0.05, gt=0, lt=1)  # carved from train where the dataset has no test split (sql, ...)
-    judge: str = ""  # "module:function" (instructions, outputs) -> win rate in [0, 100]; "" = instruct not evaluable
-    safety_train: str = ""  # hub name of (prompt, response) harmful fine-tuning data; or <data_dir>/safety/train.jsonl
-    hex_phi: str = "LLM-Tuning-Safety/HEx-PHI"  # hub name of the HEx-PHI prompts (gated); or <data_dir>/hex_phi/
-    alpaca_eval: str = "tatsu-lab/alpaca_eval"  # hub name of the AlpacaEval instructions; or <data_dir>/alpaca_eval/
-    lm_eval_include: str = ""  # extra folder of lm-eval task YAMLs (TaskManager include_path)
-    lm_eval_builtin: bool = True  # index lm-eval's own tasks too (False: only lm_eval_include's; much faster)
-    lm_eval_tasks: dict[str, tuple[str, ...]] = field(default_factory=dict)  # clbench task → lm-eval tasks
-    lm_eval_metric: str = "acc,none"  # reasoning suite metric (acc_norm,none is the alternative)
+    max_train: int = bounded(0, ge=0, help="cap on training pairs per task (0: all)")
+    max_test: int = bounded(0, ge=0, help="cap on ROUGE / refusal test prompts per task (0: all)")
+    test_fraction: float = bounded(0.05, gt=0, lt=1, help=(
+        "carved from train where the dataset has no test split (sql, ...)"))
+    judge: str = setting("", help=(
+        '"module:function" (instructions, outputs) -> win rate in [0, 100]; "" = instruct not evaluable'))
+    safety_train: str = setting("", help=(
+        "hub name of (prompt, response) harmful fine-tuning data; or <data_dir>/safety/train.jsonl"))
+    hex_phi: str = setting("LLM-Tuning-Safety/HEx-PHI", help=(
+        "hub name of the HEx-PHI prompts (gated); or <data_dir>/hex_phi/"))
+    alpaca_eval: str = setting("tatsu-lab/alpaca_eval", help=(
+        "hub name of the AlpacaEval instructions; or <data_dir>/alpaca_eval/"))
+    lm_eval_include: str = setting("", help="extra folder of lm-eval task YAMLs (TaskManager include_path)")
+    lm_eval_builtin: bool = setting(True, help=(
+        "index lm-eval's own tasks too (False: only lm_eval_include's; much faster)"))
+    lm_eval_tasks: dict[str, tuple[str, ...]] = setting(default_factory=dict, help="clbench task → lm-eval tasks")
+    lm_eval_metric: str = setting("acc,none", help="reasoning suite metric (acc_norm,none is the alternative)")
     lm_eval_batch_size: int = bounded(8, ge=1)
-    num_fewshot: int | None = bounded(None, ge=0)  # None: each lm-eval task's own default (gsm8k: 5-shot)
-    max_new_tokens: int = bounded(128, ge=1)  # greedy generation for ROUGE / refusal / judge
-    seed: int = 4321  # carving test splits
+    num_fewshot: int | None = bounded(None, ge=0, help="None: each lm-eval task's own default (gsm8k: 5-shot)")
+    max_new_tokens: int = bounded(128, ge=1, help="greedy generation for ROUGE / refusal / judge")
+    seed: int = setting(4321, help="carving test splits")
 
     def __post_init__(self) -> None:
         unknown = [t for t in self.tasks if t not in TASKS]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from clbench.config import bounded
+from clbench.config import bounded, setting
 from clbench.data import (
     Split,
     Stream,
@@ -78,17 +78,19 @@ SPLITS = ("train", "test")
 class CLBenchmarkConfig:
     """Settings of the ``standard`` and ``long`` streams (``--set stream.<field>=...``)."""
 
-    data_dir: str = ""  # the CL_Benchmark folder or its parent; "" = $CLBENCH_DATA_DIR
-    # "dir": read data_dir as it is. "hub": build the stream's tasks that data_dir lacks from hub datasets
-    # (network; once, into data_dir or $CLBENCH_CACHE/cl_benchmark_hub/seed-N) — see hub.py for sources and stand-ins
-    source: str = "dir"
-    train_per_task: int = bounded(0, ge=0)  # 0 = all ("sampling strategy": "full" in every task config, §1.7)
-    test_per_task: int = bounded(0, ge=0)  # 0 = all (the papers score the full test sets, §1.8)
-    # Offline copies lack some splits (dbpedia train, yelp/IMDB/MultiRC test): true builds a missing split
-    # from the other one (stratified, `derive_fraction` of it, seeded) and records it in the provenance.
-    derive_missing: bool = False
+    data_dir: str = setting("", help='the CL_Benchmark folder or its parent; "" = $CLBENCH_DATA_DIR')
+    source: str = setting("dir", help=(
+        "\"dir\": read data_dir as it is. \"hub\": build the stream's tasks that data_dir lacks from hub datasets "
+        "(network; once, into data_dir or $CLBENCH_CACHE/cl_benchmark_hub/seed-N) — see hub.py for sources and "
+        "stand-ins"))
+    train_per_task: int = bounded(0, ge=0, help='0 = all ("sampling strategy": "full" in every task config, §1.7)')
+    test_per_task: int = bounded(0, ge=0, help="0 = all (the papers score the full test sets, §1.8)")
+    derive_missing: bool = setting(False, help=(
+        "Offline copies lack some splits (dbpedia train, yelp/IMDB/MultiRC test): true builds a missing split from "
+        "the other one (stratified, `derive_fraction` of it, seeded) and records it in the provenance."))
     derive_fraction: float = bounded(0.5, gt=0, lt=1)
-    seed: int = 0  # seed of the subsampling and of derived splits (fixed: the data never depends on the cell seed)
+    seed: int = setting(0, help=(
+        "seed of the subsampling and of derived splits (fixed: the data never depends on the cell seed)"))
 
     def __post_init__(self) -> None:
         if self.source not in ("dir", "hub"):
@@ -99,8 +101,8 @@ class CLBenchmarkConfig:
 class QuickConfig:
     """Settings of ``cl-quick`` (the subset shipped in the package)."""
 
-    train_per_task: int = bounded(0, ge=0)  # 0 = all shipped (≈300 a task)
-    test_per_task: int = bounded(0, ge=0)  # 0 = all shipped (≈150 a task)
+    train_per_task: int = bounded(0, ge=0, help="0 = all shipped (≈300 a task)")
+    test_per_task: int = bounded(0, ge=0, help="0 = all shipped (≈150 a task)")
     seed: int = 0
 
 

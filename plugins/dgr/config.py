@@ -1,7 +1,7 @@
 from dataclasses import dataclass
 from typing import Literal
 
-from clbench.config import bounded
+from clbench.config import bounded, setting
 
 
 @dataclass(frozen=True)
@@ -15,11 +15,12 @@ class DGRConfig:
     at MNIST scale with one setting for every stream, as van de Ven & Tolias (2018) use for DGR on MNIST.
     """
 
-    new_weight: float = bounded(0.0, ge=0, le=1)  # r of eq. 2; 0: 1/(tasks seen), every task weighed equally
-    # hard: the previous solver's argmax (§3.2); soft: its outputs distilled at `temperature` (van de Ven & Tolias)
-    targets: Literal["hard", "soft"] = "hard"
-    temperature: float = bounded(2.0, gt=0)  # the soft targets' temperature (van de Ven & Tolias 2018: 2)
-    latent_dim: int = bounded(32, ge=1)  # the VAE's latent size
-    hidden: int = bounded(400, ge=1)  # the VAE's one hidden layer (encoder and decoder)
-    generator_lr: float = bounded(1e-3, gt=0)  # the generator's Adam step, one step per solver step
-    replay_batch_size: int = bounded(0, ge=0)  # 0: the training batch size
+    new_weight: float = bounded(0.0, ge=0, le=1, help="r of eq. 2; 0: 1/(tasks seen), every task weighed equally")
+    targets: Literal["hard", "soft"] = setting("hard", help=(
+        "hard: the previous solver's argmax (§3.2); soft: its outputs distilled at `temperature` (van de Ven & "
+        "Tolias)"))
+    temperature: float = bounded(2.0, gt=0, help="the soft targets' temperature (van de Ven & Tolias 2018: 2)")
+    latent_dim: int = bounded(32, ge=1, help="the VAE's latent size")
+    hidden: int = bounded(400, ge=1, help="the VAE's one hidden layer (encoder and decoder)")
+    generator_lr: float = bounded(1e-3, gt=0, help="the generator's Adam step, one step per solver step")
+    replay_batch_size: int = bounded(0, ge=0, help="0: the training batch size")

@@ -29,7 +29,7 @@ DIGIT_LABELS = tuple(str(d) for d in range(10))
 class DigitsConfig:
     test_fraction: float = bounded(0.3, gt=0, lt=1)
     val_fraction: float = bounded(0.1, gt=0, lt=1)
-    tasks: int = bounded(10, ge=1, le=100)  # permuted-digits only: how many permutations
+    tasks: int = bounded(10, ge=1, le=100, help="permuted-digits only: how many permutations")
 
     def __post_init__(self) -> None:
         for name in ("test_fraction", "val_fraction"):

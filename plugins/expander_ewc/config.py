@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clbench.config import bounded
+from clbench.config import bounded, setting
 from clbench.errors import ConfigError
 
 from .masks import MaskSpec
@@ -32,15 +32,19 @@ from .masks import MaskSpec
 class MaskedTrainingConfig:
     """What every masked-training method shares (Expander-EWC, its ablations, LoTA/LoTTO)."""
 
-    density: float = bounded(0.1, gt=0, le=1)  # §6 "expander mask with 10% sparsity" = 10 % of each matrix trainable (Llama-3-8B)
-    lambda_: float = bounded(1.0, ge=0)  # EWC weight λ of Algorithm 1; no published value: quick presets in plugin.py from docs/tuning.md
-    gamma: float = bounded(1e-3, ge=0)  # damping γ in (F + γI) (Algorithm 1, Thm B.13); no published value
-    fisher_samples: int = bounded(256, ge=0)  # examples of the finished task for the diagonal Fisher on m_k (0: all); as plugins/ewc
-    fisher_batch_size: int = bounded(1, ge=1)  # 1: exact per-example empirical Fisher (as plugins/ewc)
-    optimizer: str = "rmsprop"  # §5 "We adopt the RMSProp optimizer with default hyperparameters"
-    lr: float = bounded(0.0, ge=0)  # §6: 1e-6 for Llama-3-8B (paper-expander profile); 0 = the cell's train.lr
-    train_heads: bool = True  # per-task classifier heads train densely (the LLM setting has none)
-    train_vectors: bool = False  # biases/norm scales: frozen, since only masked matrix coordinates move (Alg. 1)
+    density: float = bounded(0.1, gt=0, le=1, help=(
+        '§6 "expander mask with 10% sparsity" = 10 % of each matrix trainable (Llama-3-8B)'))
+    lambda_: float = bounded(1.0, ge=0, help=(
+        "EWC weight λ of Algorithm 1; no published value: quick presets in plugin.py from docs/tuning.md"))
+    gamma: float = bounded(1e-3, ge=0, help="damping γ in (F + γI) (Algorithm 1, Thm B.13); no published value")
+    fisher_samples: int = bounded(256, ge=0, help=(
+        "examples of the finished task for the diagonal Fisher on m_k (0: all); as plugins/ewc"))
+    fisher_batch_size: int = bounded(1, ge=1, help="1: exact per-example empirical Fisher (as plugins/ewc)")
+    optimizer: str = setting("rmsprop", help='§5 "We adopt the RMSProp optimizer with default hyperparameters"')
+    lr: float = bounded(0.0, ge=0, help="§6: 1e-6 for Llama-3-8B (paper-expander profile); 0 = the cell's train.lr")
+    train_heads: bool = setting(True, help="per-task classifier heads train densely (the LLM setting has none)")
+    train_vectors: bool = setting(False, help=(
+        "biases/norm scales: frozen, since only masked matrix coordinates move (Alg. 1)"))
 
     def __post_init__(self) -> None:
         if not 0.0 < self.density <= 1.0:
@@ -57,17 +61,23 @@ class MaskedTrainingConfig:
 class ExpanderEWCConfig(MaskedTrainingConfig):
     """Expander-masked EWC (Algorithm 1)."""
 
-    construction: str = "random"  # random biregular ("rejection sampling", Alg. 1 line 5) | algebraic (MGG, networkx) | uniform
-    block_degree: int = bounded(0, ge=0)  # 0: degrees from density; 4 or 8: block expander of §7's "degree 4 or 8" (see module doc)
-    epsilon: float = bounded(0.1, ge=0)  # spectral check σ₂ ≤ (1+ε)·Ramanujan bound; finite-size slack, no published value
-    overlap: float = bounded(0.2, ge=0, le=1)  # δ, max Jaccard with every earlier task's mask (Alg. 1 line 7); independent 10 % masks give ≈0.053; under avoid only named in the capacity warning
-    # §4.1 "generate masks to be as disjoint as possible, minimizing the Jaccard index", Alg. 1 line 7 "resample
-    # edges", App. A.4 step 4 "greedily resampling edges": avoid = swap each new mask's edges off earlier masks'
-    # (exact degrees kept; least-used edges reused once the matrix is full, with a MaskWarning);
-    # independent = clbench ≤ issue 15: sample each mask independently, resample whole above δ (masks.py doc)
-    overlap_policy: str = "avoid"
-    max_tries: int = bounded(20, ge=1)  # resamples per matrix before a clear error (Alg. 1 "resample ... until")
-    spectral_check: bool = True  # compute σ₂ and resample above the bound (uniform masks: computed, never rejected)
+    construction: str = setting("random", help=(
+        'random biregular ("rejection sampling", Alg. 1 line 5) | algebraic (MGG, networkx) | uniform'))
+    block_degree: int = bounded(0, ge=0, help=(
+        "0: degrees from density; 4 or 8: block expander of §7's \"degree 4 or 8\" (see module doc)"))
+    epsilon: float = bounded(0.1, ge=0, help=(
+        "spectral check σ₂ ≤ (1+ε)·Ramanujan bound; finite-size slack, no published value"))
+    overlap: float = bounded(0.2, ge=0, le=1, help=(
+        "δ, max Jaccard with every earlier task's mask (Alg. 1 line 7); independent 10 % masks give ≈0.053; under "
+        "avoid only named in the capacity warning"))
+    overlap_policy: str = setting("avoid", help=(
+        "§4.1 \"generate masks to be as disjoint as possible, minimizing the Jaccard index\", Alg. 1 line 7 "
+        "\"resample edges\", App. A.4 step 4 \"greedily resampling edges\": avoid = swap each new mask's edges off "
+        "earlier masks' (exact degrees kept; least-used edges reused once the matrix is full, with a MaskWarning); "
+        "independent = clbench ≤ issue 15: sample each mask independently, resample whole above δ (masks.py doc)"))
+    max_tries: int = bounded(20, ge=1, help='resamples per matrix before a clear error (Alg. 1 "resample ... until")')
+    spectral_check: bool = setting(True, help=(
+        "compute σ₂ and resample above the bound (uniform masks: computed, never rejected)"))
 
     def mask_spec(self) -> MaskSpec:
         return MaskSpec(self.density, self.construction, self.block_degree, self.epsilon, self.overlap,
@@ -85,14 +95,14 @@ class ExpanderEWCConfig(MaskedTrainingConfig):
 class RandomMaskEWCConfig(ExpanderEWCConfig):
     """Ablation (§6.2, Table 5): equally sparse uniform random masks, same EWC."""
 
-    construction: str = "uniform"  # §6.2 "random masking" at the same sparsity
+    construction: str = setting("uniform", help='§6.2 "random masking" at the same sparsity')
 
 
 @dataclass(frozen=True)
 class ExpanderOnlyConfig(ExpanderEWCConfig):
     """Ablation (Table 6, "without EWC"): expander masks, λ = 0."""
 
-    lambda_: float = bounded(0.0, ge=0)  # Table 6 "Performance without EWC"
+    lambda_: float = bounded(0.0, ge=0, help='Table 6 "Performance without EWC"')
 
 
 @dataclass(frozen=True)
@@ -101,10 +111,10 @@ class DenseEWCConfig(ExpanderEWCConfig):
     the same damped-Fisher penalty, RMSProp and Fisher schedule, so only the masks differ from
     ``expander-ewc`` (``ewc`` is Kirkpatrick et al.'s EWC with the cell's optimizer instead)."""
 
-    density: float = bounded(1.0, gt=0, le=1)  # no mask
-    construction: str = "uniform"  # the full matrix; no graph to check
-    overlap: float = bounded(1.0, ge=0, le=1)  # every task's "mask" is the whole matrix
-    overlap_policy: str = "independent"  # nothing to avoid: every mask is the whole matrix
+    density: float = bounded(1.0, gt=0, le=1, help="no mask")
+    construction: str = setting("uniform", help="the full matrix; no graph to check")
+    overlap: float = bounded(1.0, ge=0, le=1, help="every task's \"mask\" is the whole matrix")
+    overlap_policy: str = setting("independent", help="nothing to avoid: every mask is the whole matrix")
     spectral_check: bool = False
 
 

@@ -9,5 +9,5 @@ class GDumbConfig:
     from scratch on that memory alone before every evaluation (§3: "a simple greedy sampler ... and a learner").
     Nothing is learnt from the stream directly."""
 
-    memory_size: int = bounded(200, ge=1)  # k, the memory's examples; recorded
-    epochs: int = bounded(10, ge=1)  # the epochs of each retraining on the memory (the paper: until convergence)
+    memory_size: int = bounded(200, ge=1, help="k, the memory's examples; recorded")
+    epochs: int = bounded(10, ge=1, help="the epochs of each retraining on the memory (the paper: until convergence)")

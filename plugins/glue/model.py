@@ -21,6 +21,7 @@ from clbench_plugins.hf.config import EncoderConfig
 from clbench_plugins.hf.model import EncoderModel, load_backbone, load_tokenizer, minilm_path
 from torch import Tensor, nn
 
+from clbench.config import setting
 from clbench.data import TaskInfo
 from clbench.errors import ConfigError
 from clbench.model import StreamInfo
@@ -36,7 +37,7 @@ def is_regression(info: TaskInfo) -> bool:
 class GlueEncoderConfig(EncoderConfig):
     """``encoder`` settings; the head is a linear one per task (a regression task has one output)."""
 
-    head: Literal["similarity", "linear"] = "linear"  # only linear: a similarity score has no label word
+    head: Literal["similarity", "linear"] = setting("linear", help="only linear: a similarity score has no label word")
 
 
 class GlueEncoder(EncoderModel):

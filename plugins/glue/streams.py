@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from clbench.config import bounded
+from clbench.config import bounded, setting
 from clbench.data import Split, Stream, TaskData, TaskInfo, confined, read_text, stratified_split
 from clbench.errors import ConfigError, DataError
 
@@ -68,14 +68,14 @@ PAPER_ORDER = ["cola", "rte", "mrpc", "stsb", "sst2", "qnli"]  # Table 5, left t
 
 @dataclass(frozen=True)
 class GlueConfig:
-    data_dir: str = ""  # GLUE layout: <data_dir>/<CoLA|SST-2|MRPC|STS-B|RTE|QNLI>/{train,dev}.tsv
-    source: str = "local"  # local | hub (datasets.load_dataset("nyu-mll/glue", task))
-    tasks: tuple[str, ...] = tuple(PAPER_ORDER)  # Table 5's six tasks
-    max_train: int = bounded(0, ge=0)  # cap on training examples per task (0: all)
-    max_test: int = bounded(0, ge=0)  # cap on dev examples per task (0: all)
-    val_fraction: float = bounded(0.1, ge=0, lt=1)  # held out of train for methods that select
-    pair_separator: str = " </s></s> "  # RoBERTa's pair format
-    stsb: str = "regression"  # regression (float scores, a regression head) | classes (6 rounded classes)
+    data_dir: str = setting("", help="GLUE layout: <data_dir>/<CoLA|SST-2|MRPC|STS-B|RTE|QNLI>/{train,dev}.tsv")
+    source: str = setting("local", help='local | hub (datasets.load_dataset("nyu-mll/glue", task))')
+    tasks: tuple[str, ...] = setting(tuple(PAPER_ORDER), help="Table 5's six tasks")
+    max_train: int = bounded(0, ge=0, help="cap on training examples per task (0: all)")
+    max_test: int = bounded(0, ge=0, help="cap on dev examples per task (0: all)")
+    val_fraction: float = bounded(0.1, ge=0, lt=1, help="held out of train for methods that select")
+    pair_separator: str = setting(" </s></s> ", help="RoBERTa's pair format")
+    stsb: str = setting("regression", help="regression (float scores, a regression head) | classes (6 rounded classes)")
 
     def __post_init__(self) -> None:
         if self.source not in ("local", "hub"):

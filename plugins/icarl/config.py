@@ -10,4 +10,4 @@ class ICaRLConfig:
     with sigmoid binary cross-entropy whose targets for the old classes are the previous model's outputs (Algorithm 3,
     the distillation); classification by the nearest mean of exemplars (Algorithm 1)."""
 
-    memory_size: int = bounded(200, ge=1)  # K; recorded
+    memory_size: int = bounded(200, ge=1, help="K; recorded")

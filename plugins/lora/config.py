@@ -1,6 +1,6 @@
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from clbench.config import bounded
+from clbench.config import bounded, setting
 from clbench.errors import ConfigError
 
 
@@ -11,11 +11,12 @@ class LoRAConfig:
     Defaults are the released O-LoRA / N-LoRA code (identical in both repositories).
     """
 
-    rank: int = bounded(8, ge=1)  # cmnfriend/O-LoRA src/run_uie_lora.py `lora_dim` default 8; no script overrides it
-    alpha: float = bounded(32.0, gt=0)  # same file, LoraConfig(lora_alpha=32): scaling alpha/rank = 4
-    dropout: float = bounded(0.1, ge=0, lt=1)  # same file, LoraConfig(lora_dropout=0.1)
-    lr_per_task: dict[str, float] = field(default_factory=dict)  # scripts_llama/*.sh: lr per task name
-    epochs_per_task: dict[str, int] = field(default_factory=dict)  # scripts_llama/*.sh, long.sh (MNLI 2)
+    rank: int = bounded(8, ge=1, help=(
+        "cmnfriend/O-LoRA src/run_uie_lora.py `lora_dim` default 8; no script overrides it"))
+    alpha: float = bounded(32.0, gt=0, help="same file, LoraConfig(lora_alpha=32): scaling alpha/rank = 4")
+    dropout: float = bounded(0.1, ge=0, lt=1, help="same file, LoraConfig(lora_dropout=0.1)")
+    lr_per_task: dict[str, float] = setting(default_factory=dict, help="scripts_llama/*.sh: lr per task name")
+    epochs_per_task: dict[str, int] = setting(default_factory=dict, help="scripts_llama/*.sh, long.sh (MNLI 2)")
 
     def __post_init__(self) -> None:
         if self.rank < 1:

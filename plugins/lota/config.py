@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from clbench_plugins.expander_ewc.config import MaskedTrainingConfig
 
-from clbench.config import bounded
+from clbench.config import bounded, setting
 from clbench.errors import ConfigError
 
 
@@ -16,11 +16,15 @@ from clbench.errors import ConfigError
 class LoTAConfig(MaskedTrainingConfig):
     """Calibrate a mask from the task vector of a short dense run, reset, train only the mask."""
 
-    density: float = bounded(0.1, gt=0, le=1)  # Expander-EWC paper §6: the same 10 % as its expander masks (LoTA paper default: 90 % sparsity)
-    lambda_: float = bounded(0.0, ge=0)  # LoTA has no EWC term; setting λ > 0 gives "LoTA + damped EWC" from the shared code
-    calibration_epochs: int = bounded(1, ge=1)  # LoTA: a short dense fine-tuning run gives the task vector; no fixed length published
-    disjoint: bool = False  # LoTTO: exclude coordinates of earlier tasks' masks (LoTA §"LoTTO")
-    reset: bool = True  # LoTA: after calibration, restore the weights and train the sparse mask from the start
+    density: float = bounded(0.1, gt=0, le=1, help=(
+        "Expander-EWC paper §6: the same 10 % as its expander masks (LoTA paper default: 90 % sparsity)"))
+    lambda_: float = bounded(0.0, ge=0, help=(
+        'LoTA has no EWC term; setting λ > 0 gives "LoTA + damped EWC" from the shared code'))
+    calibration_epochs: int = bounded(1, ge=1, help=(
+        "LoTA: a short dense fine-tuning run gives the task vector; no fixed length published"))
+    disjoint: bool = setting(False, help="LoTTO: exclude coordinates of earlier tasks' masks (LoTA §\"LoTTO\")")
+    reset: bool = setting(True, help=(
+        "LoTA: after calibration, restore the weights and train the sparse mask from the start"))
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -30,4 +34,4 @@ class LoTAConfig(MaskedTrainingConfig):
 
 @dataclass(frozen=True)
 class LoTTOConfig(LoTAConfig):
-    disjoint: bool = True  # LoTTO: masks of different tasks never share a coordinate
+    disjoint: bool = setting(True, help="LoTTO: masks of different tasks never share a coordinate")

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 from clbench_plugins.packnet.config import check_partition, check_shares
 
-from clbench.config import bounded
+from clbench.config import bounded, setting
 from clbench.errors import ConfigError
 
 
@@ -19,29 +19,33 @@ class LPSConfig:
     projection-vs-layer checks need the model and run in ``setup``, before training.
     """
 
-    alpha: tuple[float, ...] = (0.1,)  # Table I, permuted MNIST: α = 10% (split CIFAR n≠1: 10%)
-    alpha_first: float = bounded(0.0, ge=0, le=1)  # task 1's α when > 0; Table I split CIFAR: 50% for n = 1
-    beta: tuple[float, ...] = (0.9,)  # Table I, permuted MNIST: β = 90% (split CIFAR: 92%)
-    projection: tuple[str, ...] = ("irregular",)  # Table I: irregular on MNIST and CIFAR (column on RF)
-    rho: float = bounded(1e-3, gt=0)  # §V-A: "We set all ρ_i = 10^-3 and increase by a factor of 10 at equal intervals"
-    rho_stages: int = bounded(3, ge=1)  # no count in the paper; run_cifar.sh --rho-num 3 (docs/reference-code.md §3.7)
-    warmup_epochs: int = bounded(30, ge=0)  # Table I, permuted MNIST: warm-up/ADMM/final = 30/90/30
-    admm_epochs: int = bounded(90, ge=0)  # Table I (split across the ρ stages)
-    retrain_epochs: int = bounded(30, ge=0)  # Table I
-    admm_interval: int = bounded(1, ge=1)  # epochs between Z/U and Y/K updates; main.py argparse default --admm-epochs 1
-    mask_lr_scale: float = bounded(1.0, gt=0)  # the mask M shares the phase optimiser (main.py: one optimiser for W and M)
-    # Learning-rate schedule of the warm-up and retrain phases: lr × lr_gamma after each listed epoch of the
-    # phase (counted from 1 in each phase; a milestone ≥ the phase's epoch count never fires). The paper only
-    # says it "initialize[s] the learning rate to 0.001" (§V-A), so the default is a constant rate; the
-    # released code's MultiStepLR is (65, 100, 130, 190, 220, 250, 280) × 0.5 (main.py l.564–571 warm-up,
-    # l.323–331 retrain; docs/reference-code.md §3.8) and is the paper-lps preset's. The ADMM phase never
-    # gets it: there the code sets the rate per epoch (admm.py l.757, constant at --admm-epochs 1).
-    lr_milestones: tuple[int, ...] = ()
-    lr_gamma: float = bounded(0.5, gt=0, le=1)  # main.py l.571, l.331: gamma=0.5
-    # True: one optimizer for all ρ stages of a task's ADMM phase, its state (Adam's moments and step count)
-    # carried from stage to stage, as main.py l.217–222 builds it once before the ρ loop (l.271). False: a
-    # fresh optimizer per stage (clbench's phases; the paper says nothing).
-    optimizer_across_stages: bool = False
+    alpha: tuple[float, ...] = setting((0.1,), help="Table I, permuted MNIST: α = 10% (split CIFAR n≠1: 10%)")
+    alpha_first: float = bounded(0.0, ge=0, le=1, help="task 1's α when > 0; Table I split CIFAR: 50% for n = 1")
+    beta: tuple[float, ...] = setting((0.9,), help="Table I, permuted MNIST: β = 90% (split CIFAR: 92%)")
+    projection: tuple[str, ...] = setting(("irregular",), help="Table I: irregular on MNIST and CIFAR (column on RF)")
+    rho: float = bounded(1e-3, gt=0, help=(
+        '§V-A: "We set all ρ_i = 10^-3 and increase by a factor of 10 at equal intervals"'))
+    rho_stages: int = bounded(3, ge=1, help=(
+        "no count in the paper; run_cifar.sh --rho-num 3 (docs/reference-code.md §3.7)"))
+    warmup_epochs: int = bounded(30, ge=0, help="Table I, permuted MNIST: warm-up/ADMM/final = 30/90/30")
+    admm_epochs: int = bounded(90, ge=0, help="Table I (split across the ρ stages)")
+    retrain_epochs: int = bounded(30, ge=0, help="Table I")
+    admm_interval: int = bounded(1, ge=1, help=(
+        "epochs between Z/U and Y/K updates; main.py argparse default --admm-epochs 1"))
+    mask_lr_scale: float = bounded(1.0, gt=0, help=(
+        "the mask M shares the phase optimiser (main.py: one optimiser for W and M)"))
+    lr_milestones: tuple[int, ...] = setting((), help=(
+        "Learning-rate schedule of the warm-up and retrain phases: lr × lr_gamma after each listed epoch of the "
+        "phase (counted from 1 in each phase; a milestone ≥ the phase's epoch count never fires). The paper only "
+        "says it \"initialize[s] the learning rate to 0.001\" (§V-A), so the default is a constant rate; the "
+        "released code's MultiStepLR is (65, 100, 130, 190, 220, 250, 280) × 0.5 (main.py l.564–571 warm-up, "
+        "l.323–331 retrain; docs/reference-code.md §3.8) and is the paper-lps preset's. The ADMM phase never gets "
+        "it: there the code sets the rate per epoch (admm.py l.757, constant at --admm-epochs 1)."))
+    lr_gamma: float = bounded(0.5, gt=0, le=1, help="main.py l.571, l.331: gamma=0.5")
+    optimizer_across_stages: bool = setting(False, help=(
+        "True: one optimizer for all ρ stages of a task's ADMM phase, its state (Adam's moments and step count) "
+        "carried from stage to stage, as main.py l.217–222 builds it once before the ρ loop (l.271). False: a fresh "
+        "optimizer per stage (clbench's phases; the paper says nothing)."))
 
     def __post_init__(self) -> None:
         check_partition("lps", self.alpha, self.alpha_first, self.projection,

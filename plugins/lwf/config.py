@@ -12,4 +12,4 @@ class LwFConfig:
     """
 
     lambda_: float = bounded(1.0, ge=0)
-    temperature: float = bounded(2.0, gt=0)  # logits are divided by it
+    temperature: float = bounded(2.0, gt=0, help="logits are divided by it")

@@ -7,16 +7,16 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from clbench.config import bounded
+from clbench.config import bounded, setting
 from clbench.errors import ConfigError
 from clbench.model import HeadedModel, StreamInfo
 
 
 @dataclass(frozen=True)
 class MLPConfig:
-    hidden: tuple[int, ...] = (256, 256)  # widths of the hidden layers; () = a linear model
+    hidden: tuple[int, ...] = setting((256, 256), help="widths of the hidden layers; () = a linear model")
     dropout: float = bounded(0.0, ge=0, lt=1)
-    multi_head: bool | None = None  # None: the stream's default (split-digits: per-task heads)
+    multi_head: bool | None = setting(None, help="None: the stream's default (split-digits: per-task heads)")
     bias: bool = True
 
     def __post_init__(self) -> None:  # `bounded` checks numbers, not the items of a tuple

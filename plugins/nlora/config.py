@@ -1,9 +1,9 @@
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from clbench_plugins.lora.config import LoRAConfig
 
-from clbench.config import bounded
+from clbench.config import bounded, setting
 from clbench.errors import ConfigError
 
 
@@ -18,10 +18,11 @@ class NLoRAConfig(LoRAConfig):
     ΔW = B_w·A_w (out×in) — about out·in/r² times more entries, so it takes its own λ (``lambda_paper``).
     """
 
-    lambda_: float = bounded(0.4, ge=0)  # scripts/order_{1,2,3}.sh (T5-large): lamda_1 0.4
-    penalty: Literal["code", "paper"] = "code"  # the published numbers come from the code (issue 4)
-    lambda_paper: float = bounded(1e-3, ge=0)  # λ for penalty=paper; in neither the paper nor the code: the sweep 1e-4..1e-2 is in docs/lora-family.md
-    lambda_per_task: dict[str, float] = field(default_factory=dict)  # scripts/order_4.sh: λ1 per task name
+    lambda_: float = bounded(0.4, ge=0, help="scripts/order_{1,2,3}.sh (T5-large): lamda_1 0.4")
+    penalty: Literal["code", "paper"] = setting("code", help="the published numbers come from the code (issue 4)")
+    lambda_paper: float = bounded(1e-3, ge=0, help=(
+        "λ for penalty=paper; in neither the paper nor the code: the sweep 1e-4..1e-2 is in docs/lora-family.md"))
+    lambda_per_task: dict[str, float] = setting(default_factory=dict, help="scripts/order_4.sh: λ1 per task name")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -1,9 +1,9 @@
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from clbench_plugins.lora.config import LoRAConfig
 
-from clbench.config import bounded
+from clbench.config import bounded, setting
 from clbench.errors import ConfigError
 
 
@@ -18,11 +18,11 @@ class OLoRAConfig(LoRAConfig):
     L2 = Σ ‖A_new‖_F² + ‖B_new‖_F² — λ tuned for the code form does not carry over.
     """
 
-    lambda1: float = bounded(0.5, ge=0)  # scripts/order_{1,2,3}.sh and scripts_llama/order_*.sh: lamda_1 0.5
-    lambda2: float = bounded(0.0, ge=0)  # same scripts: lamda_2 0 (long.sh sets it per task, see lambda2_per_task)
-    penalty: Literal["code", "paper"] = "code"  # the published numbers come from the code (issue 4)
-    lambda1_per_task: dict[str, float] = field(default_factory=dict)  # scripts/long.sh: λ1 per task name
-    lambda2_per_task: dict[str, float] = field(default_factory=dict)  # scripts/long.sh: λ2 per task name
+    lambda1: float = bounded(0.5, ge=0, help="scripts/order_{1,2,3}.sh and scripts_llama/order_*.sh: lamda_1 0.5")
+    lambda2: float = bounded(0.0, ge=0, help="same scripts: lamda_2 0 (long.sh sets it per task, see lambda2_per_task)")
+    penalty: Literal["code", "paper"] = setting("code", help="the published numbers come from the code (issue 4)")
+    lambda1_per_task: dict[str, float] = setting(default_factory=dict, help="scripts/long.sh: λ1 per task name")
+    lambda2_per_task: dict[str, float] = setting(default_factory=dict, help="scripts/long.sh: λ2 per task name")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from clbench.config import setting
 from clbench.data import Split, Stream, TaskData, TaskInfo, confined, read_text
 from clbench.errors import ConfigError, DataError
 from clbench.model import CLModel
@@ -45,7 +46,7 @@ TEXT_SPLITS = {"train": ("train",), "test": ("test",), "val": ("dev", "val")}
 
 @dataclass(frozen=True)
 class OwnDataConfig:
-    data_dir: str = ""  # the folder of task folders (--data-dir)
+    data_dir: str = setting("", help="the folder of task folders (--data-dir)")
 
 
 def _root(config: OwnDataConfig, stream: str, layout: str) -> Path:
@@ -276,8 +277,8 @@ PAIR = ("prompt", "response")
 
 @dataclass(frozen=True)
 class PromptsConfig:
-    data_dir: str = ""  # the folder of task folders (--data-dir)
-    max_new_tokens: int = 64  # the longest answer generated for a test prompt
+    data_dir: str = setting("", help="the folder of task folders (--data-dir)")
+    max_new_tokens: int = setting(64, help="the longest answer generated for a test prompt")
 
 
 class PromptsStream(Stream):

@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from clbench.config import bounded
+from clbench.config import bounded, setting
 from clbench.errors import ConfigError
 
 PROJECTIONS = ("irregular", "column", "filter")
@@ -44,11 +44,15 @@ class PackNetConfig:
     capacity and projection-vs-layer checks need the model and run in ``setup``, before training.
     """
 
-    alpha: tuple[float, ...] = (0.1,)  # share of each layer a task keeps; LPS Table I (permuted MNIST: 10%); one value or one per layer
-    alpha_first: float = bounded(0.0, ge=0, le=1)  # task 1's share when > 0; LPS Table I split CIFAR: 50% for n = 1
-    projection: tuple[str, ...] = ("irregular",)  # PackNet prunes by magnitude, entry by entry (PackNet §3)
-    train_epochs: int = bounded(0, ge=0)  # 0: train.epochs; PackNet §4 trains then prunes
-    retrain_epochs: int = bounded(0, ge=0)  # 0: half of train.epochs (at least 1); PackNet §4 retrains the kept weights
+    alpha: tuple[float, ...] = setting((0.1,), help=(
+        "share of each layer a task keeps; LPS Table I (permuted MNIST: 10%); one value or one per layer"))
+    alpha_first: float = bounded(0.0, ge=0, le=1, help=(
+        "task 1's share when > 0; LPS Table I split CIFAR: 50% for n = 1"))
+    projection: tuple[str, ...] = setting(("irregular",), help=(
+        "PackNet prunes by magnitude, entry by entry (PackNet §3)"))
+    train_epochs: int = bounded(0, ge=0, help="0: train.epochs; PackNet §4 trains then prunes")
+    retrain_epochs: int = bounded(0, ge=0, help=(
+        "0: half of train.epochs (at least 1); PackNet §4 retrains the kept weights"))
 
     def __post_init__(self) -> None:
         check_partition("packnet", self.alpha, self.alpha_first, self.projection,

@@ -3,7 +3,7 @@ from dataclasses import dataclass
 from clbench_plugins.expander_ewc.config import ExpanderEWCConfig
 from clbench_plugins.lora.config import LoRAConfig
 
-from clbench.config import bounded
+from clbench.config import bounded, setting
 
 
 @dataclass(frozen=True)
@@ -18,13 +18,14 @@ class PerTaskMaskConfig(ExpanderEWCConfig):
     weights with a fresh mask and is evaluated with its own weights; no task sequence, so no EWC (λ = 0)
     and no overlap budget between the tasks' masks."""
 
-    lambda_: float = bounded(0.0, ge=0)  # §6.2 compares masks alone: no penalty
-    overlap: float = bounded(1.0, ge=0, le=1)  # independent tasks: a mask need not avoid earlier ones
-    overlap_policy: str = "independent"  # each mask drawn on its own, never steered off earlier tasks' masks
+    lambda_: float = bounded(0.0, ge=0, help="§6.2 compares masks alone: no penalty")
+    overlap: float = bounded(1.0, ge=0, le=1, help="independent tasks: a mask need not avoid earlier ones")
+    overlap_policy: str = setting("independent", help=(
+        "each mask drawn on its own, never steered off earlier tasks' masks"))
 
 
 @dataclass(frozen=True)
 class PerTaskRandomConfig(PerTaskMaskConfig):
     """Table 5's "Random Mask" row: equally sparse uniform random masks."""
 
-    construction: str = "uniform"  # §6.2 "random masking" at the same sparsity
+    construction: str = setting("uniform", help='§6.2 "random masking" at the same sparsity')

@@ -3,6 +3,8 @@ from typing import Literal
 
 from clbench_plugins.lora.config import LoRAConfig
 
+from clbench.config import setting
+
 
 @dataclass(frozen=True)
 class SeqLoRAConfig(LoRAConfig):
@@ -13,4 +15,4 @@ class SeqLoRAConfig(LoRAConfig):
     ``increment`` reports what task i changed, ΔW_i − ΔW_{i−1} (rank ≤ 2r).
     """
 
-    footprint: Literal["snapshot", "increment"] = "snapshot"  # N-LoRA paper §4.1 (metric definitions)
+    footprint: Literal["snapshot", "increment"] = setting("snapshot", help="N-LoRA paper §4.1 (metric definitions)")

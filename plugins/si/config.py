@@ -13,5 +13,5 @@ class SIConfig:
     (eq. 4) around the weights θ̃ at the end of the previous task.
     """
 
-    c: float = bounded(0.1, ge=0)  # §5: c = 0.1 on permuted MNIST (split MNIST 1.0)
-    xi: float = bounded(1e-3, gt=0)  # §5: the damping ξ = 1e-3 (Avalanche's SynapticIntelligence eps: 1e-7)
+    c: float = bounded(0.1, ge=0, help="§5: c = 0.1 on permuted MNIST (split MNIST 1.0)")
+    xi: float = bounded(1e-3, gt=0, help="§5: the damping ξ = 1e-3 (Avalanche's SynapticIntelligence eps: 1e-7)")

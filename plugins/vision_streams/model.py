@@ -12,16 +12,16 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from clbench.config import bounded
+from clbench.config import bounded, setting
 from clbench.model import HeadedModel, StreamInfo
 
 
 @dataclass(frozen=True)
 class CifarNetConfig:
-    dropout_conv: float = bounded(0.25, ge=0, lt=1)  # Keras cifar10_cnn example / LPS CifarNet
+    dropout_conv: float = bounded(0.25, ge=0, lt=1, help="Keras cifar10_cnn example / LPS CifarNet")
     dropout_fc: float = bounded(0.5, ge=0, lt=1)
     hidden: int = bounded(512, ge=1)
-    bias: bool = False  # LPS CifarNet convs have no bias
+    bias: bool = setting(False, help="LPS CifarNet convs have no bias")
     multi_head: bool | None = None
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from clbench.config import bounded
+from clbench.config import bounded, setting
 from clbench.data import Split, Stream, TaskData, TaskInfo, stratified_split
 from clbench.errors import ConfigError
 
@@ -31,11 +31,13 @@ DIGITS = tuple(str(d) for d in range(10))
 
 @dataclass(frozen=True)
 class PermutedMNISTConfig:
-    data_dir: str = ""  # a folder holding the four MNIST idx files; "": the hub (hub_name)
+    data_dir: str = setting("", help='a folder holding the four MNIST idx files; "": the hub (hub_name)')
     hub_name: str = "ylecun/mnist"
-    tasks: int = bounded(10, ge=1, le=100)  # LPS Table I: 10 tasks
-    val_fraction: float = bounded(0.1, gt=0, lt=1)  # held out of train for selection; §V-A tunes "using a validation set"
-    train_limit: int = bounded(0, ge=0)  # >0: the first N training examples per task (CPU runs); 0: all 60,000 − val
+    tasks: int = bounded(10, ge=1, le=100, help="LPS Table I: 10 tasks")
+    val_fraction: float = bounded(0.1, gt=0, lt=1, help=(
+        'held out of train for selection; §V-A tunes "using a validation set"'))
+    train_limit: int = bounded(0, ge=0, help=(
+        ">0: the first N training examples per task (CPU runs); 0: all 60,000 − val"))
 
     def __post_init__(self) -> None:
         _check_common(self.val_fraction, self.train_limit)
@@ -45,10 +47,10 @@ class PermutedMNISTConfig:
 
 @dataclass(frozen=True)
 class SplitCIFARConfig:
-    data_dir: str = ""  # a folder with cifar10/ and cifar100/ (numpy or parquet layout); "": the hub
+    data_dir: str = setting("", help='a folder with cifar10/ and cifar100/ (numpy or parquet layout); "": the hub')
     cifar10_hub: str = "uoft-cs/cifar10"
     cifar100_hub: str = "uoft-cs/cifar100"
-    cifar100_tasks: int = bounded(5, ge=1, le=10)  # LPS Table I: 6 tasks = CIFAR-10 + 5 × 10 CIFAR-100 classes
+    cifar100_tasks: int = bounded(5, ge=1, le=10, help="LPS Table I: 6 tasks = CIFAR-10 + 5 × 10 CIFAR-100 classes")
     val_fraction: float = bounded(0.1, gt=0, lt=1)
     train_limit: int = bounded(0, ge=0)
 

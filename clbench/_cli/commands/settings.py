@@ -2,28 +2,24 @@
 prints, as rows another tool (a docs generator) can reuse.
 
 A row holds the setting's ``--set`` key, its type as annotated, its default, the range declared with
-:func:`clbench.config.bounded`, its preset values per profile key, and the comment that documents it in the
-source: the trailing ``# ...`` of the field's line and the full-line comments directly above it (read with
-:mod:`tokenize`, so a ``#`` inside a string is never taken for one).
+:func:`clbench.config.bounded`, its preset values per profile key, and the help text that documents it: the
+field's ``help`` metadata, given with ``bounded(..., help=...)`` or :func:`clbench.config.setting`. The name
+``--set`` takes is :func:`clbench.config.public_name` of the field's (``lambda_`` → ``lambda``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
-import io
-import textwrap
-import tokenize
 import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from clbench.config import field_for, public_name
 from clbench.errors import ClbenchError, UnknownNameError
 
 KINDS = ("method", "model", "stream")
 _RANGE_TEXT = {"ge": ">= {}", "gt": "> {}", "le": "<= {}", "lt": "< {}"}  # as clbench.config words them
-_PRAGMAS = ("noqa", "type:", "pragma:", "fmt:", "pyright:", "mypy:")
 
 
 class _Required:
@@ -43,7 +39,8 @@ class Setting:
     dataclass (``train.lr``, ``orders``, ``model``) ``in_config`` is false and ``name`` and ``key`` are that key.
     ``default`` is :data:`REQUIRED` for a field without one (and for a key outside the dataclass). ``range`` reads as ``clbench.config``'s
     errors do (``>= 0 and <= 1``), empty when none is declared. ``presets`` maps a profile key (``quick``,
-    ``quick/split-digits``, ``quick/split-digits/1``) to the value set there, in the plugin's order.
+    ``quick/split-digits``, ``quick/split-digits/1``) to the value set there, in the plugin's order. ``comment``
+    is the field's ``help`` metadata (empty when it has none).
     """
 
     name: str
@@ -56,75 +53,19 @@ class Setting:
     in_config: bool = True
 
 
-# --------------------------------------------------------------------------- comments in the source
-def field_comments(cls: type) -> dict[str, str]:
-    """Field name → the comments documenting it in the source of ``cls`` (and of its dataclass bases, a
-    subclass's own comment winning). Full-line comments directly above the field come first (a blank line
-    or another statement ends the block), then the comments on the field's own line(s). Empty when the
-    source cannot be read (a class made in a REPL or with :func:`dataclasses.make_dataclass`)."""
-    out: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):
-        if klass is not object and dataclasses.is_dataclass(klass):
-            out.update(_class_comments(klass))
-    return out
-
-
-def _class_comments(klass: type) -> dict[str, str]:
-    try:
-        source = textwrap.dedent(inspect.getsource(klass))
-    except (OSError, TypeError):
-        return {}
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
-    except (tokenize.TokenError, SyntaxError):
-        return {}
-    found: dict[str, str] = {}
-    depth = 0  # 1: the class body
-    above: list[tuple[int, str]] = []  # (column, text) of the full-line comments since a blank line or statement
-    in_statement = False
-    name: str | None = None  # the field whose statement this is
-    column = 0
-    own: list[str] = []  # comments inside the field's statement
-    for i, tok in enumerate(tokens):
-        kind = tok.type
-        if kind == tokenize.INDENT:
-            depth += 1
-        elif kind == tokenize.DEDENT:
-            depth -= 1
-        elif kind == tokenize.COMMENT:
-            text = tok.string.lstrip("#").strip()
-            if text.startswith(_PRAGMAS) or not text:
-                continue
-            if in_statement:
-                own.append(text)
-            else:
-                above.append((tok.start[1], text))
-        elif kind == tokenize.NL:
-            if not in_statement and not tok.line.strip():
-                above = []  # a blank line: the comments above belong to nothing below
-        elif kind in (tokenize.NEWLINE, tokenize.ENDMARKER):
-            if name is not None:
-                found[name] = " ".join([t for col, t in above if col == column] + own)
-            in_statement, name, own, above = False, None, [], []
-        elif not in_statement:
-            in_statement = True
-            nxt = tokens[i + 1] if i + 1 < len(tokens) else None
-            if depth == 1 and kind == tokenize.NAME and nxt is not None and nxt.type == tokenize.OP and nxt.string == ":":
-                name, column = tok.string, tok.start[1]  # `name: type [= default]`, an annotated field
-    return found
-
-
 # --------------------------------------------------------------------------- rows of a config dataclass
 def config_settings(cls: type, scope: str = "") -> list[Setting]:
-    """One row per field of the dataclass ``cls``, without presets; ``scope`` prefixes the ``--set`` key."""
+    """One row per field of the dataclass ``cls``, without presets; ``scope`` prefixes the ``--set`` key.
+
+    A field's help is its ``help`` metadata; :func:`dataclasses.fields` gives a subclass's own field object for a
+    field it declares again, so a subclass's help (or its lack of one) wins over its base's."""
     if not dataclasses.is_dataclass(cls):
         raise TypeError(f"{cls!r} is not a dataclass")
-    comments = field_comments(cls)
     rows = []
     for f in dataclasses.fields(cls):
         if not f.init:
             continue
-        public = f.name.rstrip("_")
+        public = public_name(f.name)
         if f.default is not dataclasses.MISSING:
             default = f.default
         elif f.default_factory is not dataclasses.MISSING:
@@ -138,7 +79,7 @@ def config_settings(cls: type, scope: str = "") -> list[Setting]:
             type=type_text(f.type),
             default=default,
             range=" and ".join(_RANGE_TEXT[k].format(v) for k, v in bounds.items() if k in _RANGE_TEXT),
-            comment=comments.get(f.name, ""),
+            comment=f.metadata.get("help", ""),
         ))
     return rows
 
@@ -150,15 +91,6 @@ def type_text(tp: Any) -> str:
     if isinstance(tp, type) and not typing.get_args(tp):
         return tp.__name__
     return str(tp).replace("typing.", "")
-
-
-def _field_for(key: str, names: Iterable[str]) -> str | None:
-    """The field a preset key addresses, as :func:`clbench.config.apply` matches it (``lambda`` → ``lambda_``)."""
-    names = set(names)
-    for candidate in (key, key + "_", key.replace("-", "_"), key.replace("-", "_") + "_"):
-        if candidate in names:
-            return candidate
-    return None
 
 
 # --------------------------------------------------------------------------- a registered plugin's settings
@@ -191,14 +123,14 @@ def settings(regs: Any, name: str, kind: str | None = None) -> list[Setting]:
     kind, spec = find(regs, name, kind)
     scope = name if kind == "method" else kind
     rows = config_settings(spec.config_cls, scope)
-    fields_by_public = {f.name: f.name.rstrip("_") for f in dataclasses.fields(spec.config_cls)}
+    fields_by_public = {f.name: public_name(f.name) for f in dataclasses.fields(spec.config_cls)}
     presets: dict[str, dict[str, Any]] = {r.name: {} for r in rows}
     extra: dict[str, dict[str, Any]] = {}
     for label, key, value in _preset_entries(regs, kind, name, spec):
         own = key if kind == "method" and "." not in key else None
         if kind in ("stream", "model") and key.startswith(kind + "."):
             own = key.split(".", 1)[1]
-        target = _field_for(own, fields_by_public) if own is not None else None
+        target = field_for(own, fields_by_public) if own is not None else None
         if target is not None:
             presets[fields_by_public[target]][label] = value
         else:
