@@ -23,10 +23,10 @@ from clbench_plugins.olora.config import OLoRAConfig
 from clbench_plugins.olora.method import OLoRA
 from torch import Tensor, nn
 
-from clbench._cli.kit import TinyVectorStream
 from clbench.config import TrainConfig
 from clbench.method import CellContext
 from clbench.model import CLModel
+from clbench.testing import TinyVectorStream
 
 
 class StandIn(CLModel):

@@ -143,7 +143,7 @@ def validate(data: Any, path: Path | None = None) -> None:
 
 RESERVED_SCOPES = ("train", "model", "stream", "metrics")
 SEED_LIMIT = 2**32  # clbench.method.derive_seed keeps a seed's low 32 bits
-# The profile clbench._cli.kit registers for plugin test suites: a plugin may key presets to it although
+# The profile clbench.testing registers for plugin test suites: a plugin may key presets to it although
 # it exists only while a test runs.
 TEST_PROFILE = "test"
 

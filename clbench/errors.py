@@ -1,4 +1,5 @@
-"""Errors a user can cause and fix. The CLI prints their message (no traceback) and exits 2."""
+"""Errors a user can cause and fix. The CLI prints their message (no traceback) and exits 2. Beside them, the
+warnings a caller may want to tell apart from others by their class."""
 
 from __future__ import annotations
 
@@ -72,3 +73,17 @@ class Diverged(RuntimeError):
     def __init__(self, message: str, where: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.where = dict(where or {})
+
+
+class CheckpointDiscardedWarning(UserWarning):
+    """A cell's resume checkpoint was not used, and the cell starts over (right numbers, lost time). ``reason`` says
+    why: ``unreadable`` (``torch.load(weights_only=True)`` failed), ``other-settings`` (another config hash),
+    ``other-code`` (written by other code of the method, model or stream) or ``does-not-fit`` (the method's or
+    model's state did not load into this cell's). The message names the checkpoint file and says the same in words.
+    """
+
+    REASONS = ("unreadable", "other-settings", "other-code", "does-not-fit")
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason

@@ -10,9 +10,10 @@ they are counted for the runtime edges (module, function, by-name) and for all o
 
 The layers, lowest first (README "Architecture"): 0 the contract (``clbench`` and its top-level modules), 1 the
 harness core (``clbench._core``), 2 execution (``clbench._exec``), 3 tools (``clbench._tools``), 4 the command line
-and the testing kit (``clbench._cli``). ``clbench.testing``, ``clbench.leaderboard`` and ``clbench.__main__`` are the
-public names of upper-layer code and count as layer 4. An upward edge imports a higher layer, of any kind (typing
-too). ``--check`` exits 1 on a runtime circle or an upward edge.
+(``clbench._cli``), 5 the testing kit (``clbench.testing``), which drives the layers below it and which none of
+them may import. ``clbench.leaderboard`` and ``clbench.__main__`` are the public names of command-line code and
+count as layer 4. An upward edge imports a higher layer, of any kind (typing too). ``--check`` exits 1 on a runtime
+circle or an upward edge.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ import networkx as nx
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "clbench"
 RUNTIME = ("module", "function", "by-name")
-LAYERS = {"_core": 1, "_exec": 2, "_tools": 3, "_cli": 4}
-NAMES = {0: "contract", 1: "core", 2: "execution", 3: "tools", 4: "cli"}
-FACADES = {"clbench.testing": 4, "clbench.leaderboard": 4, "clbench.__main__": 4}
+LAYERS = {"_core": 1, "_exec": 2, "_tools": 3, "_cli": 4, "testing": 5}
+NAMES = {0: "contract", 1: "core", 2: "execution", 3: "tools", 4: "cli", 5: "testing"}
+FACADES = {"clbench.leaderboard": 4, "clbench.__main__": 4}
 
 
 def layer(module: str) -> int:

@@ -87,7 +87,7 @@ def _show_warning(message: Any, category: Any, filename: str, lineno: int, file:
 
 def clbench(tmp: Path, *args: str, plugins: Sequence[object] = ()) -> Outcome:
     """``clbench ARGS`` in this process, in folder ``tmp``, with ``plugins`` (and the tiny test plugin of
-    :mod:`clbench._cli.kit`) registered beside the installed ones. An exception that escapes ``main`` is
+    :mod:`clbench.testing`) registered beside the installed ones. An exception that escapes ``main`` is
     what Python would print: a traceback and exit 1."""
     out, err = io.StringIO(), io.StringIO()
     with pytest.MonkeyPatch.context() as mp:

@@ -57,7 +57,7 @@ def test_a_plugin_of_no_distribution_is_listed_so(capsys, monkeypatch):
     code, out, _ = clbench(capsys, monkeypatch, "list", "models", plugins=[_ModelPlugin("extra-model")])
     assert code == 0
     assert ("  tiny-text              bag-of-words model with q/v layers (tests only)  "
-            "(plugin clbench._cli.kit.TinyPlugin, no installed distribution)") in out.splitlines()
+            "(plugin clbench.testing.tiny.TinyPlugin, no installed distribution)") in out.splitlines()
     assert "  extra-model            a model for this test  (plugin test_cli_list._ModelPlugin, no installed distribution)" \
         in out.splitlines()
 

@@ -20,12 +20,12 @@ import torch
 
 from clbench import footprints as fps
 from clbench import testing
-from clbench._cli import kit
 from clbench._cli.main import main
 from clbench._core.plan import make_plan
 from clbench._exec.executors import execute
 from clbench.cell import CHECKPOINT_FILE, FOOTPRINT_FILE, RESULT_FILE, CellResult, config_diff, identity
 from clbench.errors import ClbenchError
+from clbench.testing.running import _request
 
 # Every method the quick profile runs on split-digits (replay runs on tiny-vector, see REPLAY), and the LoRA family
 # on the tiny text stream (O-LoRA's earlier adapters, IncLoRA's merges, MTL's joint data, per-task adapters).
@@ -142,7 +142,7 @@ class KillAfterFirstTask(testing.KillAfterTask):
 def test_a_killed_data_parallel_cell_resumes_to_the_same_numbers(tmp_path):
     regs = testing.registry()
     sets = {"train.checkpoint_every_s": [0]}
-    plan = make_plan(regs, kit._request(tmp_path / "killed", "lwf", "tiny-vector", sets=sets))
+    plan = make_plan(regs, _request(tmp_path / "killed", "lwf", "tiny-vector", sets=sets))
     killer = f"{__name__}:{KillAfterFirstTask.__name__}"
     tiny = "clbench.testing:TinyPlugin"
     with pytest.raises(KeyboardInterrupt):
@@ -185,8 +185,8 @@ def test_bad_nproc_settings_are_refused_before_anything_runs(args, message, tmp_
 
 def test_plugins_of_this_process_only_are_refused_for_the_ranks(tmp_path):
     regs = testing.registry()
-    plan = make_plan(regs, kit._request(tmp_path, "seqft", "tiny-vector"))
-    with pytest.raises(ClbenchError, match="stream 'tiny-vector' comes from plugin 'clbench._cli.kit.TinyPlugin', "
+    plan = make_plan(regs, _request(tmp_path, "seqft", "tiny-vector"))
+    with pytest.raises(ClbenchError, match="stream 'tiny-vector' comes from plugin 'clbench.testing.tiny.TinyPlugin', "
                                            "registered in this process only"):
         execute(plan, regs, progress=False, options={"nproc": 2})
 
@@ -218,7 +218,7 @@ def test_a_ray_task_runs_its_cell_on_nproc_ranks(tmp_path, grids):
     """`--executor ray --nproc 2` (on GPUs: `--cell-gpus 2`): the ranks are processes of the cell's Ray task."""
     ray = pytest.importorskip("ray")
     regs = testing.registry()
-    req = kit._request(tmp_path, "ewc", "split-digits", "quick", sets={"train.epochs": [1]}, orders=["1"])
+    req = _request(tmp_path, "ewc", "split-digits", "quick", sets={"train.epochs": [1]}, orders=["1"])
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     try:
         [result] = execute(make_plan(regs, req), regs, executor="ray", progress=False,

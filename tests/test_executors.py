@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from clbench import testing
-from clbench._cli import kit
 from clbench._cli.main import main
 from clbench._core.plan import RunRequest, make_plan
 from clbench._exec.executors import execute
@@ -19,6 +18,7 @@ from clbench._exec.local import LocalExecutor, harness_registry, next_cell
 from clbench._exec.runner import FailFast
 from clbench.config import TrainConfig
 from clbench.errors import ClbenchError
+from clbench.testing.running import _request
 
 GRID = ["run", "--stream", "split-digits", "--methods", "seqft,ewc", "--orders", "1,2", "--seeds", "0",
         "--set", "train.epochs=1", "--no-progress"]
@@ -80,7 +80,7 @@ def test_auto_is_one_process_for_cells_on_a_gpu():
 
 def test_tests_in_this_process_still_run_with_jobs_auto(tmp_path):
     regs = testing.registry()  # the tiny plugin lives in this process only
-    plan = make_plan(regs, kit._request(tmp_path, "seqft,ewc", "tiny-vector"))
+    plan = make_plan(regs, _request(tmp_path, "seqft,ewc", "tiny-vector"))
     results = execute(plan, regs, progress=False, options={"jobs": "auto"})
     assert [r.status for r in results] == ["complete", "complete"]
 

@@ -21,7 +21,6 @@ from torch import nn
 from clbench import footprints as fps
 from clbench import metrics as m
 from clbench import testing
-from clbench._cli import kit
 from clbench._core.composite import CompositeMethod
 from clbench.cell import FOOTPRINT_FILE, RESULT_FILE
 from clbench.config import TrainConfig
@@ -29,6 +28,7 @@ from clbench.data import Batch
 from clbench.errors import ConfigError
 from clbench.method import CellContext
 from clbench.model import StreamInfo
+from clbench.testing.method_checks import _check_resume
 
 LORA_METHODS = ["seqlora", "inclora", "olora", "nlora", "mtl", "pertask"]
 
@@ -229,7 +229,7 @@ def test_resumed_run_equals_uninterrupted(method: str, tmp_path) -> None:
     assert reference.status == "complete", reference.error
     for key in ("OO", "AWOM", "GSR", "ACR"):
         assert reference.metrics[key] is not None, key
-    kit._check_resume(regs, method, "tiny-text", tmp_path / "b", reference)
+    _check_resume(regs, method, "tiny-text", tmp_path / "b", reference)
 
 
 def test_bad_settings_fail_before_training() -> None:

@@ -150,8 +150,8 @@ def test_whole_selections_of_bf16_weights_also_over_count_the_masters_outside_th
     task, whose masters hold 4 masks (disjoint: 4 × density), 2 × density × 8 bytes a masked weight above 2 tasks'."""
     import torch.fx.experimental._config
 
-    from clbench._cli.kit import EmptyConfig, TinyVectorStream
-    from clbench.specs import StreamSpec
+    from clbench.specs import EmptyConfig, StreamSpec
+    from clbench.testing import TinyVectorStream
 
     class Plugin:
         @hookimpl

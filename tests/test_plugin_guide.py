@@ -204,7 +204,7 @@ def run_clbench(command: str, capsys) -> tuple[int, str, str]:
 
 def run_package_tests(pkg: Installed, tmp: Path, monkeypatch) -> set[tuple[str, str]]:
     """``pytest tests/``: every test function of the package's tests, called with a fresh ``tmp_path``; returns
-    the (check, name) pairs of the clbench._cli.kit checks they ran."""
+    the (check, name) pairs of the clbench.testing checks they ran."""
     ran: set[tuple[str, str]] = set()
     for check in CHECKS.values():
         original = getattr(testing, check)

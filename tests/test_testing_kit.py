@@ -1,8 +1,9 @@
-"""The plugin author's test kit (clbench._cli.kit): every check passes on built-ins and fails, with a message
+"""The plugin author's test kit (clbench.testing): every check passes on built-ins and fails, with a message
 that says what to fix, on a plugin that breaks its contract."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,11 +12,13 @@ import torch
 from torch import Tensor, nn
 
 from clbench import footprints, hookimpl, testing
-from clbench.cell import CellResult
+from clbench.cell import CHECKPOINT_FILE, CellResult
 from clbench.data import Split, Stream, TaskData, TaskInfo
+from clbench.errors import CheckpointDiscardedWarning
 from clbench.method import Method
 from clbench.model import CLModel, StreamInfo
 from clbench.specs import EmptyConfig, MethodSpec, MetricSpec, ModelSpec, StreamSpec
+from clbench.testing import method_checks
 
 
 # --------------------------------------------------------------------------- broken plugins
@@ -272,3 +275,43 @@ def test_a_footprint_kind_that_lies_fails_the_cell(regs, method, needle, tmp_pat
 def test_check_method_fails_state_that_does_not_survive_a_checkpoint(regs, method, needle, tmp_path):
     with pytest.raises(AssertionError, match=needle):
         testing.check_method(regs, method, tmp_path)
+
+
+class WarnOnResume:
+    """Says ``warning`` when a cell resumes from its checkpoint, as if the runner had."""
+
+    def __init__(self, warning: Warning) -> None:
+        self.warning = warning
+
+    @hookimpl
+    def clbench_cell_start(self, cell: Any, resumed_from: int) -> None:
+        if resumed_from:
+            warnings.warn(self.warning, stacklevel=1)
+
+
+def test_a_discarded_checkpoint_is_told_by_the_class_of_its_warning_not_its_text(tmp_path):
+    """A warning that reads like the runner's but is of another class is passed on, and the cell resumed; a
+    CheckpointDiscardedWarning, whatever its text, fails check_method with the fix for its ``reason``."""
+    text = "x/checkpoint.pt: checkpoint does not fit this cell (ValueError: no); the cell starts over"
+    with pytest.warns(UserWarning, match="checkpoint does not fit this cell") as record:
+        testing.check_method(testing.registry(WarnOnResume(UserWarning(text))), "seqft", tmp_path / "text")
+    assert not any(isinstance(w.message, CheckpointDiscardedWarning) for w in record)
+    discarded = CheckpointDiscardedWarning("something else", "other-settings")
+    with pytest.raises(AssertionError, match=r"(?s)did not resume, it started over: the cell's settings hash changed"
+                                             r".*The runner said: something else"):
+        testing.check_method(testing.registry(WarnOnResume(discarded)), "seqft", tmp_path / "class")
+
+
+def test_the_runner_discards_a_checkpoint_with_a_warning_of_its_own_class(tmp_path):
+    """An unreadable checkpoint: the runner says so with a CheckpointDiscardedWarning (reason ``unreadable``, the
+    message as before) and starts the cell over; the kit has a fix for every reason the class names."""
+    with pytest.raises(KeyboardInterrupt):
+        testing.run(testing.registry(testing.KillAfterTask(0)), tmp_path, "seqft")
+    [checkpoint] = tmp_path.rglob(CHECKPOINT_FILE)
+    checkpoint.write_bytes(b"not a checkpoint")
+    with pytest.warns(CheckpointDiscardedWarning, match=r"checkpoint.pt: unreadable checkpoint \(\w+\); the cell "
+                                                        "starts over") as record:
+        [result] = testing.run(testing.registry(), tmp_path, "seqft")
+    assert result.status == "complete"
+    assert [w.message.reason for w in record if isinstance(w.message, CheckpointDiscardedWarning)] == ["unreadable"]
+    assert set(method_checks._CHECKPOINT_FIXES) == set(CheckpointDiscardedWarning.REASONS)

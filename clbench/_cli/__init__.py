@@ -1,2 +1,1 @@
-"""The command line (``clbench``), its commands, and the testing kit for plugin authors (public as
-``clbench.testing``)."""
+"""The command line (``clbench``) and its commands; the testing kit that drives it is :mod:`clbench.testing`."""

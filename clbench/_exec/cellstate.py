@@ -20,7 +20,7 @@ from clbench._core.registry import Registries
 from clbench._exec.step import cell_masters
 from clbench.cell import CHECKPOINT_FILE, FOOTPRINT_FILE, Cell, CellResult
 from clbench.data import Stream, atomic_write_with
-from clbench.errors import PluginError
+from clbench.errors import CheckpointDiscardedWarning, PluginError
 from clbench.method import Method
 from clbench.metrics import MetricInput
 from clbench.model import CLModel
@@ -139,19 +139,22 @@ class CellState:
         try:
             payload = torch.load(self.path, map_location="cpu", weights_only=True)
         except Exception as exc:  # truncated or garbled: torch raises RuntimeError, EOFError, UnpicklingError...
-            warnings.warn(f"{self.path}: unreadable checkpoint ({type(exc).__name__}); the cell starts over",
-                          stacklevel=2)
+            warnings.warn(CheckpointDiscardedWarning(
+                f"{self.path}: unreadable checkpoint ({type(exc).__name__}); the cell starts over", "unreadable"),
+                stacklevel=2)
             return 0
         recorded = payload.get("config_hash") if isinstance(payload, dict) else None
         if recorded != self.cell.config_hash:
-            warnings.warn(f"{self.path}: checkpoint of other settings (config hash {str(recorded)[:12]}, this cell "
-                          f"{self.cell.config_hash[:12]}); the cell starts over", stacklevel=2)
+            warnings.warn(CheckpointDiscardedWarning(
+                f"{self.path}: checkpoint of other settings (config hash {str(recorded)[:12]}, this cell "
+                f"{self.cell.config_hash[:12]}); the cell starts over", "other-settings"), stacklevel=2)
             return 0
         code, now = payload.get("code"), self.trained_by()
         if code is not None and code != now:
             moved = sorted(k for k in set(code) | set(now) if code.get(k) != now.get(k))
-            warnings.warn(f"{self.path}: checkpoint made by other code ({', '.join(moved)}); the cell starts over",
-                          stacklevel=2)
+            warnings.warn(CheckpointDiscardedWarning(
+                f"{self.path}: checkpoint made by other code ({', '.join(moved)}); the cell starts over", "other-code"),
+                stacklevel=2)
             return 0
         try:
             method.load_state_dict(payload["method"])  # first: it may rebuild structure the weights need
@@ -168,8 +171,9 @@ class CellState:
                 raise ValueError(f"it records {done} tasks done, {len(self.rows)} rows, {len(self.footprints)} footprints")
         except Exception as exc:
             first = " ".join(str(exc).split())[:400]  # torch lists the missing keys and shapes after a header
-            warnings.warn(f"{self.path}: checkpoint does not fit this cell ({type(exc).__name__}: {first}); "
-                          "the cell starts over", stacklevel=2)
+            warnings.warn(CheckpointDiscardedWarning(
+                f"{self.path}: checkpoint does not fit this cell ({type(exc).__name__}: {first}); the cell starts over",
+                "does-not-fit"), stacklevel=2)
             self.rows, self.task_timings, self.report, self.footprints = [], [], {}, []
             self.examples, self.initial = [], None
             return -1

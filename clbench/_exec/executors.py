@@ -52,7 +52,7 @@ def data_parallel(plan: Plan, options: Mapping[str, Any]) -> tuple[Dist, int]:
 
 def _name_of(spec: str) -> str:
     """The plugin name a ``rank_plugins`` entry registers under: ``module.Class`` of the class it names, wherever
-    that class is defined (``clbench.testing:TinyPlugin`` is ``clbench._cli.kit.TinyPlugin``)."""
+    that class is defined (``clbench.testing:TinyPlugin`` is ``clbench.testing.tiny.TinyPlugin``)."""
     module, _, attr = spec.partition(":")
     try:
         obj = getattr(importlib.import_module(module), attr)
