@@ -79,7 +79,7 @@ def main() -> None:
         provenance.code_record(regs, cell)
         t1 = time.perf_counter()
         for key in result.provenance["data"]:
-            path = provenance.locate(key, cell)
+            path = provenance.locate(key, cell, "data_dir")
             assert path is not None
             provenance.file_digest(path)
         t2 = time.perf_counter()

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import Tensor
@@ -135,8 +135,6 @@ class Stream:
     multi_head: bool = False
     provenance: str = ""
     scenario: str = ""
-    eval_split: str = "test"  # the split a[i][j] scores: "test", or "val" to select settings (train.eval_split)
-    device_data: float = 0.25  # the share of an accelerator's memory its splits may take there (train.device_data)
     _cache: dict[str, TaskData] = field(default_factory=dict, repr=False)
     # splits copied to an accelerator (on_device): (task, split, device) → the copy, and their bytes
     _on_device: dict[tuple[str, str, str], Split] = field(default_factory=dict, repr=False)
@@ -187,7 +185,8 @@ class Stream:
         key = (task, split, str(device))
         if key not in self._on_device:
             size = host.x.numel() * host.x.element_size() + host.y.numel() * host.y.element_size()
-            held = sum(t.x.numel() * t.x.element_size() + t.y.numel() * t.y.element_size()
+            # only splits whose x is a tensor are copied (above)
+            held = sum(cast(Tensor, t.x).numel() * cast(Tensor, t.x).element_size() + t.y.numel() * t.y.element_size()
                        for t in self._on_device.values())
             if held + size > fraction * _device_memory(device):
                 return host
@@ -206,28 +205,31 @@ class Stream:
 
     @torch.no_grad()
     def evaluate(self, model: CLModel, task: str, *, batch_size: int, limit: int | None,
-                 device: torch.device) -> float:
-        """Score of ``model`` on ``task``'s test split (the first ``limit`` examples when given).
+                 device: torch.device, split: str = "test") -> float:
+        """Score of ``model`` on ``task``'s ``split`` (the first ``limit`` examples when given): ``test``, or
+        ``val`` where settings are being chosen (``train.eval_split``; a stream without one raises DataError).
 
         The runner calls it inside ``method.evaluating(task)`` with the model in eval mode. The default
         runs ``model.predict`` over batches (:meth:`predictions`) and hands the predictions to :meth:`score`;
         override it for evaluations ``predict`` cannot express (an lm-eval task, generation scored by ROUGE).
         """
         return self.score_batches(task, self.predictions(model, task, batch_size=batch_size, limit=limit,
-                                                         device=device), limit)
+                                                         device=device, split=split), limit, split)
 
     @torch.no_grad()
     def predictions(self, model: CLModel, task: str, *, batch_size: int, limit: int | None, device: torch.device,
-                    shard: tuple[int, int] = (0, 1)) -> list[Tensor]:
-        """``model.predict`` on the test batches of ``task`` (CPU tensors, in order); with ``shard=(r, N)`` only
-        on batches r, r+N, ... (data-parallel evaluation: each rank its batches, the same batches as one process)."""
-        split, n = self._test_split(task, limit)
-        if device.type != "cpu":  # on the device once (within train.device_data), else each batch copied there
-            split = self.on_device(task, "test" if self.eval_split == "test" else "val", device, self.device_data)
+                    shard: tuple[int, int] = (0, 1), split: str = "test", device_data: float = 0.0) -> list[Tensor]:
+        """``model.predict`` on the batches of ``task``'s ``split`` (CPU tensors, in order); with ``shard=(r, N)``
+        only on batches r, r+N, ... (data-parallel evaluation: each rank its batches, the same batches as one
+        process). On an accelerator the split is copied there once while the stream's copies fit in
+        ``device_data`` of its memory (``train.device_data``), else batch by batch."""
+        split_data, n = self._test_split(task, limit, split)
+        if device.type != "cpu":
+            split_data = self.on_device(task, split, device, device_data)
         preds = []
         rank, world = shard
         for start in range(rank * batch_size, n, world * batch_size):
-            x = split.x[start : min(start + batch_size, n)]
+            x = split_data.x[start : min(start + batch_size, n)]
             if isinstance(x, Tensor) and x.device != device:
                 x = x.to(device, non_blocking=True)
             preds.append(model.predict(x, task))
@@ -236,18 +238,21 @@ class Stream:
             return list(torch.cat(preds).cpu().split([len(p) for p in preds]))
         return [p.cpu() if isinstance(p, Tensor) else p for p in preds]
 
-    def _test_split(self, task: str, limit: int | None) -> tuple[Split, int]:
-        """``task``'s test split (its validation split with ``eval_split="val"``) and how many of its examples are
-        evaluated (the first ``limit``, when given)."""
+    def _test_split(self, task: str, limit: int | None, split_name: str = "test") -> tuple[Split, int]:
+        """``task``'s ``split_name`` split ("test" or "val") and how many of its examples are evaluated (the first
+        ``limit``, when given)."""
+        if split_name not in ("test", "val"):
+            raise DataError(f"stream {self.name!r} scores its test or val split, not {split_name!r}")
         data = self.data(task)
-        split = data.test if self.eval_split == "test" else data.val
+        split = data.test if split_name == "test" else data.val
         if split is None or len(split) == 0:
             raise DataError(f"stream {self.name!r}, task {task!r} has no validation split (train.eval_split=val)")
         return split, len(split) if not limit else min(limit, len(split))
 
-    def score_batches(self, task: str, preds: list[Tensor], limit: int | None) -> float:
-        """:meth:`score` of the predictions of every test batch of ``task``, in order (see :meth:`predictions`)."""
-        return self.score_examples(task, preds, limit)[0]
+    def score_batches(self, task: str, preds: list[Tensor], limit: int | None, split: str = "test") -> float:
+        """:meth:`score` of the predictions of every batch of ``task``'s ``split``, in order (see
+        :meth:`predictions`)."""
+        return self.score_examples(task, preds, limit, split)[0]
 
     def example_scores(self, task: str, pred: Tensor, gold: Tensor) -> Tensor | None:
         """Each test example's score in [0, 1], whose mean × 100 is :meth:`score` (1.0 a correct prediction), or None
@@ -257,22 +262,25 @@ class Stream:
             return None
         return (pred == gold).to(torch.float32)
 
-    def score_examples(self, task: str, preds: list[Tensor], limit: int | None) -> tuple[float, Tensor | None]:
-        """:meth:`score` and :meth:`example_scores` of the predictions of every test batch of ``task``."""
-        split, n = self._test_split(task, limit)
-        pred, gold = preds[0] if len(preds) == 1 else torch.cat(preds), split.y[:n]
+    def score_examples(self, task: str, preds: list[Tensor], limit: int | None, split: str = "test"
+                       ) -> tuple[float, Tensor | None]:
+        """:meth:`score` and :meth:`example_scores` of the predictions of every batch of ``task``'s ``split``."""
+        split_data, n = self._test_split(task, limit, split)
+        pred, gold = preds[0] if len(preds) == 1 else torch.cat(preds), split_data.y[:n]
         return self.score(task, pred, gold), self.example_scores(task, pred, gold)
 
     @torch.no_grad()
     def evaluate_examples(self, model: CLModel, task: str, *, batch_size: int, limit: int | None,
-                          device: torch.device) -> tuple[float, Tensor | None]:
+                          device: torch.device, split: str = "test", device_data: float = 0.0
+                          ) -> tuple[float, Tensor | None]:
         """:meth:`evaluate` and each test example's score (:meth:`example_scores`; None from a stream that overrides
         :meth:`evaluate` but not this). What the runner calls; override it beside :meth:`evaluate` to store
         per-example scores of an evaluation of your own (each in [0, 1], their mean × 100 the score)."""
         if type(self).evaluate is not Stream.evaluate:
-            return self.evaluate(model, task, batch_size=batch_size, limit=limit, device=device), None
-        preds = self.predictions(model, task, batch_size=batch_size, limit=limit, device=device)
-        return self.score_examples(task, preds, limit)
+            return self.evaluate(model, task, batch_size=batch_size, limit=limit, device=device, split=split), None
+        preds = self.predictions(model, task, batch_size=batch_size, limit=limit, device=device, split=split,
+                                 device_data=device_data)
+        return self.score_examples(task, preds, limit, split)
 
 
 def _device_memory(device: torch.device) -> int:
@@ -381,28 +389,29 @@ def stratified_split(y: Tensor, fraction: float, generator: torch.Generator) -> 
 TMP_SUFFIX = ".tmp"
 
 
-def atomic_write_with(path: Path, write: Callable[[Path], None], durable: bool = True) -> None:
+def atomic_write_with(path: Path, write: Callable[[Path], object], durable: bool = True) -> None:
     """Call ``write(tmp)`` on a temp file beside ``path`` then move it into place. ``durable`` also fsyncs
     it first, so it survives a machine crash, not only a killed process (≈5 ms a file here). The temp file is
     named before it is made, so an interrupt at any point after (even between its creation and the next line)
     deletes it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp: Path | None = path.with_name(f".{path.name}.{secrets.token_hex(6)}{TMP_SUFFIX}")
+    made = path.with_name(f".{path.name}.{secrets.token_hex(6)}{TMP_SUFFIX}")
+    tmp: Path | None = made  # what to delete on an error: None once the name turns out to be another's
     try:
         try:
             # the mode a plain ``open`` gives (0o666 less the umask, which the kernel applies). Not
             # ``tempfile.mkstemp``: it makes 0o600, and setting the mode after needs the umask, which can only be
             # read by changing it for the whole process — a race with a thread that creates a file meanwhile (a
             # cell writes its footprint file in a worker thread)
-            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            os.close(os.open(made, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
         except FileExistsError:  # another writer's (a 48-bit name): not ours to delete
-            tmp, taken = None, tmp
-            raise FileExistsError(f"{taken}: a temporary file of this name exists already") from None
-        write(tmp)
+            tmp = None
+            raise FileExistsError(f"{made}: a temporary file of this name exists already") from None
+        write(made)
         if durable:
-            with open(tmp, "rb+") as fh:
+            with open(made, "rb+") as fh:
                 os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        os.replace(made, path)
     except BaseException:
         if tmp is not None:
             tmp.unlink(missing_ok=True)

@@ -178,7 +178,7 @@ class Phase:
         """The phase's torch optimizer over ``params`` (what the runner builds for it; a method that trains outside
         the phases, as GDumb does, builds its own this way); ``fused`` (``train.fused`` on a GPU): torch's fused
         implementation for Adam, AdamW and SGD, where every parameter is a floating-point CUDA tensor."""
-        kw = {"fused": True} if fused and params and all(p.is_cuda and p.is_floating_point() for p in params) else {}
+        kw: dict[str, Any] = {"fused": True} if fused and params and all(p.is_cuda and p.is_floating_point() for p in params) else {}
         if self.optimizer == "sgd":
             return torch.optim.SGD(params, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay, **kw)
         if self.optimizer == "adam":
@@ -196,6 +196,10 @@ class Method:
     # False: loss_terms never reads ``logits`` (it gets None), so the model may skip scoring every label
     # during training (CLModel.training_loss). True is the safe default for a method that does not say.
     needs_logits: bool = True
+    # The loss terms this method returns as values only, without a graph: their gradient is formed and added to
+    # ``p.grad`` in ``after_backward`` (EWC's quadratic penalty, whose autograd graph would hold two more copies of
+    # every penalised weight). Any other term must carry its gradient; the plugin kit's checks hold methods to it.
+    value_only_terms: frozenset[str] = frozenset()
 
     def __init__(self, config: Any, ctx: CellContext) -> None:
         self.config = config
@@ -246,7 +250,8 @@ class Method:
         pass
 
     def loss_terms(self, batch: Batch, logits: Tensor | None) -> dict[str, Tensor]:
-        """Extra loss terms for this batch; ``logits`` is None when ``needs_logits`` is False."""
+        """Extra loss terms for this batch, by name; each joins the loss and must carry its gradient, but for a
+        name in :attr:`value_only_terms`. ``logits`` is None when ``needs_logits`` is False."""
         return {}
 
     def after_backward(self) -> None:

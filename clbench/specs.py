@@ -7,9 +7,9 @@ state; the objects they build do.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
     from clbench.data import Stream
@@ -67,7 +67,13 @@ class MethodSpec:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A network builder. ``factory(config, info)`` returns a :class:`clbench.model.CLModel`."""
+    """A network builder. ``factory(config, info)`` returns a :class:`clbench.model.CLModel`.
+
+    The core reads three fields of the model's config, by the names declared here (None: the config has none):
+    ``weights_field`` names the weights to load (``--model-path`` sets it), ``heads_field`` overrides the stream's
+    heads (a bool: one head per task; refused where it would change the stream's scenario), and
+    ``checkpointing_field`` switches activation checkpointing (the memory plan suggests it where it is off).
+    """
 
     name: str
     factory: Callable[[Any, StreamInfo], CLModel]
@@ -76,6 +82,15 @@ class ModelSpec:
     modalities: frozenset[str] = frozenset({"vector"})
     provides: frozenset[str] = frozenset()
     tags: frozenset[str] = frozenset()
+    weights_field: str | None = "name_or_path"
+    heads_field: str | None = "multi_head"
+    checkpointing_field: str | None = "gradient_checkpointing"
+
+    def setting(self, config: Any, role: Literal["weights", "heads", "checkpointing"]) -> Any:
+        """The value ``config`` holds in the field declared for ``role``; None where there is none."""
+        name = {"weights": self.weights_field, "heads": self.heads_field,
+                "checkpointing": self.checkpointing_field}[role]
+        return None if name is None else getattr(config, name, None)
 
 
 @dataclass(frozen=True)
@@ -84,7 +99,8 @@ class StreamSpec:
 
     ``presets`` give, per profile, the orders to run and the model and training settings, e.g.
     ``{"quick": {"orders": ["1", "2"], "model": "mlp", "train.epochs": 2}}``. A stream belongs to a
-    profile when it has a preset for it.
+    profile when it has a preset for it. Its data files are named in results relative to the folder in the config
+    field ``data_dir_field`` (None: the stream reads no folder).
     """
 
     name: str
@@ -93,6 +109,7 @@ class StreamSpec:
     description: str = ""
     presets: Presets = field(default_factory=dict)
     tags: frozenset[str] = frozenset()
+    data_dir_field: str | None = "data_dir"  # the config field naming the data's folder (--data-dir sets it)
 
 
 @dataclass(frozen=True)
@@ -122,7 +139,7 @@ class MetricSpec:
 
 @dataclass(frozen=True)
 class Workers:
-    """How a cell runs in another process, handed to every executor as ``options["worker"]``, so an executor
+    """How a cell runs in another process, handed to every executor as :attr:`ExecutorContext.worker`, so an executor
     plugin needs nothing of the harness but this. ``start(disabled, fail_fast)`` sets up a worker process (a
     process pool's initializer) and ``run(cell)`` runs a cell there; ``run_one(cell, disabled, fail_fast, nproc)``
     sets up the process it is called in and runs one cell on ``nproc`` data-parallel ranks (a remote task)."""
@@ -133,12 +150,36 @@ class Workers:
 
 
 @dataclass(frozen=True)
+class ExecutorContext:
+    """What an executor is built with: the run's settings the core decides, and ``options``, the executor's own
+    (``--jobs``: ``jobs``; Ray's ``address``, ``cell_cpus``, ``cell_gpus``). ``nproc``: the data-parallel
+    processes a cell was asked to run on (None: the executor decides, else 1)."""
+
+    worker: Workers
+    options: Mapping[str, Any] = field(default_factory=dict)
+    disabled: tuple[str, ...] = ()
+    fail_fast: bool = False
+    requires_gpu: bool = False
+    in_process_plugins: tuple[str, ...] = ()
+    nproc: int | None = None
+
+
+class Executor(Protocol):
+    """What an :class:`ExecutorSpec`'s factory builds: ``run`` runs ``cells`` through ``run_cell`` (the harness's
+    own) wherever it places them, yielding each result as it finishes; ``nproc`` is the processes each cell runs
+    on there (part of every cell's identity)."""
+
+    nproc: int
+
+    def run(self, cells: Iterable[Any], run_cell: Callable[[Any], Any]) -> Iterator[Any]: ...
+
+
+@dataclass(frozen=True)
 class ExecutorSpec:
-    """Where cells run. ``factory(options)`` returns an object with ``run(cells, fn) -> Iterator``; the options
-    hold the run's executor options and ``worker`` (:class:`Workers`)."""
+    """Where cells run. ``factory(context)`` (an :class:`ExecutorContext`) returns an :class:`Executor`."""
 
     name: str
-    factory: Callable[[Mapping[str, Any]], Any]
+    factory: Callable[[ExecutorContext], Executor]
     description: str = ""
 
 

@@ -13,11 +13,13 @@ import torch
 from clbench import testing
 from clbench._cli.main import main
 from clbench._core.plan import RunRequest, make_plan
-from clbench._exec.executors import execute
+from clbench._exec import worker
+from clbench._exec.executors import execute, run_one
 from clbench._exec.local import LocalExecutor, harness_registry, next_cell
 from clbench._exec.runner import FailFast
 from clbench.config import TrainConfig
 from clbench.errors import ClbenchError
+from clbench.specs import ExecutorContext, Workers
 from clbench.testing.running import _request
 
 GRID = ["run", "--stream", "split-digits", "--methods", "seqft,ewc", "--orders", "1,2", "--seeds", "0",
@@ -63,19 +65,25 @@ def test_a_cell_starts_when_a_worker_and_its_threads_are_free():
     assert next_cell([four, one], {four.key: 2}, jobs=2, cpus=2) is None
 
 
+def _context(in_process: tuple[str, ...] = (), **options: object) -> ExecutorContext:
+    """An executor's context with the run's executor ``options`` (no worker process is started here)."""
+    return ExecutorContext(worker=Workers(worker.start, worker.run, run_one), options=options,
+                           in_process_plugins=in_process)
+
+
 def test_auto_runs_in_this_process_when_a_worker_could_not_load_a_plugin():
     cells = _cells([1, 1, 1])
-    assert LocalExecutor({"jobs": "auto", "in_process_plugins": ["clbench.testing.TinyPlugin"]}).workers(cells) == 1
-    assert LocalExecutor({"jobs": "auto"}).workers(cells[:1]) == 1  # one cell: no worker to start
-    assert LocalExecutor({}).workers(cells) == 1  # the API's default: this process
+    assert LocalExecutor(_context(jobs="auto", in_process=("clbench.testing.TinyPlugin",))).workers(cells) == 1
+    assert LocalExecutor(_context(jobs="auto")).workers(cells[:1]) == 1  # one cell: no worker to start
+    assert LocalExecutor(_context()).workers(cells) == 1  # the API's default: this process
     with pytest.raises(ClbenchError, match=r"--jobs 2: plugins registered in this process only "
                                            r"\(clbench.testing.TinyPlugin\) would be missing"):
-        LocalExecutor({"jobs": 2, "in_process_plugins": ["clbench.testing.TinyPlugin"]}).workers(cells)
+        LocalExecutor(_context(jobs=2, in_process=("clbench.testing.TinyPlugin",))).workers(cells)
 
 
 def test_auto_is_one_process_for_cells_on_a_gpu():
     cells = [replace(c, train=TrainConfig(device="cuda")) for c in _cells([1, 1])]
-    assert LocalExecutor({"jobs": "auto"}).workers(cells) == 1
+    assert LocalExecutor(_context(jobs="auto")).workers(cells) == 1
 
 
 def test_tests_in_this_process_still_run_with_jobs_auto(tmp_path):

@@ -16,9 +16,11 @@ from clbench._core.optim import make_optimizer
 from clbench.data import Split, Stream, TaskData, TaskInfo, batches
 from clbench.hookspecs import hookimpl
 from clbench.method import Method, Phase
-from clbench.specs import MethodSpec
+from clbench.specs import ExecutorContext, MethodSpec, Workers
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+NO_WORKERS = Workers(start=lambda *a: None, run=lambda cell: None, run_one=lambda *a: None)  # none is started
 
 
 class NaNAtStep(Method):
@@ -45,7 +47,6 @@ def test_losses_read_in_batches_name_the_exact_step_of_a_non_finite_loss(tmp_pat
                       sets={"train.sync_every": [sync], "train.epochs": [3]})
     assert r.status == "diverged"
     assert (r.divergence["index"], r.divergence["epoch"], r.divergence["step"]) == (1, 2, 12 + 7)
-
 
 def test_reading_the_losses_in_batches_changes_no_number(tmp_path):
     regs = testing.registry()
@@ -124,12 +125,13 @@ def test_tiny_models_run_on_the_cpu_of_a_gpu_machine(monkeypatch):
     small = plan()
     assert _parameters_on_meta(regs, small[0]) == 64 * 256 + 256 + 256 * 256 + 256 + 5 * (256 * 2 + 2) < TINY_PARAMETERS
     assert {c.placed for c in small} == {"cpu"} and {c.device_type for c in small} == {"cpu"}
-    assert LocalExecutor({"jobs": "auto"}).workers(small) == min(usable_cpus(), 3)
+    auto = ExecutorContext(worker=NO_WORKERS, options={"jobs": "auto"})
+    assert LocalExecutor(auto).workers(small) == min(usable_cpus(), 3)
     # 64·2048 + 2048·2048 + … > 2 M: stays on the GPU, one cell at a time
     large = plan(model__hidden=[2048, 2048])
     assert _parameters_on_meta(regs, large[0]) == 64 * 2048 + 2048 + 2048 * 2048 + 2048 + 5 * (2048 * 2 + 2)
     assert {c.placed for c in large} == {""} and {c.device_type for c in large} == {"cuda"}
-    assert LocalExecutor({"jobs": "auto"}).workers(large) == 1
+    assert LocalExecutor(auto).workers(large) == 1
     # an explicit device is the user's choice
     assert {c.placed for c in plan(train__device="cuda")} == {""}
     # placement is not part of a cell's identity: the same hash as the cell planned on a machine without a GPU

@@ -51,7 +51,7 @@ def _train(case: str, accum: int) -> tuple[dict[str, torch.Tensor], list[float]]
     for index, task in enumerate(ctx.order):
         torch.manual_seed(index + 1)
         method.before_task(task, index)
-        losses += train_task(model, method, ctx, index)["train"]["loss"]
+        losses += train_task(model, method, ctx, index).phase("train").loss
         method.after_task(task, index)
     return {k: v.detach().clone() for k, v in model.state_dict().items()}, losses
 

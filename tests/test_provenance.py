@@ -57,7 +57,7 @@ def test_data_keys_name_package_files_relative_to_their_package_and_find_them_ag
     data = result.provenance["data"]
     assert data and all(key.startswith("pkg:") for key in data), data
     for key, digest in data.items():
-        path = provenance.locate(key, cell)
+        path = provenance.locate(key, cell, "data_dir")
         assert path is not None and _sha(path.read_bytes()) == digest
     assert provenance.changes(result.provenance, result.metrics, regs, cell) == []
 

@@ -386,7 +386,7 @@ def test_every_per_step_hook_a_method_has_is_called_once_a_step_and_methods_own_
     method = _Counting(None, ctx)
     method.setup(_mlp(stream))
     stats = train_task(method.model, method, ctx, 0)
-    assert method.calls == ["after_step"] * 6 == ["after_step"] * stats["train"]["steps"]  # 48 / 16 × 2 epochs
+    assert method.calls == ["after_step"] * 6 == ["after_step"] * stats.phase("train").steps  # 48 / 16 × 2 epochs
     method.calls.clear()
     method.after_backward = lambda: method.calls.append("after_backward")  # an instance's own hook
     train_task(method.model, method, ctx, 0)

@@ -14,6 +14,7 @@ import math
 import numbers
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     import pluggy
 
     from clbench._core.registry import Origin, Registries
+    from clbench.data import Batch
+    from clbench.method import Method
 
 
 class ObserverError(PluginError):
@@ -84,6 +87,28 @@ def check_report(report: Any, what: str) -> dict[str, Any]:
         raise PluginError(f"{what}: report() is not JSON-serialisable ({exc}); return numbers, strings, lists "
                           "and dicts (call .item() / .tolist() on tensors)") from None
     return report
+
+
+@dataclass(frozen=True)
+class CheckedMethod:
+    """A cell's method as the core calls it: what its hooks return is checked here, and a wrong value is a
+    :class:`PluginError` naming ``label`` (``method 'ewc' (plugin 'ewc', clbench 0.1.0)``, from
+    :func:`clbench._exec.runner.method_label`). The other hooks are called on ``method`` itself."""
+
+    method: Method
+    label: str = "method"
+
+    def loss_terms(self, batch: Batch, logits: Tensor | None) -> Mapping[str, Tensor]:
+        terms = self.method.loss_terms(batch, logits)
+        if type(terms) is dict and not terms:  # {}, most steps of most methods, has nothing to check
+            return terms
+        return check_loss_terms(terms, self.label)
+
+    def footprint(self, task: str, index: int, kind: str) -> Any:
+        return check_footprint(self.method.footprint(task, index), kind, self.label)
+
+    def report(self) -> dict[str, Any]:
+        return check_report(self.method.report(), self.label)
 
 
 def metric_value(value: Any) -> float | None:

@@ -41,14 +41,14 @@ class RunRequest:
     model_path: str | None = None  # --model-path: sets `name_or_path` of the model config
 
 
-def _with_path(cls: type, values: dict[str, Any], key: str, value: str | None, explicit: Mapping[str, Any]
+def _with_path(cls: type, values: dict[str, Any], key: str | None, value: str | None, explicit: Mapping[str, Any]
                ) -> dict[str, Any]:
     """``values`` (presets, then the user's settings) with a path flag's ``value`` for ``key``: it wins over every
     preset (a profile's ``model.name_or_path`` is a hub name the flag replaces), and an explicit ``--set`` of the
     same key (in ``explicit``) wins over it."""
     import dataclasses
 
-    if value is not None and dataclasses.is_dataclass(cls) and key in {f.name for f in dataclasses.fields(cls)} \
+    if value is not None and key and dataclasses.is_dataclass(cls) and key in {f.name for f in dataclasses.fields(cls)} \
             and key not in explicit:
         values = {**values, key: value}
     return values
@@ -66,13 +66,13 @@ def _fits(method: MethodSpec, model: ModelSpec, stream: Stream) -> str | None:
     return None
 
 
-def _check_heads(model_cfg: Any, stream: Stream) -> None:
-    """A model setting ``multi_head`` that differs from the stream's heads would change the scenario under the
-    stream's name (one head per task hands the model the task identity); refuse it."""
-    multi_head = getattr(model_cfg, "multi_head", None)
+def _check_heads(mspec: ModelSpec, model_cfg: Any, stream: Stream) -> None:
+    """A model's heads setting (its spec's ``heads_field``) that differs from the stream's heads would change the
+    scenario under the stream's name (one head per task hands the model the task identity); refuse it."""
+    multi_head = mspec.setting(model_cfg, "heads")
     if multi_head is None or bool(multi_head) == stream.multi_head:
         return
-    raise ConfigError(f"model.multi_head={str(multi_head).lower()} on stream {stream.name!r}, which is "
+    raise ConfigError(f"model.{mspec.heads_field}={str(multi_head).lower()} on stream {stream.name!r}, which is "
                       f"{stream.scenario} ({'one head per task' if stream.multi_head else 'one shared head'}): "
                       "it would run another scenario under this stream's name; drop the setting, or run a stream "
                       "of that scenario (`clbench list streams`)")
@@ -126,7 +126,7 @@ def make_plan(regs: Registries, req: RunRequest) -> Plan:
         for label in labels:
             cells += _label_cells(regs, req, profile, sspec, stream, label, methods, sweep, orders, seeds, skipped)
     _check_presets(regs, streams, {p: regs.methods.get(p) for p in methods.in_run}, known_orders)
-    _check_ignored(req, cells, skipped, streams)
+    _check_ignored(regs, req, cells, skipped, streams)
     return Plan(cells=place(regs, cells), profile=profile.name, out=Path(req.out), skipped=skipped)
 
 
@@ -172,7 +172,7 @@ def _parameters_on_meta(regs: Registries, cell: Cell) -> int | None:
         stream = regs.streams.get(cell.stream).factory(cell.stream_cfg)
         with torch.device("meta"):
             model = regs.models.get(cell.model).factory(cell.model_cfg, StreamInfo.of(
-                stream, getattr(cell.model_cfg, "multi_head", None)))
+                stream, regs.models.get(cell.model).setting(cell.model_cfg, "heads")))
         return sum(p.numel() for p in model.parameters())
     except Exception:  # a model that loads weights from files, or needs the data: left where auto puts it
         return None
@@ -272,7 +272,8 @@ def _build_stream(regs: Registries, req: RunRequest, profile: ProfileSpec, sspec
     """The stream with its settings (preset, profile, ``--set``, ``--data-dir``); a plugin's fault names it."""
     values = {**cfg.split_scoped(preset).get("stream", {}),
               **cfg.split_scoped({**profile.sets, **single}).get("stream", {})}
-    values = _with_path(sspec.config_cls, values, "data_dir", req.data_dir, cfg.split_scoped(single).get("stream", {}))
+    values = _with_path(sspec.config_cls, values, sspec.data_dir_field, req.data_dir,
+                        cfg.split_scoped(single).get("stream", {}))
     config = cfg.apply(sspec.config_cls, None, values, "stream")
     origin = regs.streams.origins.get(sspec.name)
     try:
@@ -327,16 +328,18 @@ def _label_cells(regs: Registries, req: RunRequest, profile: ProfileSpec, sspec:
     return cells
 
 
-def _check_ignored(req: RunRequest, cells: Sequence[Cell], skipped: Sequence[str],
+def _check_ignored(regs: Registries, req: RunRequest, cells: Sequence[Cell], skipped: Sequence[str],
                    streams: Sequence[StreamSpec]) -> None:
     """An empty grid, or a flag no planned plugin reads (it would be silently ignored), is refused."""
     if not cells:
         raise ConfigError("nothing to run: " + ("; ".join(skipped) or "the grid is empty"))
-    if req.model_path is not None and not any("name_or_path" in c.model_config for c in cells):
+    if req.model_path is not None and not any(
+            regs.models.get(c.model).weights_field in c.model_config for c in cells):
         models = sorted({c.model for c in cells})
         raise ConfigError(f"--model-path {req.model_path}: no planned model takes weights from a path "
                           f"({', '.join(models)})")
-    if req.data_dir is not None and not any("data_dir" in c.stream_config for c in cells):
+    if req.data_dir is not None and not any(
+            regs.streams.get(c.stream).data_dir_field in c.stream_config for c in cells):
         raise ConfigError(f"--data-dir {req.data_dir}: no planned stream reads a data directory "
                           f"({', '.join(s.name for s in streams)})")
 
@@ -442,10 +445,10 @@ def _make_cell(
         why = _fits(m, mspec, stream)
         if why:
             return why
-    model_values = _with_path(mspec.config_cls, layers.scope("model"), "name_or_path", req.model_path,
+    model_values = _with_path(mspec.config_cls, layers.scope("model"), mspec.weights_field, req.model_path,
                               _select(layers.user, "model"))
     model_cfg = cfg.apply(mspec.config_cls, None, model_values, "model")
-    _check_heads(model_cfg, stream)
+    _check_heads(mspec, model_cfg, stream)
     # a model that keeps its own weights frozen (the text models' `train_base`, off for LoRA methods) leaves a
     # method that trains them nothing to train: found here, not after the model has loaded
     if getattr(model_cfg, "train_base", True) is False:
@@ -453,7 +456,7 @@ def _make_cell(
         if frozen:
             return (f"{', '.join(frozen)} trains the model's own weights, which model {mspec.name!r} keeps frozen "
                     "(model.train_base=false): add --set model.train_base=true, or run a LoRA method")
-    stream_values = _with_path(sspec.config_cls, layers.stream_scope(), "data_dir", req.data_dir,
+    stream_values = _with_path(sspec.config_cls, layers.stream_scope(), sspec.data_dir_field, req.data_dir,
                                _select(layers.user, "stream"))
     return Cell(
         method=_label(label, sweep), parts=tuple(m.name for m in mspecs), stream=sspec.name, order=str(order),

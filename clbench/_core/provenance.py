@@ -102,9 +102,10 @@ def _package_root(top: str) -> Path | None:
     return Path(next(iter(spec.submodule_search_locations))).resolve()
 
 
-def _data_dir(cell: Cell) -> Path | None:
-    """The stream's ``data_dir``, when it has one: where its data files are named from."""
-    data_dir = cell.stream_config.get("data_dir")
+def _data_dir(cell: Cell, field: str | None) -> Path | None:
+    """The folder the stream's config names in ``field`` (its spec's ``data_dir_field``), when it has one: where
+    its data files are named from."""
+    data_dir = cell.stream_config.get(field) if field else None
     return Path(str(data_dir)).expanduser().resolve() if data_dir else None
 
 
@@ -120,9 +121,10 @@ def _top_level_packages() -> dict[Path, str]:
     return out
 
 
-def data_key(path: Path, cell: Cell) -> str:
-    """How ``path`` is named in a result: under ``data_dir``, in a Python package, or by its absolute path."""
-    root = _data_dir(cell)
+def data_key(path: Path, cell: Cell, field: str | None) -> str:
+    """How ``path`` is named in a result: under the stream's data folder (``field``: its spec's
+    ``data_dir_field``), in a Python package, or by its absolute path."""
+    root = _data_dir(cell, field)
     if root is not None and root in path.parents:
         return "data_dir:" + path.relative_to(root).as_posix()
     packages = _top_level_packages()
@@ -132,11 +134,11 @@ def data_key(path: Path, cell: Cell) -> str:
     return f"file:{path}"
 
 
-def locate(key: str, cell: Cell) -> Path | None:
+def locate(key: str, cell: Cell, field: str | None) -> Path | None:
     """The file a :func:`data_key` names on this machine, or None when it cannot be found."""
     prefix, _, rest = key.partition(":")
     if prefix == "data_dir":
-        root = _data_dir(cell)
+        root = _data_dir(cell, field)
         path = root / rest if root else None
     elif prefix == "pkg":
         top, _, rel = rest.partition("/")
@@ -147,8 +149,8 @@ def locate(key: str, cell: Cell) -> Path | None:
     return path if path is not None and path.is_file() else None
 
 
-def data_digests(paths: list[Path], cell: Cell) -> dict[str, str]:
-    return {data_key(p, cell): file_digest(p) for p in paths}
+def data_digests(paths: list[Path], cell: Cell, field: str | None) -> dict[str, str]:
+    return {data_key(p, cell, field): file_digest(p) for p in paths}
 
 
 # --------------------------------------------------------------------------- code
@@ -245,7 +247,7 @@ def changes(recorded: Mapping[str, Any] | None, metrics: Mapping[str, Any] | Non
         if not name.startswith("metric:"):  # a missing metric is named above
             out.append(f"{name.replace(':', ' ', 1)}: made by another plugin")
     for key, digest in sorted(recorded.get("data", {}).items()):
-        path = locate(key, cell)
+        path = locate(key, cell, regs.streams.get(cell.stream).data_dir_field)
         if path is None:
             out.append(f"data file {key} is missing here")
         elif file_digest(path) != digest:

@@ -7,16 +7,17 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
 
 from clbench import footprints as fps
 from clbench._core import provenance
-from clbench._core.boundary import compute_metrics
+from clbench._core.boundary import CheckedMethod, compute_metrics
 from clbench._core.examples import Entry, encode_row
 from clbench._core.registry import Registries
+from clbench._exec.stats import TaskStats
 from clbench._exec.step import cell_masters
 from clbench.cell import CHECKPOINT_FILE, FOOTPRINT_FILE, Cell, CellResult
 from clbench.data import Stream, atomic_write_with
@@ -65,7 +66,7 @@ class CellState:
         self.initial_s = 0.0
         self.method_state_bytes: int | None = None  # what the method keeps after the last task (its state_dict)
         self.footprints: list[fps.TaskFootprint] = []
-        self.task_timings: list[dict[str, Any]] = []
+        self.task_timings: list[TaskStats] = []
         self.report: dict[str, Any] = {}
         self.env: dict[str, Any] = {}
         self.status = "failed"
@@ -84,7 +85,8 @@ class CellState:
     def fail(self, status: str, error: str) -> None:
         self.status, self.error = status, error
 
-    def save_checkpoint(self, model: CLModel, method: Method, what: str = "the method") -> None:
+    def save_checkpoint(self, model: CLModel, checked: CheckedMethod) -> None:
+        method = checked.method
         payload = {
             "config_hash": self.cell.config_hash,
             "code": self.trained_by(),
@@ -92,7 +94,7 @@ class CellState:
             "rows": self.rows,
             "examples": self.examples,
             "initial": self.initial,
-            "timings": self.task_timings,
+            "timings": [t.to_json() for t in self.task_timings],
             "report": self.report,
             **self._changed_weights(model),
             "method": method.state_dict(),
@@ -106,7 +108,7 @@ class CellState:
         except OSError:
             raise
         except Exception as exc:  # pickling: an object in a state_dict that torch.save cannot write
-            raise PluginError(f"{what}: the resume checkpoint cannot hold its state_dict() ({type(exc).__name__}: "
+            raise PluginError(f"{checked.label}: the resume checkpoint cannot hold its state_dict() ({type(exc).__name__}: "
                               f"{exc}); return tensors, numbers, strings and lists or dicts of them") from exc
 
     def _changed_weights(self, model: CLModel) -> dict[str, Any]:
@@ -163,7 +165,7 @@ class CellState:
             self.rows = payload["rows"]
             self.examples = payload.get("examples")  # None from a checkpoint written before they were kept
             self.initial = payload.get("initial")
-            self.task_timings = payload["timings"]
+            self.task_timings = [TaskStats.from_json(t) for t in payload["timings"]]
             self.report = payload["report"]
             self.footprints = fps.from_tensors(payload["footprints"])
             done = int(payload["done"])
@@ -184,7 +186,8 @@ class CellState:
         footprints saved, else the matrix and status only."""
         cell = self.cell
         T = len(self.tasks)
-        matrix: list[list[float | None]] = [list(r) for r in self.rows] + [[None] * T for _ in range(T - len(self.rows))]
+        matrix: list[list[float | None]] = [list(r) for r in self.rows]
+        matrix += [[None] * T for _ in range(T - len(self.rows))]
         metrics: dict[str, float | None] = {}
         errors: dict[str, str] = {}
         footprints = None
@@ -213,7 +216,7 @@ class CellState:
             config=cell.resolved(),
             env=self.env,
             timings={"total_s": time.perf_counter() - self.started, "initial_eval_s": self.initial_s,
-                     "tasks": self.task_timings},
+                     "tasks": [t.to_json() for t in self.task_timings]},
             report=self.report,
             error=None if self.status == "complete" else self.error,
             config_hash=cell.config_hash,
@@ -221,13 +224,13 @@ class CellState:
             footprints=footprints,
             scenario=self.scenario,
             divergence=self.divergence if self.status == "diverged" else None,
-            provenance=self.provenance() if write else None,
+            provenance=self.provenance(regs) if write else None,
             examples=self.examples if self.examples and len(self.examples) == len(self.rows) else None,
-            initial_row=self.initial,
+            initial_row=cast("list[float | None] | None", self.initial),  # floats only
             compute=self.compute(),
         )
 
-    def record(self, row: list[float], per_example: list[Tensor | None], stats: dict[str, Any]) -> None:
+    def record(self, row: list[float], per_example: list[Tensor | None], stats: TaskStats) -> None:
         """A finished task's accuracy row, per-example scores and timings."""
         self.rows.append(row)
         if self.examples is not None:
@@ -248,8 +251,7 @@ class CellState:
     def compute(self) -> dict[str, Any] | None:
         """What the cell cost beyond its timings: the method's state after the last task and the most parameters a
         phase trained (None before a task finished)."""
-        trainable = [v["trainable"] for t in self.task_timings for v in t.values() if isinstance(v, dict)
-                     and "trainable" in v]
+        trainable = [p.trainable for t in self.task_timings for p in t.phases]
         if self.method_state_bytes is None and not trainable:
             return None
         return {"method_state_bytes": self.method_state_bytes, "trainable_parameters": max(trainable, default=None)}
@@ -259,10 +261,10 @@ class CellState:
         a checkpoint must have been written by to be resumed."""
         return {k: v for k, v in (self.code[0] if self.code else {}).items() if not k.startswith("metric:")}
 
-    def provenance(self) -> dict[str, Any] | None:
+    def provenance(self, regs: Registries) -> dict[str, Any] | None:
         """What made this result beyond its settings (:mod:`clbench._core.provenance`); None before the stream loaded."""
         if self.code is None:
             return None
         code, versions = self.code
         read = provenance.stream_files(self.stream, self.stream.opened) if self.stream is not None else []
-        return {"versions": versions, "code": code, "data": provenance.data_digests(read, self.cell)}
+        return {"versions": versions, "code": code, "data": provenance.data_digests(read, self.cell, regs.streams.get(self.cell.stream).data_dir_field)}

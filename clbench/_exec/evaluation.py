@@ -28,8 +28,9 @@ def evaluate(model: CLModel, method: Method, stream: Stream, tasks: list[str], t
     if not dist.active or type(stream).evaluate is not Stream.evaluate:
         for task in tasks if dist.is_main else ():
             with method.evaluating(task):
-                score, per_example = stream.evaluate_examples(model, task, batch_size=train.eval_batch_size,
-                                                              limit=train.eval_limit, device=device)
+                score, per_example = stream.evaluate_examples(
+                    model, task, batch_size=train.eval_batch_size, limit=train.eval_limit, device=device,
+                    split=train.eval_split, device_data=train.device_data)
             row.append(float(score))
             examples.append(per_example)
         row = dist.broadcast(row)
@@ -38,13 +39,14 @@ def evaluate(model: CLModel, method: Method, stream: Stream, tasks: list[str], t
         for task in tasks:
             with method.evaluating(task):
                 mine[task] = stream.predictions(model, task, batch_size=train.eval_batch_size, limit=train.eval_limit,
-                                                device=device, shard=(dist.rank, dist.world_size))
+                                                device=device, shard=(dist.rank, dist.world_size),
+                                                split=train.eval_split, device_data=train.device_data)
         every = dist.gather(mine)
         n = dist.world_size
         for task in tasks:
             count = sum(len(part[task]) for part in every)
             preds = [every[i % n][task][i // n] for i in range(count)]  # batch i was rank i mod N's
-            score, per_example = stream.score_examples(task, preds, train.eval_limit)
+            score, per_example = stream.score_examples(task, preds, train.eval_limit, train.eval_split)
             row.append(float(score))
             examples.append(per_example)
     model.train(was_training)

@@ -29,7 +29,7 @@ from clbench._exec.runner import Runner, resolve_device
 from clbench.cell import RESULT_FILE, Cell, CellResult, Plan
 from clbench.distributed import SINGLE, Dist
 from clbench.errors import ClbenchError, ResultFileError
-from clbench.specs import Workers
+from clbench.specs import ExecutorContext, Workers
 
 LOCK_FILE = ".clbench.lock"
 
@@ -282,13 +282,13 @@ def _execute(plan: Plan, regs: Registries, executor: str, fail_fast: bool, progr
     for path in remove_orphan_temp_files(plan.out) if dist.is_main else ():
         warnings.warn(f"removed {path}, a temp file left by an interrupted write", stacklevel=2)
     spec = regs.executors.get(executor)
-    engine = spec.factory({**options, "disabled": regs.disabled, "fail_fast": fail_fast,
-                           "requires_gpu": regs.profiles.get(plan.profile).requires_gpu,
-                           "in_process_plugins": in_process_plugins(regs.pm),
-                           "worker": Workers(worker.start, worker.run, run_one)})
+    engine = spec.factory(ExecutorContext(
+        worker=Workers(worker.start, worker.run, run_one), options=options, disabled=tuple(regs.disabled),
+        fail_fast=fail_fast, requires_gpu=regs.profiles.get(plan.profile).requires_gpu,
+        in_process_plugins=tuple(in_process_plugins(regs.pm)), nproc=options.get("nproc")))
     # the processes each cell runs on are part of its identity: --nproc, torchrun's world size, or what the
     # executor gives a cell (Ray's --cell-gpus N runs N ranks)
-    ranks = int(getattr(engine, "nproc", None) or options.get("nproc") or 1)
+    ranks = int(engine.nproc)
     if any(c.nproc != ranks for c in plan.cells):
         plan = dataclasses.replace(plan, cells=[dataclasses.replace(c, nproc=ranks) for c in plan.cells])
     runner = Runner(regs, fail_fast=fail_fast, progress=progress, dist=dist)

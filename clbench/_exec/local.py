@@ -13,12 +13,12 @@ import queue
 import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from clbench._core.registry import Registries, build_registry
 from clbench.errors import ClbenchError
 from clbench.hookspecs import hookimpl
-from clbench.specs import ExecutorSpec, ProfileSpec, Workers
+from clbench.specs import ExecutorContext, ExecutorSpec, ProfileSpec, Workers
 
 if TYPE_CHECKING:
     from clbench.cell import Cell, CellResult
@@ -38,15 +38,15 @@ class LocalExecutor:
     the CPU, else 1). A worker runs a cell exactly as this process would: its numbers depend on its own
     settings (seed, ``train.threads``), never on where or beside what it runs."""
 
-    def __init__(self, options: Mapping[str, Any]) -> None:
-        # how a worker process starts and runs a cell (clbench._exec.worker.start, .run), handed in by clbench._exec.executors:
-        # the core plugin imports nothing that builds registries (which import it by name)
-        self.worker = options.get("worker")
-        self.jobs = options.get("jobs") or 1
-        self.nproc = int(options.get("nproc") or 1)
-        self.disabled = tuple(options.get("disabled", ()))
-        self.fail_fast = bool(options.get("fail_fast", False))
-        self.in_process = list(options.get("in_process_plugins", ()))
+    def __init__(self, context: ExecutorContext) -> None:
+        # how a worker process starts and runs a cell (clbench._exec.worker.start, .run), handed in by
+        # clbench._exec.executors: the core plugin imports nothing that builds registries (which import it by name)
+        self.worker = context.worker
+        self.jobs = context.options.get("jobs") or 1
+        self.nproc = int(context.nproc or 1)
+        self.disabled = context.disabled
+        self.fail_fast = context.fail_fast
+        self.in_process = list(context.in_process_plugins)
 
     def workers(self, cells: list[Cell]) -> int:
         """How many worker processes to start (1: run in this process)."""
@@ -80,9 +80,6 @@ class LocalExecutor:
             for cell in cells:
                 yield run_cell(cell)
             return
-        if self.worker is None:
-            raise ClbenchError("the local executor needs options['worker'] (clbench.specs.Workers) to start worker "
-                               "processes; clbench._exec.executors.execute hands them in")
         yield from _in_workers(cells, jobs, cpus, self.disabled, self.fail_fast, self.worker)
 
 

@@ -27,7 +27,7 @@ import re
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 from unittest import mock
 
 import torch
@@ -36,10 +36,10 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from clbench._core.optim import make_optimizer
+from clbench._core.boundary import CheckedMethod
 from clbench._core.registry import Registries
 from clbench._exec.runner import build_method, build_model, build_stream, method_label
-from clbench._exec.step import _own_hook, batch_loss, cell_masters
+from clbench._exec.step import batch_loss, cell_masters, step_hooks, task_phases
 from clbench.cell import Cell
 from clbench.data import Batch, Split
 from clbench.errors import ClbenchError, ConfigError
@@ -187,38 +187,32 @@ def _text_chars(x: Any) -> int:
     return sum(len(t) for t in x) if isinstance(x, (list, tuple)) and x and isinstance(x[0], str) else 0
 
 
-def _task(model: CLModel, method: Method, ctx: CellContext, index: int, mode: LiveBytes, what: str,
+def _task(model: CLModel, method: CheckedMethod, ctx: CellContext, index: int, mode: LiveBytes,
           parts: dict[str, int]) -> None:
-    """One optimizer step of each phase of task ``index`` on its costliest micro-batch (a phase's optimizer lives
-    through its phase group, as in training); notes gradients, optimizer state and activations into ``parts``."""
+    """One optimizer step of each phase of task ``index`` on its costliest micro-batch, through the training loop's
+    own phases and optimizers (:func:`~clbench._exec.step.task_phases`); notes gradients, optimizer state and
+    activations into ``parts``."""
     task = ctx.order[index]
-    batch = _largest_examples(ctx.data(method.train_tasks(index)[0]).train, ctx.train.micro_batch_size,
+    batch = _largest_examples(ctx.data(method.method.train_tasks(index)[0]).train, ctx.train.micro_batch_size,
                               task).to(ctx.device)
-    group: tuple[str, Any] = ("", None)
-    for phase in method.phases(task, index):
-        method.before_phase(phase, task, index)
-        params = method.parameters(model, phase)
-        if not phase.optimizer_group or group[0] != phase.optimizer_group:
-            group = ("", None)  # the previous phase's optimizer is freed first, as in training
-            group = (phase.optimizer_group, make_optimizer(params, phase, method.sparse_coordinates(phase),
-                                                           cell_masters(ctx)))
+    after_backward, after_step = step_hooks(method.method)
+    for _, _, params, opt in task_phases(model, method.method, ctx, index):
         before = mode.now
         mode.reset_peak()
-        loss, task_loss, terms = batch_loss(model, method, batch, what)
+        loss, task_loss, terms = batch_loss(model, method, batch)
         loss.backward()
         del loss, task_loss, terms  # (scalars: the step's bytes are the ones that outlive it)
         grads = sum(p.grad.untyped_storage().nbytes() for p in params if p.grad is not None)
         parts["activations"] = max(parts.get("activations", 0), mode.peak - before - grads)
-        after_backward = _own_hook(method, "after_backward")
         if after_backward is not None:
             after_backward()
-        group[1].step()
-        after_step = _own_hook(method, "after_step")
+        opt.step()
         if after_step is not None:
             after_step()
         parts["gradients"] = max(parts.get("gradients", 0), grads)
         parts["optimizer"] = max(parts.get("optimizer", 0), mode.now - before - grads)
         model.zero_grad(set_to_none=True)
+        del opt  # the next phase's optimizer is built once this one is freed
 
 
 def _measure(regs: Registries, cell: Cell, device: torch.device,
@@ -247,15 +241,15 @@ def _measure(regs: Registries, cell: Cell, device: torch.device,
     for t in (*model.parameters(), *model.buffers()):
         mode.add(t)
     parts = {"weights": mode.now}
-    what = method_label(regs, cell)
     fused = (mock.patch.object(F, "scaled_dot_product_attention", _fused_attention)
              if fused_attention and device.type == "meta" else contextlib.nullcontext())
     with mode, fused:
         method = build_method(regs, cell, ctx)
+        checked = CheckedMethod(method, method_label(regs, cell))
         method.setup(model)
         model.train()
         method.before_task(order[0], 0)
-        _task(model, method, ctx, 0, mode, what, parts)
+        _task(model, checked, ctx, 0, mode, parts)
         gc.collect()  # a torch optimizer is a reference cycle: its state goes with the collector, not with the task
         before = mode.now
         mode.reset_peak()
@@ -268,7 +262,7 @@ def _measure(regs: Registries, cell: Cell, device: torch.device,
         parts["method"] = mode.now - parts["weights"] - masters
         if len(order) > 1:
             method.before_task(order[1], 1)
-            _task(model, method, ctx, 1, mode, what, parts)
+            _task(model, checked, ctx, 1, mode, parts)
             gc.collect()
         try:
             parts["evaluation"] = _evaluation(model, method, ctx, mode)
@@ -347,13 +341,15 @@ def estimate(regs: Registries, cell: Cell, cpu_fallback: bool = True) -> MemoryE
 
 
 def _estimate(regs: Registries, cell: Cell, cpu_fallback: bool) -> MemoryEstimate:
+    terms: dict[str, int] | None
     with _cpu_threads(cell.train.threads):
         try:
             terms, peak, notes = _measure(regs, cell, torch.device("meta"))
             return MemoryEstimate(cell.key, terms, peak, "meta", notes)
         except Exception as exc:  # noqa: BLE001 - a shape that follows from values, or a check of a value meta lacks
             why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
-        with torch.fx.experimental._config.patch(meta_nonzero_assume_all_nonzero=True):
+        # ignore: torch's config modules get patch() at import (install_config_module), which the stubs lack
+        with torch.fx.experimental._config.patch(meta_nonzero_assume_all_nonzero=True):  # type: ignore[attr-defined]
             try:
                 terms, peak, notes = _measure(regs, cell, torch.device("meta"))
             except Exception:  # noqa: BLE001 - the whole selections may break a method's own checks (LoTTO's)
@@ -401,9 +397,9 @@ def _masks_at_density(regs: Registries, cell: Cell, peak: int, notes: list[str])
         return 0
     with torch.device("meta"):
         layers = build_model(regs, cell, stream).adaptable_layers().values()
-    masked = sum(layer.weight.numel() for layer in layers)
+    masked = sum(cast(torch.Tensor, layer.weight).numel() for layer in layers)  # Linear/Conv2d weights
     phase = method.phases(order[0], 0)[-1]  # the masked phase (a calibration one comes first)
-    anchor = next(iter(layers)).weight.element_size() if plan.anchor_at_masks else 0
+    anchor = cast(torch.Tensor, next(iter(layers)).weight).element_size() if plan.anchor_at_masks else 0
     # the optimizer moments of each packed coordinate: torch's Adam two, RMSProp one (+ a momentum buffer), SGD its
     # momentum buffer
     moments = 2 if phase.optimizer in ("adam", "adamw") else int(phase.optimizer == "rmsprop") + int(phase.momentum > 0)
@@ -419,7 +415,7 @@ def _masks_at_density(regs: Registries, cell: Cell, peak: int, notes: list[str])
     return excess
 
 
-def remedies(cell: Cell, est: MemoryEstimate) -> list[str]:
+def remedies(regs: Registries, cell: Cell, est: MemoryEstimate) -> list[str]:
     """Settings that shrink the largest terms of ``est``."""
     out = []
     top = {name for name, _ in est.largest()}
@@ -428,8 +424,9 @@ def remedies(cell: Cell, est: MemoryEstimate) -> list[str]:
         if micro > 1:
             out.append(f"--set train.grad_accum={cell.train.grad_accum * 2} (micro-batches of {micro // 2}: the same "
                        "global batch)")
-        if getattr(cell.model_cfg, "gradient_checkpointing", None) is False:
-            out.append("--set model.gradient_checkpointing=true")
+        spec = regs.models.get(cell.model)
+        if spec.setting(cell.model_cfg, "checkpointing") is False:
+            out.append(f"--set model.{spec.checkpointing_field}=true")
     if "evaluation" in top:
         out.append(f"--set train.eval_batch_size={max(1, cell.train.eval_batch_size // 2)}")
     if top & {"optimizer", "gradients", "method"}:

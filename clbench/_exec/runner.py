@@ -23,10 +23,9 @@ from tqdm.auto import tqdm
 
 from clbench._core import console, provenance
 from clbench._core.boundary import (
+    CheckedMethod,
     ObserverError,
     blame,
-    check_footprint,
-    check_report,
     check_type,
     describe,
     notify,
@@ -37,7 +36,8 @@ from clbench._core.registry import Registries
 from clbench._core.results import environment, read_result, write_result
 from clbench._exec.cellstate import CellState, fingerprints
 from clbench._exec.evaluation import evaluate
-from clbench._exec.step import StepObserver, epoch_losses, steps_done, train_task
+from clbench._exec.stats import epoch_losses, steps_done
+from clbench._exec.step import StepObserver, train_task
 from clbench.cell import CHECKPOINT_FILE, ERROR_LOG, FOOTPRINT_FILE, RESULT_FILE, Cell, CellResult
 from clbench.data import Stream, atomic_write_text, atomic_write_with, seen_labels
 from clbench.distributed import SINGLE, Dist, resolve_device
@@ -60,14 +60,12 @@ def build_method(regs: Registries, cell: Cell, ctx: CellContext) -> Method:
 def build_stream(regs: Registries, cell: Cell) -> Stream:
     stream = provenance.observed(lambda: regs.streams.get(cell.stream).factory(cell.stream_cfg))
     check_type(stream, Stream, f"stream {cell.stream!r}", "factory", regs.streams.origins.get(cell.stream))
-    stream.eval_split = cell.train.eval_split
-    stream.device_data = cell.train.device_data
     return stream
 
 
 def build_model(regs: Registries, cell: Cell, stream: Stream) -> CLModel:
-    multi_head = getattr(cell.model_cfg, "multi_head", None)
-    model = regs.models.get(cell.model).factory(cell.model_cfg, StreamInfo.of(stream, multi_head))
+    spec = regs.models.get(cell.model)
+    model = spec.factory(cell.model_cfg, StreamInfo.of(stream, spec.setting(cell.model_cfg, "heads")))
     check_type(model, CLModel, f"model {cell.model!r}", "factory", regs.models.origins.get(cell.model))
     return model
 
@@ -172,9 +170,8 @@ class Runner:
         copy = dataclasses.replace(found, method=cell.method, config={**found.config, "sweep": dict(cell.sweep)},
                                    path=None)
         cell.directory.mkdir(parents=True, exist_ok=True)
-        if found.path is not None and (found.path.parent / FOOTPRINT_FILE).exists():
-            atomic_write_with(cell.directory / FOOTPRINT_FILE, lambda tmp: shutil.copyfile(
-                found.path.parent / FOOTPRINT_FILE, tmp))
+        if found.path is not None and (source := found.path.parent / FOOTPRINT_FILE).exists():
+            atomic_write_with(cell.directory / FOOTPRINT_FILE, lambda tmp: shutil.copyfile(source, tmp))
         copy.path = write_result(copy, cell.directory)
         return copy
 
@@ -308,7 +305,7 @@ class Runner:
 
         model, method, start = self._resume(cell, state, model, method, device)
         ctx = method.ctx
-        what = method_label(self.regs, cell)
+        checked = CheckedMethod(method, method_label(self.regs, cell))
         kind = self.regs.methods.get(cell.parts[0]).footprint_kind  # the first part owns the footprint
         self._notify("clbench_cell_start", cell=cell, resumed_from=start)
         bar = tqdm(total=len(order), initial=start, desc=cell.key, leave=False, disable=not self.progress,
@@ -327,22 +324,22 @@ class Runner:
                     torch.cuda.reset_peak_memory_stats(device)
                 t0 = time.perf_counter()
                 method.before_task(task, index)
-                stats = train_task(model, method, ctx, index, what, self._step_observer(cell, task, index), step)
-                step += steps_done([stats])
+                stats = train_task(model, checked, ctx, index, self._step_observer(cell, task, index), step)
+                step += stats.steps
                 method.after_task(task, index)
-                state.footprints.append(check_footprint(method.footprint(task, index), kind, what))
+                state.footprints.append(checked.footprint(task, index, kind))
                 t1 = time.perf_counter()
                 row, per_example = evaluate(model, method, stream, order, train, device, dist)
-                stats.update(task=task, train_s=t1 - t0, eval_s=time.perf_counter() - t1)
+                stats.task, stats.train_s, stats.eval_s = task, t1 - t0, time.perf_counter() - t1
                 if device.type == "cuda":
-                    stats["peak_memory_bytes"] = torch.cuda.max_memory_allocated(device)  # this task's peak
+                    stats.peak_memory_bytes = torch.cuda.max_memory_allocated(device)  # this task's peak
                 state.record(row, per_example, stats)
-                state.report = check_report(method.report(), what)
+                state.report = checked.report()
                 # after the last task the result file is written at once
                 due = index < len(order) - 1 and time.perf_counter() - saved >= train.checkpoint_every_s
                 if dist.broadcast(due):  # rank 0's clock decides: every rank goes on knowing the file is written
                     if dist.is_main:
-                        state.save_checkpoint(model, method, what)
+                        state.save_checkpoint(model, checked)
                     dist.barrier()
                     saved = time.perf_counter()
                 self._notify("clbench_task_end", cell=cell, task=task, index=index, accuracy_row=row,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,8 +18,9 @@ import torch
 from torch import Tensor
 from torch.optim.lr_scheduler import MultiStepLR
 
-from clbench._core.boundary import check_loss_terms
+from clbench._core.boundary import CheckedMethod
 from clbench._core.optim import Masters, make_optimizer, torch_optimizer_of
+from clbench._exec.stats import PhaseStats, TaskStats
 from clbench.data import Batch, batches
 from clbench.distributed import Dist
 from clbench.errors import Diverged
@@ -51,6 +52,30 @@ def _own_hook(method: Method, name: str) -> Callable[[], None] | None:
     return None if getattr(hook, "__func__", None) is getattr(Method, name) else hook
 
 
+def step_hooks(method: Method) -> tuple[Callable[[], None] | None, Callable[[], None] | None]:
+    """The method's ``after_backward`` and ``after_step``, each None where the method keeps :class:`Method`'s
+    no-op. A step calls them in this order around the optimizer's step."""
+    return _own_hook(method, "after_backward"), _own_hook(method, "after_step")
+
+
+def task_phases(model: CLModel, method: Method, ctx: CellContext, index: int
+                ) -> Iterator[tuple[int, Phase, list[torch.nn.Parameter], Any]]:
+    """Each phase of task ``index``, ready to train: ``(position, phase, its parameters, its optimizer)``, the
+    method's ``before_phase`` called. Consecutive phases of one non-empty ``optimizer_group`` share the optimizer
+    built for the first of them; another phase gets a new one, built after the generator lets the previous go
+    (a caller that holds it across iterations holds both)."""
+    task = ctx.order[index]
+    group: tuple[str, Any] = ("", None)
+    for position, phase in enumerate(method.phases(task, index)):
+        method.before_phase(phase, task, index)
+        params = method.parameters(model, phase)
+        if not phase.optimizer_group or group[0] != phase.optimizer_group:
+            group = ("", None)
+            group = (phase.optimizer_group, make_optimizer(params, phase, method.sparse_coordinates(phase),
+                                                           cell_masters(ctx), ctx.train.fused))
+        yield position, phase, params, group[1]
+
+
 StepObserver = Callable[[str, int, int, dict[str, float]], None]
 """``on_step(phase, epoch, step, values)``: what :func:`train_task` calls on a logged step (see clbench_step)."""
 
@@ -69,30 +94,27 @@ def cell_masters(ctx: CellContext) -> Masters:
     return ctx.stash.setdefault(MASTERS, Masters())
 
 
+Losses = tuple[torch.Tensor, torch.Tensor, Mapping[str, torch.Tensor]]
+"""A step's loss, task loss and loss terms (see :func:`batch_loss`)."""
+
+
 def micro_batches(batch: Batch, parts: int) -> list[Batch]:
     """``batch`` cut into ``parts`` consecutive pieces (sizes differ by at most one; fewer when it is shorter)."""
     bounds = torch.linspace(0, len(batch), min(parts, len(batch)) + 1).round().long().tolist()
     return [Batch(batch.x[a:b], batch.y[a:b], batch.task) for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
-def batch_loss(model: CLModel, method: Method, batch: Batch, what: str
-               ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+def batch_loss(model: CLModel, method: CheckedMethod, batch: Batch) -> Losses:
     """The loss of ``batch`` (the model's task loss plus the method's loss terms), the task loss and the terms."""
-    logits, task_loss = model.training_loss(batch.x, batch.task, batch.y, method.needs_logits)
+    logits, task_loss = model.training_loss(batch.x, batch.task, batch.y, method.method.needs_logits)
     terms = method.loss_terms(batch, logits)
-    if type(terms) is not dict or terms:  # {}, most steps of most methods, has nothing to check
-        terms = check_loss_terms(terms, what)
     loss = task_loss
     for term in terms.values():
         loss = loss + term
     return loss, task_loss, terms
 
 
-Losses = tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]
-"""A step's loss, task loss and loss terms (see :func:`batch_loss`)."""
-
-
-def accumulate(model: CLModel, method: Method, batch: Batch, parts: int, what: str) -> Losses:
+def accumulate(model: CLModel, method: CheckedMethod, batch: Batch, parts: int) -> Losses:
     """Forward and backward of ``batch`` in ``parts`` micro-batches (``train.grad_accum``); returns the batch's
     loss, task loss and loss terms (detached), as one pass over the whole batch would.
 
@@ -102,16 +124,16 @@ def accumulate(model: CLModel, method: Method, batch: Batch, parts: int, what: s
     micro-batches) has shares summing to one: it counts once per optimizer step, as without accumulation.
     """
     pieces = micro_batches(batch, parts)
-    return _backward(model, method, pieces, [len(micro) / len(batch) for micro in pieces], what)
+    return _backward(model, method, pieces, [len(micro) / len(batch) for micro in pieces])
 
 
-def _backward(model: CLModel, method: Method, pieces: list[Batch], shares: list[float], what: str) -> Losses:
+def _backward(model: CLModel, method: CheckedMethod, pieces: list[Batch], shares: list[float]) -> Losses:
     """Forward and backward of each micro-batch of ``pieces``, its loss scaled by its share; the shared sums."""
     losses: list[torch.Tensor] = []
     task_losses: list[torch.Tensor] = []
     terms: dict[str, list[torch.Tensor]] = {}
     for micro, share in zip(pieces, shares, strict=True):
-        part, part_loss, part_terms = batch_loss(model, method, micro, what)
+        part, part_loss, part_terms = batch_loss(model, method, micro)
         (part * share).backward()
         losses.append(part.detach() * share)
         task_losses.append(part_loss.detach() * share)
@@ -121,8 +143,8 @@ def _backward(model: CLModel, method: Method, pieces: list[Batch], shares: list[
             {name: torch.stack(values).sum() for name, values in terms.items()})
 
 
-def data_parallel_step(model: CLModel, method: Method, batch: Batch, accum: int, params: Sequence[torch.Tensor],
-                       dist: Dist, what: str) -> Losses:
+def data_parallel_step(model: CLModel, method: CheckedMethod, batch: Batch, accum: int,
+                       params: Sequence[torch.nn.Parameter], dist: Dist) -> Losses:
     """This rank's part of a step on the global ``batch``: micro-batches rank, rank+N, ... of ``batch`` cut into
     N × ``accum`` (each scaled by its share of the global batch, as :func:`accumulate` does), then the gradients
     and the losses summed over the ranks. Returns the global batch's loss, task loss and terms (every rank the
@@ -130,48 +152,38 @@ def data_parallel_step(model: CLModel, method: Method, batch: Batch, accum: int,
     pieces = micro_batches(batch, accum * dist.world_size)
     mine = dist.shard(pieces)
     if mine:
-        loss, task_loss, terms = _backward(model, method, mine, [len(m) / len(batch) for m in mine], what)
+        loss, task_loss, terms = _backward(model, method, mine, [len(m) / len(batch) for m in mine])
     else:  # a short last batch, fewer micro-batches than ranks: piece 0 at weight 0 adds nothing, and this rank
         # reduces the same loss terms and gradients as the others (a missing one would leave them waiting)
-        loss, task_loss, terms = _backward(model, method, pieces[:1], [0.0], what)
+        loss, task_loss, terms = _backward(model, method, pieces[:1], [0.0])
     total = dist.sum(torch.stack([loss.float(), task_loss.float(), *(t.float() for t in terms.values())]))
     dist.all_reduce_grads(params)  # before after_backward: a method edits (and adds to) the global gradient
     return total[0], total[1], dict(zip(terms, total[2:], strict=True))
 
 
-def train_task(model: CLModel, method: Method, ctx: CellContext, index: int, what: str = "method",
-               on_step: StepObserver | None = None, step: int = 0) -> dict[str, Any]:
+def train_task(model: CLModel, method: Method | CheckedMethod, ctx: CellContext, index: int,
+               on_step: StepObserver | None = None, step: int = 0) -> TaskStats:
     """All phases of task ``index``; returns per phase its seconds, steps, examples/s (and tokens/s) and the
-    mean loss of each epoch, and ``phases``: the phase names in run order. ``what`` names the method in a
-    boundary error (see :func:`method_label`). ``on_step`` is called after every ``ctx.train.log_every``-th
-    optimizer step, counted across the cell from ``step`` (the steps before this task); on other steps it
-    costs nothing. A step takes ``train.batch_size`` examples (the global batch), in ``train.grad_accum``
-    micro-batches (see :func:`accumulate`)."""
-    task, train_tasks = ctx.order[index], method.train_tasks(index)
-    stats: dict[str, Any] = {}
+    mean loss of each epoch. ``method`` as a :class:`CheckedMethod` names it in a boundary error. ``on_step`` is
+    called after every ``ctx.train.log_every``-th optimizer step, counted across the cell from ``step`` (the
+    steps before this task); on other steps it costs nothing. A step takes ``train.batch_size`` examples (the
+    global batch), in ``train.grad_accum`` micro-batches (see :func:`accumulate`)."""
+    checked = method if isinstance(method, CheckedMethod) else CheckedMethod(method)
+    train_tasks = checked.method.train_tasks(index)
+    stats = TaskStats()
     model.train()
-    group: tuple[str, Any] = ("", None)  # the optimizer of the phase group going on (Phase.optimizer_group)
-    for p_i, phase in enumerate(method.phases(task, index)):
-        method.before_phase(phase, task, index)
-        params = method.parameters(model, phase)
-        if not phase.optimizer_group or group[0] != phase.optimizer_group:
-            group = (phase.optimizer_group, make_optimizer(params, phase, method.sparse_coordinates(phase),
-                                                           cell_masters(ctx), ctx.train.fused))
-        run = _PhaseRun(model, method, ctx, phase, p_i, index, train_tasks, group[1], params, what, on_step, step)
+    for p_i, phase, params, opt in task_phases(model, checked.method, ctx, index):
+        run = _PhaseRun(model, checked, ctx, phase, p_i, index, train_tasks, opt, params, on_step, step)
         t0, tokens0 = time.perf_counter(), model.tokens_seen
         epoch_loss = run.epochs()
         seconds, step = time.perf_counter() - t0, run.step
         if ctx.dist.active:  # each rank counted the tokens of its micro-batches
             model.tokens_seen = tokens0 + int(ctx.dist.sum(torch.tensor(model.tokens_seen - tokens0,
                                                                         device=ctx.device)))
-        entry: dict[str, Any] = {"seconds": seconds, "steps": run.steps,
-                                 "trainable": sum(p.numel() for p in params),  # the phase's trained parameters
-                                 "examples_per_s": run.examples / max(seconds, 1e-9),
-                                 "loss": epoch_loss}  # the mean loss of each epoch: a loss curve without a logger
-        if model.tokens_seen > tokens0:
-            entry["tokens_per_s"] = (model.tokens_seen - tokens0) / max(seconds, 1e-9)
-        stats[phase.name] = entry
-    stats["phases"] = [name for name, v in stats.items() if isinstance(v, dict)]  # result.json sorts keys
+        tokens = model.tokens_seen - tokens0
+        stats.add(PhaseStats(phase.name, seconds, run.steps, sum(p.numel() for p in params),
+                             run.examples / max(seconds, 1e-9), epoch_loss,
+                             tokens / max(seconds, 1e-9) if tokens > 0 else None))
     ctx.dist.broadcast_buffers(model)
     return stats
 
@@ -182,15 +194,14 @@ class _PhaseRun:
     the cell's optimizer steps from ``step``."""
 
     model: CLModel
-    method: Method
+    method: CheckedMethod
     ctx: CellContext
     phase: Phase
     p_i: int
     index: int
     train_tasks: Any  # Method.train_tasks(index): the tasks whose data this task trains on
     opt: Any
-    params: list[Tensor]
-    what: str
+    params: list[torch.nn.Parameter]
     on_step: StepObserver | None
     step: int
     steps: int = 0
@@ -205,7 +216,7 @@ class _PhaseRun:
         epoch_loss: list[float | None] = []
         for epoch in range(phase.epochs):
             total, n = self.epoch(epoch)
-            self.method.after_epoch(phase, epoch)
+            self.method.method.after_epoch(phase, epoch)
             if schedule is not None:
                 schedule.step()
             mean = total / n if n else None
@@ -219,13 +230,13 @@ class _PhaseRun:
     def epoch(self, epoch: int) -> tuple[float, int]:
         """One epoch's optimizer steps: the sum of their losses and their count. The step is written out here, in
         one loop over locals: it is the harness's whole per-step cost (benchmarks/bench_overhead.py)."""
-        model, method, ctx, opt, params, what, on_step = (self.model, self.method, self.ctx, self.opt, self.params,
-                                                          self.what, self.on_step)
+        model, method, ctx, opt, params, on_step = (self.model, self.method, self.ctx, self.opt, self.params,
+                                                    self.on_step)
         phase, dist, accum, clip = self.phase, ctx.dist, ctx.train.grad_accum, ctx.train.grad_clip
         every = ctx.train.log_every if on_step is not None else 0
         # a batch not already on the device (a split kept on the host) is copied there; on the CPU it is used as is
         move, parallel = ctx.device.type != "cpu", dist.active
-        after_backward, after_step = _own_hook(method, "after_backward"), _own_hook(method, "after_step")
+        after_backward, after_step = step_hooks(method.method)
         step, total, n, value = self.step, 0.0, 0, math.nan
         # the step losses read at once every `sync` steps (train.sync_every): every step on the CPU, where reading one
         # is cheap; on an accelerator each read waits for the device to finish the step
@@ -235,12 +246,12 @@ class _PhaseRun:
                 batch = batch.to(ctx.device)
             opt.zero_grad(set_to_none=True)
             if parallel:  # the losses summed over the ranks: every rank diverges at the same step or none
-                loss, task_loss, terms = data_parallel_step(model, method, batch, accum, params, dist, what)
+                loss, task_loss, terms = data_parallel_step(model, method, batch, accum, params, dist)
             elif accum == 1:
-                loss, task_loss, terms = batch_loss(model, method, batch, what)
+                loss, task_loss, terms = batch_loss(model, method, batch)
                 loss.backward()
             else:
-                loss, task_loss, terms = accumulate(model, method, batch, accum, what)
+                loss, task_loss, terms = accumulate(model, method, batch, accum)
             step += 1
             logged = every and step % every == 0
             pending.append(loss.detach())
@@ -258,6 +269,7 @@ class _PhaseRun:
                 after_step()
             self.examples += batch.y.shape[0]  # not len(): Tensor.__len__ is Python
             if logged:
+                assert norm is not None and on_step is not None  # computed above; no observer: nothing is logged
                 values = {"loss": value, "loss/task": float(task_loss.detach())}
                 values.update((f"loss/{name}", float(term.detach())) for name, term in terms.items())
                 values.update(lr=float(opt.param_groups[0]["lr"]), grad_norm=float(norm))
@@ -293,22 +305,3 @@ def _diverged(what: str, task: str, index: int, phase: str, epoch: int, step: in
              "loss": loss if math.isfinite(loss) else str(loss), "reference": reference}
     return Diverged(f"{what} on task {task!r} (task {index + 1}, phase {phase}, epoch {epoch + 1}, step {step})",
                     where)
-
-
-def epoch_losses(stats: dict[str, Any], step: int) -> list[dict[str, Any]]:
-    """The mean loss of every epoch of a task's phases, in run order, each at the cell's optimizer step where that
-    epoch ended (``step``: the step the task ended; a phase's epochs take equal shares of its steps)."""
-    out: list[dict[str, Any]] = []
-    start = step - sum(int(stats[p].get("steps", 0)) for p in stats.get("phases", ()))
-    for phase in stats.get("phases", ()):
-        losses, steps = stats[phase].get("loss", []), int(stats[phase].get("steps", 0))
-        for e, loss in enumerate(losses):
-            out.append({"phase": phase, "epoch": e, "step": start + steps * (e + 1) // len(losses),
-                        "loss": loss})
-        start += steps
-    return out
-
-
-def steps_done(timings: list[dict[str, Any]]) -> int:
-    """Optimizer steps of the tasks whose timings these are (to go on counting after a resume)."""
-    return sum(int(v.get("steps", 0)) for t in timings for v in t.values() if isinstance(v, dict))

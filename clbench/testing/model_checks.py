@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from clbench._core.boundary import CheckedMethod
 from clbench._core.plan import make_plan
 from clbench._core.registry import Registries
 from clbench._exec.runner import build_method, build_model, build_stream, method_label
@@ -94,7 +95,7 @@ def _check_trains(regs: Registries, cell: Cell, model: CLModel, meth: Method, wh
     trained = {id(p): (n, p.detach().clone()) for n, p in model.named_parameters()}
     meth.before_task(task, 0)
     try:
-        train_task(model, meth, meth.ctx, 0, method_label(regs, cell))
+        train_task(model, CheckedMethod(meth, method_label(regs, cell)), meth.ctx, 0)
     except ClbenchError as exc:
         if "no trainable parameters" in str(exc):
             _fail(f"{who}: {method} finds no trainable parameters in it ({exc}); a model meant for adapters only "

@@ -300,7 +300,10 @@ class CapabilityChain(Stream):
     # -- evaluation -------------------------------------------------------------------------------
     @torch.no_grad()
     def evaluate(self, model: CLModel, task: str, *, batch_size: int, limit: int | None,
-                 device: torch.device) -> float:
+                 device: torch.device, split: str = "test") -> float:
+        if split != "test":  # its scores are benchmarks' test sets (lm-eval, a judge): none holds a val split
+            raise DataError(f"capability-chain task {task!r} has no validation split to score "
+                            "(train.eval_split=val): choose its settings on another stream")
         kind = TASKS[task].evaluation
         if kind == "lm_eval":
             return self.lm_eval_score(model, task, limit=limit)

@@ -97,6 +97,7 @@ def add_penalty_gradients(doubled: Mapping[str, Tensor], params: Mapping[str, nn
 
 class EWC(Method):
     needs_logits = False  # loss_terms does not read the logits
+    value_only_terms = frozenset({"ewc"})  # its gradient is added in after_backward
     config: EWCConfig
 
     def setup(self, model: CLModel) -> None:

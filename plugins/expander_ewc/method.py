@@ -73,6 +73,7 @@ class MaskedTraining(Method):
 
     config: MaskedTrainingConfig
     needs_logits = False  # the penalty reads the weights, never the logits
+    value_only_terms = frozenset({"ewc"})  # its gradient is added in after_backward
     # masks drawn before a task that starts from θ_ref (Expander-EWC): the anchor keeps θ_ref at the mask only
     # (:class:`Anchor`). Not for a mask found during the task (LoTA's dense phase moves every coordinate first)
     # nor a task that starts elsewhere (per-task masks start from the base weights).

@@ -93,6 +93,22 @@ def load_backbone(auto_cls: Any, config: HFConfig, path: str) -> nn.Module:
         raise ConfigError(f"model.name_or_path={path!r}: cannot load it ({exc})") from exc
 
 
+def _checkpoint_activations(backbone: nn.Module) -> None:
+    """Activation checkpointing (non-reentrant) under the name the installed transformers gives it:
+    ``activation_checkpointing_enable`` from 5.24 on (the older ``gradient_checkpointing_enable`` goes in v6)."""
+    enable = getattr(backbone, "activation_checkpointing_enable", None)
+    if enable is not None:
+        enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
+def _kv_cache(out: Any) -> tuple[Any, str]:
+    """A forward's KV cache and the keyword that passes it back: ``cache`` from transformers 5.24 on
+    (``past_key_values`` goes in 5.40), ``past_key_values`` before."""
+    return (out.cache, "cache") if "cache" in out else (out.past_key_values, "past_key_values")
+
+
 def default_targets(backbone: nn.Module) -> tuple[str, ...]:
     """PEFT's default LoRA target module names for the backbone's architecture."""
     from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as PEFT_TARGETS
@@ -126,7 +142,7 @@ class HFTextModel(CLModel):
         for p in self.backbone.parameters():
             p.requires_grad_(config.train_base)
         if config.gradient_checkpointing:
-            backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            _checkpoint_activations(backbone)
         self.lora_targets = find_targets(self, config.lora_modules or default_targets(backbone))
 
     def task_info(self, task: str) -> TaskInfo:
@@ -329,7 +345,7 @@ class CausalLMModel(GenerativeModel):
         width = max(len(lab) for lab in labels) - 1
         if width == 0:  # every label is one token
             return lp_first, torch.tensor([len(lab) for lab in labels])
-        cache = out.past_key_values
+        cache, cache_kw = _kv_cache(out)
         cache.batch_repeat_interleave(L)  # row b·L + l: prompt b, label l
         rest = pad_rows([lab[:-1] for lab in labels], pad)[:, :width]  # inputs that predict tokens 2..n
         targets = pad_rows([lab[1:] for lab in labels], -100)  # (L, width)
@@ -338,7 +354,7 @@ class CausalLMModel(GenerativeModel):
         mask2 = torch.cat([attention.repeat_interleave(L, dim=0), lab_mask.repeat(B, 1).to(self.device)], dim=1)
         pos2 = positions[:, -1:].repeat_interleave(L, dim=0) + 1 + torch.arange(width, device=self.device)
         hidden = self.backbone.base_model(input_ids=ids2, attention_mask=mask2, position_ids=pos2,
-                                          past_key_values=cache, use_cache=True).last_hidden_state
+                                          use_cache=True, **{cache_kw: cache}).last_hidden_state
         tgt = targets.repeat(B, 1).to(self.device)
         keep = tgt != -100
         lp = token_logprobs(head(hidden[keep]), tgt[keep])

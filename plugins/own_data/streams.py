@@ -308,9 +308,12 @@ class PromptsStream(Stream):
 
     @torch.no_grad()
     def evaluate(self, model: CLModel, task: str, *, batch_size: int, limit: int | None,
-                 device: torch.device) -> float:
+                 device: torch.device, split: str = "test") -> float:
         """ROUGE-1 F1 × 100 of the greedy answers to the task's test prompts (the first ``limit``)."""
         from clbench_plugins.capability_chain.streams import greedy, rouge1
+
+        if split != "test":
+            raise DataError(f"prompts task {task!r} has no validation split to score (train.eval_split=val)")
 
         prompts = list(self.data(task).test.x)
         n = len(prompts) if not limit else min(limit, len(prompts))

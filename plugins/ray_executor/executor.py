@@ -8,28 +8,29 @@ any worker is never rerun.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
 
 from clbench.cell import Cell, CellResult
 from clbench.errors import ClbenchError
+from clbench.specs import ExecutorContext
 
 
 class RayExecutor:
-    def __init__(self, options: Mapping[str, Any]) -> None:
+    def __init__(self, context: ExecutorContext) -> None:
+        options = context.options
         try:
             import ray  # noqa: F401
         except ImportError:
             raise ClbenchError("--executor ray needs Ray: pip install 'clbench[ray]'") from None
-        self.worker = options["worker"]  # clbench.specs.Workers: run_one sets up a task's process and runs its cell
+        self.worker = context.worker  # clbench.specs.Workers: run_one sets up a task's process and runs its cell
         self.address = options.get("address")
-        self.disabled = tuple(options.get("disabled", ()))
-        self.fail_fast = bool(options.get("fail_fast", False))
+        self.disabled = context.disabled
+        self.fail_fast = context.fail_fast
         self.cpus = float(options.get("cell_cpus") or 1)
         gpus = options.get("cell_gpus")
-        self.gpus = float(gpus if gpus is not None else (1 if options.get("requires_gpu") else 0))
+        self.gpus = float(gpus if gpus is not None else (1 if context.requires_gpu else 0))
         # a cell given N GPUs runs data-parallel on them (--nproc N inside its task); --nproc alone, on the CPU
-        nproc = options.get("nproc")
+        nproc = context.nproc
         whole = int(self.gpus) if self.gpus >= 1 and self.gpus.is_integer() else 1
         if nproc not in (None, 1) and self.gpus >= 1 and nproc != whole:
             raise ClbenchError(f"--nproc {nproc} with --cell-gpus {gpus:g}: a data-parallel cell runs one rank per "

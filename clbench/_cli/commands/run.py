@@ -206,10 +206,12 @@ def _memory_plan(regs: Registries, cells: Sequence[Any], dry_run: bool, device_m
         click.echo(memory.memory_table(rows, limit))
     over = [(c, e) for c, e in rows if e is not None and limit is not None and e.peak > limit]
     for cell, est in over:
+        assert limit is not None  # only a known limit is exceeded
         parts = ", ".join(f"{name} {memory.fmt_bytes(n)}" for name, n in est.largest())
         click.echo(f"does not fit: {cell.key}: {memory.fmt_bytes(est.peak)} > {memory.fmt_bytes(limit)} "
-                   f"(largest: {parts}); try {'; '.join(memory.remedies(cell, est)) or 'a smaller model'}", err=True)
+                   f"(largest: {parts}); try {'; '.join(memory.remedies(regs, cell, est)) or 'a smaller model'}", err=True)
     if over:
+        assert limit is not None  # only a known limit is exceeded
         raise ClbenchError(f"{count(len(over), 'cell')} would not fit in {memory.fmt_bytes(limit)} of device memory "
                            "(estimated before anything ran; clbench run --dry-run shows every part)")
     if dry_run:
