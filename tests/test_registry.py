@@ -5,14 +5,18 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
 from clbench import testing
+from clbench._core.plan import RunRequest, make_plan
 from clbench._exec.local import harness_registry
-from clbench.errors import PluginError, UnknownNameError
+from clbench.errors import ConfigError, PluginError, UnknownNameError
 from clbench.hookspecs import hookimpl
-from clbench.specs import MethodSpec
+from clbench.model import StreamInfo
+from clbench.specs import MethodSpec, ModelSpec
 
 
 def test_builtins_come_through_the_entry_point_group():
@@ -83,7 +87,7 @@ THIRD_PARTY = """
     from dataclasses import dataclass
     from clbench import hookimpl
     from clbench.method import Method
-    from clbench.specs import MethodSpec
+    from clbench.specs import MethodSpec, ModelSpec
 
     @dataclass(frozen=True)
     class Config:
@@ -223,3 +227,41 @@ def test_every_script_benchmark_and_doc_generator_parses():
     assert len(files) > 10
     for path in files:
         ast.parse(path.read_text(encoding="utf-8"), filename=str(path))  # raises SyntaxError, naming the file
+
+
+@dataclass(frozen=True)
+class _RenamedConfig:
+    checkpoint: str = "hub/name"
+    per_task: bool | None = None
+    hidden: tuple[int, ...] = (8,)
+
+
+class _RenamedFields:
+    """A model whose weights and heads settings are not called name_or_path and multi_head: its spec says so."""
+
+    @hookimpl
+    def clbench_add_models(self) -> list[ModelSpec]:
+        from clbench_plugins.mlp.model import MLPConfig
+        from clbench_plugins.mlp.model import build as build_mlp
+
+        def build(cfg: _RenamedConfig, info: StreamInfo) -> Any:  # the core resolved the heads into ``info``
+            return build_mlp(MLPConfig(hidden=cfg.hidden), info)
+
+        return [ModelSpec("renamed", build, _RenamedConfig, weights_field="checkpoint", heads_field="per_task")]
+
+
+def test_the_planner_sets_and_checks_the_fields_a_model_spec_declares(tmp_path):
+    regs = testing.registry(_RenamedFields())
+
+    def plan(**changes: Any) -> Any:
+        req = RunRequest(profile=testing.TEST_PROFILE, methods="seqft", streams=["tiny-vector"], out=tmp_path,
+                         model="renamed", **changes)
+        return make_plan(regs, req).cells
+
+    [cell] = plan(model_path="/weights/here")
+    assert cell.model_config["checkpoint"] == "/weights/here"  # --model-path set the declared field
+    # the stream has one head per task: a heads setting of one shared head would change its scenario
+    with pytest.raises(ConfigError, match=r"model\.per_task=false on stream 'tiny-vector'"):
+        plan(sets={"model.per_task": [False]})
+    with pytest.raises(ConfigError, match="--data-dir /data: no planned stream reads a data directory"):
+        plan(data_dir="/data")  # tiny-vector's config has no data_dir field

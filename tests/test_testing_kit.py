@@ -94,6 +94,26 @@ class ObjectState(Method):
         self.memo = state["memo"]
 
 
+class DetachedPenalty(Method):
+    """An L2 penalty computed without a graph, ``declared`` value-only or not: undeclared, it trains nothing."""
+
+    declared = False
+
+    def loss_terms(self, batch: Any, logits: Any) -> dict[str, Tensor]:
+        assert self.model is not None
+        with torch.no_grad():
+            penalty = sum((p * p).sum() for p in self.model.parameters())
+        return {"l2": 1e-3 * penalty}
+
+    @property
+    def value_only_terms(self) -> frozenset[str]:  # type: ignore[override]
+        return frozenset({"l2"}) if self.declared else frozenset()
+
+
+class DeclaredPenalty(DetachedPenalty):
+    declared = True
+
+
 class ForgetfulState(Method):
     """Its later tasks depend on a count it does not save: a resumed cell differs from an uninterrupted one."""
 
@@ -162,7 +182,8 @@ class BrokenPlugin:
                 MethodSpec("liar-dense", LowRankFootprint, footprint_kind="dense"),
                 MethodSpec("unreloadable", Unreloadable),
                 MethodSpec("object-state", ObjectState),
-                MethodSpec("forgetful", ForgetfulState)]
+                MethodSpec("forgetful", ForgetfulState), MethodSpec("detached", DetachedPenalty),
+                MethodSpec("declared", DeclaredPenalty)]
 
     @hookimpl
     def clbench_add_models(self) -> list[ModelSpec]:
@@ -275,6 +296,15 @@ def test_a_footprint_kind_that_lies_fails_the_cell(regs, method, needle, tmp_pat
 def test_check_method_fails_state_that_does_not_survive_a_checkpoint(regs, method, needle, tmp_path):
     with pytest.raises(AssertionError, match=needle):
         testing.check_method(regs, method, tmp_path)
+
+
+def test_a_loss_term_without_a_gradient_must_be_declared_value_only(regs, tmp_path):
+    """EWC's penalty carries no graph by design (its gradient is added in after_backward, declared in
+    value_only_terms); an undeclared graph-less term would add nothing to training and fails the check."""
+    with pytest.raises(AssertionError, match=r"loss_terms\['l2'\] never carried a gradient .* value_only_terms"):
+        testing.check_method(regs, "detached", tmp_path / "a", check_resume=False)
+    testing.check_method(regs, "declared", tmp_path / "b", check_resume=False)
+    testing.check_method(regs, "ewc", tmp_path / "c", check_resume=False)  # declared: {"ewc"}
 
 
 class WarnOnResume:

@@ -64,6 +64,10 @@ class CompositeMethod(Method):
     def needs_logits(self) -> bool:  # type: ignore[override]
         return any(m.needs_logits for _, m in self.parts)
 
+    @property
+    def value_only_terms(self) -> frozenset[str]:  # type: ignore[override]
+        return frozenset(f"{name}.{k}" for name, m in self.parts for k in m.value_only_terms)
+
     def loss_terms(self, batch: Batch, logits: Tensor | None) -> dict[str, Tensor]:
         terms: dict[str, Tensor] = {}
         for name, m in self.parts:

@@ -37,15 +37,15 @@ class RunRequest:
     model: str | None = None
     out: Path = Path("runs")
     options: Mapping[str, Any] = field(default_factory=dict)
-    data_dir: str | None = None  # --data-dir: sets `data_dir` of every stream config that has one
-    model_path: str | None = None  # --model-path: sets `name_or_path` of the model config
+    data_dir: str | None = None  # --data-dir: sets each stream's StreamSpec.data_dir_field
+    model_path: str | None = None  # --model-path: sets the model's ModelSpec.weights_field
 
 
 def _with_path(cls: type, values: dict[str, Any], key: str | None, value: str | None, explicit: Mapping[str, Any]
                ) -> dict[str, Any]:
     """``values`` (presets, then the user's settings) with a path flag's ``value`` for ``key``: it wins over every
     preset (a profile's ``model.name_or_path`` is a hub name the flag replaces), and an explicit ``--set`` of the
-    same key (in ``explicit``) wins over it."""
+    same key (in ``explicit``) wins over it. ``key`` None: the plugin declares no such field."""
     import dataclasses
 
     if value is not None and key and dataclasses.is_dataclass(cls) and key in {f.name for f in dataclasses.fields(cls)} \

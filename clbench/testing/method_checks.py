@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, get_args
 
 import pytest
 
 from clbench import footprints as fps
+from clbench._core.boundary import CheckedMethod
 from clbench._core.registry import Registries
 from clbench._core.results import read_result
 from clbench.cell import CHECKPOINT_FILE, FOOTPRINT_FILE, RESULT_FILE, CellResult
@@ -35,8 +38,10 @@ def check_method(regs: Registries, method: str, tmp: Path, check_resume: bool = 
     if stream is None:
         pytest.skip(f"no tiny test model meets the requirements of {method!r}")
     what = f"{_who(regs, 'method', method)} on {stream!r}"
-    [result] = run(regs, tmp / "a", method, stream, fail_fast=True)
+    with _loss_terms_seen() as seen:
+        [result] = run(regs, tmp / "a", method, stream, fail_fast=True)
     _complete(result, what)
+    _check_gradients(seen, what)
     assert result.path is not None
     try:  # the runner does not validate what it writes: the method's report() and metrics land in the file
         read_result(result.path)
@@ -54,6 +59,34 @@ def check_method(regs: Registries, method: str, tmp: Path, check_resume: bool = 
     if check_resume:
         _check_resume(regs, method, stream, tmp / "b", result)
     return result
+
+
+@contextlib.contextmanager
+def _loss_terms_seen() -> Iterator[dict[str, tuple[bool, bool]]]:
+    """Every loss term the runner receives while the context is open: name → (declared in the method's
+    ``value_only_terms``, carried a gradient at least once)."""
+    seen: dict[str, tuple[bool, bool]] = {}
+    checked = CheckedMethod.loss_terms
+
+    def observe(self: CheckedMethod, batch: Any, logits: Any) -> Any:
+        terms = checked(self, batch, logits)
+        for name, term in terms.items():
+            value_only, graph = seen.get(name, (False, False))
+            seen[name] = (name in self.method.value_only_terms, graph or term.requires_grad)
+        return terms
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(CheckedMethod, "loss_terms", observe)
+        yield seen
+
+
+def _check_gradients(seen: dict[str, tuple[bool, bool]], what: str) -> None:
+    """A loss term carries its gradient, unless the method declares it value-only (``Method.value_only_terms``:
+    its gradient added in ``after_backward``); a term that never carries one would add nothing to training."""
+    for name, (value_only, graph) in seen.items():
+        _require(value_only or graph,
+                 f"{what}: loss_terms[{name!r}] never carried a gradient (no autograd graph): compute it from the "
+                 "parameters, or list it in the method's value_only_terms and add its gradient in after_backward")
 
 
 def _check_footprint_kind(regs: Registries, method: str, result: CellResult, what: str) -> None:

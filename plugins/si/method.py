@@ -21,6 +21,7 @@ class SI(Method):
     follows the task loss alone: Zenke et al.'s "unregularised" gradient)."""
 
     needs_logits = False
+    value_only_terms = frozenset({"si"})  # its gradient is added in after_backward, after the path integral reads g
     config: SIConfig
 
     def setup(self, model: CLModel) -> None:
