@@ -140,8 +140,8 @@ def from_tensors(tensors: dict[str, Tensor]) -> list[TaskFootprint]:
     for key, value in tensors.items():
         if key.startswith("__"):
             continue
-        t, name, kind, part = key.split(_SEP)
-        groups.setdefault((int(t), name, kind), {})[part] = value
+        task, name, kind, part = key.split(_SEP)
+        groups.setdefault((int(task), name, kind), {})[part] = value
     for (t, name, kind), parts in sorted(groups.items()):
         if kind == "lowrank":
             result[t][name] = LowRank(parts["A"], parts["B"], float(parts["scale"][0]))
@@ -195,11 +195,12 @@ def _write_safetensors(tensors: Mapping[str, Tensor], fh: Any) -> tuple[str, int
     text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
     text += b" " * (-len(text) % 8)
     h, size = hashlib.sha256(), 0
-    for key in [None, *order]:
-        if key is None:
+    for entry in [None, *order]:
+        if entry is None:
             data: Any = struct.pack("<Q", len(text)) + text
         else:  # the tensor's own bytes (a view, no copy, for a contiguous CPU tensor)
-            data = memoryview(tensors[key].detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+            # ignore: ndarray is a buffer; numpy's stubs declare __buffer__ only for Python >= 3.12
+            data = memoryview(tensors[entry].detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())  # type: ignore[arg-type]
         fh.write(data)
         h.update(data)
         size += data.nbytes if isinstance(data, memoryview) else len(data)

@@ -44,8 +44,11 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 # --------------------------------------------------------------------------- registration
+# A spec's body is never run: pluggy reads only its name, signature and docstring, and a hook call returns
+# the list of the plugins' answers. The registration specs therefore keep docstring-only bodies; mypy, which
+# cannot know that, is told by a targeted ``type: ignore[empty-body]`` (``return []`` would read as a default).
 @hookspec
-def clbench_add_methods() -> list[MethodSpec]:
+def clbench_add_methods() -> list[MethodSpec]:  # type: ignore[empty-body]
     """Return the continual-learning methods this plugin provides.
 
     Called once by :func:`clbench._core.registry.build_registry` at start-up, on every plugin.
@@ -55,7 +58,7 @@ def clbench_add_methods() -> list[MethodSpec]:
 
 
 @hookspec
-def clbench_add_models() -> list[ModelSpec]:
+def clbench_add_models() -> list[ModelSpec]:  # type: ignore[empty-body]
     """Return the model builders this plugin provides.
 
     Called once at start-up. Returns a list of :class:`~clbench.specs.ModelSpec`.
@@ -63,7 +66,7 @@ def clbench_add_models() -> list[ModelSpec]:
 
 
 @hookspec
-def clbench_add_streams() -> list[StreamSpec]:
+def clbench_add_streams() -> list[StreamSpec]:  # type: ignore[empty-body]
     """Return the task streams this plugin provides.
 
     Called once at start-up. Returns a list of :class:`~clbench.specs.StreamSpec`. Loading data
@@ -72,7 +75,7 @@ def clbench_add_streams() -> list[StreamSpec]:
 
 
 @hookspec
-def clbench_add_metrics() -> list[MetricSpec]:
+def clbench_add_metrics() -> list[MetricSpec]:  # type: ignore[empty-body]
     """Return the metrics this plugin provides.
 
     Called once at start-up. Returns a list of :class:`~clbench.specs.MetricSpec`. Metrics are
@@ -81,7 +84,7 @@ def clbench_add_metrics() -> list[MetricSpec]:
 
 
 @hookspec
-def clbench_add_profiles() -> list[ProfileSpec]:
+def clbench_add_profiles() -> list[ProfileSpec]:  # type: ignore[empty-body]
     """Return named profiles (sets of defaults for ``clbench run``).
 
     Called once at start-up. Returns a list of :class:`~clbench.specs.ProfileSpec`.
@@ -89,7 +92,7 @@ def clbench_add_profiles() -> list[ProfileSpec]:
 
 
 @hookspec
-def clbench_add_executors() -> list[ExecutorSpec]:
+def clbench_add_executors() -> list[ExecutorSpec]:  # type: ignore[empty-body]
     """Return executors that run a plan's cells (local process, Ray cluster, ...).
 
     Called once at start-up. Returns a list of :class:`~clbench.specs.ExecutorSpec`.
@@ -97,7 +100,7 @@ def clbench_add_executors() -> list[ExecutorSpec]:
 
 
 @hookspec
-def clbench_add_options() -> list[OptionSpec]:
+def clbench_add_options() -> list[OptionSpec]:  # type: ignore[empty-body]
     """Return extra options for ``clbench run``.
 
     Called once when the CLI is built, before arguments are parsed. Each

@@ -11,7 +11,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import scipy.linalg
 import torch
@@ -104,7 +104,7 @@ def forward_transfer(a: Sequence[Sequence[float]], initial: Sequence[float | Non
     T = len(a)
     if T < 2 or initial is None or len(initial) != T or any(initial[j] is None for j in range(1, T)):
         return None
-    return sum(a[j - 1][j] - float(initial[j]) for j in range(1, T)) / (T - 1)  # type: ignore[arg-type]
+    return sum(a[j - 1][j] - float(cast(float, initial[j])) for j in range(1, T)) / (T - 1)
 
 
 # --------------------------------------------------------------------------- footprints
@@ -346,19 +346,26 @@ def generalized_sparsity_rate(footprints: Sequence[TaskFootprint], samples: int 
 
 
 def lowrank_only(footprints: Sequence[TaskFootprint] | None) -> bool:
-    return bool(footprints) and all(isinstance(fp, LowRank) for t in footprints for fp in t.values())
+    if not footprints:
+        return False
+    return all(isinstance(fp, LowRank) for t in footprints for fp in t.values())
+
+
+def _as_lowrank(footprints: Sequence[TaskFootprint]) -> Sequence[dict[str, LowRank]]:
+    """``footprints`` typed as what :func:`lowrank_only` checked them to be (no copy, no check)."""
+    return cast("Sequence[dict[str, LowRank]]", footprints)
 
 
 def orthogonal_overlap(footprints: Sequence[TaskFootprint] | None) -> float | None:
     """OO = Σ_{i<T} ‖A_i A_Tᵀ‖_F² summed over layers (A in PEFT layout, r × in)."""
-    if not lowrank_only(footprints) or len(footprints) < 2:  # type: ignore[arg-type]
+    if footprints is None or not lowrank_only(footprints) or len(footprints) < 2:
         return None
-    assert footprints is not None
-    last = footprints[-1]
+    lowrank = _as_lowrank(footprints)
+    last = lowrank[-1]
     total = 0.0
     for name, fp in last.items():
         At = fp.A.double()
-        for prev in footprints[:-1]:
+        for prev in lowrank[:-1]:
             if name in prev:
                 total += float(((prev[name].A.double() @ At.T) ** 2).sum())
     return total
@@ -370,20 +377,20 @@ def normalised_overlap(footprints: Sequence[TaskFootprint] | None) -> float | No
     oo = orthogonal_overlap(footprints)
     if oo is None:
         return None
-    assert footprints is not None
-    last = footprints[-1]
+    assert footprints is not None  # orthogonal_overlap is None without low-rank footprints
+    lowrank = _as_lowrank(footprints)
+    last = lowrank[-1]
     denom = sum(float((prev[name].A.double() ** 2).sum() * (fp.A.double() ** 2).sum())
-                for name, fp in last.items() for prev in footprints[:-1] if name in prev)
+                for name, fp in last.items() for prev in lowrank[:-1] if name in prev)
     return oo / denom if denom > 0 else None
 
 
 def last_adapter_norm(footprints: Sequence[TaskFootprint] | None) -> float | None:
     """‖A_T‖_F over all layers (√Σ_layers ‖A_T‖_F²), printed beside OO: an orthogonality penalty can be
     met by shrinking the new adapter towards zero (cmnfriend/O-LoRA issue #39), which this shows."""
-    if not lowrank_only(footprints):
+    if footprints is None or not lowrank_only(footprints):
         return None
-    assert footprints is not None
-    return math.sqrt(sum(float((fp.A.double() ** 2).sum()) for fp in footprints[-1].values()))
+    return math.sqrt(sum(float((fp.A.double() ** 2).sum()) for fp in _as_lowrank(footprints)[-1].values()))
 
 
 def _r_factor(fp: LowRank) -> torch.Tensor:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -128,7 +128,7 @@ class HeadedModel(CLModel):
         return task.replace(".", "_")  # ModuleDict keys may not contain dots
 
     def head(self, task: str) -> nn.Linear:
-        return self.heads[self._key(task)] if self.info.multi_head else self.heads["shared"]
+        return cast(nn.Linear, self.heads[self._key(task)] if self.info.multi_head else self.heads["shared"])
 
     def forward(self, x: Tensor, task: str) -> Tensor:
         logits = self.head(task)(self.backbone(x))

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -269,19 +269,21 @@ def judge(rows: Sequence[Row], direction: Direction = "up", rule: Rule | None = 
     for i in ranked + oracles:
         row = rows[i]
         test_level = bool(row.values) and all(c in row.examples for c in row.values)
-        common = dict(name=row.name, oracle=row.oracle, cells=len(row.values), mean=means[i],
-                      interval=_interval(reps[:, i], rule.level), rank=rank.get(i), test_level=test_level)
+        common = Judged(name=row.name, oracle=row.oracle, cells=len(row.values), mean=means[i],
+                        interval=_interval(reps[:, i], rule.level), rank=rank.get(i), verdict=ORACLE,
+                        test_level=test_level)
         if i == ref:
-            judged.append(Judged(**common, verdict=REFERENCE))
+            judged.append(replace(common, verdict=REFERENCE))
         elif i in tests:
+            assert ref is not None  # tests holds rows only when there is a reference
             d, p = tests[i]
             diff = float(np.mean(d)) if d else None
             interval = _difference_interval(reps, ref, i, d, sign, rule)
             verdict = _verdict(diff, interval, adjusted[i], rule, (BELOW, None))
-            judged.append(Judged(**common, verdict=verdict, diff=diff, diff_interval=interval, p=p, p_holm=adjusted[i],
-                                 pairs=len(d)))
+            judged.append(replace(common, verdict=verdict, diff=diff, diff_interval=interval, p=p,
+                                  p_holm=adjusted[i], pairs=len(d)))
         else:
-            judged.append(Judged(**common, verdict=ORACLE))
+            judged.append(common)
     pairs = max((len(d) for d, _ in tests.values()), default=0)
     return Table(judged, rows[ref].name if ref is not None else None, rule, 2.0 / 2**pairs if pairs else None)
 

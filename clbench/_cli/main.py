@@ -130,6 +130,7 @@ def _refuse_repeated_options(cli: click.Group, args: Sequence[str]) -> None:
     command = cli.commands.get(name) if name else None
     if command is None:
         return
+    assert name is not None  # a command was found by it
     after = list(args[list(args).index(name) + 1:])
     if "--" in after:
         after = after[: after.index("--")]

@@ -55,8 +55,11 @@ class Masters:
         if entry is not None and entry[1] is None:
             master = entry[2]
             master.copy_(synced(master, weight))
-        else:  # none yet, or the coordinates of earlier masks: the rest is the weight
-            master = weight.float() if entry is None else _whole(weight, entry[1], entry[2])
+        elif entry is None:  # none yet: the weight
+            master = weight.float()
+        else:  # the coordinates of earlier masks: the rest is the weight
+            assert entry[1] is not None  # a whole master took the branch above
+            master = _whole(weight, entry[1], entry[2])
         self.tensors[id(p)] = (p, None, master)
         return master
 
@@ -72,6 +75,7 @@ class Masters:
         if entry is None:
             union, values, same = index, weight.index_select(0, index).float(), True
         else:
+            assert entry[1] is not None  # a whole master returned above
             union, values = entry[1], entry[2]
             values.copy_(synced(values, weight.index_select(0, union)))
             same = _same(union, index)
@@ -255,6 +259,7 @@ class PackedState:
             t.grad = None
         try:
             for p, index, values in cast:
+                assert p.grad is not None  # step() passes only parameters with a gradient; it hides only inner's
                 grad = p.grad.reshape(-1)
                 values.grad = (grad if index is None else grad.index_select(0, index)).to(values.dtype)
                 self.inner.step()

@@ -258,7 +258,7 @@ def build_plugin_manager(
 def collect(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) -> Registries:
     """Call every registration hook on every plugin, one plugin at a time, so errors name it."""
     disabled = tuple(disabled)
-    regs = {kind: Registry(kind.rstrip("s"), disabled=disabled) for kind in _HOOKS}
+    regs: dict[str, Registry[Any]] = {kind: Registry(kind.rstrip("s"), disabled=disabled) for kind in _HOOKS}
     for plugin in pm.get_plugins():
         name = plugin_name(pm, plugin)
         dist, version = _dist_of(plugin, pm)

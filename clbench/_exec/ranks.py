@@ -92,7 +92,7 @@ class _Raised:
     trace: str
 
 
-def _rank_main(rank: int, world: int, backend: str, init_method: str, disabled: tuple[str, ...],
+def _rank_main(rank: int, world: int, backend: str, init_method: str, disabled: Sequence[str],
                plugins: tuple[str, ...], fail_fast: bool, inbox: Any, outbox: Any, parent: int) -> None:
     """A rank process: join the group, then run every cell the parent sends until it sends None."""
 
@@ -118,7 +118,7 @@ class RankPool:
     :meth:`run` returns rank 0's result. A rank that dies, or ranks left out of step by a fault on one of them,
     stop the pool (the cell is recorded as failed); the next cell starts a fresh one."""
 
-    def __init__(self, runner: Runner, nproc: int, disabled: tuple[str, ...], plugins: tuple[str, ...] = ()) -> None:
+    def __init__(self, runner: Runner, nproc: int, disabled: Sequence[str], plugins: tuple[str, ...] = ()) -> None:
         self.runner = runner  # this process's: it writes the result of a cell whose rank 0 could not
         self.nproc = nproc
         self.plugins = plugins  # `module:name` of plugins beside the entry points (see load_plugin)

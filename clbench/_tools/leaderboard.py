@@ -28,6 +28,7 @@ import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 from tabulate import tabulate
@@ -392,7 +393,7 @@ def summarise(results: Sequence[CellResult], specs: Mapping[str, MethodSpec] | N
         complete = [r for r in cells if r.status == "complete"]
         diverged = sum(r.status == "diverged" for r in cells)
         note = f"diverged ({diverged} of {len(cells)} cell{'s' if len(cells) != 1 else ''})" if diverged else None
-        aa = {f"{r.order}/{r.seed}": float(r.metrics[RANK_BY]) for r in complete
+        aa = {f"{r.order}/{r.seed}": float(cast(float, r.metrics[RANK_BY])) for r in complete
               if r.metrics.get(RANK_BY) is not None}
         examples = {}
         for r in complete:
@@ -412,7 +413,8 @@ def summarise(results: Sequence[CellResult], specs: Mapping[str, MethodSpec] | N
         complete = [r for r in cells if r.status == "complete"]
         diverged = sum(r.status == "diverged" for r in cells)
         return SummaryRow(method, judged.get(method),
-                          [float(r.metrics[SECOND]) for r in complete if r.metrics.get(SECOND) is not None],
+                          [float(cast(float, r.metrics[SECOND])) for r in complete
+                           if r.metrics.get(SECOND) is not None],
                           len(cells), f"diverged ({diverged} of {len(cells)} cell{'s' if len(cells) != 1 else ''})"
                           if diverged else None, sorted({r.status for r in cells}), Cost.of(complete),
                           is_oracle(method, specs))
@@ -552,12 +554,12 @@ def summary_frame(results: Iterable[CellResult], specs: Mapping[str, MethodSpec]
 
 
 def _metric_values(section: Sequence[CellResult], method: str, name: str) -> list[float]:
-    return [float(r.metrics[name]) for r in section if r.method == method and r.status == "complete"
+    return [float(cast(float, r.metrics[name])) for r in section if r.method == method and r.status == "complete"
             and r.metrics.get(name) is not None]
 
 
 def _aa_values(section: Sequence[CellResult], method: str) -> list[float]:
-    return [float(r.metrics[RANK_BY]) for r in section if r.method == method and r.status == "complete"
+    return [float(cast(float, r.metrics[RANK_BY])) for r in section if r.method == method and r.status == "complete"
             and r.metrics.get(RANK_BY) is not None]
 
 
@@ -671,8 +673,8 @@ def render(results: Iterable[CellResult], metrics: Sequence[MetricSpec], title: 
                          f"{summary_table(summary, labels)}")
     for stream, scenario, sdf in sections(df):
         seeds = sorted(sdf["seed"].unique())
-        summary = summaries.get((stream, scenario))
-        order = ([r.method for r in summary.rows] if summary is not None
+        section_summary = summaries.get((stream, scenario))
+        order = ([r.method for r in section_summary.rows] if section_summary is not None
                  else sorted(sdf["method"].unique(), key=label_key))
         labels = method_labels(order, methods, _profile_of(by_section.get((stream, scenario), [])), stream)
         parts.append(f"## {section_title(stream, scenario)}\n\nseeds: {', '.join(str(s) for s in seeds)}; "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from clbench.cell import CellResult
 from clbench.data import atomic_write_with
@@ -133,7 +133,8 @@ def heatmap(result: CellResult, path: Path) -> Path:
 
 def seen_average(result: CellResult) -> list[float]:
     """Mean score over tasks seen so far after each task: mean_{j≤i} a[i][j]."""
-    return [sum(row[: i + 1]) / (i + 1) for i, row in enumerate(result.accuracy_matrix)]
+    # a complete result's matrix has no nulls
+    return [sum(cast("list[float]", row[: i + 1])) / (i + 1) for i, row in enumerate(result.accuracy_matrix)]
 
 
 def _pooling(cells: list[CellResult], most: int) -> str:
@@ -357,7 +358,7 @@ def sweep_series(results: Iterable[CellResult], stream: str, metric: str = "AA"
             if x is None:
                 continue
             rest = ",".join(f"{k}={v}" for k, v in pairs.items() if k != key)
-            cells.setdefault((base, key, rest), {}).setdefault(x, []).append(float(r.metrics[metric]))
+            cells.setdefault((base, key, rest), {}).setdefault(x, []).append(float(cast(float, r.metrics[metric])))
     return {k: sorted(v.items()) for k, v in sorted(cells.items()) if len(v) >= 2}
 
 

@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import cast
 
 import torch
 
@@ -78,7 +79,7 @@ def _metric_input(result: CellResult) -> MetricInput:
         # AWOM computed on a GPU, checked here on the CPU's LAPACK: the two agree to ~1e-12, far inside the tolerance
         settings = replace(settings, device="cpu")
     report = {k: v for k, v in result.report.items() if k != "metric_errors"}  # schema 1 kept errors there
-    matrix = [[float(v) for v in row] for row in result.accuracy_matrix]  # complete: no nulls
+    matrix = [[float(cast(float, v)) for v in row] for row in result.accuracy_matrix]  # complete: no nulls
     return MetricInput.with_settings(settings, matrix=matrix, footprints=footprints, report=report,
                                      tasks=list(result.tasks), initial=result.initial_row)
 
@@ -162,6 +163,7 @@ def recompute_tree(regs: Registries, roots: Iterable[Path], write: bool) -> Reco
             result.config["metrics"] = settings
             if recorded is not None and code is not None:
                 result.provenance = {**recorded, "code": dict(sorted(code.items()))}
+            assert result.path is not None  # recompute() read the result from its file
             write_result(result, result.path.parent)
     return out
 

@@ -7,7 +7,7 @@ import math
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, cast, get_args
 
 import pytest
 
@@ -51,7 +51,7 @@ def check_method(regs: Registries, method: str, tmp: Path, check_resume: bool = 
     _require(T == 2, f"{what}: {T} tasks recorded, expected the tiny stream's 2")
     _check_matrix(result, list(result.tasks), what)
     if "AA" in result.metrics:
-        _require(result.metrics["AA"] == pytest.approx(sum(result.accuracy_matrix[-1]) / T),
+        _require(result.metrics["AA"] == pytest.approx(sum(cast("list[float]", result.accuracy_matrix[-1])) / T),
                  f"{what}: AA {result.metrics['AA']} is not the mean of the last row {result.accuracy_matrix[-1]}")
     for name, value in result.metrics.items():
         _require(value is None or math.isfinite(value), f"{what}: metric {name!r} is {value!r}")

@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import math
 from pathlib import Path
+from typing import cast
 
 import torch
 
@@ -78,7 +79,8 @@ def _check_pure(spec: MetricSpec, inp: MetricInput, value: float | None, who: st
     after_footprints = fps.to_tensors(inp.footprints) if inp.footprints else None
     _require(inp.matrix == before[0] and inp.report == before[1] and inp.tasks == before[2]
              and (before[3] is None) == (after_footprints is None)
-             and (before[3] is None or all(torch.equal(v, after_footprints[k]) for k, v in before[3].items())),
+             and (before[3] is None or all(torch.equal(v, cast("dict[str, torch.Tensor]", after_footprints)[k])
+                                           for k, v in before[3].items())),
              f"{who}: fn(inp) changed its input (matrix, report, tasks or footprints); the metrics of a cell share "
              "one MetricInput, so a metric must not modify it")
     if spec.needs in ("matrix", "report"):

@@ -6,8 +6,9 @@ and the ``test`` profile (:data:`clbench.cell.TEST_PROFILE`) the kit plans its c
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -54,6 +55,7 @@ class TinyClassIncrementalStream(TinyVectorStream):
 
     def load(self, info: TaskInfo) -> TaskData:
         data = super().load(info)
+        assert data.val is not None  # TinyVectorStream.load makes all three splits
         first = 2 * int(info.name[1:])  # t0: a, b (0, 1); t1: c, d (2, 3)
         return TaskData(info, *(Split(s.x, s.y + first) for s in (data.train, data.test, data.val)))
 
@@ -103,7 +105,7 @@ class TinyTextModel(CLModel):
         offsets = torch.tensor([0] + [len(i) for i in ids[:-1]]).cumsum(0)
         device = self.embed.weight.device
         h = self.embed(torch.tensor([j for i in ids for j in i], device=device), offsets.to(device))
-        for block in self.blocks:
+        for block in cast("Iterable[nn.ModuleDict]", self.blocks):
             h = h + torch.tanh(block["v"](h) * torch.sigmoid(block["q"](h)))
         return h
 

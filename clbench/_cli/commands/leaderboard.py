@@ -47,7 +47,8 @@ def command(regs: Registries, runs: tuple[Path, ...], out: Path | None, formats:
 
     from clbench._tools.leaderboard import read_margins
 
-    results, skipped, margins = [], 0, {}
+    results, skipped = [], 0
+    margins: dict[str, float] = {}
     for root in runs or (Path("runs"),):
         for stream, margin in read_margins(root).items():  # Δ per stream (the verdict rule); the largest wins
             margins[stream] = max(margin, margins.get(stream, 0.0))

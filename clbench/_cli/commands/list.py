@@ -72,8 +72,8 @@ def show_plugins(regs: Registries) -> None:
         if hooks:
             offers.append(f"observes {', '.join(hooks)}")
         rows.append((origin.plugin, origin.distribution, "; ".join(offers) or "nothing"))
-    for name, dist, offers in sorted(rows):
-        click.echo(f"  {name:<22} {dist:<28} {offers}")
+    for name, dist, offered in sorted(rows):
+        click.echo(f"  {name:<22} {dist:<28} {offered}")
 
 
 def show_settings(regs: Registries, name: str, kind: str | None = None) -> None:
