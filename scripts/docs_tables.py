@@ -716,7 +716,7 @@ def _g(x: float | None) -> str:
 def tuning_choices(results: Path, regs: Any) -> str:
     """Per quick stream × method: the grid, the validation AA of the choice and of the runner-up, the points a
     seed diverged at, and the choice's doubled run (results/tuning, scripts/tune_quick.py)."""
-    from clbench._tools.leaderboard import _fmt
+    from clbench._tools.tables import _fmt
 
     tq = _tune_quick()
     grid_results, stable_results = tq._results(tq.GRID_DIR), tq._results(tq.STABLE_DIR)

@@ -21,498 +21,59 @@ listed under the stream's tables. A (method, order) with no complete cell shows 
 
 from __future__ import annotations
 
-import math
-import os
-import statistics
-import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
 import pandas as pd
 from tabulate import tabulate
 
-from clbench import verdicts as V
-from clbench._core.examples import final_row
 from clbench._core.results import iter_results
+from clbench._tools.summary import (
+    RANK_BY,
+    SECOND,
+    SUMMARY_LEGEND,
+    Cost,
+    Summary,
+    SummaryRow,
+    _rank,
+    summarise,
+    summary_caption,
+    summary_table,
+)
+from clbench._tools.tables import (
+    BUDGET_FLAG,
+    DEFAULT_MARGIN,
+    ERROR,
+    ERROR_CHARS,
+    LEGEND,
+    LEGEND_NO_CELL,
+    MARGIN_FILE,
+    NA,
+    ORACLE_TAGS,
+    _fence,
+    _has_error,
+    _has_value,
+    _parts,
+    _stats,
+    bold_rows,
+    complete_seeds,
+    diagnostics_tables,
+    diverged_note,
+    error_lines,
+    frame,
+    is_oracle,
+    label_key,
+    margin_of,
+    metric_table,
+    read_margins,
+)
 from clbench.cell import CellResult
-from clbench.errors import ResultFileError
 from clbench.specs import MethodSpec, MetricSpec
-
-NA = "n/a"
-ERROR = "error"
-ERROR_CHARS = 200  # a metric error's message is cut to this many characters in the leaderboard
-ORACLE_TAGS = frozenset({"reference", "upper-bound"})  # methods given what a continual learner is not
-DEFAULT_MARGIN = 1.0  # Δ in pp: the least margin of any stream (clbench.verdicts)
-MARGIN_FILE = "MARGIN"  # a result tree's per-stream margins (`stream=pp` lines), see read_margins
-BUDGET_FLAG = 1.2  # a row whose steps a task exceed this × the table's median is flagged
-LEGEND = ("Bold `avg`: the reference (the best non-oracle mean) and every row the verdict rule does not call `below` "
-          "it (see the summary's caption); no bold: no row is separated from the reference. Oracle rows are never "
-          "bold.")
-LEGEND_NO_CELL = "Bold `avg`: none, no cell is complete."
-
-
-def frame(results: Iterable[CellResult]) -> pd.DataFrame:
-    """One row per (cell, metric) with its value and, when it raised, its error; the tidy form every
-    table is pivoted from. A metric with an error has value None whatever the result recorded."""
-    rows = []
-    for r in results:
-        profile = str(r.config.get("profile", "custom"))
-        base = {"profile": profile, "stream": r.stream, "scenario": r.scenario or "", "method": r.method,
-                "order": r.order, "seed": r.seed, "status": r.status, "path": str(r.path) if r.path else ""}
-        if r.status != "complete":
-            rows.append({**base, "metric": None, "value": None, "error": None})
-            continue
-        errors = r.metric_errors or {}
-        for name in [*r.metrics, *sorted(n for n in errors if n not in r.metrics)]:
-            error = errors.get(name)
-            rows.append({**base, "metric": name, "value": None if error is not None else r.metrics.get(name),
-                         "error": None if error is None else str(error)})
-    return pd.DataFrame(rows, columns=["profile", "stream", "scenario", "method", "order", "seed", "status", "path",
-                                       "metric", "value", "error"])
-
-
-def _stats(values: Sequence[float]) -> tuple[float, float | None]:
-    mean = sum(values) / len(values)
-    if len(values) == 1:
-        return mean, None
-    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-
-
-def _fmt(values: Sequence[float]) -> str:
-    if not values:
-        return NA
-    mean, std = _stats(values)
-    return f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
-
-
-def _errors_note(n: int) -> str:
-    return f" ({n} error{'s' if n != 1 else ''})" if n else ""
-
-
-def label_key(label: str) -> tuple[str, list[tuple[str, int, float, str]]]:
-    """Method labels in natural order: a sweep's values numerically (``ewc@lambda=3`` before ``ewc@lambda=10``)."""
-    base, _, sweep = label.partition("@")
-    parts = []
-    for pair in sweep.split(",") if sweep else []:
-        key, _, value = pair.partition("=")
-        try:
-            parts.append((key, 0, float(value), ""))
-        except ValueError:
-            parts.append((key, 1, 0.0, value))
-    return base, parts
-
-
-def _order_key(order: str) -> tuple[int, str]:
-    return (int(order), order) if order.isdigit() else (1 << 30, order)
-
-
-def _link(text: str, paths: Sequence[str], link_root: Path | None) -> str:
-    paths = [p for p in paths if p]
-    if link_root is None or not paths or text == NA:
-        return text
-    target = Path(sorted(paths)[0])
-    if len(paths) > 1:
-        target = target.parent.parent  # order-<o>/ holds one directory per seed
-    rel = os.path.relpath(target, link_root).replace(os.sep, "/")
-    # percent-encoded: a space, newline, parenthesis or % in --out or a label would end or garble the link
-    return f"[{text}]({urllib.parse.quote(rel, safe='/@=,+:')})"
-
-
-def _has_error(series: pd.Series) -> pd.Series:
-    return series.map(lambda e: e is not None and not (isinstance(e, float) and math.isnan(e)))
-
-
-def _has_value(series: pd.Series) -> pd.Series:
-    return series.map(lambda v: v is not None and not pd.isna(v))
-
-
-def complete_seeds(df: pd.DataFrame) -> int:
-    """How many seeds the complete cells of ``df`` span."""
-    return int(df.loc[df["status"] == "complete", "seed"].nunique())
-
-
-def diverged_note(cells: pd.DataFrame) -> str | None:
-    """``diverged (d of n cells)`` when some of these cells (one row per cell and metric) diverged, else None."""
-    status = cells.drop_duplicates(["order", "seed"])["status"]
-    d = int((status == "diverged").sum())
-    return f"diverged ({d} of {len(status)} cell{'s' if len(status) != 1 else ''})" if d else None
-
-
-def _parts(label: str) -> list[str]:
-    return label.split("@", 1)[0].split("+")
-
-
-def is_oracle(label: str, specs: Mapping[str, MethodSpec] | None) -> bool:
-    """Whether a method label is an oracle (one of its parts tagged ``reference`` or ``upper-bound``)."""
-    return bool(specs) and any(specs[p].tags & ORACLE_TAGS for p in _parts(label) if specs and p in specs)
-
-
-def _cell_values(values: pd.DataFrame) -> dict[str, float]:
-    """``order/seed`` → value of one method's cells of one metric (those with a value)."""
-    got = values.loc[_has_value(values["value"])]
-    return {f"{o}/{s}": float(v) for o, s, v in zip(got["order"], got["seed"], got["value"], strict=True)}
-
-
-def _judge_metric(df: pd.DataFrame, metric: MetricSpec, methods: Sequence[str],
-                  specs: Mapping[str, MethodSpec] | None, margin: float) -> V.Table:
-    """The verdict rule on one metric's pooled cells (rows with a diverged cell left out)."""
-    values = df[df["metric"] == metric.name]
-    rows = [V.Row(m, _cell_values(values[values["method"] == m]), is_oracle(m, specs)) for m in methods
-            if not diverged_note(df[df["method"] == m])]
-    return V.judge(rows, metric.direction, V.Rule(margin=margin))
-
-
-def bold_rows(table: V.Table) -> set[str]:
-    """The rows a table bolds: the reference and every ranked row not ``below`` it, when some row is below."""
-    ranked = [r for r in table.rows if not r.oracle]
-    if not any(r.verdict == V.BELOW for r in ranked):
-        return set()
-    return {r.name for r in ranked if r.verdict != V.BELOW}
-
-
-def metric_table(df: pd.DataFrame, metric: MetricSpec, link_root: Path | None = None,
-                 methods: Sequence[str] | None = None, labels: Mapping[str, str] | None = None,
-                 specs: Mapping[str, MethodSpec] | None = None, margin: float = DEFAULT_MARGIN) -> str:
-    """Markdown table of one objective on one stream (``df`` already filtered to the stream), rows in the order of
-    ``methods`` (default: alphabetical), each named by ``labels`` (default: the method). A (method, order) or row
-    with a diverged cell shows ``diverged (d of n cells)``, not a mean of the others, and cannot be bold."""
-    orders = sorted(df["order"].unique(), key=_order_key)
-    methods = list(methods) if methods is not None else sorted(df["method"].unique(), key=label_key)
-    labels = labels or {}
-    values = df[(df["metric"] == metric.name)]
-    table = []
-    for method in methods:
-        row = [labels.get(method, method)]
-        pooled: list[float] = []
-        row_errors = 0
-        for order in orders:
-            cells = df[(df["method"] == method) & (df["order"] == order)]
-            got = values[(values["method"] == method) & (values["order"] == order)].sort_values("seed")
-            numbers = [float(v) for v in got.loc[_has_value(got["value"]), "value"]]
-            failed = got[_has_error(got["error"])]
-            pooled += numbers
-            row_errors += len(failed)
-            diverged = diverged_note(cells) if not cells.empty else None
-            if cells.empty:
-                row.append("")
-            elif diverged:
-                row.append(_link(diverged, list(cells.loc[cells["status"] == "diverged", "path"]), link_root))
-            elif numbers:
-                row.append(_link(_fmt(numbers) + _errors_note(len(failed)), list(got["path"]), link_root))
-            elif len(failed):
-                row.append(_link(ERROR, list(failed["path"]), link_root))
-            elif (cells["status"] == "complete").any():
-                row.append(NA)
-            else:
-                row.append(", ".join(sorted(set(cells["status"]))))
-        row_diverged = diverged_note(df[df["method"] == method])
-        if row_diverged:
-            row.append(row_diverged)
-        elif pooled:
-            row.append(_fmt(pooled) + _errors_note(row_errors))
-        else:
-            row.append(ERROR if row_errors else NA)
-        table.append(row)
-    if not metric.is_diagnostic:
-        bold = bold_rows(_judge_metric(df, metric, methods, specs, margin))
-        for row, method in zip(table, methods, strict=True):
-            if method in bold:
-                row[-1] = f"**{row[-1]}**"
-    arrow = "↑" if metric.direction == "up" else "↓"
-    header = ["method"] + [f"order {o}" for o in orders] + ["avg"]
-    title = f"#### {metric.name} {arrow}" + (f" — {metric.description}" if metric.description else "")
-    return title + "\n\n" + tabulate(table, headers=header, tablefmt="github", disable_numparse=True) + "\n"
-
-
-def diagnostics_tables(df: pd.DataFrame, metrics: Sequence[MetricSpec], methods: Sequence[str],
-                       labels: Mapping[str, str], specs: Mapping[str, MethodSpec] | None) -> list[str]:
-    """One table per footprint type (dense, LoRA, masked) of the diagnostics that have a value or an error for one
-    of its methods: mean ± std over every cell of the row, never bold, never ranked."""
-    def kind(label: str) -> str:
-        first = _parts(label)[0]
-        return specs[first].footprint_kind if specs and first in specs else "other"
-
-    out = []
-    for footprint in sorted({kind(m) for m in methods}):
-        rows_of = [m for m in methods if kind(m) == footprint]
-        sub = df[df["method"].isin(rows_of)]
-        present = sub.loc[_has_value(sub["value"]) | _has_error(sub["error"]), "metric"].unique()
-        shown = [m for m in metrics if m.name in set(present)]
-        if not shown:
-            continue
-        table = []
-        for method in rows_of:
-            row = [labels.get(method, method)]
-            for metric in shown:
-                got = sub[(sub["method"] == method) & (sub["metric"] == metric.name)]
-                numbers = [float(v) for v in got.loc[_has_value(got["value"]), "value"]]
-                failed = int(_has_error(got["error"]).sum())
-                row.append(_fmt_sig(numbers) + _errors_note(failed) if numbers else ERROR if failed else NA)
-            table.append(row)
-        header = ["method"] + [f"{m.name} {'↑' if m.direction == 'up' else '↓'}" for m in shown]
-        out.append(f"#### Diagnostics — {footprint} footprints (never ranked)\n\n"
-                   + tabulate(table, headers=header, tablefmt="github", disable_numparse=True) + "\n")
-    return out
-
-
-def _fmt_sig(values: Sequence[float]) -> str:
-    """Mean ± std in 4 significant digits: diagnostics span many orders of magnitude."""
-    mean, std = _stats(values)
-    return f"{mean:.4g}" if std is None else f"{mean:.4g} ± {std:.2g}"
-
-
-def _one_line(message: str, limit: int = ERROR_CHARS) -> str:
-    text = " ".join(str(message).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def error_lines(df: pd.DataFrame, metric_names: Sequence[str]) -> list[str]:
-    """``errors: <metric> on <method> order <o> seed <s>: <message>`` for every metric error of the
-    stream in ``df`` among ``metric_names``, sorted by metric, method, order and seed."""
-    failed = df[_has_error(df["error"]) & df["metric"].isin(list(metric_names))]
-    keyed = sorted(((str(m), str(me), _order_key(str(o)), int(s), str(e)) for m, me, o, s, e in
-                    zip(failed["metric"], failed["method"], failed["order"], failed["seed"], failed["error"], strict=True)))
-    return [f"errors: {m} on {me} order {o[1]} seed {s}: {_one_line(e)}" for m, me, o, s, e in keyed]
-
-
-def _fence(lines: Sequence[str]) -> str:
-    """The lines as a fenced text block (one per line, no markdown read into the messages)."""
-    longest = 0
-    for line in lines:
-        run = 0
-        for ch in line:
-            run = run + 1 if ch == "`" else 0
-            longest = max(longest, run)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}text\n" + "\n".join(lines) + f"\n{fence}\n"
-
 
 SCENARIO_WORDS = {"task-incremental": "task-incremental: the task identity is given at test time",
                   "domain-incremental": "domain-incremental: no task identity at test time, one shared head",
                   "class-incremental": "class-incremental: no task identity at test time, the label set grows"}
-RANK_BY, SECOND = "AA", "F.Ra"  # the summary ranks by AA (higher is better) and shows F.Ra beside it
-SUMMARY_LEGEND = ("Rows ranked by mean AA over every cell (orders × seeds), with its 95 % two-level bootstrap "
-                  "interval (cells, then test examples) and the rank interval those replicates give. `vs reference`: "
-                  "the verdict of the one rule (docs/verdicts.md) against the reference, the best non-oracle row; "
-                  "`d (p)`: the row's mean paired deficit in AA and its Holm-adjusted p. Oracle rows sit apart; "
-                  "`(defaults)` marks a method with no preset for the profile and stream: it ran on the training "
-                  "defaults, not on settings chosen for the stream as the built-ins' presets are (docs/tuning.md). "
-                  "Cost: optimizer steps a task (⚑: above 1.2× the table's median), wall seconds a cell, the method's "
-                  "state after the last task, the most parameters a phase trained.")
-
-
-def read_margins(root: Path) -> dict[str, float]:
-    """A result tree's per-stream margins Δ (pp) from ``root/MARGIN``: lines ``stream=number``, ``#`` comments;
-    {} when the file is absent. Streams not named get :data:`DEFAULT_MARGIN`."""
-    path = Path(root) / MARGIN_FILE
-    if not path.exists():
-        return {}
-    out: dict[str, float] = {}
-    for n, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        stream, sep, value = (part.strip() for part in line.partition("="))
-        try:
-            margin = float(value)
-        except ValueError:
-            margin = -1.0
-        if not sep or not stream or not margin >= 0 or stream in out:
-            raise ResultFileError(f"{path}:{n}: expected one `stream=<margin in pp ≥ 0>` line per stream, got {raw!r}")
-        out[stream] = margin
-    return out
-
-
-def margin_of(stream: str, margins: Mapping[str, float] | None) -> float:
-    return max(DEFAULT_MARGIN, (margins or {}).get(stream, DEFAULT_MARGIN))
-
-
-@dataclass(frozen=True)
-class Cost:
-    """What a row's complete cells cost, as their result.json record it."""
-
-    steps: float | None  # optimizer steps a task, mean over cells
-    seconds: float | None  # wall seconds a cell, mean
-    devices: tuple[str, ...]
-    peak: int | None  # the largest per-task peak device memory (GPU cells only)
-    state: int | None  # the method's state after the last task, largest over cells
-    trainable: int | None  # the most parameters a phase trained
-
-    @classmethod
-    def of(cls, results: Sequence[CellResult]) -> Cost:
-        steps, seconds, peaks, states, trainable = [], [], [], [], []
-        for r in results:
-            tasks = (r.timings or {}).get("tasks", [])
-            phases = [v for t in tasks for v in t.values() if isinstance(v, dict)]
-            if tasks:
-                steps.append(sum(int(v.get("steps", 0)) for v in phases) / len(tasks))
-            if (r.timings or {}).get("total_s") is not None:
-                seconds.append(float(r.timings["total_s"]))
-            peaks += [int(t["peak_memory_bytes"]) for t in tasks if t.get("peak_memory_bytes") is not None]
-            compute = r.compute or {}
-            if compute.get("method_state_bytes") is not None:
-                states.append(int(compute["method_state_bytes"]))
-            trainable += [int(v["trainable"]) for v in phases if v.get("trainable") is not None]
-        return cls(statistics.fmean(steps) if steps else None, statistics.fmean(seconds) if seconds else None,
-                   tuple(sorted({str(r.env.get("device", "?")) for r in results})), max(peaks, default=None),
-                   max(states, default=None), max(trainable, default=None))
-
-
-@dataclass(frozen=True)
-class SummaryRow:
-    method: str
-    judged: V.Judged | None  # None: not judged (a diverged cell, or no AA)
-    fra: list[float]
-    cells: int
-    diverged: str | None
-    statuses: list[str]
-    cost: Cost
-    oracle: bool
-
-
-@dataclass(frozen=True)
-class Summary:
-    """One section's summary: ranked rows (best mean first), then oracle rows, then rows that cannot be judged."""
-
-    rows: list[SummaryRow]
-    table: V.Table
-    median_steps: float | None
-
-
-def summarise(results: Sequence[CellResult], specs: Mapping[str, MethodSpec] | None = None,
-              margin: float = DEFAULT_MARGIN) -> Summary:
-    """The verdict rule on one section's AA (one stream, one scenario), with each row's F.Ra and cost."""
-    by_method: dict[str, list[CellResult]] = {}
-    for r in results:
-        by_method.setdefault(r.method, []).append(r)
-    rows, other = [], []
-    for method in sorted(by_method, key=label_key):
-        cells = by_method[method]
-        complete = [r for r in cells if r.status == "complete"]
-        diverged = sum(r.status == "diverged" for r in cells)
-        note = f"diverged ({diverged} of {len(cells)} cell{'s' if len(cells) != 1 else ''})" if diverged else None
-        aa = {f"{r.order}/{r.seed}": float(cast(float, r.metrics[RANK_BY])) for r in complete
-              if r.metrics.get(RANK_BY) is not None}
-        examples = {}
-        for r in complete:
-            per_task = final_row(r.examples, r.tasks)
-            if per_task is not None:
-                examples[f"{r.order}/{r.seed}"] = per_task
-        if aa and not note:
-            rows.append(V.Row(method, aa, is_oracle(method, specs), examples))
-        else:
-            other.append(method)
-    table = V.judge(rows, "up", V.Rule(margin=margin))
-    judged = {j.name: j for j in table.rows}
-    ordered = [j.name for j in table.rows] + other
-
-    def row(method: str) -> SummaryRow:
-        cells = by_method[method]
-        complete = [r for r in cells if r.status == "complete"]
-        diverged = sum(r.status == "diverged" for r in cells)
-        return SummaryRow(method, judged.get(method),
-                          [float(cast(float, r.metrics[SECOND])) for r in complete
-                           if r.metrics.get(SECOND) is not None],
-                          len(cells), f"diverged ({diverged} of {len(cells)} cell{'s' if len(cells) != 1 else ''})"
-                          if diverged else None, sorted({r.status for r in cells}), Cost.of(complete),
-                          is_oracle(method, specs))
-
-    out = [row(m) for m in ordered]
-    steps = [r.cost.steps for r in out if r.cost.steps is not None]
-    return Summary(out, table, statistics.median(steps) if steps else None)
-
-
-def _bytes(n: int | None) -> str:
-    if n is None:
-        return "—"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"  # pragma: no cover
-
-
-def _count(n: int | None) -> str:
-    if n is None:
-        return "—"
-    return f"{n / 1e6:.2f} M" if n >= 1e6 else f"{n / 1e3:.1f} k" if n >= 1e3 else str(n)
-
-
-def _aa_text(row: SummaryRow) -> str:
-    j = row.judged
-    if row.diverged:
-        return row.diverged
-    if j is None:
-        return ", ".join(row.statuses)
-    if j.interval is None or j.interval[0] == j.interval[1]:
-        return f"{j.mean:.2f}"
-    return f"{j.mean:.2f} ({j.interval[0]:.2f}–{j.interval[1]:.2f})"
-
-
-def _diff_text(row: SummaryRow) -> str:
-    j = row.judged
-    if j is None or j.diff is None:
-        return ""
-    return f"{j.diff:.2f} ({V.fmt_p(j.p_holm)})"
-
-
-def _steps_text(row: SummaryRow, median: float | None) -> str:
-    steps = row.cost.steps
-    if steps is None:
-        return "—"
-    flag = f" ⚑{steps / median:.1f}×" if median and steps > BUDGET_FLAG * median else ""
-    return f"{steps:,.0f}{flag}"
-
-
-def _rank(row: SummaryRow) -> str:
-    if row.judged is None:
-        return "—"
-    return "ref." if row.oracle else row.judged.rank_text
-
-
-def summary_table(summary: Summary, labels: Mapping[str, str] | None = None, tablefmt: str = "github",
-                  cost: bool = True) -> str:
-    """One section's answer to "which method is best, and by how much": the ranked rows, then the oracle rows
-    (their own table in markdown, a block below in plain text), then rows that cannot be judged."""
-    labels = labels or {}
-    head = ["rank", "method", f"{RANK_BY} ↑ (95 % CI)", f"{SECOND} ↓", "cells", "vs reference", "d (p)"]
-    if cost:
-        head += ["steps/task", "s/cell", "state", "trained"]
-        if any(r.cost.peak is not None for r in summary.rows):
-            head.append("peak memory")
-
-    def line(row: SummaryRow) -> list[str]:
-        verdict = row.judged.verdict if row.judged is not None else ""
-        out = [_rank(row), labels.get(row.method, row.method), _aa_text(row),
-               "" if row.diverged else _fmt(row.fra) if row.fra else NA, str(row.cells),
-               "" if row.oracle else verdict, _diff_text(row)]
-        if cost:
-            c = row.cost
-            out += [_steps_text(row, summary.median_steps), "—" if c.seconds is None else f"{c.seconds:.1f}",
-                    _bytes(c.state), _count(c.trainable)]
-            if "peak memory" in head:
-                out.append(_bytes(c.peak))
-        return out
-
-    ranked = [r for r in summary.rows if not r.oracle]
-    oracles = [r for r in summary.rows if r.oracle]
-    text = tabulate([line(r) for r in ranked], headers=head, tablefmt=tablefmt, disable_numparse=True) + "\n"
-    if oracles:
-        text += ("\nOracle rows (given what a continual learner is not: every task's data at once, or one model per "
-                 "task); not ranked, never the reference:\n\n" if tablefmt == "github" else "oracle rows (not ranked):\n")
-        text += tabulate([line(r) for r in oracles], headers=head, tablefmt=tablefmt, disable_numparse=True) + "\n"
-    return text
-
-
-def summary_caption(summary: Summary) -> str:
-    """The rule, n, p and Δ of one section's verdicts, and the devices its cells ran on."""
-    devices = sorted({d for r in summary.rows for d in r.cost.devices})
-    peak = any(r.cost.peak is not None for r in summary.rows)
-    return (summary.table.caption() + f" Cells ran on {', '.join(devices) or '?'}"
-            + ("" if peak else "; peak memory is measured on GPU cells only") + ".")
-
 
 def summary_frame(results: Iterable[CellResult], specs: Mapping[str, MethodSpec] | None = None,
                   margins: Mapping[str, float] | None = None) -> pd.DataFrame:
@@ -760,3 +321,13 @@ def by_profile(results: Iterable[CellResult]) -> Mapping[str, list[CellResult]]:
     for r in results:
         out.setdefault(str(r.config.get("profile", "custom")), []).append(r)
     return dict(sorted(out.items()))
+
+
+__all__ = [  # the leaderboard's public names, wherever they are defined
+    "BUDGET_FLAG", "Cost", "DEFAULT_MARGIN", "ERROR", "ERROR_CHARS", "LEGEND", "LEGEND_NO_CELL", "MARGIN_FILE",
+    "NA", "ORACLE_TAGS", "RANK_BY", "SCENARIO_WORDS", "SECOND", "SUMMARY_LEGEND", "Summary", "SummaryRow",
+    "bold_rows", "by_profile", "cannot_run", "complete_seeds", "console_summary", "diagnostics_tables",
+    "diverged_note", "error_lines", "frame", "is_oracle", "label_key", "load", "margin_of", "method_labels",
+    "metric_table", "read_margins", "render", "render_cell", "section_results", "section_title", "sections",
+    "summarise", "summary_caption", "summary_frame", "summary_table",
+]

@@ -1,0 +1,219 @@
+"""A stream's summary: methods ranked by AA with intervals and rank intervals, the verdict against the reference,
+and each row's cost (steps a task, seconds a cell, the method's state, trained parameters); oracle rows apart."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import cast
+
+from tabulate import tabulate
+
+from clbench import verdicts as V
+from clbench._core.examples import final_row
+from clbench._tools.tables import (
+    BUDGET_FLAG,
+    DEFAULT_MARGIN,
+    NA,
+    _fmt,
+    is_oracle,
+    label_key,
+)
+from clbench.cell import CellResult
+from clbench.specs import MethodSpec
+
+RANK_BY, SECOND = "AA", "F.Ra"  # the summary ranks by AA (higher is better) and shows F.Ra beside it
+SUMMARY_LEGEND = ("Rows ranked by mean AA over every cell (orders × seeds), with its 95 % two-level bootstrap "
+                  "interval (cells, then test examples) and the rank interval those replicates give. `vs reference`: "
+                  "the verdict of the one rule (docs/verdicts.md) against the reference, the best non-oracle row; "
+                  "`d (p)`: the row's mean paired deficit in AA and its Holm-adjusted p. Oracle rows sit apart; "
+                  "`(defaults)` marks a method with no preset for the profile and stream: it ran on the training "
+                  "defaults, not on settings chosen for the stream as the built-ins' presets are (docs/tuning.md). "
+                  "Cost: optimizer steps a task (⚑: above 1.2× the table's median), wall seconds a cell, the method's "
+                  "state after the last task, the most parameters a phase trained.")
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a row's complete cells cost, as their result.json record it."""
+
+    steps: float | None  # optimizer steps a task, mean over cells
+    seconds: float | None  # wall seconds a cell, mean
+    devices: tuple[str, ...]
+    peak: int | None  # the largest per-task peak device memory (GPU cells only)
+    state: int | None  # the method's state after the last task, largest over cells
+    trainable: int | None  # the most parameters a phase trained
+
+    @classmethod
+    def of(cls, results: Sequence[CellResult]) -> Cost:
+        steps, seconds, peaks, states, trainable = [], [], [], [], []
+        for r in results:
+            tasks = (r.timings or {}).get("tasks", [])
+            phases = [v for t in tasks for v in t.values() if isinstance(v, dict)]
+            if tasks:
+                steps.append(sum(int(v.get("steps", 0)) for v in phases) / len(tasks))
+            if (r.timings or {}).get("total_s") is not None:
+                seconds.append(float(r.timings["total_s"]))
+            peaks += [int(t["peak_memory_bytes"]) for t in tasks if t.get("peak_memory_bytes") is not None]
+            compute = r.compute or {}
+            if compute.get("method_state_bytes") is not None:
+                states.append(int(compute["method_state_bytes"]))
+            trainable += [int(v["trainable"]) for v in phases if v.get("trainable") is not None]
+        return cls(statistics.fmean(steps) if steps else None, statistics.fmean(seconds) if seconds else None,
+                   tuple(sorted({str(r.env.get("device", "?")) for r in results})), max(peaks, default=None),
+                   max(states, default=None), max(trainable, default=None))
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    method: str
+    judged: V.Judged | None  # None: not judged (a diverged cell, or no AA)
+    fra: list[float]
+    cells: int
+    diverged: str | None
+    statuses: list[str]
+    cost: Cost
+    oracle: bool
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One section's summary: ranked rows (best mean first), then oracle rows, then rows that cannot be judged."""
+
+    rows: list[SummaryRow]
+    table: V.Table
+    median_steps: float | None
+
+
+def summarise(results: Sequence[CellResult], specs: Mapping[str, MethodSpec] | None = None,
+              margin: float = DEFAULT_MARGIN) -> Summary:
+    """The verdict rule on one section's AA (one stream, one scenario), with each row's F.Ra and cost."""
+    by_method: dict[str, list[CellResult]] = {}
+    for r in results:
+        by_method.setdefault(r.method, []).append(r)
+    rows, other = [], []
+    for method in sorted(by_method, key=label_key):
+        cells = by_method[method]
+        complete = [r for r in cells if r.status == "complete"]
+        diverged = sum(r.status == "diverged" for r in cells)
+        note = f"diverged ({diverged} of {len(cells)} cell{'s' if len(cells) != 1 else ''})" if diverged else None
+        aa = {f"{r.order}/{r.seed}": float(cast(float, r.metrics[RANK_BY])) for r in complete
+              if r.metrics.get(RANK_BY) is not None}
+        examples = {}
+        for r in complete:
+            per_task = final_row(r.examples, r.tasks)
+            if per_task is not None:
+                examples[f"{r.order}/{r.seed}"] = per_task
+        if aa and not note:
+            rows.append(V.Row(method, aa, is_oracle(method, specs), examples))
+        else:
+            other.append(method)
+    table = V.judge(rows, "up", V.Rule(margin=margin))
+    judged = {j.name: j for j in table.rows}
+    ordered = [j.name for j in table.rows] + other
+
+    def row(method: str) -> SummaryRow:
+        cells = by_method[method]
+        complete = [r for r in cells if r.status == "complete"]
+        diverged = sum(r.status == "diverged" for r in cells)
+        return SummaryRow(method, judged.get(method),
+                          [float(cast(float, r.metrics[SECOND])) for r in complete
+                           if r.metrics.get(SECOND) is not None],
+                          len(cells), f"diverged ({diverged} of {len(cells)} cell{'s' if len(cells) != 1 else ''})"
+                          if diverged else None, sorted({r.status for r in cells}), Cost.of(complete),
+                          is_oracle(method, specs))
+
+    out = [row(m) for m in ordered]
+    steps = [r.cost.steps for r in out if r.cost.steps is not None]
+    return Summary(out, table, statistics.median(steps) if steps else None)
+
+
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "—"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"  # pragma: no cover
+
+
+def _count(n: int | None) -> str:
+    if n is None:
+        return "—"
+    return f"{n / 1e6:.2f} M" if n >= 1e6 else f"{n / 1e3:.1f} k" if n >= 1e3 else str(n)
+
+
+def _aa_text(row: SummaryRow) -> str:
+    j = row.judged
+    if row.diverged:
+        return row.diverged
+    if j is None:
+        return ", ".join(row.statuses)
+    if j.interval is None or j.interval[0] == j.interval[1]:
+        return f"{j.mean:.2f}"
+    return f"{j.mean:.2f} ({j.interval[0]:.2f}–{j.interval[1]:.2f})"
+
+
+def _diff_text(row: SummaryRow) -> str:
+    j = row.judged
+    if j is None or j.diff is None:
+        return ""
+    return f"{j.diff:.2f} ({V.fmt_p(j.p_holm)})"
+
+
+def _steps_text(row: SummaryRow, median: float | None) -> str:
+    steps = row.cost.steps
+    if steps is None:
+        return "—"
+    flag = f" ⚑{steps / median:.1f}×" if median and steps > BUDGET_FLAG * median else ""
+    return f"{steps:,.0f}{flag}"
+
+
+def _rank(row: SummaryRow) -> str:
+    if row.judged is None:
+        return "—"
+    return "ref." if row.oracle else row.judged.rank_text
+
+
+def summary_table(summary: Summary, labels: Mapping[str, str] | None = None, tablefmt: str = "github",
+                  cost: bool = True) -> str:
+    """One section's answer to "which method is best, and by how much": the ranked rows, then the oracle rows
+    (their own table in markdown, a block below in plain text), then rows that cannot be judged."""
+    labels = labels or {}
+    head = ["rank", "method", f"{RANK_BY} ↑ (95 % CI)", f"{SECOND} ↓", "cells", "vs reference", "d (p)"]
+    if cost:
+        head += ["steps/task", "s/cell", "state", "trained"]
+        if any(r.cost.peak is not None for r in summary.rows):
+            head.append("peak memory")
+
+    def line(row: SummaryRow) -> list[str]:
+        verdict = row.judged.verdict if row.judged is not None else ""
+        out = [_rank(row), labels.get(row.method, row.method), _aa_text(row),
+               "" if row.diverged else _fmt(row.fra) if row.fra else NA, str(row.cells),
+               "" if row.oracle else verdict, _diff_text(row)]
+        if cost:
+            c = row.cost
+            out += [_steps_text(row, summary.median_steps), "—" if c.seconds is None else f"{c.seconds:.1f}",
+                    _bytes(c.state), _count(c.trainable)]
+            if "peak memory" in head:
+                out.append(_bytes(c.peak))
+        return out
+
+    ranked = [r for r in summary.rows if not r.oracle]
+    oracles = [r for r in summary.rows if r.oracle]
+    text = tabulate([line(r) for r in ranked], headers=head, tablefmt=tablefmt, disable_numparse=True) + "\n"
+    if oracles:
+        text += ("\nOracle rows (given what a continual learner is not: every task's data at once, or one model per "
+                 "task); not ranked, never the reference:\n\n" if tablefmt == "github" else "oracle rows (not ranked):\n")
+        text += tabulate([line(r) for r in oracles], headers=head, tablefmt=tablefmt, disable_numparse=True) + "\n"
+    return text
+
+
+def summary_caption(summary: Summary) -> str:
+    """The rule, n, p and Δ of one section's verdicts, and the devices its cells ran on."""
+    devices = sorted({d for r in summary.rows for d in r.cost.devices})
+    peak = any(r.cost.peak is not None for r in summary.rows)
+    return (summary.table.caption() + f" Cells ran on {', '.join(devices) or '?'}"
+            + ("" if peak else "; peak memory is measured on GPU cells only") + ".")
