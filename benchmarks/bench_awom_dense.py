@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from clbench import metrics as m
+from clbench import footprint_metrics
 
 # Llama-3-8B (meta-llama/Meta-Llama-3-8B config.json): out × in of every matrix a full fine-tuning moves
 WIDTH, MLP, KV, VOCAB, LAYERS = 4096, 14336, 1024, 128256, 32
@@ -41,8 +41,8 @@ def route_speed(rows: int, cols: int, device: str) -> list[tuple[str, float, flo
     last, prev = (torch.randn(cols, rows, generator=g, dtype=torch.float64) for _ in range(2))
     flop = pair_flop(rows, cols)
     out = []
-    for name, fn in (("cpu (LAPACK)", lambda: m._spectral_dense(last, [prev])),
-                     (f"torch on {device}", lambda: m._spectral_dense_torch(last, [prev], device))):
+    for name, fn in (("cpu (LAPACK)", lambda: footprint_metrics._spectral_dense(last, [prev])),
+                     (f"torch on {device}", lambda: footprint_metrics._spectral_dense_torch(last, [prev], device))):
         fn()  # warm-up (a GPU's kernels, the allocator)
         if device.startswith("cuda"):
             torch.cuda.synchronize()

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from clbench import footprint_metrics
 from clbench import metrics as m
 from clbench._core.boundary import compute_metrics
 from clbench.footprints import Dense, LowRank, Masked
@@ -124,9 +125,9 @@ def test_dense_awom_is_the_sum_of_spectral_norms(shape, awom):
     assert m.adapter_weight_overlap([{"w": Dense(d)} for d in deltas], awom) == pytest.approx(expected, rel=1e-9)
     # metrics.device's torch route (a GPU's; here on the CPU's torch): the same norms, every eigenvalue instead of
     # LAPACK's bisection for the largest
-    last, prevs = m._dense_2d(Dense(deltas[-1]), False, awom == "eq8"), [
-        m._dense_2d(Dense(d), False, awom == "eq8") for d in deltas[:-1]]
-    assert m._spectral_dense_torch(last, prevs, "cpu") == pytest.approx(m._spectral_dense(last, prevs), rel=1e-12)
+    last, prevs = footprint_metrics._dense_2d(Dense(deltas[-1]), False, awom == "eq8"), [
+        footprint_metrics._dense_2d(Dense(d), False, awom == "eq8") for d in deltas[:-1]]
+    assert footprint_metrics._spectral_dense_torch(last, prevs, "cpu") == pytest.approx(footprint_metrics._spectral_dense(last, prevs), rel=1e-12)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message where no GPU is")
