@@ -176,7 +176,7 @@ class Cell:
     # settings: a result of other tasks (a task folder added to the data) is other data, found by the reuse check
     tasks: tuple[str, ...] = ()
     # where ``train.device=auto`` puts the cell on a machine with a GPU ("cpu" for a tiny model, see
-    # clbench._core.plan.place); "": as train.device resolves. Not a setting: the result's env records the device
+    # clbench._core.placement.place); "": as train.device resolves. Not a setting: the result's env records the device
     placed: str = ""
 
     @property

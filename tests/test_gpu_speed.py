@@ -48,6 +48,7 @@ def test_losses_read_in_batches_name_the_exact_step_of_a_non_finite_loss(tmp_pat
     assert r.status == "diverged"
     assert (r.divergence["index"], r.divergence["epoch"], r.divergence["step"]) == (1, 2, 12 + 7)
 
+@pytest.mark.slow
 def test_reading_the_losses_in_batches_changes_no_number(tmp_path):
     regs = testing.registry()
     kw = {"stream": "permuted-digits", "profile": "quick", "orders": ["1"]}
@@ -109,7 +110,8 @@ def test_tiny_models_run_on_the_cpu_of_a_gpu_machine(monkeypatch):
     auto` then runs one cell a core); a larger model, or an explicit device, is left where it was."""
     from pathlib import Path
 
-    from clbench._core.plan import TINY_PARAMETERS, RunRequest, _parameters_on_meta, make_plan
+    from clbench._core.placement import TINY_PARAMETERS, _parameters_on_meta
+    from clbench._core.plan import RunRequest, make_plan
     from clbench._exec.local import LocalExecutor, usable_cpus
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
