@@ -24,7 +24,7 @@ import tracemalloc
 import warnings
 
 import numpy as np
-from clbench_plugins.expander_ewc.masks import (
+from clbench_plugins._shared.masked.masks import (
     OVERLAP_POLICIES,
     MaskSpec,
     MaskWarning,

@@ -41,7 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from clbench_plugins.hf.model import minilm_path
+from clbench_plugins._shared.hf.model import minilm_path
 from transformers import AutoTokenizer, LlamaConfig
 
 from clbench._core.plan import RunRequest, make_plan

@@ -16,7 +16,7 @@ import statistics
 import time
 
 import torch
-from clbench_plugins.lora.adapters import LoRAHook
+from clbench_plugins._shared.lora.adapters import LoRAHook
 from clbench_plugins.nlora.config import NLoRAConfig
 from clbench_plugins.nlora.method import NLoRA
 from clbench_plugins.olora.config import OLoRAConfig

@@ -25,9 +25,9 @@ import time
 
 import torch
 import torch.nn.functional as F
+from clbench_plugins._shared.partition import pack, topk_positions
 from clbench_plugins.lps.config import LPSConfig
 from clbench_plugins.lps.method import LPS
-from clbench_plugins.packnet.partition import pack, topk_positions
 
 from clbench import testing
 from clbench.config import TrainConfig

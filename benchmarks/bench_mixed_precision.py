@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 
 import torch
-from clbench_plugins.lora.adapters import Adapters
-from clbench_plugins.lora.config import LoRAConfig
+from clbench_plugins._shared.lora.adapters import Adapters
+from clbench_plugins._shared.lora.config import LoRAConfig
 from torch import Tensor, nn
 
 from clbench._core.optim import make_optimizer, torch_optimizer

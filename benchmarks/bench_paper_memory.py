@@ -30,8 +30,8 @@ import json
 import tempfile
 from pathlib import Path
 
-from clbench_plugins.cl_benchmark.streams import GROUPS
-from clbench_plugins.hf.model import minilm_path
+from clbench_plugins._shared.cl_data import GROUPS
+from clbench_plugins._shared.hf.model import minilm_path
 from transformers import AutoTokenizer, LlamaConfig, T5Config
 
 from clbench._core.plan import RunRequest, make_plan

@@ -9,8 +9,9 @@ reuses a result. Goal: ≤ 1 % of a quick cell's time.
   alternating, ``--reps`` of each. Ratio: the median of the repetitions' own ratios of the cells' recorded
   ``timings.total_s``.
 - **record**: in this process, cold (nothing cached): ``code_record`` of that cell (hashing every plugin
-  package it names) and the digests of the data files its stream read; then warm (cached, as every later cell
-  of a run); and ``Runner.changes`` on the finished result, what a rerun pays per cell before it reuses it.
+  package it names and the shared modules their files import, read from their import statements) and the
+  digests of the data files its stream read; then warm (cached, as every later cell of a run); and
+  ``Runner.changes`` on the finished result, what a rerun pays per cell before it reuses it.
 
 Measured 2026-11-25 (AMD EPYC, 2 vCPUs, torch 2.13 CPU, load ~1.3 from nothing else of ours), ``--reps 5``:
 cell 1.821 s with the hook, 1.830 s without, ratio 0.990 (within the noise of one process against another);
@@ -75,6 +76,7 @@ def main() -> None:
         result = read_result(next((Path(tmp) / "0-True").rglob("result.json")))
         cell = cell_from_result(regs, result, Path(tmp) / "0-True")
         provenance._digests.clear()
+        provenance._links.clear()
         t0 = time.perf_counter()
         provenance.code_record(regs, cell)
         t1 = time.perf_counter()

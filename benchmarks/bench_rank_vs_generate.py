@@ -28,10 +28,11 @@ import time
 from pathlib import Path
 
 import torch
-from clbench_plugins.cl_benchmark.streams import QuickConfig, quick_stream, subsample, task_generator
-from clbench_plugins.hf.config import GenerativeConfig
-from clbench_plugins.hf.model import build_causal_lm
-from clbench_plugins.hf.prompts import match_label
+from clbench_plugins._shared.cl_data import subsample, task_generator
+from clbench_plugins._shared.hf.config import GenerativeConfig
+from clbench_plugins._shared.hf.model import build_causal_lm
+from clbench_plugins._shared.hf.prompts import match_label
+from clbench_plugins.cl_benchmark.streams import QuickConfig, quick_stream
 
 from clbench import footprints as fps
 from clbench.model import StreamInfo

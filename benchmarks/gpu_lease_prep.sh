@@ -12,7 +12,7 @@ mkdir -p $G/whl $G/mnist $G/CL/CL_Benchmark/TC/{dbpedia,yahoo,agnews} $G/CL/CL_B
 python3 - <<'PY'
 import json
 from pathlib import Path
-from clbench_plugins.cl_benchmark.streams import GROUPS
+from clbench_plugins._shared.cl_data import GROUPS
 # texts at the source length (700 words): the costliest batches, to compare the measured peak with the plan
 labels = {"dbpedia": [f"c{i}" for i in range(14)], "amazon": ["negative", "positive"],
           "yahoo": [f"y{i}" for i in range(10)], "agnews": ["World", "Sports", "Business", "Sci/Tech"]}
@@ -50,6 +50,6 @@ cp $S/TC/dbpedia/{test,labels}.json $G/CL/CL_Benchmark/TC/dbpedia/
 cp $S/TC/agnews/{train,test,labels}.json $G/CL/CL_Benchmark/TC/agnews/
 cp $S/SC/amazon/{train,test,labels}.json $G/CL/CL_Benchmark/SC/amazon/
 cp $S/SC/yelp/{train,labels}.json $G/CL/CL_Benchmark/TC/yahoo/
-python3 -c "from clbench_plugins.hf.model import minilm_path; from transformers import AutoTokenizer
+python3 -c "from clbench_plugins._shared.hf.model import minilm_path; from transformers import AutoTokenizer
 AutoTokenizer.from_pretrained(minilm_path(), local_files_only=True).save_pretrained('$G/tok')"
 du -sh $G

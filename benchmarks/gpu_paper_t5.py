@@ -105,7 +105,8 @@ def request(args: argparse.Namespace, data_dir: Path, sets: Mapping[str, list[An
 def placeholder_data() -> Iterator[Path]:
     """A CL_Benchmark folder with the standard stream's files and one placeholder record each: enough to plan the
     cells (planning checks that the files exist; their records are read when a cell trains), never to train."""
-    from clbench_plugins.cl_benchmark.streams import GROUPS, STANDARD_ORDERS
+    from clbench_plugins._shared.cl_data import GROUPS
+    from clbench_plugins.cl_benchmark.streams import STANDARD_ORDERS
 
     with tempfile.TemporaryDirectory(prefix="gpu-paper-t5-placeholder-") as tmp:
         root = Path(tmp) / "CL_Benchmark"

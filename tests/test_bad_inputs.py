@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from clbench_plugins.cl_benchmark.hub import ensure_tasks
-from clbench_plugins.cl_benchmark.streams import GROUPS, CLBenchmarkStream
+from clbench_plugins._shared.cl_data import GROUPS, CLBenchmarkStream
+from clbench_plugins._shared.cl_hub import ensure_tasks
 from clbench_plugins.glue.streams import GlueConfig, GlueSparse
 from clbench_plugins.vision_streams import loaders
 

@@ -133,11 +133,11 @@ def test_refusal_rate_and_judge_requirement(data_dir, monkeypatch, tmp_path):
 # ------------------------------------------------------------------------------- with SmolLM2-135M
 @pytest.fixture(scope="module")
 def smol():
+    from clbench_plugins._shared.hf.config import GenerativeConfig
     from clbench_plugins.capability_chain.model import build_sft
-    from clbench_plugins.hf.config import GenerativeConfig
 
     try:
-        from clbench_plugins.hf.smollm import smollm2_path
+        from clbench_plugins._shared.hf.smollm import smollm2_path
 
         smollm2_path()
     except ConfigError as exc:
@@ -219,7 +219,7 @@ def test_lm_eval_on_the_model_in_memory_matches_hand_loglik(tmp_path, smol, data
 
 
 def test_greedy_batches_prompts_of_similar_length_and_answers_in_their_order(smol, monkeypatch):
-    from clbench_plugins.capability_chain.streams import greedy
+    from clbench_plugins._shared.text import greedy
 
     prompts = ["word " * n + "end" for n in (40, 1, 30, 2, 20, 3)]
     widths: list[int] = []

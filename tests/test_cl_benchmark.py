@@ -8,19 +8,17 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from clbench_plugins._shared.cl_data import GROUPS, CLBenchmarkConfig, CLBenchmarkStream
+from clbench_plugins._shared.hf.prompts import format_prompt, match_label, normalize_answer
 from clbench_plugins.cl_benchmark.streams import (
-    GROUPS,
     LONG_ORDERS,
     STANDARD_ORDERS,
-    CLBenchmarkConfig,
-    CLBenchmarkStream,
     QuickConfig,
     long_stream,
     quick_root,
     quick_stream,
     standard_stream,
 )
-from clbench_plugins.hf.prompts import format_prompt, match_label, normalize_answer
 
 from clbench.data import TaskInfo
 from clbench.errors import ConfigError, DataError

@@ -8,14 +8,9 @@ import string
 from pathlib import Path
 
 import pytest
-from clbench_plugins.cl_benchmark import hub
-from clbench_plugins.cl_benchmark.streams import (
-    GROUPS,
-    CLBenchmarkConfig,
-    parse_split,
-    read_labels,
-    standard_stream,
-)
+from clbench_plugins._shared import cl_hub as hub
+from clbench_plugins._shared.cl_data import GROUPS, CLBenchmarkConfig, parse_split, read_labels
+from clbench_plugins.cl_benchmark.streams import standard_stream
 from datasets import Dataset
 
 from clbench.errors import DataError

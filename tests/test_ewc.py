@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from clbench_plugins.ewc.method import diagonal_fisher
+from clbench_plugins._shared.penalty import diagonal_fisher
 from clbench_plugins.mlp.model import MLPConfig, build
 
 from clbench import testing
@@ -76,7 +76,7 @@ def _add_penalty_gradient(doubled, params, anchor):
 def test_the_penalty_gradient_is_autograds_to_the_last_bit(lam):
     """EWC adds λF ⊙ (θ − θ*) in after_backward instead of differentiating (λ/2)ΣF(θ − θ*)² through autograd:
     the very same float32 numbers, so no committed EWC result moves (and no graph of the penalty is kept)."""
-    from clbench_plugins.ewc.method import Weighted, add_penalty_gradients, penalty_value
+    from clbench_plugins._shared.penalty import Weighted, add_penalty_gradients, penalty_value
 
     g = torch.Generator().manual_seed(5)
     params = {n: torch.nn.Parameter(torch.randn(64, 32, generator=g)) for n in ("a", "b")}
@@ -100,7 +100,7 @@ def test_the_penalty_gradient_is_autograds_to_the_last_bit(lam):
 def test_the_penalty_and_its_gradient_are_the_two_passes_to_the_last_bit():
     """EWC's loss_terms forms the value, its after_backward the gradient, one parameter at a time: the same float32
     gradient as a gradient pass over stored weights, the value as a value pass's up to rounding."""
-    from clbench_plugins.ewc.method import add_penalty_gradients, penalty_value
+    from clbench_plugins._shared.penalty import add_penalty_gradients, penalty_value
 
     g = torch.Generator().manual_seed(7)
     params = {n: torch.nn.Parameter(torch.randn(48, 16, generator=g)) for n in ("a", "b", "c")}

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from clbench_plugins.expander_ewc.config import (
+from clbench_plugins._shared.masked.config import (
     DenseEWCConfig,
     ExpanderEWCConfig,
     ExpanderOnlyConfig,
     RandomMaskEWCConfig,
 )
-from clbench_plugins.expander_ewc.method import ExpanderEWC
+from clbench_plugins._shared.masked.method import ExpanderEWC
 from test_packnet_method import make_cell, run_task  # tests/ is on sys.path (rootdir conftest)
 
 from clbench import footprints, testing

@@ -9,8 +9,8 @@ import networkx as nx
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from clbench_plugins.expander_ewc import masks as M
-from clbench_plugins.expander_ewc.masks import MaskError, MaskSpec, make_mask
+from clbench_plugins._shared.masked import masks as M
+from clbench_plugins._shared.masked.masks import MaskError, MaskSpec, make_mask
 
 from clbench.errors import ConfigError
 

@@ -138,8 +138,8 @@ def test_two_trees_sharing_a_cell_make_one_leaderboard(tmp_path, capsys):
 
 
 def test_the_cl_benchmark_from_an_unreachable_hub_fails_once_naming_the_data_dir(tmp_path, monkeypatch):
-    from clbench_plugins.cl_benchmark import hub as cl_hub
-    from clbench_plugins.cl_benchmark.streams import GROUPS
+    from clbench_plugins._shared import cl_hub
+    from clbench_plugins._shared.cl_data import GROUPS
 
     from clbench import hub
     from clbench.errors import HubUnreachable

@@ -95,7 +95,7 @@ def test_runner_scores_each_task_with_its_own_weights(tmp_path):
 
 # --------------------------------------------------------------------------- STS-B as regression
 def _tiny_encoder(tasks: tuple[TaskInfo, ...]) -> GlueEncoder:
-    from clbench_plugins.hf.model import minilm_path
+    from clbench_plugins._shared.hf.model import minilm_path
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     torch.manual_seed(0)

@@ -39,7 +39,7 @@ def regs():  # noqa: ANN201
 
 def fabricate(root: Path, train: int = 8, test: int = 4) -> Path:
     """A CL_Benchmark folder with the standard stream's four tasks."""
-    from clbench_plugins.cl_benchmark.streams import GROUPS
+    from clbench_plugins._shared.cl_data import GROUPS
 
     for task, labels in TASKS.items():
         folder = root / "CL_Benchmark" / GROUPS[task] / task
@@ -155,7 +155,7 @@ def test_limit_smoke_run_on_cpu_cuts_the_data_and_reports_it(runbook, tmp_path: 
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     """--allow-cpu --limit 2 trains a tiny random T5 (never accuracy) through the runbook's own path."""
     pytest.importorskip("transformers")
-    from clbench_plugins.hf.model import minilm_path
+    from clbench_plugins._shared.hf.model import minilm_path
 
     from clbench.errors import ConfigError
 

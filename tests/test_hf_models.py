@@ -15,8 +15,14 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-from clbench_plugins.hf.config import EncoderConfig, GenerativeConfig
-from clbench_plugins.hf.model import build_causal_lm, build_encoder, build_t5, load_kwargs, minilm_path
+from clbench_plugins._shared.hf.config import EncoderConfig, GenerativeConfig
+from clbench_plugins._shared.hf.model import (
+    build_causal_lm,
+    build_encoder,
+    build_t5,
+    load_kwargs,
+    minilm_path,
+)
 
 from clbench import testing
 from clbench.data import TaskInfo
@@ -227,7 +233,7 @@ STANDARD_TASKS = {"dbpedia": ("Company", "Artist", "Film"), "amazon": ("negative
 
 def fabricated_standard(root: Path) -> Path:
     """A CL_Benchmark folder with the four standard tasks, 4 train and 2 test records each."""
-    from clbench_plugins.cl_benchmark.streams import GROUPS
+    from clbench_plugins._shared.cl_data import GROUPS
 
     for task, labels in STANDARD_TASKS.items():
         folder = root / "CL_Benchmark" / GROUPS[task] / task
@@ -322,7 +328,7 @@ def test_token_logprobs_take_only_scored_rows_to_float32(dtype: torch.dtype) -> 
     """The same values and gradients, to the bit, as log_softmax over every position's float32 logits, masked after;
     with a quarter of the positions scored its peak (the memory plan's count) is lower, under half the old one for bf16
     logits (whose float32 copy was the whole batch's). The logits' own gradient is full-size either way."""
-    from clbench_plugins.hf.model import token_logprobs
+    from clbench_plugins._shared.hf.model import token_logprobs
 
     from clbench._exec.memory import LiveBytes
 

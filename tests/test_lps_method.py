@@ -11,9 +11,9 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
+from clbench_plugins._shared.partition import keep_mask
 from clbench_plugins.lps.config import LPSConfig
 from clbench_plugins.lps.method import LPS
-from clbench_plugins.packnet.partition import keep_mask
 from test_packnet_method import make_cell, run_task  # tests/ is on sys.path (rootdir conftest)
 from torch.optim.optimizer import register_optimizer_step_post_hook
 

@@ -312,7 +312,7 @@ def test_attention_is_planned_as_a_fused_kernel_that_keeps_no_attention_matrix()
 def _architecture(folder: Path, config) -> str:
     """A model folder with an architecture's config.json and no weights (what the memory plan reads), and MiniLM's
     tokenizer as a stand-in: ids below every paper vocabulary; the long texts below fill max_length either way."""
-    from clbench_plugins.hf.model import minilm_path
+    from clbench_plugins._shared.hf.model import minilm_path
     from transformers import AutoTokenizer
 
     folder.mkdir(parents=True)

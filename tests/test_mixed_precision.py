@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 import torch
-from clbench_plugins.lora.adapters import MERGE_ERROR_LIMIT, Adapters
-from clbench_plugins.lora.config import LoRAConfig
+from clbench_plugins._shared.lora.adapters import MERGE_ERROR_LIMIT, Adapters
+from clbench_plugins._shared.lora.config import LoRAConfig
 from torch import Tensor, nn
 from torch.optim.optimizer import register_optimizer_step_post_hook
 

@@ -9,10 +9,10 @@ import re
 import numpy as np
 import pytest
 import torch
+from clbench_plugins._shared.partition import keep_mask, pack, topk_positions, unpack
 from clbench_plugins.mlp.model import MLPConfig, build
 from clbench_plugins.packnet.config import PackNetConfig
 from clbench_plugins.packnet.method import PackNet
-from clbench_plugins.packnet.partition import keep_mask, pack, topk_positions, unpack
 from torch import nn
 
 from clbench import footprints, testing
@@ -91,7 +91,7 @@ def test_masks_round_trip_bit_packed():
 
 def test_selection_is_exact_with_ties_to_the_lowest_index_on_both_paths():
     """The numpy path (CPU) and the kthvalue path (other devices) against a stable argsort."""
-    from clbench_plugins.packnet.partition import _topk_numpy, _topk_torch
+    from clbench_plugins._shared.partition import _topk_numpy, _topk_torch
 
     g = torch.Generator().manual_seed(3)
     cases = [torch.randn(50, 40, generator=g), torch.ones(50, 40),  # all tied: a share mask still at 1

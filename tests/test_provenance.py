@@ -62,14 +62,68 @@ def test_data_keys_name_package_files_relative_to_their_package_and_find_them_ag
     assert provenance.changes(result.provenance, result.metrics, regs, cell) == []
 
 
-def test_source_digest_of_a_package_plugin_hashes_every_module_of_its_folder():
+def test_source_digest_of_a_package_plugin_hashes_every_module_of_its_folder_then_the_shared_ones_it_imports():
     import clbench_plugins.ewc.plugin as ewc
 
     folder = Path(ewc.__file__).parent
+    root = folder.parent  # clbench_plugins
     h = hashlib.sha256()
     for f in sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts):
         h.update(f.relative_to(folder).as_posix().encode() + b"\0" + _sha(f.read_bytes()).encode() + b"\n")
+    # method.py imports clbench_plugins._shared.params and .penalty; their package's __init__ runs on the way
+    for rel in ("_shared/__init__.py", "_shared/params.py", "_shared/penalty.py"):
+        h.update(f"clbench_plugins/{rel}".encode() + b"\0" + _sha((root / rel).read_bytes()).encode() + b"\n")
     assert provenance.source_digest(ewc) == h.hexdigest()
+
+
+def _fake_package(root: Path) -> dict[str, Path]:
+    """A top-level package ``sharedpkg`` with two plugins and shared code: ``alpha`` imports ``common`` (at module
+    level), which imports ``.deep`` relatively, and ``late`` inside a function; ``beta`` and ``unused`` are not
+    alpha's."""
+    files = {
+        "__init__.py": "",
+        "alpha/__init__.py": "",
+        "alpha/plugin.py": "from sharedpkg.shared.common import helper\n\n\ndef later():\n"
+                           "    from sharedpkg.shared import late\n    return late\n",
+        "beta/__init__.py": "",
+        "beta/plugin.py": "VALUE = 1\n",
+        "shared/__init__.py": "",
+        "shared/common.py": "from .deep import depth\n\n\ndef helper():\n    return depth()\n",
+        "shared/deep.py": "def depth():\n    return 1\n",
+        "shared/late.py": "LATE = 1\n",
+        "shared/unused.py": "UNUSED = 1\n",
+    }
+    paths = {}
+    for rel, text in files.items():
+        path = root / "sharedpkg" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        paths[rel] = path
+    return paths
+
+
+def test_a_plugins_digest_follows_the_shared_modules_it_imports_and_no_others(tmp_path, monkeypatch):
+    """Shared code (``clbench_plugins._shared``) changes what a plugin computes without a change in its folder:
+    the digest covers every module of its top-level package that its files import, transitively, relative and
+    function-level imports included, and nothing else."""
+    import importlib
+    import sys
+
+    paths = _fake_package(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        alpha = importlib.import_module("sharedpkg.alpha.plugin")
+        before = provenance.source_digest(alpha)
+        for rel, changes in [("shared/unused.py", False), ("beta/plugin.py", False), ("__init__.py", False),
+                             ("shared/common.py", True), ("shared/deep.py", True), ("shared/late.py", True),
+                             ("shared/__init__.py", True), ("alpha/plugin.py", True)]:
+            paths[rel].write_text(paths[rel].read_text() + "# an edit\n")  # a longer file: a new (size, mtime) key
+            now = provenance.source_digest(alpha)
+            assert (now != before) is changes, rel
+            before = now
+    finally:
+        for name in [m for m in sys.modules if m == "sharedpkg" or m.startswith("sharedpkg.")]:
+            del sys.modules[name]
 
 
 def test_differences_name_versions_code_and_data():

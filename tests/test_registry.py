@@ -202,6 +202,73 @@ def test_built_in_plugins_and_the_guide_import_only_the_public_api():
         assert getattr(clbench, name) is not None, name
 
 
+def test_built_in_plugins_import_no_other_plugins_code_only_the_shared_package():
+    """A built-in plugin imports its own modules and ``clbench_plugins._shared`` (code several of them run, which is
+    no plugin: it registers nothing), never another plugin's. So an error in shared code is blamed on the plugin
+    that runs it (``clbench._core.boundary.blame``), and the shared code counts in the code digest of every plugin
+    that imports it (``clbench._core.provenance.source_digest``). ``_shared`` imports no plugin."""
+    import ast
+    import importlib.metadata as md
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "plugins"
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        package = ["clbench_plugins", *path.relative_to(root).parent.parts]
+        own = package[1] if len(package) > 1 else ""
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package[: len(package) + 1 - node.level] if node.level else []
+                module = ".".join([*base, *([node.module] if node.module else [])])
+                names = [f"{module}.{a.name}" for a in node.names] if module == "clbench_plugins" else [module]
+            else:
+                continue
+            found += [f"{path.relative_to(root)}:{node.lineno}: {n}" for n in names
+                      if n.startswith("clbench_plugins.") and n.split(".")[1] not in (own, "_shared")]
+    assert found == []
+    entry_points = {ep.name: ep.value for ep in md.entry_points(group="clbench")}
+    assert "lora" not in entry_points  # the LoRA machinery is clbench_plugins._shared.lora now, no plugin
+    assert not [v for v in entry_points.values() if v.startswith("clbench_plugins._shared")]
+
+
+def test_an_error_in_shared_code_is_blamed_on_the_plugin_that_runs_it():
+    """Code in ``clbench_plugins._shared`` belongs to no plugin: an error there names the plugin whose object runs
+    it (a method inheriting it: no frame of the plugin's own folder is in the traceback), at the shared line, or the
+    plugin whose code called it; with neither it is not pinned on some other plugin."""
+    from clbench_plugins._shared.lora.method import task_value
+    from clbench_plugins._shared.lora.sequential import SeqLoRA
+    from clbench_plugins._shared.masked.method import ExpanderEWC
+    from clbench_plugins.mtl.method import MTL
+    from clbench_plugins.nlora.method import NLoRA
+    from clbench_plugins.pertask.masked import PerTaskMasked
+
+    from clbench._core.boundary import blame
+
+    regs = harness_registry()
+
+    def where(call):
+        with pytest.raises(AttributeError) as err:  # a method that was never set up has no adapters, no model
+            call()
+        return blame(err.value, regs)
+
+    cases = {"nlora": (NLoRA, "before_task", "_shared/lora/method.py"),  # LoRAMethod's own code, inherited
+             "mtl": (MTL, "before_task", "_shared/lora/method.py"),  # mtl's class on seqlora's shared one
+             "seqlora": (SeqLoRA, "before_task", "_shared/lora/method.py"),  # a shared class seqlora registers
+             "expander_ewc": (ExpanderEWC, "footprint", "_shared/masked/method.py"),
+             "pertask": (PerTaskMasked, "footprint", "_shared/masked/method.py")}  # a subclass in pertask
+    for plugin, (cls, hook, file) in cases.items():
+        said = where(lambda cls=cls, hook=hook: getattr(cls.__new__(cls), hook)("t", 0))
+        assert said.startswith(f" in plugin {plugin!r} (clbench ") and f"{file}:" in said, said
+    # shared code called by the plugin's own code: that plugin, at the shared line
+    nlora = NLoRA.__new__(NLoRA)
+    nlora.config = type("Config", (), {"penalty": "code", "lambda_": 1.0, "lambda_per_task": None})()
+    said = where(lambda: nlora.loss_terms(type("Batch", (), {"task": "t"})(), None))  # task_value reads None.get
+    assert said.startswith(" in plugin 'nlora' (clbench ") and "_shared/lora/method.py:" in said, said
+    assert where(lambda: task_value(1.0, None, "t")) == ""  # called by no plugin: clbench's, not 'lora' or another
+
+
 def test_no_function_of_the_package_is_over_60_lines():
     """A function a reader can hold in view: none in clbench/ over 60 lines, docstring included (README
     "Architecture"). The training step stays written out in one loop (step._PhaseRun.epoch)."""

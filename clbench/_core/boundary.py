@@ -15,7 +15,7 @@ import numbers
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from types import ModuleType, TracebackType
+from types import FrameType, ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
@@ -175,21 +175,61 @@ def _plugin_modules(pm: pluggy.PluginManager) -> list[tuple[str, str, object]]:
 def blame(exc: BaseException, regs: Registries) -> str:
     """`` in plugin 'ewc' (clbench 0.1.0) at clbench_plugins/ewc/method.py:42`` — the innermost frame of
     the traceback in a registered plugin's code: its own module first, else its package (two plugins of one
-    package: the first by name; one module per plugin keeps blame exact), or ``""`` (then it is clbench's)."""
+    package: the first by name; one module per plugin keeps blame exact), or ``""`` (then it is clbench's).
+    Code a plugins' package shares that no plugin registered (``clbench_plugins._shared``) is blamed on the plugin
+    that runs it, at the shared line: the one whose object is the frame's ``self`` (:func:`_runner_of`), else the
+    next plugin frame out (the plugin's own code that called it)."""
     tb: TracebackType | None = exc.__traceback__
-    frames = []
+    frames: list[FrameType] = []
     while tb is not None:
         frames.append(tb.tb_frame)
         tb = tb.tb_next
     modules = _plugin_modules(regs.pm)
+    tops = {package.split(".")[0] for _, package, _ in modules}
+    shared: FrameType | None = None  # the innermost frame in shared code
     for frame in reversed(frames):
         name = frame.f_globals.get("__name__", "")
-        found = next((p for m, _, p in modules if name == m), None) or next(
-            (p for _, pkg, p in modules if name == pkg or name.startswith(pkg + ".")), None)
+        plugin = _plugin_of_module(name, modules)
+        found = origin_of(regs, plugin) if plugin is not None else None
+        if found is None and name.split(".")[0] in tops:
+            shared = shared or frame
+            found = _runner_of(frame, modules, regs)
         if found is not None:
-            o = origin_of(regs, found)
-            return f" in plugin {o.plugin!r} ({o.distribution}) at {_short(frame.f_code.co_filename)}:{frame.f_lineno}"
+            at = shared or frame
+            return f" in plugin {found.plugin!r} ({found.distribution}) at {_short(at.f_code.co_filename)}:{at.f_lineno}"
     return ""
+
+
+def _plugin_of_module(name: str, modules: list[tuple[str, str, object]]) -> object | None:
+    """The plugin whose code module ``name`` is: the plugin module itself, else one in its package."""
+    return next((p for m, _, p in modules if name == m), None) or next(
+        (p for _, pkg, p in modules if name == pkg or name.startswith(pkg + ".")), None)
+
+
+def _runner_of(frame: FrameType, modules: list[tuple[str, str, object]], regs: Registries) -> Origin | None:
+    """The plugin that runs shared code executing in ``frame``, from the frame's ``self`` (or ``cls``): the first
+    class of its MRO that is a plugin's (defined in a plugin's package: ``NLoRA`` running ``LoRAMethod``'s code), is
+    a spec's class or factory (a method class registered as it is), or is defined in a module whose registered
+    factories are all one plugin's (a model class its plugin's factory function builds); None when nothing says."""
+    obj = frame.f_locals.get("self", frame.f_locals.get("cls"))
+    if obj is None:
+        return None
+    registered: dict[int, Origin] = {}  # by id: a factory need not be hashable
+    by_module: dict[str, set[Origin]] = {}
+    for kind in ("methods", "models", "streams"):
+        registry = regs.kind(kind)
+        for spec_name, spec in registry.items.items():
+            origin = registry.origins[spec_name]
+            registered[id(spec.factory)] = origin
+            by_module.setdefault(getattr(spec.factory, "__module__", ""), set()).add(origin)
+    for cls in (obj if isinstance(obj, type) else type(obj)).__mro__:
+        plugin = _plugin_of_module(cls.__module__, modules)
+        if plugin is not None:
+            return origin_of(regs, plugin)
+        owners = by_module.get(cls.__module__, set())
+        if id(cls) in registered or len(owners) == 1:
+            return registered.get(id(cls)) or next(iter(owners))
+    return None
 
 
 def _short(path: str) -> str:

@@ -5,7 +5,10 @@ plugin edited between them, or a data file replaced. So every result also record
 
 - ``versions``: clbench's version and the version of each distribution whose plugin built the cell;
 - ``code``: per component (``method:ewc``, ``model:mlp``, ``stream:split-digits``, ``metric:AA``), the sha256 of
-  the sources of the plugin that registered it: its package's ``*.py`` files (or its one module);
+  the sources of the plugin that registered it: its package's ``*.py`` files (or its one module), and the files of
+  the modules of its top-level package outside that folder that they import, found in their ``import`` statements
+  and followed transitively (``clbench_plugins._shared``, code several built-in plugins run): a change to shared
+  code changes the digest of every plugin that imports it, and of no other (:func:`source_digest`);
 - ``data``: per file a stream read while loading its tasks, the file's sha256. A file is named relative to the
   stream's ``data_dir`` (``data_dir:sst2/train.json``) or to the Python package it ships in
   (``pkg:clbench_plugins/digits/data/digits.npz``), so a committed result checks on another machine.
@@ -23,13 +26,14 @@ reuses the result; see ``clbench run --on-change``.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import hashlib
 import importlib.metadata
 import importlib.util
 import sys
 import types
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -160,9 +164,118 @@ def _module_of(plugin: object) -> types.ModuleType | None:
     return sys.modules.get(type(plugin).__module__)
 
 
+def imports_of(source: bytes, package: str) -> list[tuple[str, tuple[str, ...]]]:
+    """The import statements of a module's source, anywhere in it (a function's too), as ``(module, names)`` with
+    the module absolute (``package``, the module's package, resolves a relative one): ``import a.b`` is
+    ``("a.b", ())``, ``from a import b, c`` is ``("a", ("b", "c"))``; ``[]`` for source this Python cannot parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    found: list[tuple[str, tuple[str, ...]]] = []
+    for node in _statements(tree.body):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, ()) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            keep = len(package.split(".")) + 1 - node.level if package else 0  # level 1: the package itself
+            if node.level and keep < 1:  # a relative import above the top-level package: it fails anyway
+                continue
+            up = package.split(".")[:keep] if node.level else []
+            found.append((".".join([*up, *([node.module] if node.module else [])]),
+                          tuple(a.name for a in node.names if a.name != "*")))
+    return found
+
+
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement of ``body`` and of the blocks nested in it (functions, classes, if/try/with/loops, match
+    cases): where an import can be, without walking the expressions (most of a module's nodes)."""
+    for node in body:
+        yield node
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            for child in getattr(node, field, None) or ():
+                if isinstance(child, ast.stmt):
+                    yield from _statements([child])
+                else:  # an except handler or a match case: a block of statements
+                    yield from _statements(getattr(child, "body", []))
+
+
+# per version of a source file (path, size, mtime) and the folder of its top-level package: the files of that
+# package it imports, each with whether it is a package's __init__ standing for the package's every *.py
+_links: dict[tuple[str, int, int, str], tuple[tuple[Path, bool], ...]] = {}
+
+
+class _Sources:
+    """The files outside a plugin's folder that its files import from their own top-level package (``root`` is that
+    package's folder, named ``top``), transitively: an imported module's file, an imported package's every ``*.py``
+    (``from pkg import sub`` imports the submodule, not all of ``pkg``), and the ``__init__.py`` of each package
+    between the top level and an imported module, which runs on the way. The top-level package's own
+    ``__init__.py`` is every plugin's and is not counted. A file's imports are read once per version of it."""
+
+    def __init__(self, root: Path, top: str, inside: Path) -> None:
+        self.root, self.top, self.inside = root, top, inside
+
+    def module_file(self, module: str) -> Path | None:
+        parts = module.split(".")
+        if parts[0] != self.top or len(parts) < 2:
+            return None
+        base = self.root.joinpath(*parts[1:])
+        for path in (base / "__init__.py", base.with_name(base.name + ".py")):
+            if path.is_file():
+                return path
+        return None
+
+    def pulled(self, module: str, whole: bool) -> list[tuple[Path, bool]]:
+        """The files importing ``module`` runs: its packages' ``__init__.py`` and its own file (``whole``: a
+        package as such, every file of it)."""
+        parts = module.split(".")
+        inits = [self.module_file(".".join(parts[:i])) for i in range(2, len(parts))]
+        own = self.module_file(module)
+        return [(p, False) for p in inits if p is not None] + ([(own, whole and own.name == "__init__.py")] if own else [])
+
+    def links(self, path: Path) -> tuple[tuple[Path, bool], ...] | None:
+        """What ``path`` imports from the top-level package (None: the file is gone)."""
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        key = (str(path), st.st_size, st.st_mtime_ns, str(self.root))
+        if key not in _links:
+            data = path.read_bytes()
+            # only a file that names the package, or imports relatively out of its own folder, can import from it
+            outside = self.inside not in path.parents
+            found = []
+            if self.top.encode() in data or (b"from ." if outside else b"from ..") in data:
+                parts = path.relative_to(self.root).with_suffix("").parts
+                for module, names in imports_of(data, ".".join([self.top, *parts[:-1]])):
+                    if module.split(".")[0] != self.top:
+                        continue
+                    subs = [f"{module}.{n}" for n in names if self.module_file(f"{module}.{n}") is not None]
+                    found += [link for sub in subs for link in self.pulled(sub, True)]
+                    found += self.pulled(module, len(subs) < len(names) or not names)
+            _links[key] = tuple(dict.fromkeys(found))
+        return _links[key]
+
+    def closure(self, own: list[Path]) -> list[Path]:
+        files: set[Path] = set()
+        seen, todo = set(own), list(own)
+        while todo:
+            path = todo.pop()
+            for target, whole in self.links(path) or ():
+                for f in sorted(target.parent.rglob("*.py")) if whole else [target]:
+                    if f not in seen and "__pycache__" not in f.parts and self.inside not in f.parents:
+                        seen.add(f)
+                        files.add(f)
+                        todo.append(f)
+        return sorted(f for f in files if f.is_file())
+
+
 def source_digest(plugin: object) -> str:
     """sha256 of a plugin's sources: every ``*.py`` of its package folder (a plugin in a package), or its one
-    module; ``unknown`` when it has no source file (defined in an interactive session)."""
+    module; ``unknown`` when it has no source file (defined in an interactive session). A plugin in a package also
+    runs what its files import from their top-level package outside that folder (``clbench_plugins._shared``, code
+    several built-in plugins run): those files (:class:`_Sources`) are hashed after its own, named from the
+    top-level package, so a change to shared code changes the digest of every plugin that imports it, and only
+    theirs."""
     module = _module_of(plugin)
     file = getattr(module, "__file__", None)
     if not file:
@@ -174,6 +287,12 @@ def source_digest(plugin: object) -> str:
     for f in files:
         h.update(f.relative_to(path.parent).as_posix().encode() + b"\0")
         h.update(file_digest(f).encode() + b"\n")
+    if package:
+        parts = package.split(".")
+        root = path.parents[len(parts) - 1]
+        for f in _Sources(root, parts[0], path.parent).closure(files):
+            h.update(f"{parts[0]}/{f.relative_to(root).as_posix()}".encode() + b"\0")
+            h.update(file_digest(f).encode() + b"\n")
     return h.hexdigest()
 
 

@@ -5,7 +5,7 @@ label set, so this model's ``forward`` takes a batch of (prompt, response) pairs
 pair's summed response-token log-likelihood (shape ``(B, 1)``); ``task_loss`` is the usual SFT loss,
 the negative log-likelihood per response token (prompt tokens masked out, an EOS appended to the
 response). Loading, freezing, LoRA targets and dtypes are the ``causal-lm`` plugin's
-(:mod:`clbench_plugins.hf`); evaluation is the stream's (lm-eval, ROUGE, refusal rate, judge).
+(:mod:`clbench_plugins._shared.hf`); evaluation is the stream's (lm-eval, ROUGE, refusal rate, judge).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from clbench_plugins.hf.config import GenerativeConfig
-from clbench_plugins.hf.model import CausalLMModel, build_causal_lm, pad_rows, token_logprobs
+from clbench_plugins._shared.hf.config import GenerativeConfig
+from clbench_plugins._shared.hf.model import CausalLMModel, build_causal_lm, pad_rows, token_logprobs
 from torch import Tensor
 
 from clbench.errors import DataError

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clbench_plugins.hf.config import GenerativeConfig
+from clbench_plugins._shared.hf.config import GenerativeConfig
 
 from clbench import hookimpl
 from clbench.specs import ModelSpec, ProfileSpec, StreamSpec

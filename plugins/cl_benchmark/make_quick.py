@@ -15,8 +15,9 @@ import json
 from pathlib import Path
 
 import torch
+from clbench_plugins._shared.cl_data import GROUPS, parse_split, read_labels, task_generator
 
-from .streams import GROUPS, parse_split, quick_root, read_labels, task_generator
+from .streams import quick_root
 
 TASKS = ("dbpedia", "amazon", "yelp", "agnews")
 TRAIN_PER_TASK = 300

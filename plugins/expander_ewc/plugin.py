@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from clbench_plugins._shared.masked.config import (
+    PAPER_PRESETS,
+    DenseEWCConfig,
+    ExpanderEWCConfig,
+    ExpanderOnlyConfig,
+    RandomMaskEWCConfig,
+)
+from clbench_plugins._shared.masked.method import ExpanderEWC
+
 from clbench import hookimpl
 from clbench.specs import MethodSpec
-
-from .config import PAPER_PRESETS, DenseEWCConfig, ExpanderEWCConfig, ExpanderOnlyConfig, RandomMaskEWCConfig
-from .method import ExpanderEWC
 
 # Quick profile (digits, MLP): RMSProp needs a far smaller step than the streams' SGD; each method's own lr and λ
 # on each stream from the validation protocol of scripts/tune_quick.py (docs/tuning.md). Fisher on 64 examples keeps

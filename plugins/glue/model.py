@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
-from clbench_plugins.hf.config import EncoderConfig
-from clbench_plugins.hf.model import EncoderModel, load_backbone, load_tokenizer, minilm_path
+from clbench_plugins._shared.hf.config import EncoderConfig
+from clbench_plugins._shared.hf.model import EncoderModel, load_backbone, load_tokenizer, minilm_path
 from torch import Tensor, nn
 
 from clbench.config import setting

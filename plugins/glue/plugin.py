@@ -3,7 +3,7 @@ paper, §6.2 and Table 5)."""
 
 from __future__ import annotations
 
-from clbench_plugins.cl_benchmark.streams import CLBenchmarkConfig
+from clbench_plugins._shared.cl_data import CLBenchmarkConfig
 
 from clbench import hookimpl
 from clbench.specs import ModelSpec, StreamSpec

@@ -221,6 +221,6 @@ CL_GLUE_ORDERS = {"1": CL_GLUE_ORDER, "2": CL_GLUE_ORDER[::-1], **{t: [t] for t 
 
 
 def build_cl(config: Any) -> Stream:
-    from clbench_plugins.cl_benchmark.streams import _from_dir
+    from clbench_plugins._shared.cl_data import from_dir
 
-    return _from_dir("glue-cl", CL_GLUE_ORDERS, config)
+    return from_dir("glue-cl", CL_GLUE_ORDERS, config)

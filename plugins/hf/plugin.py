@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from clbench_plugins._shared.hf.config import EncoderConfig, GenerativeConfig
+from clbench_plugins._shared.hf.model import build_causal_lm, build_encoder, build_t5
+
 from clbench import hookimpl
 from clbench.specs import ModelSpec
-
-from .config import EncoderConfig, GenerativeConfig
-from .model import build_causal_lm, build_encoder, build_t5
 
 _TEXT = frozenset({"text"})
 _LORA = frozenset({"lora"})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clbench_plugins.lora.method import LoRAMethod
+from clbench_plugins._shared.lora.method import LoRAMethod
 
 from .config import IncLoRAConfig
 

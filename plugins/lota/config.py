@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clbench_plugins.expander_ewc.config import MaskedTrainingConfig
+from clbench_plugins._shared.masked.config import MaskedTrainingConfig
 
 from clbench.config import bounded, setting
 from clbench.errors import ConfigError

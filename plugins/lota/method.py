@@ -11,8 +11,8 @@ from dataclasses import replace
 
 import numpy as np
 import torch
-from clbench_plugins.expander_ewc.masks import describe
-from clbench_plugins.expander_ewc.method import MaskedTraining
+from clbench_plugins._shared.masked.masks import describe
+from clbench_plugins._shared.masked.method import MaskedTraining
 
 from clbench.errors import ConfigError
 from clbench.method import Phase

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from clbench_plugins.expander_ewc.config import PAPER_PRESETS
+from clbench_plugins._shared.masked.config import PAPER_PRESETS
 
 from clbench import hookimpl
 from clbench.specs import MethodSpec

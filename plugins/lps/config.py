@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clbench_plugins.packnet.config import check_partition, check_shares
+from clbench_plugins._shared.partition import check_partition, check_shares
 
 from clbench.config import bounded, setting
 from clbench.errors import ConfigError

@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 import torch
-from clbench_plugins.packnet.partition import (
+from clbench_plugins._shared.partition import (
     PartitionMethod,
     keep_mask,
     pack,

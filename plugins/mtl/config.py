@@ -1,6 +1,6 @@
 from dataclasses import dataclass
 
-from clbench_plugins.lora.config import LoRAConfig
+from clbench_plugins._shared.lora.config import LoRAConfig
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clbench_plugins.seqlora.method import SeqLoRA
+from clbench_plugins._shared.lora.sequential import SeqLoRA
 
 from clbench.footprints import TaskFootprint
 

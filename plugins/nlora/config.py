@@ -1,7 +1,7 @@
 from dataclasses import dataclass
 from typing import Literal
 
-from clbench_plugins.lora.config import LoRAConfig
+from clbench_plugins._shared.lora.config import LoRAConfig
 
 from clbench.config import bounded, setting
 from clbench.errors import ConfigError

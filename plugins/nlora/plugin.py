@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from clbench_plugins.lora.presets import NLORA
+from clbench_plugins._shared.lora.presets import NLORA
 
 from clbench import hookimpl
 from clbench.specs import MethodSpec

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clbench_plugins.lora.method import LoRAMethod, task_value
+from clbench_plugins._shared.lora.method import LoRAMethod, task_value
 from torch import Tensor
 
 from clbench.data import Batch

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from clbench_plugins.lora.presets import OLORA
+from clbench_plugins._shared.lora.presets import OLORA
 
 from clbench import hookimpl
 from clbench.specs import MethodSpec

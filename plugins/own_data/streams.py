@@ -310,7 +310,7 @@ class PromptsStream(Stream):
     def evaluate(self, model: CLModel, task: str, *, batch_size: int, limit: int | None,
                  device: torch.device, split: str = "test") -> float:
         """ROUGE-1 F1 × 100 of the greedy answers to the task's test prompts (the first ``limit``)."""
-        from clbench_plugins.capability_chain.streams import greedy, rouge1
+        from clbench_plugins._shared.text import greedy, rouge1
 
         if split != "test":
             raise DataError(f"prompts task {task!r} has no validation split to score (train.eval_split=val)")

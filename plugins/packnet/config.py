@@ -1,36 +1,10 @@
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
+from clbench_plugins._shared.partition import check_partition
+
 from clbench.config import bounded, setting
-from clbench.errors import ConfigError
-
-PROJECTIONS = ("irregular", "column", "filter")
-
-
-def check_shares(setting: str, key: str, values: Iterable[float]) -> None:
-    """α and β are shares of a layer: each must lie in (0, 1]. Raised at plan time, before any cell runs."""
-    values = list(values)
-    if not values:
-        raise ConfigError(f"{setting}.{key} is empty: give one value, or one per pruned layer")
-    for v in values:
-        if not 0.0 < v <= 1.0:
-            raise ConfigError(f"{setting}.{key}={v} must lie in (0, 1] (a share of the layer's weights)")
-
-
-def check_partition(setting: str, alpha: Iterable[float], alpha_first: float, projection: Iterable[str],
-                    epochs: dict[str, int]) -> None:
-    """The checks that need no model: ranges, projection names, epoch counts (shape checks run in setup)."""
-    check_shares(setting, "alpha", alpha)
-    if alpha_first != 0.0:
-        check_shares(setting, "alpha_first", [alpha_first])
-    for kind in projection:
-        if kind not in PROJECTIONS:
-            raise ConfigError(f"{setting}.projection={kind!r}: choose one of {list(PROJECTIONS)}")
-    for key, value in epochs.items():
-        if value < 0:
-            raise ConfigError(f"{setting}.{key}={value} must be ≥ 0")
 
 
 @dataclass(frozen=True)

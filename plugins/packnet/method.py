@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import torch
+from clbench_plugins._shared.partition import PartitionMethod, keep_mask
 
 from clbench.method import Phase
 
 from .config import PackNetConfig
-from .partition import PartitionMethod, keep_mask
 
 
 class PackNet(PartitionMethod):

@@ -1,7 +1,7 @@
 from dataclasses import dataclass
 
-from clbench_plugins.expander_ewc.config import ExpanderEWCConfig
-from clbench_plugins.lora.config import LoRAConfig
+from clbench_plugins._shared.lora.config import LoRAConfig
+from clbench_plugins._shared.masked.config import ExpanderEWCConfig
 
 from clbench.config import bounded, setting
 

@@ -1,7 +1,7 @@
 """Per-task sparse fine-tuning: Table 5's protocol (Expander-EWC paper §6.2) as a method.
 
 Before every task the masked weight matrices go back to the base model's values and a fresh mask is
-drawn (expander or uniform, as :class:`~clbench_plugins.expander_ewc.method.ExpanderEWC` draws it);
+drawn (expander or uniform, as :class:`~clbench_plugins._shared.masked.method.ExpanderEWC` draws it);
 after the task its weights — the masked coordinates' values and its head — are kept, and evaluating a
 task swaps them in. So a[i][j] is task j fine-tuned alone from the base (the base model for a task not
 trained yet), and the last row of the accuracy matrix is Table 5's row.
@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-from clbench_plugins.expander_ewc.method import ExpanderEWC
+from clbench_plugins._shared.masked.method import ExpanderEWC
 from torch import Tensor
 
 from clbench.model import CLModel

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from clbench_plugins.lora.method import LoRAMethod
+from clbench_plugins._shared.lora.method import LoRAMethod
 
 from .config import PerTaskConfig
 

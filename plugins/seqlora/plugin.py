@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-from clbench_plugins.lora.presets import BASELINE, quick_tuned
+from clbench_plugins._shared.lora.presets import BASELINE, quick_tuned
+from clbench_plugins._shared.lora.sequential import SeqLoRA, SeqLoRAConfig
 
 from clbench import hookimpl
 from clbench.specs import MethodSpec
-
-from .config import SeqLoRAConfig
-from .method import SeqLoRA
 
 
 @hookimpl

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from clbench_plugins.ewc.method import Weighted, add_penalty_gradients, diagonal_fisher, penalty_value
+from clbench_plugins._shared.penalty import Weighted, add_penalty_gradients, diagonal_fisher, penalty_value
 from torch import Tensor, nn
 
 from clbench.data import Batch

@@ -4,7 +4,7 @@ Contract (stable; the LoRA-family methods build on it):
 
 * ``model(x: list[str], task: str) -> Tensor`` of shape ``(len(x), len(TaskInfo.labels))``: logits over
   the task's label words. ``x`` are the raw sentences of the stream; the model formats them with the
-  paper's prompt (:func:`clbench_plugins.hf.prompts.format_prompt`, from ``TaskInfo.group``,
+  paper's prompt (:func:`clbench_plugins._shared.hf.prompts.format_prompt`, from ``TaskInfo.group``,
   ``TaskInfo.name``, ``TaskInfo.instruction`` and ``TaskInfo.labels``).
 * ``model.lora_targets: list[str]``: full names, as in ``model.named_modules()``, of the ``nn.Linear``
   layers LoRA adapts: PEFT's default q/v targets per architecture (T5 ``q``/``v``, LLaMA
