@@ -121,8 +121,9 @@ class CellResult:
         validate(data, path)
         T = len(data["tasks"])
         if len(data["accuracy_matrix"]) != T or any(len(row) != T for row in data["accuracy_matrix"]):
-            raise ResultFileError(f"{path or 'result'}: not a clbench result (accuracy_matrix is not "
-                                  f"{T}×{T} for its {T} tasks)")
+            raise ResultFileError(
+                f"{path or 'result'}: not a clbench result (accuracy_matrix is not {T}×{T} for its {T} tasks)"
+            )
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known, path=path)
 
@@ -241,7 +242,6 @@ class Cell:
         return config_hash(self.resolved(), self.stream, self.order, self.seed)
 
 
-
 IDENTITY_EXCLUDES = ("sweep", "options")  # the label's sweep repeats the settings; options are run plumbing
 
 
@@ -260,8 +260,9 @@ def config_hash(resolved: Mapping[str, Any], stream: str, order: str, seed: int)
     """sha256 of the canonical JSON of :func:`identity` (sorted keys, no spaces): stable across runs,
     processes and machines for the same settings."""
     try:
-        text = json.dumps(identity(resolved, stream, order, seed), sort_keys=True, separators=(",", ":"),
-                          allow_nan=False)
+        text = json.dumps(
+            identity(resolved, stream, order, seed), sort_keys=True, separators=(",", ":"), allow_nan=False
+        )
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"cell {stream}/order-{order}/seed-{seed}: a setting is not JSON ({exc})") from None
     return hashlib.sha256(text.encode()).hexdigest()
@@ -280,8 +281,11 @@ def config_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """``["methods.ewc.lambda: 10.0 → 3.0", "train.threads: (absent) → 1"]`` between two identities."""
     a, b = _flatten(old), _flatten(new)
     absent = "(absent)"
-    return [f"{k}: {a.get(k, absent)!r} → {b.get(k, absent)!r}".replace(repr(absent), absent)
-            for k in sorted(set(a) | set(b)) if a.get(k, absent) != b.get(k, absent)]
+    return [
+        f"{k}: {a.get(k, absent)!r} → {b.get(k, absent)!r}".replace(repr(absent), absent)
+        for k in sorted(set(a) | set(b))
+        if a.get(k, absent) != b.get(k, absent)
+    ]
 
 
 @dataclass

@@ -27,8 +27,15 @@ from typing import Any, ClassVar, Literal
 from clbench.errors import ConfigError, did_you_mean
 
 
-def bounded(default: Any, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
-            lt: float | None = None, help: str = "") -> Any:
+def bounded(
+    default: Any,
+    *,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+    help: str = "",
+) -> Any:
     """A config field with a range, checked by :func:`apply` with the setting's name in the message.
 
     ``lam: float = bounded(1.0, ge=0, help="weight of the penalty")`` — plugin authors declare ranges this way
@@ -83,11 +90,16 @@ class TrainConfig:
 
     epochs: int = bounded(1, ge=1, le=10_000, help="per task; more is a typo (a task that never ends)")
     batch_size: int = bounded(32, ge=1, help="the global batch: examples per optimizer step")
-    grad_accum: int = bounded(1, ge=1, help=(
-        "Micro-batches per optimizer step: each runs forward and backward on batch_size/grad_accum examples with its "
-        "loss scaled by its share of the batch, so the step sees the full batch's mean gradient (same numbers up to "
-        "float summation order; batch-norm statistics are per micro-batch). Memory of a micro-batch, the result of "
-        "the global batch."))
+    grad_accum: int = bounded(
+        1,
+        ge=1,
+        help=(
+            "Micro-batches per optimizer step: each runs forward and backward on batch_size/grad_accum examples with its "
+            "loss scaled by its share of the batch, so the step sees the full batch's mean gradient (same numbers up to "
+            "float summation order; batch-norm statistics are per micro-batch). Memory of a micro-batch, the result of "
+            "the global batch."
+        ),
+    )
     eval_batch_size: int = bounded(256, ge=1)
     lr: float = bounded(0.01, gt=0)
     optimizer: str = setting("sgd", help="sgd | adam | adamw | rmsprop")
@@ -95,60 +107,108 @@ class TrainConfig:
     weight_decay: float = bounded(0.0, ge=0)
     grad_clip: float = bounded(0.0, ge=0, help="0: off")
     eval_limit: int = bounded(0, ge=0, help="evaluate on at most this many test examples per task (0: all)")
-    eval_split: str = setting("test", help=(
-        "The split the accuracy matrix scores: \"test\", or \"val\" (the stream's validation split, carved from its "
-        "training data) for choosing settings without looking at the test split (scripts/tune_quick.py, "
-        "docs/tuning.md)."))
+    eval_split: str = setting(
+        "test",
+        help=(
+            'The split the accuracy matrix scores: "test", or "val" (the stream\'s validation split, carved from its '
+            "training data) for choosing settings without looking at the test split (scripts/tune_quick.py, "
+            "docs/tuning.md)."
+        ),
+    )
     device: str = setting("auto", help="auto | cpu | cuda | cuda:N")
-    threads: int = bounded(1, ge=1, help=(
-        "torch's intra-op threads while the cell runs. Numbers depend on it (a float sum split over 2 threads rounds "
-        "differently from 1), so it is a setting, stored in the config and its hash, never the machine's core count. "
-        "1 is reproducible on any machine; profiles for larger models raise it."))
-    log_every: int = bounded(0, ge=0, help=(
-        "Every N-th optimizer step of the cell, hand the step observers (the `clbench_step` hook: `--logger csv`, "
-        "`tensorboard`, `wandb`) the loss, each loss term, the learning rate and the gradient norm; 0: off (no hook "
-        "call, no gradient norm, no extra sync on any step). Logging reads numbers and changes none, so this setting "
-        "is stored in result.json but is not part of the cell's identity (see NOT_IDENTITY)."))
-    checkpoint_every_s: float = bounded(60.0, ge=0, help=(
-        "Write the resume checkpoint after a task only when this many seconds have passed since the cell started or "
-        "since its last checkpoint; 0: after every task but the last. A checkpoint holds the model, the method's "
-        "state and every footprint so far, so after every task of a short cell it costs more than the work it saves: "
-        "an interrupted cell redoes at most this many seconds (and resumes to the same numbers)."))
-    diverge_factor: float = bounded(100.0, ge=0, help=(
-        "A cell whose training blows up is `diverged`, not complete: a step's loss is NaN or infinite, or an epoch's "
-        "mean loss (task loss plus the method's terms) exceeds this many times the loss of the first step of the "
-        "same phase of the task — the loss the phase starts from, before it has moved a weight (a phase may add "
-        "terms of its own scale: LPS's ADMM) — or of 1 nat where that is less (clbench._exec.step.LOSS_FLOOR: joint "
-        "training starts a task at 4e-4). 0: only non-finite losses. 100 is far above what a healthy phase does and "
-        "far below a blow-up (an SGD step past the penalty's curvature multiplies the loss by ~1e3 an epoch: "
-        "split-digits ewc, epoch means 0.49 → 2403 → 5.6e9; permuted-digits ewc λ=1000 reached 3e12 within its first "
-        "epoch)."))
-    tf32: bool = setting(True, help=(
-        "On a CUDA GPU with tensor cores (Ampere and later), float32 matmuls and convolutions use TF32: inputs "
-        "rounded to 10 bits of mantissa, products accumulated in float32, several times faster (T5-large's fp32 "
-        "paper runs). On by default for speed (the reference scripts pass no --tf32; PyTorch's own default is TF32 "
-        "for convolutions only); false for full float32 products. No effect on the CPU or on bf16 weights; recorded, "
-        "and part of the identity (it changes a GPU's numbers)."))
-    fused: bool = setting(True, help=(
-        "On a CUDA GPU, the fused implementation of the optimizer where torch has one (Adam, AdamW, SGD): one kernel "
-        "for every parameter's update instead of a few per tensor group. Numbers may move in the last bits against "
-        "the foreach implementation; recorded, part of the identity. No effect on the CPU."))
-    sync_every: int = bounded(0, ge=0, help=(
-        "On an accelerator, the step losses are kept on the device and read every this many optimizer steps (one "
-        "host sync instead of one a step); a non-finite loss is still reported at its exact step, up to this many "
-        "steps late. 0: every step on the CPU, every 32 on an accelerator. Changes no number."))
-    device_data: float = bounded(0.25, ge=0, le=1, help=(
-        "On an accelerator, a task's tensor splits are copied to the device once (batches are then indexed there) "
-        "while every split so copied fits in this fraction of the device's memory; 0: never (each batch is copied "
-        "per step). Changes no number."))
+    threads: int = bounded(
+        1,
+        ge=1,
+        help=(
+            "torch's intra-op threads while the cell runs. Numbers depend on it (a float sum split over 2 threads rounds "
+            "differently from 1), so it is a setting, stored in the config and its hash, never the machine's core count. "
+            "1 is reproducible on any machine; profiles for larger models raise it."
+        ),
+    )
+    log_every: int = bounded(
+        0,
+        ge=0,
+        help=(
+            "Every N-th optimizer step of the cell, hand the step observers (the `clbench_step` hook: `--logger csv`, "
+            "`tensorboard`, `wandb`) the loss, each loss term, the learning rate and the gradient norm; 0: off (no hook "
+            "call, no gradient norm, no extra sync on any step). Logging reads numbers and changes none, so this setting "
+            "is stored in result.json but is not part of the cell's identity (see NOT_IDENTITY)."
+        ),
+    )
+    checkpoint_every_s: float = bounded(
+        60.0,
+        ge=0,
+        help=(
+            "Write the resume checkpoint after a task only when this many seconds have passed since the cell started or "
+            "since its last checkpoint; 0: after every task but the last. A checkpoint holds the model, the method's "
+            "state and every footprint so far, so after every task of a short cell it costs more than the work it saves: "
+            "an interrupted cell redoes at most this many seconds (and resumes to the same numbers)."
+        ),
+    )
+    diverge_factor: float = bounded(
+        100.0,
+        ge=0,
+        help=(
+            "A cell whose training blows up is `diverged`, not complete: a step's loss is NaN or infinite, or an epoch's "
+            "mean loss (task loss plus the method's terms) exceeds this many times the loss of the first step of the "
+            "same phase of the task — the loss the phase starts from, before it has moved a weight (a phase may add "
+            "terms of its own scale: LPS's ADMM) — or of 1 nat where that is less (clbench._exec.step.LOSS_FLOOR: joint "
+            "training starts a task at 4e-4). 0: only non-finite losses. 100 is far above what a healthy phase does and "
+            "far below a blow-up (an SGD step past the penalty's curvature multiplies the loss by ~1e3 an epoch: "
+            "split-digits ewc, epoch means 0.49 → 2403 → 5.6e9; permuted-digits ewc λ=1000 reached 3e12 within its first "
+            "epoch)."
+        ),
+    )
+    tf32: bool = setting(
+        True,
+        help=(
+            "On a CUDA GPU with tensor cores (Ampere and later), float32 matmuls and convolutions use TF32: inputs "
+            "rounded to 10 bits of mantissa, products accumulated in float32, several times faster (T5-large's fp32 "
+            "paper runs). On by default for speed (the reference scripts pass no --tf32; PyTorch's own default is TF32 "
+            "for convolutions only); false for full float32 products. No effect on the CPU or on bf16 weights; recorded, "
+            "and part of the identity (it changes a GPU's numbers)."
+        ),
+    )
+    fused: bool = setting(
+        True,
+        help=(
+            "On a CUDA GPU, the fused implementation of the optimizer where torch has one (Adam, AdamW, SGD): one kernel "
+            "for every parameter's update instead of a few per tensor group. Numbers may move in the last bits against "
+            "the foreach implementation; recorded, part of the identity. No effect on the CPU."
+        ),
+    )
+    sync_every: int = bounded(
+        0,
+        ge=0,
+        help=(
+            "On an accelerator, the step losses are kept on the device and read every this many optimizer steps (one "
+            "host sync instead of one a step); a non-finite loss is still reported at its exact step, up to this many "
+            "steps late. 0: every step on the CPU, every 32 on an accelerator. Changes no number."
+        ),
+    )
+    device_data: float = bounded(
+        0.25,
+        ge=0,
+        le=1,
+        help=(
+            "On an accelerator, a task's tensor splits are copied to the device once (batches are then indexed there) "
+            "while every split so copied fits in this fraction of the device's memory; 0: never (each batch is copied "
+            "per step). Changes no number."
+        ),
+    )
 
     # Settings that change no number: clbench._core.plan.identity leaves them out of config_hash, so changing one
     # neither refuses a rerun into the same --out nor invalidates a result or checkpoint.
     NOT_IDENTITY: ClassVar[tuple[str, ...]] = ("log_every", "checkpoint_every_s", "sync_every", "device_data")
     # Settings added after results were committed: at this value they are left out of the identity, so a
     # result written before they existed keeps its config hash (it was computed this way).
-    IDENTITY_SINCE: ClassVar[dict[str, Any]] = {"grad_accum": 1, "diverge_factor": 100.0, "eval_split": "test",
-                                                 "tf32": True, "fused": True}
+    IDENTITY_SINCE: ClassVar[dict[str, Any]] = {
+        "grad_accum": 1,
+        "diverge_factor": 100.0,
+        "eval_split": "test",
+        "tf32": True,
+        "fused": True,
+    }
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
@@ -158,8 +218,10 @@ class TrainConfig:
         if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", self.device):
             raise ConfigError(f"train.device={self.device!r}: choose auto, cpu, mps, cuda or cuda:N")
         if self.batch_size % self.grad_accum:
-            raise ConfigError(f"train.grad_accum={self.grad_accum} does not divide train.batch_size="
-                              f"{self.batch_size}: the global batch is split into equal micro-batches")
+            raise ConfigError(
+                f"train.grad_accum={self.grad_accum} does not divide train.batch_size="
+                f"{self.batch_size}: the global batch is split into equal micro-batches"
+            )
 
     @property
     def micro_batch_size(self) -> int:
@@ -174,31 +236,58 @@ OPTIMIZERS = {"sgd", "adam", "adamw", "rmsprop"}
 class MetricsConfig:
     """How the footprint metrics of one cell are computed (``--set metrics.…``); stored in result.json."""
 
-    tolerance: float = bounded(1e-3, ge=0, lt=1, help=(
-        "ACR's \"non-zero\" (N-LoRA eq. 11 gives no threshold): |x| > tolerance·max|ΔW| over what ``acr`` names. "
-        "1e-3 is ours (stored in each result; the calibration against the paper's SeqLoRA 0.542 is in "
-        "docs/lora-family.md); 0 is the literal definition (every entry that is not exactly 0)."))
-    samples: int = bounded(0, ge=0, help=(
-        "GSR/ACR: 0 = the exact streaming pass; N > 0 = the sampled estimator at ≈N positions per matrix (low-rank "
-        "footprints only; clbench.metrics.scan) — for 7B-scale adapters, where the exact pass takes ~1 min"))
-    acr: Literal["layer", "task", "absolute"] = setting("layer", help=(
-        "ACR's threshold: \"layer\" τ·max|ΔW_t| of each task and layer (cannot see a layer shrunk as a whole), "
-        "\"task\" τ·max|ΔW_t| over all layers of a task, \"absolute\" τ itself. Masked footprints count their mask."))
-    awom: Literal["eq8", "transposed"] = setting("eq8", help=(
-        "AWOM's product: \"eq8\" ‖ΔW_T ΔW_iᵀ‖₂ in PEFT's out × in layout, i.e. N-LoRA eq. 8's ΔW_Tᵀ ΔW_i with its ΔW "
-        "= A·B, A ∈ R^{d×r} on the input side (sums over the input index); \"transposed\" ‖ΔW_Tᵀ ΔW_i‖₂ in PEFT's "
-        "layout (sums over the output index; clbench before 2026-11-24)."))
-    delta_w: Literal["applied", "factors"] = setting("applied", help=(
-        'ΔW of a LoRA footprint: "applied" α/r·B·A, the update the forward adds (W − W₀; what dense footprints are), '
-        '"factors" B·A. Changes AWOM (by (α/r)²), the nuclear norms (α/r) and absolute-τ ACR; the paper writes ΔW = '
-        'AB without α/r and its repository has no metric code, so it does not settle this.'))
-    device: str = setting("cpu", help=(
-        "Where AWOM's float64 spectral norms of dense footprints run (full fine-tuning and masked cells; LoRA's are "
-        "r×r problems): \"cpu\" LAPACK (a thin QR, then λmax by bisection), or \"cuda\"/\"cuda:N\" torch's float64 "
-        "on a GPU (the same QR, every eigenvalue). One pair of tasks of a dense Llama-3-8B cell is ~170 TFLOP: ~45 "
-        "min on 2 CPU cores, seconds on a GPU's float64 units (benchmarks/bench_awom_dense.py); a GPU lease's 1.5 "
-        "B-parameter cell was still in it after 85 s on 8 threads. The routes agree to 1e-12 relative "
-        "(tests/test_metrics.py)."))
+    tolerance: float = bounded(
+        1e-3,
+        ge=0,
+        lt=1,
+        help=(
+            'ACR\'s "non-zero" (N-LoRA eq. 11 gives no threshold): |x| > tolerance·max|ΔW| over what ``acr`` names. '
+            "1e-3 is ours (stored in each result; the calibration against the paper's SeqLoRA 0.542 is in "
+            "docs/lora-family.md); 0 is the literal definition (every entry that is not exactly 0)."
+        ),
+    )
+    samples: int = bounded(
+        0,
+        ge=0,
+        help=(
+            "GSR/ACR: 0 = the exact streaming pass; N > 0 = the sampled estimator at ≈N positions per matrix (low-rank "
+            "footprints only; clbench.metrics.scan) — for 7B-scale adapters, where the exact pass takes ~1 min"
+        ),
+    )
+    acr: Literal["layer", "task", "absolute"] = setting(
+        "layer",
+        help=(
+            'ACR\'s threshold: "layer" τ·max|ΔW_t| of each task and layer (cannot see a layer shrunk as a whole), '
+            '"task" τ·max|ΔW_t| over all layers of a task, "absolute" τ itself. Masked footprints count their mask.'
+        ),
+    )
+    awom: Literal["eq8", "transposed"] = setting(
+        "eq8",
+        help=(
+            "AWOM's product: \"eq8\" ‖ΔW_T ΔW_iᵀ‖₂ in PEFT's out × in layout, i.e. N-LoRA eq. 8's ΔW_Tᵀ ΔW_i with its ΔW "
+            '= A·B, A ∈ R^{d×r} on the input side (sums over the input index); "transposed" ‖ΔW_Tᵀ ΔW_i‖₂ in PEFT\'s '
+            "layout (sums over the output index; clbench before 2026-11-24)."
+        ),
+    )
+    delta_w: Literal["applied", "factors"] = setting(
+        "applied",
+        help=(
+            'ΔW of a LoRA footprint: "applied" α/r·B·A, the update the forward adds (W − W₀; what dense footprints are), '
+            '"factors" B·A. Changes AWOM (by (α/r)²), the nuclear norms (α/r) and absolute-τ ACR; the paper writes ΔW = '
+            "AB without α/r and its repository has no metric code, so it does not settle this."
+        ),
+    )
+    device: str = setting(
+        "cpu",
+        help=(
+            "Where AWOM's float64 spectral norms of dense footprints run (full fine-tuning and masked cells; LoRA's are "
+            'r×r problems): "cpu" LAPACK (a thin QR, then λmax by bisection), or "cuda"/"cuda:N" torch\'s float64 '
+            "on a GPU (the same QR, every eigenvalue). One pair of tasks of a dense Llama-3-8B cell is ~170 TFLOP: ~45 "
+            "min on 2 CPU cores, seconds on a GPU's float64 units (benchmarks/bench_awom_dense.py); a GPU lease's 1.5 "
+            "B-parameter cell was still in it after 85 s on 8 threads. The routes agree to 1e-12 relative "
+            "(tests/test_metrics.py)."
+        ),
+    )
 
     # Forms added after results were committed: at these values a form is left out of the identity (those
     # results keep their hash). awom=eq8 is a change: the committed results were recomputed in its commit.
@@ -212,8 +301,11 @@ class MetricsConfig:
         """The forms in words, for the leaderboard's heading."""
         where = {"layer": "per task and layer", "task": "per task, all layers", "absolute": "absolute"}[self.acr]
         tau = f"τ={self.tolerance:g}" + ("" if self.acr == "absolute" else "·max|ΔW|")
-        awom = "eq. 8 (ΔW_T ΔW_iᵀ in PEFT's out × in layout)" if self.awom == "eq8" \
+        awom = (
+            "eq. 8 (ΔW_T ΔW_iᵀ in PEFT's out × in layout)"
+            if self.awom == "eq8"
             else "transposed (ΔW_Tᵀ ΔW_i in PEFT's layout)"
+        )
         dw = "α/r·B·A" if self.delta_w == "applied" else "B·A (no α/r)"
         return f"ACR non-zero |x| > {tau} ({where}); AWOM {awom}; LoRA ΔW = {dw}"
 

@@ -192,8 +192,10 @@ class Stream:
         if key not in self._on_device:
             size = host.x.numel() * host.x.element_size() + host.y.numel() * host.y.element_size()
             # only splits whose x is a tensor are copied (above)
-            held = sum(cast(Tensor, t.x).numel() * cast(Tensor, t.x).element_size() + t.y.numel() * t.y.element_size()
-                       for t in self._on_device.values())
+            held = sum(
+                cast(Tensor, t.x).numel() * cast(Tensor, t.x).element_size() + t.y.numel() * t.y.element_size()
+                for t in self._on_device.values()
+            )
             if held + size > fraction * _device_memory(device):
                 return host
             self._on_device[key] = Split(host.x.to(device), host.y.to(device))
@@ -210,8 +212,16 @@ class Stream:
         return 100.0 * float((pred == gold).sum()) / max(len(gold), 1)
 
     @torch.no_grad()
-    def evaluate(self, model: CLModel, task: str, *, batch_size: int, limit: int | None,
-                 device: torch.device, split: str = "test") -> float:
+    def evaluate(
+        self,
+        model: CLModel,
+        task: str,
+        *,
+        batch_size: int,
+        limit: int | None,
+        device: torch.device,
+        split: str = "test",
+    ) -> float:
         """Score of ``model`` on ``task``'s ``split`` (the first ``limit`` examples when given): ``test``, or
         ``val`` where settings are being chosen (``train.eval_split``; a stream without one raises DataError).
 
@@ -219,12 +229,26 @@ class Stream:
         runs ``model.predict`` over batches (:meth:`predictions`) and hands the predictions to :meth:`score`;
         override it for evaluations ``predict`` cannot express (an lm-eval task, generation scored by ROUGE).
         """
-        return self.score_batches(task, self.predictions(model, task, batch_size=batch_size, limit=limit,
-                                                         device=device, split=split), limit, split)
+        return self.score_batches(
+            task,
+            self.predictions(model, task, batch_size=batch_size, limit=limit, device=device, split=split),
+            limit,
+            split,
+        )
 
     @torch.no_grad()
-    def predictions(self, model: CLModel, task: str, *, batch_size: int, limit: int | None, device: torch.device,
-                    shard: tuple[int, int] = (0, 1), split: str = "test", device_data: float = 0.0) -> list[Tensor]:
+    def predictions(
+        self,
+        model: CLModel,
+        task: str,
+        *,
+        batch_size: int,
+        limit: int | None,
+        device: torch.device,
+        shard: tuple[int, int] = (0, 1),
+        split: str = "test",
+        device_data: float = 0.0,
+    ) -> list[Tensor]:
         """``model.predict`` on the batches of ``task``'s ``split`` (CPU tensors, in order); with ``shard=(r, N)``
         only on batches r, r+N, ... (data-parallel evaluation: each rank its batches, the same batches as one
         process). On an accelerator the split is copied there once while the stream's copies fit in
@@ -268,24 +292,34 @@ class Stream:
             return None
         return (pred == gold).to(torch.float32)
 
-    def score_examples(self, task: str, preds: list[Tensor], limit: int | None, split: str = "test"
-                       ) -> tuple[float, Tensor | None]:
+    def score_examples(
+        self, task: str, preds: list[Tensor], limit: int | None, split: str = "test"
+    ) -> tuple[float, Tensor | None]:
         """:meth:`score` and :meth:`example_scores` of the predictions of every batch of ``task``'s ``split``."""
         split_data, n = self._test_split(task, limit, split)
         pred, gold = preds[0] if len(preds) == 1 else torch.cat(preds), split_data.y[:n]
         return self.score(task, pred, gold), self.example_scores(task, pred, gold)
 
     @torch.no_grad()
-    def evaluate_examples(self, model: CLModel, task: str, *, batch_size: int, limit: int | None,
-                          device: torch.device, split: str = "test", device_data: float = 0.0
-                          ) -> tuple[float, Tensor | None]:
+    def evaluate_examples(
+        self,
+        model: CLModel,
+        task: str,
+        *,
+        batch_size: int,
+        limit: int | None,
+        device: torch.device,
+        split: str = "test",
+        device_data: float = 0.0,
+    ) -> tuple[float, Tensor | None]:
         """:meth:`evaluate` and each test example's score (:meth:`example_scores`; None from a stream that overrides
         :meth:`evaluate` but not this). What the runner calls; override it beside :meth:`evaluate` to store
         per-example scores of an evaluation of your own (each in [0, 1], their mean × 100 the score)."""
         if type(self).evaluate is not Stream.evaluate:
             return self.evaluate(model, task, batch_size=batch_size, limit=limit, device=device, split=split), None
-        preds = self.predictions(model, task, batch_size=batch_size, limit=limit, device=device, split=split,
-                                 device_data=device_data)
+        preds = self.predictions(
+            model, task, batch_size=batch_size, limit=limit, device=device, split=split, device_data=device_data
+        )
         return self.score_examples(task, preds, limit, split)
 
 
@@ -330,7 +364,24 @@ def stratified_split(y: Tensor, fraction: float, generator: torch.Generator) -> 
 
 
 __all__ = [  # the data contract here, the file helpers from clbench.files
-    "Batch", "SCENARIOS", "Split", "Stream", "TMP_SUFFIX", "TaskData", "TaskInfo", "atomic_write_text",
-    "atomic_write_with", "batches", "cache_dir", "confined", "owner", "read_records", "read_text", "reading",
-    "remember", "seen_by_package", "seen_labels", "stratified_split",
+    "Batch",
+    "SCENARIOS",
+    "Split",
+    "Stream",
+    "TMP_SUFFIX",
+    "TaskData",
+    "TaskInfo",
+    "atomic_write_text",
+    "atomic_write_with",
+    "batches",
+    "cache_dir",
+    "confined",
+    "owner",
+    "read_records",
+    "read_text",
+    "reading",
+    "remember",
+    "seen_by_package",
+    "seen_labels",
+    "stratified_split",
 ]

@@ -41,6 +41,7 @@ def resolve_device(name: str) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
 
+
 @dataclass(frozen=True)
 class Dist:
     """This process's place in the cell's process group: rank ``rank`` of ``world_size`` (1: alone, and every
@@ -92,12 +93,12 @@ class Dist:
         for p in params:
             by_dtype.setdefault(p.dtype, []).append(p)
         for group in by_dtype.values():
-            present = torch.tensor([p.grad is not None for p in group], dtype=group[0].dtype,
-                                   device=group[0].device)
-            flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in group]
-                             + [present])
+            present = torch.tensor([p.grad is not None for p in group], dtype=group[0].dtype, device=group[0].device)
+            flat = torch.cat(
+                [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in group] + [present]
+            )
             torch.distributed.all_reduce(flat)
-            flags = flat[-len(group):].tolist()
+            flags = flat[-len(group) :].tolist()
             offset = 0
             for p, flag in zip(group, flags, strict=True):
                 n = p.numel()

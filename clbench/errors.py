@@ -34,8 +34,9 @@ class UnknownNameError(ClbenchError):
     ``plural`` overrides the plural :func:`plural_of` forms.
     """
 
-    def __init__(self, kind: str, name: str, known: list[str], *, of: str = "", plural: str | None = None,
-                 hint: str = "") -> None:
+    def __init__(
+        self, kind: str, name: str, known: list[str], *, of: str = "", plural: str | None = None, hint: str = ""
+    ) -> None:
         match = did_you_mean(name, known)
         hint = hint or (f" — did you mean {match!r}?" if match else "")
         listing = ", ".join(known) if known else "(none registered)"

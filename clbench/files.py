@@ -50,8 +50,10 @@ def read_text(path: Path) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise DataError(f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}, "
-                        f"line {line}); save it as UTF-8") from None
+        raise DataError(
+            f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}, "
+            f"line {line}); save it as UTF-8"
+        ) from None
 
 
 def read_records(path: Path) -> list[Any]:

@@ -95,8 +95,9 @@ class FootprintScan:
         return sum(self.sparsity) / len(self.sparsity) if self.sparsity else None
 
 
-def thresholds(footprints: Sequence[TaskFootprint], tolerance: float, acr: AcrForm = "layer",
-               factors: bool = False) -> list[dict[str, float]]:
+def thresholds(
+    footprints: Sequence[TaskFootprint], tolerance: float, acr: AcrForm = "layer", factors: bool = False
+) -> list[dict[str, float]]:
     """ACR's "non-zero" threshold of every task and layer: |x| > threshold, x an entry of the applied ΔW.
 
     ``layer``: τ·max|ΔW_t| of that layer; ``task``: τ·max|ΔW_t| over all the task's layers, so a layer the
@@ -104,8 +105,10 @@ def thresholds(footprints: Sequence[TaskFootprint], tolerance: float, acr: AcrFo
     when true: on the applied α/r·B·A that is τ·α/r). N-LoRA eq. 11 names none of them: τ = 0 is its literal
     form (every entry not exactly 0)."""
     if acr == "absolute":
-        return [{n: tolerance * (fp.scale if factors and isinstance(fp, LowRank) else 1.0) for n, fp in t.items()}
-                for t in footprints]
+        return [
+            {n: tolerance * (fp.scale if factors and isinstance(fp, LowRank) else 1.0) for n, fp in t.items()}
+            for t in footprints
+        ]
     if acr not in ("layer", "task"):
         raise ValueError(f"acr={acr!r}: choose layer, task or absolute")
     # a mask is its own support: its layers need no threshold and are not a pass over their values
@@ -115,8 +118,14 @@ def thresholds(footprints: Sequence[TaskFootprint], tolerance: float, acr: AcrFo
     return [{n: tolerance * v for n, v in m.items()} for m in maxima]
 
 
-def scan(footprints: Sequence[TaskFootprint], tolerance: float = DEFAULT_TOLERANCE, samples: int = 0,
-         seed: int = 0, acr: AcrForm = "layer", factors: bool = False) -> FootprintScan:
+def scan(
+    footprints: Sequence[TaskFootprint],
+    tolerance: float = DEFAULT_TOLERANCE,
+    samples: int = 0,
+    seed: int = 0,
+    acr: AcrForm = "layer",
+    factors: bool = False,
+) -> FootprintScan:
     """One streaming pass: per layer, ‖ΔW_t‖₁ and ‖ΔW_t‖₂ of every task and the per-position count c of
     tasks non-zero there (|x| > the :func:`thresholds` of ``acr``; a :class:`Masked` footprint is non-zero on
     its mask, whatever its values); Σ_{i<j}[nz_i ∧ nz_j] = c(c−1)/2, so the pass is linear in T.
@@ -143,8 +152,9 @@ def scan(footprints: Sequence[TaskFootprint], tolerance: float = DEFAULT_TOLERAN
     return out
 
 
-def _scan_exact(present: list[Any], shape: tuple[int, ...], thresholds: list[float]
-                ) -> tuple[list[float], list[float], float]:
+def _scan_exact(
+    present: list[Any], shape: tuple[int, ...], thresholds: list[float]
+) -> tuple[list[float], list[float], float]:
     if all(isinstance(fp, LowRank) for fp in present):
         return _scan_lowrank(present, shape, thresholds)
     chunk = _rows_per_chunk(shape)
@@ -171,8 +181,9 @@ def _scan_exact(present: list[Any], shape: tuple[int, ...], thresholds: list[flo
 SCAN_ROWS = 256  # rows of a low-rank ΔW evaluated at once: 4 MB of float32 at 4096 columns, cache-friendly
 
 
-def _scan_lowrank(present: list[LowRank], shape: tuple[int, ...], thresholds: list[float]
-                  ) -> tuple[list[float], list[float], float]:
+def _scan_lowrank(
+    present: list[LowRank], shape: tuple[int, ...], thresholds: list[float]
+) -> tuple[list[float], list[float], float]:
     """The exact pass for low-rank footprints: each row block of s·B·A is evaluated into one reused
     buffer (no allocation per block), its |·| summed and thresholded; nothing larger is ever held."""
     rows = max(1, min(SCAN_ROWS, _rows_per_chunk(shape)))
@@ -199,8 +210,9 @@ def _scan_lowrank(present: list[LowRank], shape: tuple[int, ...], thresholds: li
     return l1, l2sq, pairs
 
 
-def _scan_sampled(present: list[Any], shape: tuple[int, ...], thresholds: list[float], samples: int,
-                  g: torch.Generator) -> tuple[list[float], list[float], float]:
+def _scan_sampled(
+    present: list[Any], shape: tuple[int, ...], thresholds: list[float], samples: int, g: torch.Generator
+) -> tuple[list[float], list[float], float]:
     """ΔW on a random grid of ≈√N rows × √N columns, drawn without replacement: every position is in the
     grid with the same probability, and the grid is one small matmul per task (s·B[rows] @ A[:, cols])
     instead of N scattered r-length dot products. The collision count over the grid is unbiased. For
@@ -229,8 +241,13 @@ def _scan_sampled(present: list[Any], shape: tuple[int, ...], thresholds: list[f
     return l1, l2sq, pairs
 
 
-def collision_rate(footprints: Sequence[TaskFootprint], tolerance: float = DEFAULT_TOLERANCE,
-                   samples: int = 0, acr: AcrForm = "layer", factors: bool = False) -> float | None:
+def collision_rate(
+    footprints: Sequence[TaskFootprint],
+    tolerance: float = DEFAULT_TOLERANCE,
+    samples: int = 0,
+    acr: AcrForm = "layer",
+    factors: bool = False,
+) -> float | None:
     """ACR = (2/(T(T−1))) Σ_{i<j} CR_ij, CR_ij = fraction of positions where ΔW_i and ΔW_j are both non-zero.
 
     Positions are pooled over all layers; see :func:`scan` for how it streams and what ``samples`` does,
@@ -294,8 +311,12 @@ def normalised_overlap(footprints: Sequence[TaskFootprint] | None) -> float | No
     assert footprints is not None  # orthogonal_overlap is None without low-rank footprints
     lowrank = _as_lowrank(footprints)
     last = lowrank[-1]
-    denom = sum(float((prev[name].A.double() ** 2).sum() * (fp.A.double() ** 2).sum())
-                for name, fp in last.items() for prev in lowrank[:-1] if name in prev)
+    denom = sum(
+        float((prev[name].A.double() ** 2).sum() * (fp.A.double() ** 2).sum())
+        for name, fp in last.items()
+        for prev in lowrank[:-1]
+        if name in prev
+    )
     return oo / denom if denom > 0 else None
 
 
@@ -319,8 +340,14 @@ def _scale(fp: LowRank, factors: bool) -> float:
     return 1.0 if factors else fp.scale
 
 
-def _spectral_lowrank(a: LowRank, b: LowRank, ra: torch.Tensor | None = None, rb: torch.Tensor | None = None,
-                      eq8: bool = True, factors: bool = False) -> float:
+def _spectral_lowrank(
+    a: LowRank,
+    b: LowRank,
+    ra: torch.Tensor | None = None,
+    rb: torch.Tensor | None = None,
+    eq8: bool = True,
+    factors: bool = False,
+) -> float:
     """AWOM's term for ΔW = s·B·A (PEFT layout) without forming ΔW; the spectral norm of an r×r core.
 
     eq8: ‖ΔW_a ΔW_bᵀ‖₂ = ‖s_a s_b B_a (A_a A_bᵀ) B_bᵀ‖₂; with B = Q R, = ‖s_a s_b R_a (A_a A_bᵀ) R_bᵀ‖₂.
@@ -334,8 +361,9 @@ def _spectral_lowrank(a: LowRank, b: LowRank, ra: torch.Tensor | None = None, rb
     return float(torch.linalg.matrix_norm(core, ord=2))
 
 
-def adapter_weight_overlap(footprints: Sequence[TaskFootprint] | None, awom: str = "eq8",
-                           factors: bool = False, device: str = "cpu") -> float | None:
+def adapter_weight_overlap(
+    footprints: Sequence[TaskFootprint] | None, awom: str = "eq8", factors: bool = False, device: str = "cpu"
+) -> float | None:
     """AWOM = Σ_{i<T} ‖ΔW_Tᵀ ΔW_i‖₂ of N-LoRA eq. 8, summed over layers (low-rank: r×r cores; otherwise dense).
 
     Eq. 8 writes ΔW = A·B with A ∈ R^{d×r} the input-side factor (as in eqs. 1 and 7), so its ΔW is PEFT's
@@ -363,8 +391,11 @@ def adapter_weight_overlap(footprints: Sequence[TaskFootprint] | None, awom: str
                 dense_prev.append(_dense_2d(other, factors, eq8))
         if dense_prev:
             last_2d = _dense_2d(fp, factors, eq8)
-            total += sum(_spectral_dense(last_2d, dense_prev) if device == "cpu"
-                         else _spectral_dense_torch(last_2d, dense_prev, device))
+            total += sum(
+                _spectral_dense(last_2d, dense_prev)
+                if device == "cpu"
+                else _spectral_dense_torch(last_2d, dense_prev, device)
+            )
     return total
 
 
@@ -384,8 +415,9 @@ def spectral_norm(fp: Any, factors: bool = False) -> float:
     return float(scipy.sparse.linalg.svds(d.numpy(), k=1, return_singular_vectors=False, v0=start, tol=0)[0])
 
 
-def normalised_awom(footprints: Sequence[TaskFootprint] | None, awom: float | None, factors: bool = False
-                    ) -> float | None:
+def normalised_awom(
+    footprints: Sequence[TaskFootprint] | None, awom: float | None, factors: bool = False
+) -> float | None:
     """AWOM / Σ_{i<T} Σ_layers ‖ΔW_T‖₂ ‖ΔW_i‖₂, in [0, 1] (‖XY‖₂ ≤ ‖X‖₂ ‖Y‖₂, either orientation): ``awom`` (the
     cell's AWOM) without the updates' size."""
     if awom is None or not footprints or len(footprints) < 2:
@@ -420,8 +452,9 @@ def _spectral_dense(last: torch.Tensor, prevs: list[torch.Tensor]) -> list[float
     norms = []
     for prev in prevs:
         y = left @ prev.numpy()
-        lam = scipy.linalg.eigh(y @ y.T, eigvals_only=True, subset_by_index=[top, top], driver="evx",
-                                check_finite=False, overwrite_a=True)[0]
+        lam = scipy.linalg.eigh(
+            y @ y.T, eigvals_only=True, subset_by_index=[top, top], driver="evx", check_finite=False, overwrite_a=True
+        )[0]
         norms.append(math.sqrt(max(float(lam), 0.0)))
     return norms
 
@@ -431,8 +464,10 @@ def _spectral_dense_torch(last: torch.Tensor, prevs: list[torch.Tensor], device:
     minutes a matrix at 8B scale); every eigenvalue of the Gram (cuSOLVER has no bisection for one), the largest kept.
     Each matrix is moved to the device as it is used, then dropped."""
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(f"metrics.device={device}: no CUDA device here; recompute with --set metrics.device=cpu "
-                           "(the values agree to ~1e-12)")
+        raise RuntimeError(
+            f"metrics.device={device}: no CUDA device here; recompute with --set metrics.device=cpu "
+            "(the values agree to ~1e-12)"
+        )
     Lt = last.T.to(device)
     left = torch.linalg.qr(Lt, mode="reduced").R if Lt.shape[0] > Lt.shape[1] else Lt
     del Lt
@@ -458,10 +493,14 @@ def nuclear_norms(footprints: Sequence[TaskFootprint], factors: bool = False) ->
     return [{name: nuclear_norm(fp, factors) for name, fp in sorted(task.items())} for task in footprints]
 
 
-def mean_nuclear_norm(footprints: Sequence[TaskFootprint] | None, factors: bool = False,
-                      first: bool = False) -> float | None:
+def mean_nuclear_norm(
+    footprints: Sequence[TaskFootprint] | None, factors: bool = False, first: bool = False
+) -> float | None:
     """Mean of ‖ΔW_t‖_* over tasks and layers (Figure 3's dashed line, averaged over tasks too); ``first``:
     over the layers of the first task only, as N-LoRA §3.3 reports it (6.80 for O-LoRA, 0.14 for N-LoRA)."""
-    values = [v for task in nuclear_norms(list(footprints or [])[:1] if first else footprints or [], factors)
-              for v in task.values()]
+    values = [
+        v
+        for task in nuclear_norms(list(footprints or [])[:1] if first else footprints or [], factors)
+        for v in task.values()
+    ]
     return sum(values) / len(values) if values else None

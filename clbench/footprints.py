@@ -170,8 +170,16 @@ def _digest(path: Path) -> tuple[str, int]:
 
 # safetensors' name of each dtype a footprint file holds, and its rank in safetensors' ``Dtype`` order: the file lays
 # tensors out by that order, largest first, then by name (checked against safetensors' own serialiser in a test)
-_SAFETENSORS = {torch.int64: ("I64", 7), torch.float64: ("F64", 6), torch.float32: ("F32", 5), torch.int32: ("I32", 4),
-                torch.bfloat16: ("BF16", 3), torch.float16: ("F16", 2), torch.uint8: ("U8", 1), torch.bool: ("BOOL", 0)}
+_SAFETENSORS = {
+    torch.int64: ("I64", 7),
+    torch.float64: ("F64", 6),
+    torch.float32: ("F32", 5),
+    torch.int32: ("I32", 4),
+    torch.bfloat16: ("BF16", 3),
+    torch.float16: ("F16", 2),
+    torch.uint8: ("U8", 1),
+    torch.bool: ("BOOL", 0),
+}
 
 
 def _write_safetensors(tensors: Mapping[str, Tensor], fh: Any) -> tuple[str, int]:
@@ -236,8 +244,10 @@ def load(path: Path, digest: Mapping[str, Any] | None = None) -> list[TaskFootpr
     except OSError as exc:
         raise ResultFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
     if digest is not None and (size != digest.get("bytes") or sha != digest.get("sha256")):
-        raise ResultFileError(f"{path}: {size} bytes that do not match the sha256 and size ({digest.get('bytes')}) "
-                              "recorded in result.json: truncated or another cell's file")
+        raise ResultFileError(
+            f"{path}: {size} bytes that do not match the sha256 and size ({digest.get('bytes')}) "
+            "recorded in result.json: truncated or another cell's file"
+        )
     try:
         return from_tensors(load_file(str(path)))
     except Exception as exc:  # safetensors raises its own errors on a damaged header

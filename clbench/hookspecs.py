@@ -138,8 +138,9 @@ def clbench_task_start(cell: Cell, task: str, index: int) -> None:
 
 
 @hookspec
-def clbench_step(cell: Cell, task: str, index: int, phase: str, epoch: int, step: int,
-                 values: dict[str, float]) -> None:
+def clbench_step(
+    cell: Cell, task: str, index: int, phase: str, epoch: int, step: int, values: dict[str, float]
+) -> None:
     """Observe one logged optimizer step: what a logger plots.
 
     Called by the runner after the step (``opt.step()`` and the method's ``after_step``) every
@@ -160,8 +161,15 @@ def clbench_step(cell: Cell, task: str, index: int, phase: str, epoch: int, step
 
 
 @hookspec
-def clbench_task_end(cell: Cell, task: str, index: int, accuracy_row: list[float], tasks: list[str],
-                     step: int, epochs: list[dict[str, Any]]) -> None:
+def clbench_task_end(
+    cell: Cell,
+    task: str,
+    index: int,
+    accuracy_row: list[float],
+    tasks: list[str],
+    step: int,
+    epochs: list[dict[str, Any]],
+) -> None:
     """Observe the end of task ``index``: training, the method's after-task step and evaluation done.
 
     ``accuracy_row`` is row ``index`` of the accuracy matrix: the score on every task of the order

@@ -41,8 +41,10 @@ def reachable() -> tuple[bool, str]:
                 socket.create_connection((host or "huggingface.co", 443), timeout=TIMEOUT_S).close()
                 _reached = (True, "")
             except OSError as exc:
-                _reached = (False, f"{host} did not answer in {time.perf_counter() - start:.1f} s: "
-                                   f"{exc.strerror or exc}")
+                _reached = (
+                    False,
+                    f"{host} did not answer in {time.perf_counter() - start:.1f} s: {exc.strerror or exc}",
+                )
         if not _reached[0]:
             for name in _OFFLINE_VARS:  # the libraries read these when imported: no retries, the cache only
                 os.environ[name] = "1"
@@ -81,5 +83,7 @@ def require(repo_id: str, what: str, alternative: str, repo_type: str = "model")
     ok, why = reachable()
     if ok or cached(repo_id, repo_type):
         return
-    raise HubUnreachable(f"{what} {repo_id!r}: on the Hugging Face Hub, which cannot be reached ({why}), and not in "
-                      f"the local cache ({_cache_dir()}); {alternative}")
+    raise HubUnreachable(
+        f"{what} {repo_id!r}: on the Hugging Face Hub, which cannot be reached ({why}), and not in "
+        f"the local cache ({_cache_dir()}); {alternative}"
+    )

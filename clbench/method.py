@@ -164,8 +164,9 @@ class Phase:
 
     def __post_init__(self) -> None:
         if list(self.lr_milestones) != sorted(set(self.lr_milestones)) or any(m < 1 for m in self.lr_milestones):
-            raise ClbenchError(f"phase {self.name!r}: lr_milestones {list(self.lr_milestones)} must be increasing "
-                               "epochs ≥ 1")
+            raise ClbenchError(
+                f"phase {self.name!r}: lr_milestones {list(self.lr_milestones)} must be increasing epochs ≥ 1"
+            )
         if not self.lr_gamma > 0:
             raise ClbenchError(f"phase {self.name!r}: lr_gamma {self.lr_gamma} must be positive")
 
@@ -178,7 +179,9 @@ class Phase:
         """The phase's torch optimizer over ``params`` (what the runner builds for it; a method that trains outside
         the phases, as GDumb does, builds its own this way); ``fused`` (``train.fused`` on a GPU): torch's fused
         implementation for Adam, AdamW and SGD, where every parameter is a floating-point CUDA tensor."""
-        kw: dict[str, Any] = {"fused": True} if fused and params and all(p.is_cuda and p.is_floating_point() for p in params) else {}
+        kw: dict[str, Any] = (
+            {"fused": True} if fused and params and all(p.is_cuda and p.is_floating_point() for p in params) else {}
+        )
         if self.optimizer == "sgd":
             return torch.optim.SGD(params, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay, **kw)
         if self.optimizer == "adam":
@@ -239,8 +242,9 @@ class Method:
         assert self.model is not None
         # the task's starting values, on the host: read once at the task's end (the footprint), they need not take
         # device memory (an 8B bf16 model's fp32 masters: 30 GiB); read them on the device with task_start
-        self._before = {n: self.ctx.trained_value(p).to("cpu", copy=True)
-                        for n, p in self.footprint_parameters().items()}
+        self._before = {
+            n: self.ctx.trained_value(p).to("cpu", copy=True) for n, p in self.footprint_parameters().items()
+        }
 
     def task_start(self, name: str) -> Tensor:
         """The value footprint parameter ``name`` had when the task started, on the cell's device."""

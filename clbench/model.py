@@ -69,8 +69,10 @@ class CLModel(nn.Module):
         that grows with the classes would). None: every label (the untrained row, other scenarios). A model that
         cannot mask raises; the default keeps every label only when told None."""
         if labels is not None:
-            raise ConfigError(f"{type(self).__name__} cannot mask the labels not seen yet: a class-incremental stream "
-                              "needs a model that implements CLModel.see_labels (mlp, cnn)")
+            raise ConfigError(
+                f"{type(self).__name__} cannot mask the labels not seen yet: a class-incremental stream "
+                "needs a model that implements CLModel.see_labels (mlp, cnn)"
+            )
 
     @torch.no_grad()
     def predict(self, x: Any, task: str) -> Tensor:
@@ -98,9 +100,7 @@ class CLModel(nn.Module):
         """The shared Linear/Conv layers a method may adapt, prune or mask (output heads excluded)."""
         heads = {n.rsplit(".", 1)[0] for n in self.output_parameter_names()}
         return {
-            name: m
-            for name, m in self.named_modules()
-            if isinstance(m, (nn.Linear, nn.Conv2d)) and name not in heads
+            name: m for name, m in self.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d)) and name not in heads
         }
 
 
@@ -111,7 +111,9 @@ class HeadedModel(CLModel):
         super().__init__()
         self.info = info
         self.backbone = backbone
-        self._visible: Tensor | None = None  # class-incremental: which of the shared head's labels are seen (see_labels)
+        self._visible: Tensor | None = (
+            None  # class-incremental: which of the shared head's labels are seen (see_labels)
+        )
         if info.multi_head:
             self.heads = nn.ModuleDict({self._key(t.name): nn.Linear(feature_dim, t.num_classes) for t in info.tasks})
         else:

@@ -88,8 +88,9 @@ class ModelSpec:
 
     def setting(self, config: Any, role: Literal["weights", "heads", "checkpointing"]) -> Any:
         """The value ``config`` holds in the field declared for ``role``; None where there is none."""
-        name = {"weights": self.weights_field, "heads": self.heads_field,
-                "checkpointing": self.checkpointing_field}[role]
+        name = {"weights": self.weights_field, "heads": self.heads_field, "checkpointing": self.checkpointing_field}[
+            role
+        ]
         return None if name is None else getattr(config, name, None)
 
 

@@ -55,8 +55,10 @@ class Rule:
     seed: int = 0  # the bootstrap's and the permutation test's generator: a table is the same on every run
 
     def describe(self, unit: str = "pp") -> str:
-        return (f"paired sign-flip permutation test over the cells, Holm across rows, α = {self.alpha:g}; "
-                f"Δ = {self.margin:g} {unit}; {_pct(self.level)} two-level bootstrap intervals")
+        return (
+            f"paired sign-flip permutation test over the cells, Holm across rows, α = {self.alpha:g}; "
+            f"Δ = {self.margin:g} {unit}; {_pct(self.level)} two-level bootstrap intervals"
+        )
 
 
 @dataclass(frozen=True)
@@ -109,12 +111,16 @@ class Table:
 
     def caption(self, unit: str = "pp") -> str:
         n = max((r.pairs for r in self.rows), default=0)
-        text = (f"Verdicts against the reference (best non-oracle mean): {self.rule.describe(unit)}. "
-                f"`below`: Holm p < {self.rule.alpha:g} and mean difference ≥ Δ; `equivalent`: the "
-                f"{_pct(self.rule.equivalence_level)} interval of the paired difference within ±Δ; else `not separated`.")
+        text = (
+            f"Verdicts against the reference (best non-oracle mean): {self.rule.describe(unit)}. "
+            f"`below`: Holm p < {self.rule.alpha:g} and mean difference ≥ Δ; `equivalent`: the "
+            f"{_pct(self.rule.equivalence_level)} interval of the paired difference within ±Δ; else `not separated`."
+        )
         if self.min_p is not None and self.min_p >= self.rule.alpha:
-            text += (f" With {n} paired cell{'s' if n != 1 else ''} no p can be below {self.min_p:.3g}: nothing here "
-                     "can be separated; this table is a smoke test, not evidence of a ranking.")
+            text += (
+                f" With {n} paired cell{'s' if n != 1 else ''} no p can be below {self.min_p:.3g}: nothing here "
+                "can be separated; this table is a smoke test, not evidence of a ranking."
+            )
         missing = [r.name for r in self.rows if not r.test_level]
         if missing and len(missing) < len(self.rows):
             text += f" Intervals over cells only (no per-example scores stored): {', '.join(missing)}."
@@ -145,8 +151,16 @@ def sign_flip_p(diffs: Sequence[float], seed: int = 0) -> float:
     d = np.asarray(diffs, dtype=float)
     if len(d) < 2 or not np.any(d):  # one pair: its two sign patterns are equally extreme, p = 1
         return 1.0
-    res = stats.permutation_test((d,), np.mean, permutation_type="samples", alternative="two-sided",
-                                 n_resamples=9999, vectorized=True, axis=-1, rng=np.random.default_rng(seed))
+    res = stats.permutation_test(
+        (d,),
+        np.mean,
+        permutation_type="samples",
+        alternative="two-sided",
+        n_resamples=9999,
+        vectorized=True,
+        axis=-1,
+        rng=np.random.default_rng(seed),
+    )
     return float(min(1.0, res.pvalue))
 
 
@@ -173,8 +187,10 @@ def _test_sets(rows: Sequence[Row]) -> dict[str, int]:
         for per_task in r.examples.values():
             for task, scores in per_task.items():
                 if sizes.setdefault(task, len(scores)) != len(scores):
-                    raise ValueError(f"task {task!r} has {sizes[task]} test examples in one cell and {len(scores)} in "
-                                     f"another ({r.name}): the rows were not scored on one test set")
+                    raise ValueError(
+                        f"task {task!r} has {sizes[task]} test examples in one cell and {len(scores)} in "
+                        f"another ({r.name}): the rows were not scored on one test set"
+                    )
     return sizes
 
 
@@ -269,9 +285,16 @@ def judge(rows: Sequence[Row], direction: Direction = "up", rule: Rule | None = 
     for i in ranked + oracles:
         row = rows[i]
         test_level = bool(row.values) and all(c in row.examples for c in row.values)
-        common = Judged(name=row.name, oracle=row.oracle, cells=len(row.values), mean=means[i],
-                        interval=_interval(reps[:, i], rule.level), rank=rank.get(i), verdict=ORACLE,
-                        test_level=test_level)
+        common = Judged(
+            name=row.name,
+            oracle=row.oracle,
+            cells=len(row.values),
+            mean=means[i],
+            interval=_interval(reps[:, i], rule.level),
+            rank=rank.get(i),
+            verdict=ORACLE,
+            test_level=test_level,
+        )
         if i == ref:
             judged.append(replace(common, verdict=REFERENCE))
         elif i in tests:
@@ -280,16 +303,20 @@ def judge(rows: Sequence[Row], direction: Direction = "up", rule: Rule | None = 
             diff = float(np.mean(d)) if d else None
             interval = _difference_interval(reps, ref, i, d, sign, rule)
             verdict = _verdict(diff, interval, adjusted[i], rule, (BELOW, None))
-            judged.append(replace(common, verdict=verdict, diff=diff, diff_interval=interval, p=p,
-                                  p_holm=adjusted[i], pairs=len(d)))
+            judged.append(
+                replace(
+                    common, verdict=verdict, diff=diff, diff_interval=interval, p=p, p_holm=adjusted[i], pairs=len(d)
+                )
+            )
         else:
             judged.append(common)
     pairs = max((len(d) for d, _ in tests.values()), default=0)
     return Table(judged, rows[ref].name if ref is not None else None, rule, 2.0 / 2**pairs if pairs else None)
 
 
-def _difference_interval(reps: np.ndarray, ref: int, i: int, d: Sequence[float], sign: float, rule: Rule
-                         ) -> tuple[float, float] | None:
+def _difference_interval(
+    reps: np.ndarray, ref: int, i: int, d: Sequence[float], sign: float, rule: Rule
+) -> tuple[float, float] | None:
     """The wider of the bootstrap's and the paired t-interval's ``equivalence_level`` interval of d."""
     boot = _interval(sign * (reps[:, ref] - reps[:, i]), rule.equivalence_level)
     t = t_interval(d, rule.equivalence_level)
@@ -298,8 +325,9 @@ def _difference_interval(reps: np.ndarray, ref: int, i: int, d: Sequence[float],
     return min(boot[0], t[0]), max(boot[1], t[1])
 
 
-def _verdict(diff: float | None, interval: tuple[float, float] | None, p_holm: float, rule: Rule,
-             words: tuple[str, str | None]) -> str:
+def _verdict(
+    diff: float | None, interval: tuple[float, float] | None, p_holm: float, rule: Rule, words: tuple[str, str | None]
+) -> str:
     """``words[0]`` when d ≥ Δ is significant, ``words[1]`` when −d ≥ Δ is (None: never), ``equivalent`` when the
     interval lies within ±Δ, else ``not separated``."""
     if diff is None:
@@ -338,8 +366,10 @@ def claim_verdicts(claims: Sequence[Claim], rules: Sequence[Rule]) -> list[tuple
     """Per claim of one table: ``holds``, ``reversed``, ``equivalent``, ``not separated`` (``n/a`` without a pair),
     and its Holm-adjusted p across the table's claims (each judged with its own rule: its metric's margin)."""
     adjusted = holm([c.p for c in claims])
-    return [(_verdict(c.diff, c.interval, p, rule, (HOLDS, REVERSED)) if c.pairs else "n/a", p)
-            for c, p, rule in zip(claims, adjusted, rules, strict=True)]
+    return [
+        (_verdict(c.diff, c.interval, p, rule, (HOLDS, REVERSED)) if c.pairs else "n/a", p)
+        for c, p, rule in zip(claims, adjusted, rules, strict=True)
+    ]
 
 
 def smallest_p(pairs: int) -> float:

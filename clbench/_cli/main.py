@@ -55,7 +55,7 @@ def _hoist(args: Sequence[str]) -> list[str]:
         if arg == "--debug" or (arg.startswith("-p") and len(arg) > 2 and not arg.startswith("--")):
             front.append(arg)
         elif arg == "-p":
-            front.extend(args[i:i + 2])
+            front.extend(args[i : i + 2])
             i += 1
         else:
             rest.append(arg)
@@ -75,11 +75,17 @@ def build_cli(regs: Registries | None) -> click.Group:
     each reading ``regs`` from ``ctx.obj``; ``clbench run`` also takes the options plugins add. None: only the
     group's own help and version are asked for (no plugin loaded)."""
 
-    @click.group(cls=ClbenchGroup, name="clbench",
-                 context_settings={"help_option_names": ["-h", "--help"], "obj": regs})
-    @click.option("-p", "plugins", multiple=True, metavar="no:NAME",
-                  help="Disable plugin NAME (repeatable; see `clbench list` for plugin names). Read before the "
-                       "command line is parsed, so plugins' options never load.")
+    @click.group(
+        cls=ClbenchGroup, name="clbench", context_settings={"help_option_names": ["-h", "--help"], "obj": regs}
+    )
+    @click.option(
+        "-p",
+        "plugins",
+        multiple=True,
+        metavar="no:NAME",
+        help="Disable plugin NAME (repeatable; see `clbench list` for plugin names). Read before the "
+        "command line is parsed, so plugins' options never load.",
+    )
     @click.option("--debug", is_flag=True, help="Show full tracebacks.")
     @click.version_option(package_name="clbench")
     def cli(plugins: tuple[str, ...], debug: bool) -> None:
@@ -89,8 +95,15 @@ def build_cli(regs: Registries | None) -> click.Group:
                 raise click.UsageError(f"-p {value}: expected no:NAME, which disables plugin NAME")
 
     cli.add_command(run.with_plugin_options(run.command, regs.options.values() if regs is not None else ()))
-    for cmd in (list_.command, leaderboard.command, show.command, metrics.command, verify.command,
-                verify.compare, doctor.command):
+    for cmd in (
+        list_.command,
+        leaderboard.command,
+        show.command,
+        metrics.command,
+        verify.command,
+        verify.compare,
+        doctor.command,
+    ):
         cli.add_command(cmd)
     return cli
 
@@ -131,7 +144,7 @@ def _refuse_repeated_options(cli: click.Group, args: Sequence[str]) -> None:
     if command is None:
         return
     assert name is not None  # a command was found by it
-    after = list(args[list(args).index(name) + 1:])
+    after = list(args[list(args).index(name) + 1 :])
     if "--" in after:
         after = after[: after.index("--")]
     for param in command.params:
@@ -140,8 +153,9 @@ def _refuse_repeated_options(cli: click.Group, args: Sequence[str]) -> None:
         names = [o for o in param.opts + param.secondary_opts]
         given = [a for a in after if a in names or any(a.startswith(f"{o}=") for o in names if o.startswith("--"))]
         if len(given) > 1:
-            raise click.UsageError(f"{param.opts[-1]} is given {len(given)} times; give it once (a comma list names "
-                                   "several values)")
+            raise click.UsageError(
+                f"{param.opts[-1]} is given {len(given)} times; give it once (a comma list names several values)"
+            )
 
 
 def _format_warning(message: Any, category: Any, filename: str, lineno: int, line: str | None = None) -> str:

@@ -51,13 +51,16 @@ def check_loss_terms(terms: Any, what: str) -> Mapping[str, Tensor]:
     """``loss_terms`` must return a mapping of name → scalar tensor (a float would carry no gradient and be
     silently ignored: the method would train as plain fine-tuning)."""
     if not isinstance(terms, Mapping):
-        raise PluginError(f"{what}: loss_terms returned {type(terms).__name__}, expected a mapping of "
-                          "name → scalar tensor")
+        raise PluginError(
+            f"{what}: loss_terms returned {type(terms).__name__}, expected a mapping of name → scalar tensor"
+        )
     for name, value in terms.items():
         if not isinstance(value, Tensor) or value.ndim != 0:
             got = type(value).__name__ if not isinstance(value, Tensor) else f"a tensor of shape {tuple(value.shape)}"
-            raise PluginError(f"{what}: loss_terms[{name!r}] is {got}, expected a scalar tensor (a float carries "
-                              "no gradient; use a tensor computed from the parameters)")
+            raise PluginError(
+                f"{what}: loss_terms[{name!r}] is {got}, expected a scalar tensor (a float carries "
+                "no gradient; use a tensor computed from the parameters)"
+            )
     return terms
 
 
@@ -72,8 +75,10 @@ def check_footprint(footprint: Any, kind: str, what: str) -> Any:
     for name, value in footprint.items():
         if expected is None or not isinstance(value, expected):
             want = "nothing (footprint_kind='none')" if expected is None else expected.__name__
-            raise PluginError(f"{what}: footprint[{name!r}] is {type(value).__name__}, but the spec's "
-                              f"footprint_kind={kind!r} promises {want}")
+            raise PluginError(
+                f"{what}: footprint[{name!r}] is {type(value).__name__}, but the spec's "
+                f"footprint_kind={kind!r} promises {want}"
+            )
     return footprint
 
 
@@ -84,8 +89,10 @@ def check_report(report: Any, what: str) -> dict[str, Any]:
     try:
         json.dumps(report, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise PluginError(f"{what}: report() is not JSON-serialisable ({exc}); return numbers, strings, lists "
-                          "and dicts (call .item() / .tolist() on tensors)") from None
+        raise PluginError(
+            f"{what}: report() is not JSON-serialisable ({exc}); return numbers, strings, lists "
+            "and dicts (call .item() / .tolist() on tensors)"
+        ) from None
     return report
 
 
@@ -144,8 +151,9 @@ def observers(regs: Registries, hook: str) -> Callable[..., None]:
             try:
                 function(*[kwargs[a] for a in argnames])
             except Exception as exc:
-                raise ObserverError(f"observer {hook}{describe(origin_of(regs, plugin))} raised "
-                                    f"{type(exc).__name__}: {exc}") from exc
+                raise ObserverError(
+                    f"observer {hook}{describe(origin_of(regs, plugin))} raised {type(exc).__name__}: {exc}"
+                ) from exc
 
     return call
 
@@ -165,8 +173,9 @@ def _plugin_modules(pm: pluggy.PluginManager) -> list[tuple[str, str, object]]:
     for plugin in pm.get_plugins():
         is_module = isinstance(plugin, ModuleType)
         module = plugin.__name__ if is_module else type(plugin).__module__
-        package = module.rsplit(".", 1)[0] if is_module and not hasattr(plugin, "__path__") and "." in module \
-            else module
+        package = (
+            module.rsplit(".", 1)[0] if is_module and not hasattr(plugin, "__path__") and "." in module else module
+        )
         if module and package != "clbench" and not package.startswith("clbench."):
             out.append((module, package, plugin))
     return sorted(out, key=lambda m: (-len(m[1]), pm.get_name(m[2]) or ""))
@@ -196,14 +205,17 @@ def blame(exc: BaseException, regs: Registries) -> str:
             found = _runner_of(frame, modules, regs)
         if found is not None:
             at = shared or frame
-            return f" in plugin {found.plugin!r} ({found.distribution}) at {_short(at.f_code.co_filename)}:{at.f_lineno}"
+            return (
+                f" in plugin {found.plugin!r} ({found.distribution}) at {_short(at.f_code.co_filename)}:{at.f_lineno}"
+            )
     return ""
 
 
 def _plugin_of_module(name: str, modules: list[tuple[str, str, object]]) -> object | None:
     """The plugin whose code module ``name`` is: the plugin module itself, else one in its package."""
     return next((p for m, _, p in modules if name == m), None) or next(
-        (p for _, pkg, p in modules if name == pkg or name.startswith(pkg + ".")), None)
+        (p for _, pkg, p in modules if name == pkg or name.startswith(pkg + ".")), None
+    )
 
 
 def _runner_of(frame: FrameType, modules: list[tuple[str, str, object]], regs: Registries) -> Origin | None:
@@ -239,8 +251,9 @@ def _short(path: str) -> str:
     return path
 
 
-def compute_metrics(specs: Iterable[MetricSpec], inp: MetricInput, origins: Mapping[str, Origin] | None = None
-                    ) -> tuple[dict[str, float | None], dict[str, str]]:
+def compute_metrics(
+    specs: Iterable[MetricSpec], inp: MetricInput, origins: Mapping[str, Origin] | None = None
+) -> tuple[dict[str, float | None], dict[str, str]]:
     """Run every metric; one that raises or returns something other than a finite number or None is
     recorded as an error naming its plugin (value None), never as a number, and never stops the others."""
     values: dict[str, float | None] = {}

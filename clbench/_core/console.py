@@ -41,8 +41,9 @@ def one_line_warnings() -> None:
     """Every warning from now on as one line, each distinct message once (see the module's docstring)."""
     seen: set[str] = set()
 
-    def show(message: Any, category: Any, filename: str, lineno: int, file: TextIO | None = None,
-             line: str | None = None) -> None:
+    def show(
+        message: Any, category: Any, filename: str, lineno: int, file: TextIO | None = None, line: str | None = None
+    ) -> None:
         where = f"{_cell[-1]}: " if _cell and _cell[-1] not in str(message) else ""
         text = " ".join(f"warning: {where}{message}".split())
         if text in seen:

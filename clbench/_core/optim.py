@@ -106,12 +106,17 @@ class Masters:
 
     def nbytes(self) -> int:
         """The bytes the masters hold (values and the indices of masked ones)."""
-        return sum(v.untyped_storage().nbytes() + (0 if i is None else i.untyped_storage().nbytes())
-                   for _, i, v in self.tensors.values())
+        return sum(
+            v.untyped_storage().nbytes() + (0 if i is None else i.untyped_storage().nbytes())
+            for _, i, v in self.tensors.values()
+        )
 
     def state_dict(self, names: dict[int, str]) -> dict[str, Any]:
-        return {names[k]: v.cpu() if i is None else {"index": i.cpu(), "values": v.cpu()}
-                for k, (_, i, v) in self.tensors.items() if k in names}
+        return {
+            names[k]: v.cpu() if i is None else {"index": i.cpu(), "values": v.cpu()}
+            for k, (_, i, v) in self.tensors.items()
+            if k in names
+        }
 
     def load_state_dict(self, state: dict[str, Any], params: dict[str, nn.Parameter]) -> None:
         self.tensors = {}
@@ -144,8 +149,13 @@ def torch_optimizer(params: Sequence[Tensor], phase: Phase, fused: bool = False)
     return phase.torch_optimizer(list(params), fused)
 
 
-def make_optimizer(params: Sequence[nn.Parameter], phase: Phase, coordinates: Coordinates = (),
-                   masters: Masters | None = None, fused: bool = False) -> torch.optim.Optimizer | PackedState:
+def make_optimizer(
+    params: Sequence[nn.Parameter],
+    phase: Phase,
+    coordinates: Coordinates = (),
+    masters: Masters | None = None,
+    fused: bool = False,
+) -> torch.optim.Optimizer | PackedState:
     """The optimizer of one phase; with ``coordinates`` (parameter, bool mask) its state covers only the masks;
     low-precision parameters are stepped through fp32 masters (``masters``: the cell's, else new ones). ``fused``:
     see :func:`torch_optimizer`."""
@@ -153,8 +163,7 @@ def make_optimizer(params: Sequence[nn.Parameter], phase: Phase, coordinates: Co
         raise ClbenchError(f"phase {phase.name!r} has no trainable parameters")
     if not coordinates and not any(p.dtype in LOW_PRECISION for p in params):
         return torch_optimizer(params, phase, fused)
-    return PackedState(params, coordinates, lambda packed: torch_optimizer(packed, phase, fused),
-                       masters or Masters())
+    return PackedState(params, coordinates, lambda packed: torch_optimizer(packed, phase, fused), masters or Masters())
 
 
 def torch_optimizer_of(opt: torch.optim.Optimizer | PackedState) -> torch.optim.Optimizer:
@@ -177,8 +186,13 @@ class PackedState:
     the fp32 digits of untouched coordinates are kept), written back rounded after the step.
     """
 
-    def __init__(self, params: Sequence[nn.Parameter], coordinates: Coordinates,
-                 build: Callable[[list[Tensor]], torch.optim.Optimizer], masters: Masters | None = None) -> None:
+    def __init__(
+        self,
+        params: Sequence[nn.Parameter],
+        coordinates: Coordinates,
+        build: Callable[[list[Tensor]], torch.optim.Optimizer],
+        masters: Masters | None = None,
+    ) -> None:
         masks = {id(p): m for p, m in coordinates}
         # (parameter, flat indices or None for all, values: fp32 for a low-precision parameter)
         self.packed: list[tuple[nn.Parameter, Tensor | None, Tensor]] = []
@@ -193,8 +207,10 @@ class PackedState:
                 continue
             if (mask is not None and mask.shape != p.shape) or not p.is_contiguous():
                 what = f"coordinate mask of shape {tuple(mask.shape)}" if mask is not None else "fp32 master"
-                raise ClbenchError(f"{what} for a parameter of shape "
-                                   f"{tuple(p.shape)}{'' if p.is_contiguous() else ' (not contiguous)'}")
+                raise ClbenchError(
+                    f"{what} for a parameter of shape "
+                    f"{tuple(p.shape)}{'' if p.is_contiguous() else ' (not contiguous)'}"
+                )
             assert masters is not None or not low, "low-precision parameters need masters"
             if mask is None:  # the whole master itself (the inner optimizer steps it in place), or the weight
                 index, values = None, masters.of(p) if low and masters is not None else p.detach().reshape(-1)

@@ -49,8 +49,9 @@ def _parameters_on_meta(regs: Registries, cell: Cell) -> int | None:
     try:
         stream = regs.streams.get(cell.stream).factory(cell.stream_cfg)
         with torch.device("meta"):
-            model = regs.models.get(cell.model).factory(cell.model_cfg, StreamInfo.of(
-                stream, regs.models.get(cell.model).setting(cell.model_cfg, "heads")))
+            model = regs.models.get(cell.model).factory(
+                cell.model_cfg, StreamInfo.of(stream, regs.models.get(cell.model).setting(cell.model_cfg, "heads"))
+            )
         return sum(p.numel() for p in model.parameters())
     except Exception:  # a model that loads weights from files, or needs the data: left where auto puts it
         return None

@@ -42,15 +42,21 @@ class RunRequest:
     model_path: str | None = None  # --model-path: sets the model's ModelSpec.weights_field
 
 
-def _with_path(cls: type, values: dict[str, Any], key: str | None, value: str | None, explicit: Mapping[str, Any]
-               ) -> dict[str, Any]:
+def _with_path(
+    cls: type, values: dict[str, Any], key: str | None, value: str | None, explicit: Mapping[str, Any]
+) -> dict[str, Any]:
     """``values`` (presets, then the user's settings) with a path flag's ``value`` for ``key``: it wins over every
     preset (a profile's ``model.name_or_path`` is a hub name the flag replaces), and an explicit ``--set`` of the
     same key (in ``explicit``) wins over it. ``key`` None: the plugin declares no such field."""
     import dataclasses
 
-    if value is not None and key and dataclasses.is_dataclass(cls) and key in {f.name for f in dataclasses.fields(cls)} \
-            and key not in explicit:
+    if (
+        value is not None
+        and key
+        and dataclasses.is_dataclass(cls)
+        and key in {f.name for f in dataclasses.fields(cls)}
+        and key not in explicit
+    ):
         values = {**values, key: value}
     return values
 
@@ -62,8 +68,10 @@ def _fits(method: MethodSpec, model: ModelSpec, stream: Stream) -> str | None:
     if stream.modality not in model.modalities:
         return f"model {model.name!r} does not take {stream.modality!r} inputs"
     if method.scenarios and stream.scenario not in method.scenarios:
-        return (f"runs only {' or '.join(sorted(method.scenarios))} (it uses the task identity at test time); "
-                f"{stream.name!r} is {stream.scenario}")
+        return (
+            f"runs only {' or '.join(sorted(method.scenarios))} (it uses the task identity at test time); "
+            f"{stream.name!r} is {stream.scenario}"
+        )
     return None
 
 
@@ -73,10 +81,12 @@ def _check_heads(mspec: ModelSpec, model_cfg: Any, stream: Stream) -> None:
     multi_head = mspec.setting(model_cfg, "heads")
     if multi_head is None or bool(multi_head) == stream.multi_head:
         return
-    raise ConfigError(f"model.{mspec.heads_field}={str(multi_head).lower()} on stream {stream.name!r}, which is "
-                      f"{stream.scenario} ({'one head per task' if stream.multi_head else 'one shared head'}): "
-                      "it would run another scenario under this stream's name; drop the setting, or run a stream "
-                      "of that scenario (`clbench list streams`)")
+    raise ConfigError(
+        f"model.{mspec.heads_field}={str(multi_head).lower()} on stream {stream.name!r}, which is "
+        f"{stream.scenario} ({'one head per task' if stream.multi_head else 'one shared head'}): "
+        "it would run another scenario under this stream's name; drop the setting, or run a stream "
+        "of that scenario (`clbench list streams`)"
+    )
 
 
 def _check_scopes(sets: Mapping[str, Any], regs: Registries) -> None:
@@ -87,7 +97,9 @@ def _check_scopes(sets: Mapping[str, Any], regs: Registries) -> None:
         known = list(RESERVED_SCOPES) + list(regs.methods)
         hint = did_you_mean(scope, known)
         extra = f" — did you mean {hint!r}?" if hint else ""
-        raise ConfigError(f"--set {key}: unknown scope {scope!r}{extra} Scopes: train, model, stream, metrics, or a method name")
+        raise ConfigError(
+            f"--set {key}: unknown scope {scope!r}{extra} Scopes: train, model, stream, metrics, or a method name"
+        )
 
 
 def _select(scoped: Mapping[str, Mapping[str, Any]], scope: str) -> dict[str, Any]:
@@ -137,8 +149,11 @@ def _check_request(regs: Registries, req: RunRequest, profile: ProfileSpec) -> N
     _once(req.seeds, "--seeds")
     _once(req.streams, "--stream")  # two cells of one stream into one folder would race (-j 2)
     for key, values in req.sets.items():
-        _once(values, f"--set {key}", " (a comma makes a sweep of distinct values; a list is written in brackets, "
-                                      "e.g. model.hidden=[256,256])")
+        _once(
+            values,
+            f"--set {key}",
+            " (a comma makes a sweep of distinct values; a list is written in brackets, e.g. model.hidden=[256,256])",
+        )
     _check_scopes(req.sets, regs)
     _check_scopes(profile.sets, regs)
 
@@ -176,8 +191,11 @@ def _methods(regs: Registries, req: RunRequest, profile: ProfileSpec, streams: S
     """The labels, what "all" means on each stream (a stream preset may name them: the quick profile keeps the
     expensive text stream to the LoRA family), their parts (composites like "olora+nlora" must compose), and no
     ``--set`` for a method that does not run (it would be silently ignored)."""
-    expr = req.methods if req.methods is not None else (
-        profile.methods if isinstance(profile.methods, str) else ",".join(profile.methods))
+    expr = (
+        req.methods
+        if req.methods is not None
+        else (profile.methods if isinstance(profile.methods, str) else ",".join(profile.methods))
+    )
     labels = sorted(regs.methods) if expr == "all" else [m.strip() for m in expr.split(",") if m.strip()]
     _once(labels, "--methods")
     presets = {s.name: cfg.preset_values(s.presets, profile.name, s.name, "") for s in streams}
@@ -195,8 +213,10 @@ def _methods(regs: Registries, req: RunRequest, profile: ProfileSpec, streams: S
     for key in req.sets:
         scope = key.split(".", 1)[0]
         if scope not in RESERVED_SCOPES and scope not in methods.in_run:
-            raise ConfigError(f"--set {key}: method {scope!r} is not in this run (methods: "
-                              f"{', '.join(sorted(methods.in_run))}); add it to --methods or drop the setting")
+            raise ConfigError(
+                f"--set {key}: method {scope!r} is not in this run (methods: "
+                f"{', '.join(sorted(methods.in_run))}); add it to --methods or drop the setting"
+            )
     return methods
 
 
@@ -210,8 +230,11 @@ class _Sweep:
 
     @classmethod
     def of(cls, req: RunRequest) -> _Sweep:
-        return cls(req.sets, sorted(k for k, v in req.sets.items() if len(v) > 1),
-                   {k: v[0] for k, v in req.sets.items() if len(v) == 1})
+        return cls(
+            req.sets,
+            sorted(k for k, v in req.sets.items() if len(v) > 1),
+            {k: v[0] for k, v in req.sets.items() if len(v) == 1},
+        )
 
     def points(self, parts: tuple[str, ...]) -> tuple[list[str], list[tuple[Any, ...]]]:
         """The sweep a label takes part in: the reserved scopes' and its own methods' keys (a sweep of ``si.c``
@@ -220,13 +243,22 @@ class _Sweep:
         return keys, list(itertools.product(*(self.sets[k] for k in keys))) or [()]
 
 
-def _build_stream(regs: Registries, req: RunRequest, profile: ProfileSpec, sspec: StreamSpec,
-                  preset: Mapping[str, Any], single: Mapping[str, Any]) -> Stream:
+def _build_stream(
+    regs: Registries,
+    req: RunRequest,
+    profile: ProfileSpec,
+    sspec: StreamSpec,
+    preset: Mapping[str, Any],
+    single: Mapping[str, Any],
+) -> Stream:
     """The stream with its settings (preset, profile, ``--set``, ``--data-dir``); a plugin's fault names it."""
-    values = {**cfg.split_scoped(preset).get("stream", {}),
-              **cfg.split_scoped({**profile.sets, **single}).get("stream", {})}
-    values = _with_path(sspec.config_cls, values, sspec.data_dir_field, req.data_dir,
-                        cfg.split_scoped(single).get("stream", {}))
+    values = {
+        **cfg.split_scoped(preset).get("stream", {}),
+        **cfg.split_scoped({**profile.sets, **single}).get("stream", {}),
+    }
+    values = _with_path(
+        sspec.config_cls, values, sspec.data_dir_field, req.data_dir, cfg.split_scoped(single).get("stream", {})
+    )
     config = cfg.apply(sspec.config_cls, None, values, "stream")
     origin = regs.streams.origins.get(sspec.name)
     try:
@@ -234,16 +266,23 @@ def _build_stream(regs: Registries, req: RunRequest, profile: ProfileSpec, sspec
     except ClbenchError:
         raise
     except Exception as exc:  # a plugin's bug at planning: one line naming it, not a traceback
-        raise PluginError(f"stream {sspec.name!r}{describe(origin)}: factory raised {type(exc).__name__}: "
-                          f"{exc}{blame(exc, regs)}") from exc
+        raise PluginError(
+            f"stream {sspec.name!r}{describe(origin)}: factory raised {type(exc).__name__}: {exc}{blame(exc, regs)}"
+        ) from exc
     check_type(stream, Stream, f"stream {sspec.name!r}", "factory", origin)
     if not stream.tasks:
         raise ConfigError(f"stream {sspec.name!r}{describe(origin)} has no tasks")
     return stream
 
 
-def _orders_and_seeds(regs: Registries, req: RunRequest, profile: ProfileSpec, sspec: StreamSpec, stream: Stream,
-                      preset: Mapping[str, Any]) -> tuple[list[str], list[int]]:
+def _orders_and_seeds(
+    regs: Registries,
+    req: RunRequest,
+    profile: ProfileSpec,
+    sspec: StreamSpec,
+    stream: Stream,
+    preset: Mapping[str, Any],
+) -> tuple[list[str], list[int]]:
     """The orders (``--orders``, the preset's, the stream's) and seeds (``--seeds``, the preset's, the profile's),
     each order known and not empty, each seed in range."""
     orders = list(req.orders) if req.orders else list(preset.get("orders", stream.orders))
@@ -253,14 +292,26 @@ def _orders_and_seeds(regs: Registries, req: RunRequest, profile: ProfileSpec, s
     seeds = list(req.seeds) if req.seeds else list(preset.get("seeds", profile.seeds))
     for seed in seeds:
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT:
-            raise ConfigError(f"seed {seed!r} is out of range: seeds are integers 0 ≤ s < 2**32 (every random "
-                              "generator of a cell is derived from 32 bits of it; larger ones would repeat smaller)")
+            raise ConfigError(
+                f"seed {seed!r} is out of range: seeds are integers 0 ≤ s < 2**32 (every random "
+                "generator of a cell is derived from 32 bits of it; larger ones would repeat smaller)"
+            )
     return orders, seeds
 
 
-def _label_cells(regs: Registries, req: RunRequest, profile: ProfileSpec, sspec: StreamSpec, stream: Stream,
-                 label: str, methods: _Methods, sweep: _Sweep, orders: list[str], seeds: list[int],
-                 skipped: list[str]) -> list[Cell]:
+def _label_cells(
+    regs: Registries,
+    req: RunRequest,
+    profile: ProfileSpec,
+    sspec: StreamSpec,
+    stream: Stream,
+    label: str,
+    methods: _Methods,
+    sweep: _Sweep,
+    orders: list[str],
+    seeds: list[int],
+    skipped: list[str],
+) -> list[Cell]:
     """A label's cells on one stream (orders × seeds × its sweep points). One that cannot run is an error when
     the label and the stream were both named, else noted once in ``skipped`` (a profile's other streams)."""
     parts = methods.parts_of[label]
@@ -269,8 +320,20 @@ def _label_cells(regs: Registries, req: RunRequest, profile: ProfileSpec, sspec:
     cells = []
     for order, seed, point in itertools.product(orders, seeds, points):
         swept = dict(zip(keys, point, strict=True))
-        cell = _make_cell(regs, profile.name, profile.sets, sspec, stream, order, seed, label, mspecs,
-                          {**sweep.single, **swept}, swept, req)
+        cell = _make_cell(
+            regs,
+            profile.name,
+            profile.sets,
+            sspec,
+            stream,
+            order,
+            seed,
+            label,
+            mspecs,
+            {**sweep.single, **swept},
+            swept,
+            req,
+        )
         if isinstance(cell, str):
             if methods.explicit and req.streams:  # both named: the user asked for exactly this cell
                 raise ConfigError(f"method {label!r} cannot run on stream {sspec.name!r}: {cell}")
@@ -281,24 +344,32 @@ def _label_cells(regs: Registries, req: RunRequest, profile: ProfileSpec, sspec:
     return cells
 
 
-def _check_ignored(regs: Registries, req: RunRequest, cells: Sequence[Cell], skipped: Sequence[str],
-                   streams: Sequence[StreamSpec]) -> None:
+def _check_ignored(
+    regs: Registries, req: RunRequest, cells: Sequence[Cell], skipped: Sequence[str], streams: Sequence[StreamSpec]
+) -> None:
     """An empty grid, or a flag no planned plugin reads (it would be silently ignored), is refused."""
     if not cells:
         raise ConfigError("nothing to run: " + ("; ".join(skipped) or "the grid is empty"))
-    if req.model_path is not None and not any(
-            regs.models.get(c.model).weights_field in c.model_config for c in cells):
+    if req.model_path is not None and not any(regs.models.get(c.model).weights_field in c.model_config for c in cells):
         models = sorted({c.model for c in cells})
-        raise ConfigError(f"--model-path {req.model_path}: no planned model takes weights from a path "
-                          f"({', '.join(models)})")
+        raise ConfigError(
+            f"--model-path {req.model_path}: no planned model takes weights from a path ({', '.join(models)})"
+        )
     if req.data_dir is not None and not any(
-            regs.streams.get(c.stream).data_dir_field in c.stream_config for c in cells):
-        raise ConfigError(f"--data-dir {req.data_dir}: no planned stream reads a data directory "
-                          f"({', '.join(s.name for s in streams)})")
+        regs.streams.get(c.stream).data_dir_field in c.stream_config for c in cells
+    ):
+        raise ConfigError(
+            f"--data-dir {req.data_dir}: no planned stream reads a data directory "
+            f"({', '.join(s.name for s in streams)})"
+        )
 
 
-def _check_presets(regs: Registries, streams: Sequence[StreamSpec], methods: Mapping[str, MethodSpec],
-                   orders: Mapping[str, Sequence[str]]) -> None:
+def _check_presets(
+    regs: Registries,
+    streams: Sequence[StreamSpec],
+    methods: Mapping[str, MethodSpec],
+    orders: Mapping[str, Sequence[str]],
+) -> None:
     """A preset keyed to a profile, stream or order that does not exist would be ignored; refuse it,
     naming the plugin. Keys are ``profile``, ``profile/stream`` or ``profile/stream/order``."""
     owners: list[tuple[str, Any, Registry[Any]]] = [(f"stream {s.name!r}", s, regs.streams) for s in streams]
@@ -319,8 +390,11 @@ def _check_presets(regs: Registries, streams: Sequence[StreamSpec], methods: Map
                 origin = reg.origins.get(spec.name)
                 message = f"{what}{f' ({origin})' if origin else ''} has a preset {key!r} that {problem}"
                 if maybe_disabled and regs.disabled:  # -p no:NAME may have removed that profile or stream
-                    warnings.warn(f"{message} (or one of the disabled plugins {', '.join(regs.disabled)} "
-                                  "provides it); the preset is not used", stacklevel=2)
+                    warnings.warn(
+                        f"{message} (or one of the disabled plugins {', '.join(regs.disabled)} "
+                        "provides it); the preset is not used",
+                        stacklevel=2,
+                    )
                     continue
                 raise PluginError(message)
 
@@ -333,8 +407,13 @@ def _unknown(kind: str, name: str, known: Any) -> str:
 def _label(label: str, sweep: Mapping[str, Any]) -> str:
     if not sweep:
         return label
-    return label + "@" + ",".join(f"{k.split('.', 1)[1] if k.split('.', 1)[0] in label.split('+') else k}={v}"
-                                  for k, v in sweep.items())
+    return (
+        label
+        + "@"
+        + ",".join(
+            f"{k.split('.', 1)[1] if k.split('.', 1)[0] in label.split('+') else k}={v}" for k, v in sweep.items()
+        )
+    )
 
 
 @dataclass
@@ -348,16 +427,27 @@ class _Layers:
     user: dict[str, dict[str, Any]]
 
     @classmethod
-    def of(cls, profile: str, profile_sets: Mapping[str, Any], sspec: StreamSpec, order: str,
-           mspecs: Sequence[MethodSpec], user_sets: Mapping[str, Any]) -> _Layers:
-        return cls(cfg.split_scoped(cfg.preset_values(sspec.presets, profile, sspec.name, order)),
-                   [cfg.split_scoped(cfg.preset_values(m.presets, profile, sspec.name, order)) for m in mspecs],
-                   cfg.split_scoped(profile_sets), cfg.split_scoped(user_sets))
+    def of(
+        cls,
+        profile: str,
+        profile_sets: Mapping[str, Any],
+        sspec: StreamSpec,
+        order: str,
+        mspecs: Sequence[MethodSpec],
+        user_sets: Mapping[str, Any],
+    ) -> _Layers:
+        return cls(
+            cfg.split_scoped(cfg.preset_values(sspec.presets, profile, sspec.name, order)),
+            [cfg.split_scoped(cfg.preset_values(m.presets, profile, sspec.name, order)) for m in mspecs],
+            cfg.split_scoped(profile_sets),
+            cfg.split_scoped(user_sets),
+        )
 
     def model_name(self) -> str | None:
         """The model the presets name: the first method part's, else the stream's."""
-        return next((mp[""]["model"] for mp in self.methods if "model" in mp.get("", {})), None) or \
-            self.stream.get("", {}).get("model")
+        return next((mp[""]["model"] for mp in self.methods if "model" in mp.get("", {})), None) or self.stream.get(
+            "", {}
+        ).get("model")
 
     def scope(self, scope: str) -> dict[str, Any]:
         """``train``, ``metrics`` or ``model``: every layer, method presets between the stream's and the profile's."""
@@ -398,8 +488,9 @@ def _make_cell(
         why = _fits(m, mspec, stream)
         if why:
             return why
-    model_values = _with_path(mspec.config_cls, layers.scope("model"), mspec.weights_field, req.model_path,
-                              _select(layers.user, "model"))
+    model_values = _with_path(
+        mspec.config_cls, layers.scope("model"), mspec.weights_field, req.model_path, _select(layers.user, "model")
+    )
     model_cfg = cfg.apply(mspec.config_cls, None, model_values, "model")
     _check_heads(mspec, model_cfg, stream)
     # a model that keeps its own weights frozen (the text models' `train_base`, off for LoRA methods) leaves a
@@ -407,28 +498,41 @@ def _make_cell(
     if getattr(model_cfg, "train_base", True) is False:
         frozen = [m.name for m in mspecs if m.trains_model]
         if frozen:
-            return (f"{', '.join(frozen)} trains the model's own weights, which model {mspec.name!r} keeps frozen "
-                    "(model.train_base=false): add --set model.train_base=true, or run a LoRA method")
-    stream_values = _with_path(sspec.config_cls, layers.stream_scope(), sspec.data_dir_field, req.data_dir,
-                               _select(layers.user, "stream"))
+            return (
+                f"{', '.join(frozen)} trains the model's own weights, which model {mspec.name!r} keeps frozen "
+                "(model.train_base=false): add --set model.train_base=true, or run a LoRA method"
+            )
+    stream_values = _with_path(
+        sspec.config_cls, layers.stream_scope(), sspec.data_dir_field, req.data_dir, _select(layers.user, "stream")
+    )
     return Cell(
-        method=_label(label, sweep), parts=tuple(m.name for m in mspecs), stream=sspec.name, order=str(order),
-        seed=int(seed), profile=profile, model=mspec.name,
-        methods_cfg={m.name: cfg.apply(m.config_cls, None, layers.method(i, m.name), m.name)
-                     for i, m in enumerate(mspecs)},
+        method=_label(label, sweep),
+        parts=tuple(m.name for m in mspecs),
+        stream=sspec.name,
+        order=str(order),
+        seed=int(seed),
+        profile=profile,
+        model=mspec.name,
+        methods_cfg={
+            m.name: cfg.apply(m.config_cls, None, layers.method(i, m.name), m.name) for i, m in enumerate(mspecs)
+        },
         model_cfg=model_cfg,
         train=cfg.apply(cfg.TrainConfig, None, layers.scope("train"), "train"),
         stream_cfg=cfg.apply(sspec.config_cls, None, stream_values, "stream"),
         metrics=cfg.apply(cfg.MetricsConfig, None, layers.scope("metrics"), "metrics"),
-        out=str(req.out), options=dict(req.options), sweep=dict(sweep), tasks=tuple(stream.order(order)),
+        out=str(req.out),
+        options=dict(req.options),
+        sweep=dict(sweep),
+        tasks=tuple(stream.order(order)),
     )
 
 
 def _model_hint(regs: Registries, sspec: StreamSpec) -> str:
     """What would give the stream a model: a profile whose preset names one, or --model with a model that takes the
     stream's inputs."""
-    profiles = sorted({f"{key.split('/')[0]} (model {preset['model']})" for key, preset in sspec.presets.items()
-                       if "model" in preset})
+    profiles = sorted(
+        {f"{key.split('/')[0]} (model {preset['model']})" for key, preset in sspec.presets.items() if "model" in preset}
+    )
     modalities = set(sspec.tags) & {"vector", "image", "text"}  # a stream spec tags its modality
     models = sorted(name for name, spec in regs.models.items.items() if not modalities or spec.modalities & modalities)
     hint = f"use --profile {' or '.join(profiles)}, or " if profiles else ""
@@ -445,14 +549,22 @@ def cell_from_result(regs: Registries, result: CellResult, out: Path | str) -> C
         raise ConfigError(f"{result.path}: the result records no model")
     mspec, sspec = regs.models.get(model_name), regs.streams.get(result.stream)
     return Cell(
-        method=result.method, parts=parts, stream=result.stream, order=result.order, seed=result.seed,
-        profile=str(c.get("profile", "custom")), model=model_name,
-        methods_cfg={p: cfg.apply(regs.methods.get(p).config_cls, None, c.get("methods", {}).get(p, {}), p)
-                     for p in parts},
+        method=result.method,
+        parts=parts,
+        stream=result.stream,
+        order=result.order,
+        seed=result.seed,
+        profile=str(c.get("profile", "custom")),
+        model=model_name,
+        methods_cfg={
+            p: cfg.apply(regs.methods.get(p).config_cls, None, c.get("methods", {}).get(p, {}), p) for p in parts
+        },
         model_cfg=cfg.apply(mspec.config_cls, None, model, "model"),
         train=cfg.apply(cfg.TrainConfig, None, c.get("train", {}), "train"),
         stream_cfg=cfg.apply(sspec.config_cls, None, c.get("stream", {}), "stream"),
         metrics=cfg.apply(cfg.MetricsConfig, None, c.get("metrics", {}), "metrics"),
-        out=str(out), options=dict(c.get("options", {})), sweep=dict(c.get("sweep", {})),
+        out=str(out),
+        options=dict(c.get("options", {})),
+        sweep=dict(c.get("sweep", {})),
         nproc=int(c.get("nproc", 1)),
     )

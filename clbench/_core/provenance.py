@@ -49,6 +49,7 @@ T = TypeVar("T")
 _NOT_DATA = frozenset({".py", ".pyc", ".pyi", ".so", ".pyd", ".dylib", ".dll", ".pth"})
 _CHUNK = 1 << 20
 
+
 def data_files(opened: set[str]) -> list[Path]:
     """The data files among ``opened`` paths: existing regular files that are not code."""
     out = []
@@ -181,8 +182,12 @@ def imports_of(source: bytes, package: str) -> list[tuple[str, tuple[str, ...]]]
             if node.level and keep < 1:  # a relative import above the top-level package: it fails anyway
                 continue
             up = package.split(".")[:keep] if node.level else []
-            found.append((".".join([*up, *([node.module] if node.module else [])]),
-                          tuple(a.name for a in node.names if a.name != "*")))
+            found.append(
+                (
+                    ".".join([*up, *([node.module] if node.module else [])]),
+                    tuple(a.name for a in node.names if a.name != "*"),
+                )
+            )
     return found
 
 
@@ -230,7 +235,9 @@ class _Sources:
         parts = module.split(".")
         inits = [self.module_file(".".join(parts[:i])) for i in range(2, len(parts))]
         own = self.module_file(module)
-        return [(p, False) for p in inits if p is not None] + ([(own, whole and own.name == "__init__.py")] if own else [])
+        return [(p, False) for p in inits if p is not None] + (
+            [(own, whole and own.name == "__init__.py")] if own else []
+        )
 
     def links(self, path: Path) -> tuple[tuple[Path, bool], ...] | None:
         """What ``path`` imports from the top-level package (None: the file is gone)."""
@@ -338,9 +345,14 @@ def metric_code(regs: Registries) -> dict[str, str]:
     return _code_of(regs, [("metrics", m) for m in regs.metrics])[0]
 
 
-def changes(recorded: Mapping[str, Any] | None, metrics: Mapping[str, Any] | None, regs: Registries, cell: Cell,
-            now: tuple[dict[str, str], dict[str, str]] | None = None, tasks: Sequence[str] | None = None
-            ) -> list[str] | None:
+def changes(
+    recorded: Mapping[str, Any] | None,
+    metrics: Mapping[str, Any] | None,
+    regs: Registries,
+    cell: Cell,
+    now: tuple[dict[str, str], dict[str, str]] | None = None,
+    tasks: Sequence[str] | None = None,
+) -> list[str] | None:
     """What differs between the code and data that made a result (its ``provenance`` and the metrics it holds)
     and the code and data here now: ``[]`` when nothing, ``None`` when the result records no provenance (written
     before clbench recorded it: the code cannot be checked; only missing metrics are). ``metrics`` is None for a
@@ -348,8 +360,14 @@ def changes(recorded: Mapping[str, Any] | None, metrics: Mapping[str, Any] | Non
     result's task list, is checked against the tasks the stream has now (``cell.tasks``)."""
     code, versions = now or code_record(regs, cell)
     missing = [m for m in regs.metrics if metrics is not None and m not in metrics]
-    out = [f"metric{'s' if len(missing) > 1 else ''} {', '.join(missing)} {'were' if len(missing) > 1 else 'was'} "
-           "not computed (no plugin computed them when the cell ran)"] if missing else []
+    out = (
+        [
+            f"metric{'s' if len(missing) > 1 else ''} {', '.join(missing)} {'were' if len(missing) > 1 else 'was'} "
+            "not computed (no plugin computed them when the cell ran)"
+        ]
+        if missing
+        else []
+    )
     if recorded is None:
         return out or None
     if tasks is not None and cell.tasks and list(cell.tasks) != list(tasks):
@@ -382,6 +400,9 @@ def differences(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) ->
     out = []
     for block, what in (("versions", "version of {}"), ("code", "code of {}"), ("data", "data file {}")):
         a, b = old.get(block, {}), new.get(block, {})
-        out += [what.format(k.replace(":", " ", 1) if block == "code" else k)
-                for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+        out += [
+            what.format(k.replace(":", " ", 1) if block == "code" else k)
+            for k in sorted(set(a) | set(b))
+            if a.get(k) != b.get(k)
+        ]
     return out

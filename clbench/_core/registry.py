@@ -66,12 +66,16 @@ class Registry(Generic[T]):
     def add(self, spec: T, origin: Origin) -> None:
         name = getattr(spec, "name", None)
         if not isinstance(name, str) or not name:
-            raise PluginError(f"plugin {origin.plugin!r} ({origin.distribution}) registered a {self.kind} without a name")
+            raise PluginError(
+                f"plugin {origin.plugin!r} ({origin.distribution}) registered a {self.kind} without a name"
+            )
         bad = sorted(set(name) & _RESERVED_CHARS) + (["a space"] if any(c.isspace() for c in name) else [])
         if self.kind != "metric" and bad:  # `--methods a+b,c@k=v` and folder names give these a meaning
-            raise PluginError(f"plugin {origin.plugin!r} ({origin.distribution}) registered the {self.kind} "
-                              f"{name!r}, whose name holds {', '.join(bad)}: the command line reads ',' as a list, "
-                              "'+' as a composition, '@' and '=' as a sweep and '/' as a folder; rename it")
+            raise PluginError(
+                f"plugin {origin.plugin!r} ({origin.distribution}) registered the {self.kind} "
+                f"{name!r}, whose name holds {', '.join(bad)}: the command line reads ',' as a list, "
+                "'+' as a composition, '@' and '=' as a sweep and '/' as a folder; rename it"
+            )
         if name in self.items:
             other = self.origins[name]
             raise PluginError(
@@ -219,12 +223,17 @@ def check_disabled(disabled: Iterable[str]) -> None:
     for name in disabled:
         if name not in known:
             hint = did_you_mean(name, known)
-            raise PluginError(f"-p no:{name}: no installed plugin is named {name!r}"
-                              + (f" — did you mean {hint!r}?" if hint else "") + f" Plugins: {', '.join(known)}")
+            raise PluginError(
+                f"-p no:{name}: no installed plugin is named {name!r}"
+                + (f" — did you mean {hint!r}?" if hint else "")
+                + f" Plugins: {', '.join(known)}"
+            )
 
 
 def build_plugin_manager(
-    disabled: Iterable[str] = (), extra_plugins: Iterable[object] = (), autoload: bool | None = None,
+    disabled: Iterable[str] = (),
+    extra_plugins: Iterable[object] = (),
+    autoload: bool | None = None,
     core: object | None = None,
 ) -> pluggy.PluginManager:
     """A plugin manager with the core plugins, the entry points (unless autoload is off) and extras.
@@ -299,22 +308,32 @@ def _check_spec(spec: object, origin: Origin) -> None:
 
     from clbench import specs
 
-    closed = {"direction": specs.Direction, "needs": specs.MetricNeeds, "footprint_kind": specs.FootprintKind,
-              "aggregate": typing.Literal["mean"]}
+    closed = {
+        "direction": specs.Direction,
+        "needs": specs.MetricNeeds,
+        "footprint_kind": specs.FootprintKind,
+        "aggregate": typing.Literal["mean"],
+    }
     name = getattr(spec, "name", "?")
     for field_name, literal in closed.items():
         allowed = typing.get_args(literal)
         if hasattr(spec, field_name) and getattr(spec, field_name) not in allowed:
-            raise PluginError(f"plugin {origin.plugin!r} ({origin.distribution}): {type(spec).__name__} {name!r} has "
-                              f"{field_name}={getattr(spec, field_name)!r}; choose one of {', '.join(map(repr, allowed))}")
+            raise PluginError(
+                f"plugin {origin.plugin!r} ({origin.distribution}): {type(spec).__name__} {name!r} has "
+                f"{field_name}={getattr(spec, field_name)!r}; choose one of {', '.join(map(repr, allowed))}"
+            )
     config_cls = getattr(spec, "config_cls", None)
     if config_cls is not None and not dataclasses.is_dataclass(config_cls):
-        raise PluginError(f"plugin {origin.plugin!r} ({origin.distribution}): {type(spec).__name__} {name!r} has "
-                          f"config_cls={config_cls!r}, which is not a dataclass")
+        raise PluginError(
+            f"plugin {origin.plugin!r} ({origin.distribution}): {type(spec).__name__} {name!r} has "
+            f"config_cls={config_cls!r}, which is not a dataclass"
+        )
 
 
 def build_registry(
-    disabled: Iterable[str] = (), extra_plugins: Iterable[object] = (), autoload: bool | None = None,
+    disabled: Iterable[str] = (),
+    extra_plugins: Iterable[object] = (),
+    autoload: bool | None = None,
     core: object | None = None,
 ) -> Registries:
     """The registries of every plugin (see :func:`build_plugin_manager`). The harness builds them with

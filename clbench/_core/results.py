@@ -29,10 +29,11 @@ if TYPE_CHECKING:
     from clbench.config import TrainConfig
 
 
-
 # --------------------------------------------------------------------------- atomic I/O
-_TMP_NAME = re.compile(r"^\.(result\.json|footprints\.safetensors|checkpoint\.pt|error\.log|.+\.md|.+\.png)\."
-                       r"[A-Za-z0-9_]{6,}\.tmp$")
+_TMP_NAME = re.compile(
+    r"^\.(result\.json|footprints\.safetensors|checkpoint\.pt|error\.log|.+\.md|.+\.png)\."
+    r"[A-Za-z0-9_]{6,}\.tmp$"
+)
 
 
 def remove_orphan_temp_files(root: Path) -> list[Path]:
@@ -71,8 +72,10 @@ def check_location(result: CellResult, path: Path) -> None:
     expected = cell_folders(result.stream, result.method, result.order, result.seed)
     found = list(Path(path).parent.parts[-4:])
     if found != expected:
-        raise ResultFileError(f"{path}: records cell {result.key}, but sits in {'/'.join(found)}/ "
-                              f"(expected {'/'.join(expected)}/): a result moved or copied by hand")
+        raise ResultFileError(
+            f"{path}: records cell {result.key}, but sits in {'/'.join(found)}/ "
+            f"(expected {'/'.join(expected)}/): a result moved or copied by hand"
+        )
 
 
 @dataclass

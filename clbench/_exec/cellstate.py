@@ -46,8 +46,11 @@ def fingerprint(tensor: Tensor) -> list[float]:
     if not t.is_floating_point():
         t = t.double()
     flat = t.reshape(-1)
-    return [float(flat.sum(dtype=torch.float64)), float(torch.linalg.vector_norm(flat, dtype=torch.float64)),
-            float(flat[::97].sum(dtype=torch.float64))]
+    return [
+        float(flat.sum(dtype=torch.float64)),
+        float(torch.linalg.vector_norm(flat, dtype=torch.float64)),
+        float(flat[::97].sum(dtype=torch.float64)),
+    ]
 
 
 def fingerprints(model: nn.Module) -> dict[str, list[float]]:
@@ -108,8 +111,10 @@ class CellState:
         except OSError:
             raise
         except Exception as exc:  # pickling: an object in a state_dict that torch.save cannot write
-            raise PluginError(f"{checked.label}: the resume checkpoint cannot hold its state_dict() ({type(exc).__name__}: "
-                              f"{exc}); return tensors, numbers, strings and lists or dicts of them") from exc
+            raise PluginError(
+                f"{checked.label}: the resume checkpoint cannot hold its state_dict() ({type(exc).__name__}: "
+                f"{exc}); return tensors, numbers, strings and lists or dicts of them"
+            ) from exc
 
     def _changed_weights(self, model: CLModel) -> dict[str, Any]:
         """The model's state entries that differ from a fresh build's (``self.base``) under ``model``, and under
@@ -130,8 +135,10 @@ class CellState:
         missing, unexpected = model.load_state_dict(payload["model"], strict=not unchanged)
         moved = [n for n in unchanged if self.base.get(n) != unchanged[n]]
         if set(missing) != set(unchanged) or unexpected or moved:
-            raise ValueError(f"its weights do not match this build (missing {sorted(set(missing) - set(unchanged))[:5]}, "
-                             f"unexpected {sorted(unexpected)[:5]}, left out with other values {moved[:5]})")
+            raise ValueError(
+                f"its weights do not match this build (missing {sorted(set(missing) - set(unchanged))[:5]}, "
+                f"unexpected {sorted(unexpected)[:5]}, left out with other values {moved[:5]})"
+            )
 
     def load_checkpoint(self, model: CLModel, method: Method) -> int:
         """Tasks done by the checkpoint (0: none or unusable, with a warning), or -1 when it was for this
@@ -141,22 +148,34 @@ class CellState:
         try:
             payload = torch.load(self.path, map_location="cpu", weights_only=True)
         except Exception as exc:  # truncated or garbled: torch raises RuntimeError, EOFError, UnpicklingError...
-            warnings.warn(CheckpointDiscardedWarning(
-                f"{self.path}: unreadable checkpoint ({type(exc).__name__}); the cell starts over", "unreadable"),
-                stacklevel=2)
+            warnings.warn(
+                CheckpointDiscardedWarning(
+                    f"{self.path}: unreadable checkpoint ({type(exc).__name__}); the cell starts over", "unreadable"
+                ),
+                stacklevel=2,
+            )
             return 0
         recorded = payload.get("config_hash") if isinstance(payload, dict) else None
         if recorded != self.cell.config_hash:
-            warnings.warn(CheckpointDiscardedWarning(
-                f"{self.path}: checkpoint of other settings (config hash {str(recorded)[:12]}, this cell "
-                f"{self.cell.config_hash[:12]}); the cell starts over", "other-settings"), stacklevel=2)
+            warnings.warn(
+                CheckpointDiscardedWarning(
+                    f"{self.path}: checkpoint of other settings (config hash {str(recorded)[:12]}, this cell "
+                    f"{self.cell.config_hash[:12]}); the cell starts over",
+                    "other-settings",
+                ),
+                stacklevel=2,
+            )
             return 0
         code, now = payload.get("code"), self.trained_by()
         if code is not None and code != now:
             moved = sorted(k for k in set(code) | set(now) if code.get(k) != now.get(k))
-            warnings.warn(CheckpointDiscardedWarning(
-                f"{self.path}: checkpoint made by other code ({', '.join(moved)}); the cell starts over", "other-code"),
-                stacklevel=2)
+            warnings.warn(
+                CheckpointDiscardedWarning(
+                    f"{self.path}: checkpoint made by other code ({', '.join(moved)}); the cell starts over",
+                    "other-code",
+                ),
+                stacklevel=2,
+            )
             return 0
         try:
             method.load_state_dict(payload["method"])  # first: it may rebuild structure the weights need
@@ -170,12 +189,18 @@ class CellState:
             self.footprints = fps.from_tensors(payload["footprints"])
             done = int(payload["done"])
             if not 0 < done == len(self.rows) == len(self.footprints) < len(self.tasks) + 1:
-                raise ValueError(f"it records {done} tasks done, {len(self.rows)} rows, {len(self.footprints)} footprints")
+                raise ValueError(
+                    f"it records {done} tasks done, {len(self.rows)} rows, {len(self.footprints)} footprints"
+                )
         except Exception as exc:
             first = " ".join(str(exc).split())[:400]  # torch lists the missing keys and shapes after a header
-            warnings.warn(CheckpointDiscardedWarning(
-                f"{self.path}: checkpoint does not fit this cell ({type(exc).__name__}: {first}); the cell starts over",
-                "does-not-fit"), stacklevel=2)
+            warnings.warn(
+                CheckpointDiscardedWarning(
+                    f"{self.path}: checkpoint does not fit this cell ({type(exc).__name__}: {first}); the cell starts over",
+                    "does-not-fit",
+                ),
+                stacklevel=2,
+            )
             self.rows, self.task_timings, self.report, self.footprints = [], [], {}, []
             self.examples, self.initial = [], None
             return -1
@@ -192,9 +217,14 @@ class CellState:
         errors: dict[str, str] = {}
         footprints = None
         if self.status == "complete" and write:
-            inp = MetricInput.with_settings(cell.metrics, matrix=[list(map(float, r)) for r in self.rows],
-                                            initial=self.initial,
-                                            footprints=self.footprints, report=self.report, tasks=self.tasks)
+            inp = MetricInput.with_settings(
+                cell.metrics,
+                matrix=[list(map(float, r)) for r in self.rows],
+                initial=self.initial,
+                footprints=self.footprints,
+                report=self.report,
+                tasks=self.tasks,
+            )
             # the footprint file (serialized, hashed, written: ~11 ms for a 10-task dense cell, GIL mostly
             # released) is written beside the metrics (~25 ms of BLAS) rather than after them
             with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="clbench-footprints") as pool:
@@ -215,8 +245,11 @@ class CellState:
             metrics=metrics,
             config=cell.resolved(),
             env=self.env,
-            timings={"total_s": time.perf_counter() - self.started, "initial_eval_s": self.initial_s,
-                     "tasks": [t.to_json() for t in self.task_timings]},
+            timings={
+                "total_s": time.perf_counter() - self.started,
+                "initial_eval_s": self.initial_s,
+                "tasks": [t.to_json() for t in self.task_timings],
+            },
             report=self.report,
             error=None if self.status == "complete" else self.error,
             config_hash=cell.config_hash,
@@ -267,4 +300,8 @@ class CellState:
             return None
         code, versions = self.code
         read = provenance.stream_files(self.stream, self.stream.opened) if self.stream is not None else []
-        return {"versions": versions, "code": code, "data": provenance.data_digests(read, self.cell, regs.streams.get(self.cell.stream).data_dir_field)}
+        return {
+            "versions": versions,
+            "code": code,
+            "data": provenance.data_digests(read, self.cell, regs.streams.get(self.cell.stream).data_dir_field),
+        }

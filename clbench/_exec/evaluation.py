@@ -13,8 +13,15 @@ from clbench.model import CLModel
 
 
 @torch.no_grad()
-def evaluate(model: CLModel, method: Method, stream: Stream, tasks: list[str], train: TrainConfig,
-             device: torch.device, dist: Dist = SINGLE) -> tuple[list[float], list[Tensor | None]]:
+def evaluate(
+    model: CLModel,
+    method: Method,
+    stream: Stream,
+    tasks: list[str],
+    train: TrainConfig,
+    device: torch.device,
+    dist: Dist = SINGLE,
+) -> tuple[list[float], list[Tensor | None]]:
     """Score (0-100, by the stream's :meth:`Stream.score`) on every task of ``tasks`` with the model as it is now,
     and each task's per-example scores (:meth:`Stream.example_scores`; None where the stream has none).
 
@@ -29,8 +36,14 @@ def evaluate(model: CLModel, method: Method, stream: Stream, tasks: list[str], t
         for task in tasks if dist.is_main else ():
             with method.evaluating(task):
                 score, per_example = stream.evaluate_examples(
-                    model, task, batch_size=train.eval_batch_size, limit=train.eval_limit, device=device,
-                    split=train.eval_split, device_data=train.device_data)
+                    model,
+                    task,
+                    batch_size=train.eval_batch_size,
+                    limit=train.eval_limit,
+                    device=device,
+                    split=train.eval_split,
+                    device_data=train.device_data,
+                )
             row.append(float(score))
             examples.append(per_example)
         row = dist.broadcast(row)
@@ -38,9 +51,16 @@ def evaluate(model: CLModel, method: Method, stream: Stream, tasks: list[str], t
         mine = {}
         for task in tasks:
             with method.evaluating(task):
-                mine[task] = stream.predictions(model, task, batch_size=train.eval_batch_size, limit=train.eval_limit,
-                                                device=device, shard=(dist.rank, dist.world_size),
-                                                split=train.eval_split, device_data=train.device_data)
+                mine[task] = stream.predictions(
+                    model,
+                    task,
+                    batch_size=train.eval_batch_size,
+                    limit=train.eval_limit,
+                    device=device,
+                    shard=(dist.rank, dist.world_size),
+                    split=train.eval_split,
+                    device_data=train.device_data,
+                )
         every = dist.gather(mine)
         n = dist.world_size
         for task in tasks:

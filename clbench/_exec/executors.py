@@ -44,8 +44,10 @@ def data_parallel(plan: Plan, options: Mapping[str, Any]) -> tuple[Dist, int]:
         return SINGLE, nproc or 1
     world = int(os.environ["WORLD_SIZE"])
     if nproc not in (None, world):
-        raise ClbenchError(f"--nproc {nproc}: torchrun started {world} processes (WORLD_SIZE); leave --nproc out "
-                           "under torchrun, every process is a rank of each cell")
+        raise ClbenchError(
+            f"--nproc {nproc}: torchrun started {world} processes (WORLD_SIZE); leave --nproc out "
+            "under torchrun, every process is a rank of each cell"
+        )
     device = resolve_device(plan.cells[0].train.device) if plan.cells else resolve_device("cpu")
     return from_torchrun(device), world
 
@@ -69,11 +71,15 @@ def check_data_parallel(plan: Plan, regs: Registries, nproc: int, executor: str,
     for cell in plan.cells:
         batch, accum = cell.train.batch_size, cell.train.grad_accum
         if batch % (nproc * accum):
-            why = (f"--nproc {nproc} is more ranks than train.batch_size={batch} has examples" if nproc > batch else
-                   f"train.batch_size={batch} does not split into {nproc} ranks × train.grad_accum={accum} equal "
-                   "micro-batches")
-            raise ClbenchError(f"{why} ({cell.key}); choose --nproc and train.grad_accum whose product divides "
-                               "the global batch")
+            why = (
+                f"--nproc {nproc} is more ranks than train.batch_size={batch} has examples"
+                if nproc > batch
+                else f"train.batch_size={batch} does not split into {nproc} ranks × train.grad_accum={accum} equal "
+                "micro-batches"
+            )
+            raise ClbenchError(
+                f"{why} ({cell.key}); choose --nproc and train.grad_accum whose product divides the global batch"
+            )
     if executor != "local" or launched_by_torchrun():
         return
     local_only = set(in_process_plugins(regs.pm)) - {_name_of(spec) for spec in options.get("rank_plugins", ())}
@@ -81,9 +87,11 @@ def check_data_parallel(plan: Plan, regs: Registries, nproc: int, executor: str,
         for kind, name in [*(("methods", p) for p in cell.parts), ("streams", cell.stream), ("models", cell.model)]:
             origin = regs.kind(kind).origins.get(name)
             if origin is not None and origin.plugin in local_only:
-                raise ClbenchError(f"--nproc {nproc}: {kind[:-1]} {name!r} comes from plugin {origin.plugin!r}, "
-                                   "registered in this process only: the rank processes load plugins from entry "
-                                   "points; install it as a package with a `clbench` entry point")
+                raise ClbenchError(
+                    f"--nproc {nproc}: {kind[:-1]} {name!r} comes from plugin {origin.plugin!r}, "
+                    "registered in this process only: the rank processes load plugins from entry "
+                    "points; install it as a package with a `clbench` entry point"
+                )
 
 
 _TREE_DEPTH = 4  # <out>/<stream>/<method>/order-<o>/seed-<s>/result.json
@@ -104,20 +112,26 @@ def check_not_nested(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise ClbenchError(f"--out {given} is a file; give a folder (it is created when missing)")
     for level, parent in enumerate(out.parents):
-        if _exists(parent / LOCK_FILE) or (level < _TREE_DEPTH and not os.path.ismount(parent)
-                                          and _holds_cells(parent)):
-            raise ClbenchError(f"--out {given} is inside the result tree of another run, {parent}/: its cells would be "
-                               "read as that tree's; use a folder beside it, not inside it")
+        if _exists(parent / LOCK_FILE) or (
+            level < _TREE_DEPTH and not os.path.ismount(parent) and _holds_cells(parent)
+        ):
+            raise ClbenchError(
+                f"--out {given} is inside the result tree of another run, {parent}/: its cells would be "
+                "read as that tree's; use a folder beside it, not inside it"
+            )
     if not out.is_dir():
         return
     for path in _walk(out, RESULT_FILE):
         if len(path.relative_to(out).parts) != _TREE_DEPTH + 1:
-            raise ClbenchError(f"--out {given} holds a result outside the cell layout, {path}: another run's tree "
-                               "nested inside it? move it out, or use another --out")
+            raise ClbenchError(
+                f"--out {given} holds a result outside the cell layout, {path}: another run's tree "
+                "nested inside it? move it out, or use another --out"
+            )
     for lock in _walk(out, LOCK_FILE):
         if lock.parent != out:
-            raise ClbenchError(f"--out {given} holds another run's result tree, {lock.parent}/; move it out, or use "
-                               "another --out")
+            raise ClbenchError(
+                f"--out {given} holds another run's result tree, {lock.parent}/; move it out, or use another --out"
+            )
 
 
 def _holds_cells(root: Path) -> bool:
@@ -147,8 +161,10 @@ def _exists(path: Path) -> bool:
     try:
         return path.exists()
     except OSError as exc:  # a permission error on a parent: name it, with what was being checked
-        raise ClbenchError(f"cannot read {path} ({exc.strerror or exc}) while checking that --out is not inside "
-                           "another run's result tree") from None
+        raise ClbenchError(
+            f"cannot read {path} ({exc.strerror or exc}) while checking that --out is not inside "
+            "another run's result tree"
+        ) from None
 
 
 def _walk(root: Path, name: str) -> Iterator[Path]:
@@ -164,8 +180,14 @@ def output_lock(out: Path) -> FileLock:
     return FileLock(str(out / LOCK_FILE), timeout=0)
 
 
-def execute(plan: Plan, regs: Registries, executor: str = "local", fail_fast: bool = False,
-            progress: bool = True, options: Mapping[str, Any] | None = None) -> RunResults:
+def execute(
+    plan: Plan,
+    regs: Registries,
+    executor: str = "local",
+    fail_fast: bool = False,
+    progress: bool = True,
+    options: Mapping[str, Any] | None = None,
+) -> RunResults:
     """Run every cell of ``plan`` (complete ones of the same settings are read back, not rerun) and return
     all results. Refuses, before running anything, when a cell's folder holds another cell's result or a
     result of other settings."""
@@ -187,8 +209,9 @@ def execute(plan: Plan, regs: Registries, executor: str = "local", fail_fast: bo
         cell = next((c for c in plan.cells if where == c.directory or c.directory in where.parents), None)
         if cell is not None:
             raise ClbenchError(f"cell {cell.key}: cannot write to {where}: {exc.strerror or exc}") from None
-        raise ClbenchError(f"cannot write results to {where}{'' if exc.filename else '/'}: {exc.strerror or exc}"
-                           ) from None
+        raise ClbenchError(
+            f"cannot write results to {where}{'' if exc.filename else '/'}: {exc.strerror or exc}"
+        ) from None
 
 
 class RunResults(list[CellResult]):
@@ -196,8 +219,13 @@ class RunResults(list[CellResult]):
     that raised: they make the exit code 1 like a failed cell); the keys of the cells whose finished result was
     reused, not run; and lines the run's summary prints about them."""
 
-    def __init__(self, results: Iterable[CellResult] = (), faults: Iterable[str] = (), reused: Iterable[str] = (),
-                 notes: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        results: Iterable[CellResult] = (),
+        faults: Iterable[str] = (),
+        reused: Iterable[str] = (),
+        notes: Iterable[str] = (),
+    ) -> None:
         super().__init__(results)
         self.faults = list(faults)
         self.reused = list(reused)
@@ -255,8 +283,11 @@ def _apply_on_change(found: _Found, plan: Plan, on_change: str) -> list[str]:
         raise ClbenchError(f"--on-change {on_change!r}: choose one of {', '.join(ON_CHANGE)}")
     lines = [f"{c.key}: {why}" for c, _, why in found.changed]
     if found.changed and on_change == "refuse":
-        hint = (" (`clbench metrics OUT` computes the missing metrics without training)"
-                if any("not computed (no plugin computed them" in line for line in lines) else "")
+        hint = (
+            " (`clbench metrics OUT` computes the missing metrics without training)"
+            if any("not computed (no plugin computed them" in line for line in lines)
+            else ""
+        )
         raise ClbenchError(
             f"{len(found.changed)} of {len(plan.cells)} cells hold results in {plan.out}/ made by other code or "
             f"data than this run's; nothing was run or deleted:\n  {_listed(lines)}\nRerun them with "
@@ -272,20 +303,30 @@ def _apply_on_change(found: _Found, plan: Plan, on_change: str) -> list[str]:
         notes += [f"reused, made by other code or data: {line}" for line in lines]
     if found.unchecked:
         n = len(found.unchecked)
-        notes.append(f"{n} reused result{'s' if n > 1 else ''} predate{'s' if n == 1 else ''} provenance records "
-                     "(written before clbench recorded code and data digests): not checked against this code")
+        notes.append(
+            f"{n} reused result{'s' if n > 1 else ''} predate{'s' if n == 1 else ''} provenance records "
+            "(written before clbench recorded code and data digests): not checked against this code"
+        )
     return notes
 
 
-def _execute(plan: Plan, regs: Registries, executor: str, fail_fast: bool, progress: bool,
-             options: Mapping[str, Any], dist: Dist) -> RunResults:
+def _execute(
+    plan: Plan, regs: Registries, executor: str, fail_fast: bool, progress: bool, options: Mapping[str, Any], dist: Dist
+) -> RunResults:
     for path in remove_orphan_temp_files(plan.out) if dist.is_main else ():
         warnings.warn(f"removed {path}, a temp file left by an interrupted write", stacklevel=2)
     spec = regs.executors.get(executor)
-    engine = spec.factory(ExecutorContext(
-        worker=Workers(worker.start, worker.run, run_one), options=options, disabled=tuple(regs.disabled),
-        fail_fast=fail_fast, requires_gpu=regs.profiles.get(plan.profile).requires_gpu,
-        in_process_plugins=tuple(in_process_plugins(regs.pm)), nproc=options.get("nproc")))
+    engine = spec.factory(
+        ExecutorContext(
+            worker=Workers(worker.start, worker.run, run_one),
+            options=options,
+            disabled=tuple(regs.disabled),
+            fail_fast=fail_fast,
+            requires_gpu=regs.profiles.get(plan.profile).requires_gpu,
+            in_process_plugins=tuple(in_process_plugins(regs.pm)),
+            nproc=options.get("nproc"),
+        )
+    )
     # the processes each cell runs on are part of its identity: --nproc, torchrun's world size, or what the
     # executor gives a cell (Ray's --cell-gpus N runs N ranks)
     ranks = int(engine.nproc)
@@ -306,8 +347,10 @@ def _execute(plan: Plan, regs: Registries, executor: str, fail_fast: bool, progr
         keys = set(dist.broadcast([c.key for c in todo]))
         todo = [c for c in plan.cells if c.key in keys]
         if executor != "local":
-            raise ClbenchError(f"--executor {executor} under torchrun: torchrun's processes are the ranks of each "
-                               "cell; run them with the local executor")
+            raise ClbenchError(
+                f"--executor {executor} under torchrun: torchrun's processes are the ranks of each "
+                "cell; run them with the local executor"
+            )
     faults = []
     try:
         if dist.is_main:
@@ -315,12 +358,16 @@ def _execute(plan: Plan, regs: Registries, executor: str, fail_fast: bool, progr
     except ObserverError as exc:
         faults.append(str(exc))
         warnings.warn(f"{exc}; the run goes on", stacklevel=2)
-    bar = tqdm(total=len(plan.cells), initial=len(results), desc="grid", unit="cell",
-               disable=not progress or not dist.is_main)
+    bar = tqdm(
+        total=len(plan.cells), initial=len(results), desc="grid", unit="cell", disable=not progress or not dist.is_main
+    )
     nproc = int(options.get("nproc") or 1)
     # --nproc N: each cell on N rank processes (started at the first cell that runs, kept for the next ones)
-    pool = RankPool(runner, nproc, regs.disabled, tuple(options.get("rank_plugins", ()))) \
-        if nproc > 1 and not dist.active else None
+    pool = (
+        RankPool(runner, nproc, regs.disabled, tuple(options.get("rank_plugins", ())))
+        if nproc > 1 and not dist.active
+        else None
+    )
     try:
         with pool or contextlib.nullcontext():
             for result in engine.run(todo, pool.run if pool else runner.run):

@@ -50,8 +50,11 @@ class LiveBytes(TorchDispatchMode):
         self.top = 0  # since the start
 
     def add(self, tensor: Any) -> None:
-        if not isinstance(tensor, torch.Tensor) or tensor.is_sparse or (
-                self.device is not None and tensor.device.type != self.device.type):
+        if (
+            not isinstance(tensor, torch.Tensor)
+            or tensor.is_sparse
+            or (self.device is not None and tensor.device.type != self.device.type)
+        ):
             return
         self._count(tensor.untyped_storage())
 
@@ -88,8 +91,11 @@ class LiveBytes(TorchDispatchMode):
         planning an 8B model's starting weights takes no 30 GiB of host memory (code that writes into such a copy
         fails here, and the cell is measured another way)."""
         nbytes = tensor.numel() * dtype.itemsize
-        out = (torch.zeros((), dtype=dtype).expand(tensor.shape) if nbytes > HOST_COPY_EXPANDED_BYTES
-               else torch.zeros(tensor.shape, dtype=dtype))
+        out = (
+            torch.zeros((), dtype=dtype).expand(tensor.shape)
+            if nbytes > HOST_COPY_EXPANDED_BYTES
+            else torch.zeros(tensor.shape, dtype=dtype)
+        )
         if self.count_host:
             self._count(out.untyped_storage(), nbytes)
         return out

@@ -52,8 +52,10 @@ class LocalExecutor:
         """How many worker processes to start (1: run in this process)."""
         if self.nproc > 1:  # a data-parallel cell takes N processes (and cores, or GPUs) of its own
             if self.jobs != "auto" and int(self.jobs) > 1:
-                raise ClbenchError(f"--nproc {self.nproc} runs one cell at a time on {self.nproc} processes; it does "
-                                   f"not combine with --jobs {self.jobs} (use --jobs 1, or leave --jobs at auto)")
+                raise ClbenchError(
+                    f"--nproc {self.nproc} runs one cell at a time on {self.nproc} processes; it does "
+                    f"not combine with --jobs {self.jobs} (use --jobs 1, or leave --jobs at auto)"
+                )
             return 1
         if self.jobs == "auto":
             if self.in_process or any(c.device_type != "cpu" for c in cells):
@@ -62,9 +64,11 @@ class LocalExecutor:
         else:
             jobs = int(self.jobs)
             if jobs > 1 and self.in_process:
-                raise ClbenchError(f"--jobs {jobs}: plugins registered in this process only "
-                                   f"({', '.join(self.in_process)}) would be missing in worker processes; "
-                                   "install them as a package with a `clbench` entry point, or use --jobs 1")
+                raise ClbenchError(
+                    f"--jobs {jobs}: plugins registered in this process only "
+                    f"({', '.join(self.in_process)}) would be missing in worker processes; "
+                    "install them as a package with a `clbench` entry point, or use --jobs 1"
+                )
         return max(1, min(jobs, len(cells)))
 
     def run(self, cells: Iterable[Cell], run_cell: Callable[[Cell], CellResult]) -> Iterator[CellResult]:
@@ -73,9 +77,12 @@ class LocalExecutor:
         cpus = usable_cpus()
         wide = sorted({c.train.threads for c in cells if c.train.threads > cpus})
         if wide and self.nproc == 1:
-            warnings.warn(f"train.threads={wide[-1]} is more threads than the {cpus} CPUs this process may use: "
-                          "its cells run oversubscribed, several times slower (the setting is kept: numbers "
-                          "depend on it)", stacklevel=2)
+            warnings.warn(
+                f"train.threads={wide[-1]} is more threads than the {cpus} CPUs this process may use: "
+                "its cells run oversubscribed, several times slower (the setting is kept: numbers "
+                "depend on it)",
+                stacklevel=2,
+            )
         if jobs == 1:
             for cell in cells:
                 yield run_cell(cell)
@@ -92,8 +99,9 @@ def next_cell(pending: list[Cell], running: Mapping[str, int], jobs: int, cpus: 
     return next((c for c in pending if not running or min(c.train.threads, cpus) <= free), None)
 
 
-def _in_workers(cells: list[Cell], jobs: int, cpus: int, disabled: tuple[str, ...], fail_fast: bool,
-                worker: Workers) -> Iterator[CellResult]:
+def _in_workers(
+    cells: list[Cell], jobs: int, cpus: int, disabled: tuple[str, ...], fail_fast: bool, worker: Workers
+) -> Iterator[CellResult]:
     """Run ``cells`` in ``jobs`` spawned worker processes, yielding results as they finish. A cell starts when a
     worker is free and the ``train.threads`` of the running cells leave room for its own (a cell asking for
     more threads than ``cpus`` runs alone): oversubscribed cores would slow every cell. An interrupt or a
@@ -126,8 +134,14 @@ def _in_workers(cells: list[Cell], jobs: int, cpus: int, disabled: tuple[str, ..
 
 @hookimpl
 def clbench_add_executors() -> list[ExecutorSpec]:
-    return [ExecutorSpec("local", LocalExecutor, "cells on this machine: in this process, or in --jobs N worker "
-                                                 "processes (auto: one per CPU when every cell runs on the CPU)")]
+    return [
+        ExecutorSpec(
+            "local",
+            LocalExecutor,
+            "cells on this machine: in this process, or in --jobs N worker "
+            "processes (auto: one per CPU when every cell runs on the CPU)",
+        )
+    ]
 
 
 @hookimpl
@@ -142,8 +156,9 @@ def clbench_add_profiles() -> list[ProfileSpec]:
     ]
 
 
-def harness_registry(disabled: Iterable[str] = (), extra_plugins: Iterable[object] = (), autoload: bool | None = None
-             ) -> Registries:
+def harness_registry(
+    disabled: Iterable[str] = (), extra_plugins: Iterable[object] = (), autoload: bool | None = None
+) -> Registries:
     """The registries of the core plugins (this module), the installed entry points and ``extra_plugins``: what
     every command, worker and rank builds (:func:`clbench._core.registry.build_registry`)."""
     return build_registry(disabled, extra_plugins, autoload, core=sys.modules[__name__])

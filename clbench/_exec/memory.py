@@ -83,14 +83,16 @@ def _text_chars(x: Any) -> int:
     return sum(len(t) for t in x) if isinstance(x, (list, tuple)) and x and isinstance(x[0], str) else 0
 
 
-def _task(model: CLModel, method: CheckedMethod, ctx: CellContext, index: int, mode: LiveBytes,
-          parts: dict[str, int]) -> None:
+def _task(
+    model: CLModel, method: CheckedMethod, ctx: CellContext, index: int, mode: LiveBytes, parts: dict[str, int]
+) -> None:
     """One optimizer step of each phase of task ``index`` on its costliest micro-batch, through the training loop's
     own phases and optimizers (:func:`~clbench._exec.step.task_phases`); notes gradients, optimizer state and
     activations into ``parts``."""
     task = ctx.order[index]
-    batch = _largest_examples(ctx.data(method.method.train_tasks(index)[0]).train, ctx.train.micro_batch_size,
-                              task).to(ctx.device)
+    batch = _largest_examples(ctx.data(method.method.train_tasks(index)[0]).train, ctx.train.micro_batch_size, task).to(
+        ctx.device
+    )
     after_backward, after_step = step_hooks(method.method)
     for _, _, params, opt in task_phases(model, method.method, ctx, index):
         before = mode.now
@@ -111,16 +113,17 @@ def _task(model: CLModel, method: CheckedMethod, ctx: CellContext, index: int, m
         del opt  # the next phase's optimizer is built once this one is freed
 
 
-def _measure(regs: Registries, cell: Cell, device: torch.device,
-             fused_attention: bool = True) -> tuple[dict[str, int], int, list[str]]:
+def _measure(
+    regs: Registries, cell: Cell, device: torch.device, fused_attention: bool = True
+) -> tuple[dict[str, int], int, list[str]]:
     notes: list[str] = []
     stream = build_stream(regs, cell)
     order = stream.order(cell.order)
-    ctx = CellContext(stream=stream, order=order, train=cell.train, device=device, seed=cell.seed,
-                      options=dict(cell.options))
+    ctx = CellContext(
+        stream=stream, order=order, train=cell.train, device=device, seed=cell.seed, options=dict(cell.options)
+    )
     # a cell that runs on the CPU holds its host copies in the memory it runs in; a GPU cell's are the host's
-    mode = LiveBytes(device, meta_item if device.type == "meta" else None,
-                     count_host=cell.device_type == "cpu")
+    mode = LiveBytes(device, meta_item if device.type == "meta" else None, count_host=cell.device_type == "cpu")
     for task in order:  # the data stays on the host: loaded before the count starts, never counted
         data = ctx.data(task)
         for split in (data.train, data.test, getattr(data, "val", None)):
@@ -137,8 +140,11 @@ def _measure(regs: Registries, cell: Cell, device: torch.device,
     for t in (*model.parameters(), *model.buffers()):
         mode.add(t)
     parts = {"weights": mode.now}
-    fused = (mock.patch.object(F, "scaled_dot_product_attention", _fused_attention)
-             if fused_attention and device.type == "meta" else contextlib.nullcontext())
+    fused = (
+        mock.patch.object(F, "scaled_dot_product_attention", _fused_attention)
+        if fused_attention and device.type == "meta"
+        else contextlib.nullcontext()
+    )
     with mode, fused:
         method = build_method(regs, cell, ctx)
         checked = CheckedMethod(method, method_label(regs, cell))
@@ -152,8 +158,9 @@ def _measure(regs: Registries, cell: Cell, device: torch.device,
         method.after_task(order[0], 0)
         # what a method computes between tasks (GDumb and SM retrain there, EWC forms its Fisher) lives while the
         # step's gradients and activations do not: the larger of the two is the cell's transient
-        parts["activations"] = max(parts.get("activations", 0),
-                                   mode.peak - before - parts.get("gradients", 0) - parts.get("optimizer", 0))
+        parts["activations"] = max(
+            parts.get("activations", 0), mode.peak - before - parts.get("gradients", 0) - parts.get("optimizer", 0)
+        )
         masters = cell_masters(ctx).nbytes()
         parts["method"] = mode.now - parts["weights"] - masters
         if len(order) > 1:
@@ -169,9 +176,16 @@ def _measure(regs: Registries, cell: Cell, device: torch.device,
     return {k: parts.get(k, 0) for k in TERMS}, mode.top, notes
 
 
-def _fused_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: Any = None,
-                     dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
-                     enable_gqa: bool = False) -> torch.Tensor:
+def _fused_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: Any = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> torch.Tensor:
     """``F.scaled_dot_product_attention`` as a GPU runs it: a fused kernel (memory-efficient attention; flash keeps
     the same) that keeps the output and its log-sum-exp for backward, never the (L × L) attention matrix. On the
     meta device PyTorch takes the math path, which keeps the matrix and its softmax per layer: T5-large's planned
@@ -182,11 +196,13 @@ def _fused_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     if attn_mask is not None:
         if attn_mask.dtype == torch.bool:  # what PyTorch converts a boolean mask to before the fused kernel
             attn_mask = torch.zeros(attn_mask.shape, dtype=query.dtype, device=query.device).masked_fill(
-                ~attn_mask, float("-inf"))
+                ~attn_mask, float("-inf")
+            )
         attn_mask = attn_mask.expand(*query.shape[:-1], key.shape[-2])
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
-    return torch.ops.aten._scaled_dot_product_efficient_attention(query, key, value, attn_mask, grad, dropout_p,
-                                                                  is_causal, scale=scale)[0]
+    return torch.ops.aten._scaled_dot_product_efficient_attention(
+        query, key, value, attn_mask, grad, dropout_p, is_causal, scale=scale
+    )[0]
 
 
 @torch.no_grad()
@@ -260,8 +276,9 @@ def _estimate(regs: Registries, cell: Cell, cpu_fallback: bool) -> MemoryEstimat
         return MemoryEstimate(cell.key, terms, peak, "cpu", notes)
 
 
-def whole_selection_excess(masked: int, density: float, moments: int = 1, union: float | None = None,
-                           anchor: int = 0) -> int:
+def whole_selection_excess(
+    masked: int, density: float, moments: int = 1, union: float | None = None, anchor: int = 0
+) -> int:
     """What a plan with value-dependent selections taken whole (an upper bound, :func:`estimate`) counts beyond the
     run for a method whose optimizer packs its masked coordinates (``PackedState``) at ``density``: for each coordinate
     outside the masks, an int32 index, a float32 packed value and ``moments`` float32 optimizer moments (RMSProp and
@@ -285,8 +302,14 @@ def _masks_at_density(regs: Registries, cell: Cell, peak: int, notes: list[str])
     stream = build_stream(regs, cell)
     order = stream.order(cell.order)
     tasks = len(order)
-    ctx = CellContext(stream=stream, order=order, train=cell.train, device=torch.device("meta"), seed=cell.seed,
-                      options=dict(cell.options))
+    ctx = CellContext(
+        stream=stream,
+        order=order,
+        train=cell.train,
+        device=torch.device("meta"),
+        seed=cell.seed,
+        options=dict(cell.options),
+    )
     method = build_method(regs, cell, ctx)
     plan = method.mask_plan()  # the method's own declaration (Method.mask_plan); a composite declares none
     if plan is None:
@@ -305,9 +328,11 @@ def _masks_at_density(regs: Registries, cell: Cell, peak: int, notes: list[str])
         union = min(1.0, tasks * d) if plan.disjoint else 1 - (1 - d) ** tasks
     excess = min(whole_selection_excess(masked, d, moments, union, anchor), peak)
     masters = "" if union is None else f"; float32 masters over the masks' union at task {tasks}, {union:.0%}"
-    notes.append(f"masks at density {d:g}: the upper bound {fmt_bytes(peak)} less the packed state of the "
-                 f"coordinates outside them ({fmt_bytes(excess)}, memory.whole_selection_excess{masters}); the "
-                 "terms are the bound's")
+    notes.append(
+        f"masks at density {d:g}: the upper bound {fmt_bytes(peak)} less the packed state of the "
+        f"coordinates outside them ({fmt_bytes(excess)}, memory.whole_selection_excess{masters}); the "
+        "terms are the bound's"
+    )
     return excess
 
 
@@ -318,8 +343,10 @@ def remedies(regs: Registries, cell: Cell, est: MemoryEstimate) -> list[str]:
     if "activations" in top:
         micro = cell.train.micro_batch_size
         if micro > 1:
-            out.append(f"--set train.grad_accum={cell.train.grad_accum * 2} (micro-batches of {micro // 2}: the same "
-                       "global batch)")
+            out.append(
+                f"--set train.grad_accum={cell.train.grad_accum * 2} (micro-batches of {micro // 2}: the same "
+                "global batch)"
+            )
         spec = regs.models.get(cell.model)
         if spec.setting(cell.model_cfg, "checkpointing") is False:
             out.append(f"--set model.{spec.checkpointing_field}=true")
@@ -330,8 +357,9 @@ def remedies(regs: Registries, cell: Cell, est: MemoryEstimate) -> list[str]:
     return out
 
 
-def plan_memory(regs: Registries, cells: list[Cell], progress: bool = False, cpu_fallback: bool = True
-                ) -> list[tuple[Cell, MemoryEstimate | None]]:
+def plan_memory(
+    regs: Registries, cells: list[Cell], progress: bool = False, cpu_fallback: bool = True
+) -> list[tuple[Cell, MemoryEstimate | None]]:
     """An estimate per distinct configuration (cells that differ only by seed share one; the order stays, as it
     decides the first tasks' data): ``(first cell, estimate)``, None where ``cpu_fallback`` is off and the meta device
     could not run the cell's code."""
@@ -361,8 +389,9 @@ def memory_table(rows: list[tuple[Cell, MemoryEstimate | None]], limit: int | No
             body.append([cell.key, "-", "not estimated (the meta device cannot run its code)", *[""] * len(TERMS)])
             continue
         fits = "" if limit is None else ("fits" if est.peak <= limit else "DOES NOT FIT")
-        body.append([cell.key, est.device, f"{fmt_bytes(est.peak)} {fits}".strip(),
-                     *(fmt_bytes(est.terms[t]) for t in TERMS)])
+        body.append(
+            [cell.key, est.device, f"{fmt_bytes(est.peak)} {fits}".strip(), *(fmt_bytes(est.terms[t]) for t in TERMS)]
+        )
     return tabulate(body, headers=["cell", "measured on", "peak", *TERMS], tablefmt="github")
 
 
@@ -373,5 +402,15 @@ def visible_device_memory() -> int | None:
     return None
 
 
-__all__ = ["TERMS", "LiveBytes", "MemoryEstimate", "estimate", "fmt_bytes", "meta_item", "parse_size", "plan_memory",
-           "remedies", "whole_selection_excess"]
+__all__ = [
+    "TERMS",
+    "LiveBytes",
+    "MemoryEstimate",
+    "estimate",
+    "fmt_bytes",
+    "meta_item",
+    "parse_size",
+    "plan_memory",
+    "remedies",
+    "whole_selection_excess",
+]

@@ -61,8 +61,9 @@ def join(rank: int, world_size: int, local_rank: int, backend: str, init_method:
     process's :class:`Dist`."""
     if backend == "nccl":
         torch.cuda.set_device(local_rank)  # before any collective: NCCL and the object collectives use it
-    torch.distributed.init_process_group(backend, init_method=init_method, rank=rank, world_size=world_size,
-                                         timeout=collective_timeout())
+    torch.distributed.init_process_group(
+        backend, init_method=init_method, rank=rank, world_size=world_size, timeout=collective_timeout()
+    )
     return Dist(rank, world_size, local_rank, backend)
 
 
@@ -92,14 +93,25 @@ class _Raised:
     trace: str
 
 
-def _rank_main(rank: int, world: int, backend: str, init_method: str, disabled: Sequence[str],
-               plugins: tuple[str, ...], fail_fast: bool, inbox: Any, outbox: Any, parent: int) -> None:
+def _rank_main(
+    rank: int,
+    world: int,
+    backend: str,
+    init_method: str,
+    disabled: Sequence[str],
+    plugins: tuple[str, ...],
+    fail_fast: bool,
+    inbox: Any,
+    outbox: Any,
+    parent: int,
+) -> None:
     """A rank process: join the group, then run every cell the parent sends until it sends None."""
 
     if rank:
         warnings.simplefilter("ignore")  # rank 0 says it once
-    runner = bootstrap(disabled, fail_fast, plugins, parent=parent,
-                       join=lambda: join(rank, world, rank, backend, init_method))
+    runner = bootstrap(
+        disabled, fail_fast, plugins, parent=parent, join=lambda: join(rank, world, rank, backend, init_method)
+    )
     try:
         while (cell := inbox.get()) is not None:
             try:
@@ -140,19 +152,36 @@ class RankPool:
         import multiprocessing
 
         if self.backend == "nccl" and torch.cuda.device_count() < self.nproc:
-
-            raise ClbenchError(f"--nproc {self.nproc}: this machine has {torch.cuda.device_count()} GPUs; a cell on "
-                               "CUDA runs one rank per GPU")
+            raise ClbenchError(
+                f"--nproc {self.nproc}: this machine has {torch.cuda.device_count()} GPUs; a cell on "
+                "CUDA runs one rank per GPU"
+            )
         # spawn, not fork: a forked child of a process that has run torch's OpenMP pool can hang in its first op
         mp = multiprocessing.get_context("spawn")
         self.store = tempfile.mkdtemp(prefix="clbench-ddp-")  # a file store: no port to find free, or to race for
         init = f"file://{os.path.join(self.store, 'store')}"
         self.outbox = mp.Queue()
         self.inboxes = [mp.Queue() for _ in range(self.nproc)]
-        self.procs = [mp.Process(target=_rank_main, daemon=True, name=f"clbench-rank-{r}",
-                                 args=(r, self.nproc, self.backend, init, self.disabled, self.plugins, self.fail_fast,
-                                       self.inboxes[r], self.outbox, os.getpid()))
-                      for r in range(self.nproc)]
+        self.procs = [
+            mp.Process(
+                target=_rank_main,
+                daemon=True,
+                name=f"clbench-rank-{r}",
+                args=(
+                    r,
+                    self.nproc,
+                    self.backend,
+                    init,
+                    self.disabled,
+                    self.plugins,
+                    self.fail_fast,
+                    self.inboxes[r],
+                    self.outbox,
+                    os.getpid(),
+                ),
+            )
+            for r in range(self.nproc)
+        ]
         for p in self.procs:
             p.start()
 

@@ -167,8 +167,9 @@ class Runner:
             return None
         if found is None or found.config_hash != cell.config_hash or self.changes(found, own):
             return None
-        copy = dataclasses.replace(found, method=cell.method, config={**found.config, "sweep": dict(cell.sweep)},
-                                   path=None)
+        copy = dataclasses.replace(
+            found, method=cell.method, config={**found.config, "sweep": dict(cell.sweep)}, path=None
+        )
         cell.directory.mkdir(parents=True, exist_ok=True)
         if found.path is not None and (source := found.path.parent / FOOTPRINT_FILE).exists():
             atomic_write_with(cell.directory / FOOTPRINT_FILE, lambda tmp: shutil.copyfile(source, tmp))
@@ -177,8 +178,14 @@ class Runner:
 
     def changes(self, result: CellResult, cell: Cell) -> list[str] | None:
         """How the code and data here differ from what made ``result`` (see :func:`clbench._core.provenance.changes`)."""
-        return provenance.changes(result.provenance, result.metrics if result.status == "complete" else None,
-                                  self.regs, cell, self.code_record(cell), result.tasks)
+        return provenance.changes(
+            result.provenance,
+            result.metrics if result.status == "complete" else None,
+            self.regs,
+            cell,
+            self.code_record(cell),
+            result.tasks,
+        )
 
     def code_record(self, cell: Cell) -> tuple[dict[str, str], dict[str, str]]:
         """:func:`clbench._core.provenance.code_record`, once per set of components in this runner's life (one run)."""
@@ -192,8 +199,10 @@ class Runner:
         if done is not None and self.changes(done, cell):  # made by other code or data: run it with this code
             done = None  # (clbench run decides before, by --on-change, which such cells reach here)
         if self.dist.active and self.dist.broadcast(done is not None) != (done is not None):
-            raise ClbenchError(f"{cell.directory}: rank {self.dist.rank} reads another result there than rank 0; "
-                               "--out must be one folder every rank sees")
+            raise ClbenchError(
+                f"{cell.directory}: rank {self.dist.rank} reads another result there than rank 0; "
+                "--out must be one folder every rank sees"
+            )
         if done is not None:
             return done
         directory = cell.directory
@@ -234,8 +243,10 @@ class Runner:
 
     def _stop_if_failed(self, cell: Cell, result: CellResult) -> CellResult:
         if self.fail_fast and result.status == "failed":
-            raise FailFast(f"stopped at the first failed cell (--fail-fast): {cell.key}: {result.error} "
-                           f"(traceback in {cell.directory / ERROR_LOG})")
+            raise FailFast(
+                f"stopped at the first failed cell (--fail-fast): {cell.key}: {result.error} "
+                f"(traceback in {cell.directory / ERROR_LOG})"
+            )
         return result
 
     def _failed(self, cell: Cell, state: CellState, error: str) -> None:
@@ -264,32 +275,42 @@ class Runner:
             result.path = write_result(result, cell.directory)
         return result
 
-    def _build(self, cell: Cell, stream: Stream, order: list[str], device: torch.device
-               ) -> tuple[CLModel, Method]:
-        ctx = CellContext(stream=stream, order=order, train=cell.train, device=device, seed=cell.seed,
-                          options=dict(cell.options), dist=self.dist)
+    def _build(self, cell: Cell, stream: Stream, order: list[str], device: torch.device) -> tuple[CLModel, Method]:
+        ctx = CellContext(
+            stream=stream,
+            order=order,
+            train=cell.train,
+            device=device,
+            seed=cell.seed,
+            options=dict(cell.options),
+            dist=self.dist,
+        )
         seed_torch(derive_seed(cell.seed, 0))
         model = build_model(self.regs, cell, stream).to(device)
         method = build_method(self.regs, cell, ctx)
         method.setup(model)
         return model, method
 
-    def _resume(self, cell: Cell, state: CellState, model: CLModel, method: Method, device: torch.device
-                ) -> tuple[CLModel, Method, int]:
+    def _resume(
+        self, cell: Cell, state: CellState, model: CLModel, method: Method, device: torch.device
+    ) -> tuple[CLModel, Method, int]:
         """The model and method to go on with and the tasks already done, from the cell's checkpoint (every rank
         must agree); one that does not fit starts the cell over from fresh objects."""
         start = state.load_checkpoint(model, method)
         starts = self.dist.gather(start)
         if len(set(starts)) > 1:
-            raise ClbenchError(f"{state.path}: the ranks would resume from different tasks {starts}; "
-                               "--out must be one folder every rank sees")
+            raise ClbenchError(
+                f"{state.path}: the ranks would resume from different tasks {starts}; "
+                "--out must be one folder every rank sees"
+            )
         if start < 0:  # a checkpoint that did not fit may have half-loaded: start from fresh objects
             assert state.stream is not None
             model, method = self._build(cell, state.stream, state.tasks, device)
             start = 0
         elif start and self.dist.is_main:
-            tqdm.write(f"resumed {cell.key} from its checkpoint: {start} of {len(state.tasks)} tasks done",
-                       file=sys.stderr)
+            tqdm.write(
+                f"resumed {cell.key} from its checkpoint: {start} of {len(state.tasks)} tasks done", file=sys.stderr
+            )
         return model, method, start
 
     def _run(self, cell: Cell, state: CellState) -> None:
@@ -308,8 +329,7 @@ class Runner:
         checked = CheckedMethod(method, method_label(self.regs, cell))
         kind = self.regs.methods.get(cell.parts[0]).footprint_kind  # the first part owns the footprint
         self._notify("clbench_cell_start", cell=cell, resumed_from=start)
-        bar = tqdm(total=len(order), initial=start, desc=cell.key, leave=False, disable=not self.progress,
-                   unit="task")
+        bar = tqdm(total=len(order), initial=start, desc=cell.key, leave=False, disable=not self.progress, unit="task")
         saved = time.perf_counter()  # the cell's start or its last checkpoint (train.checkpoint_every_s)
         step = steps_done(state.task_timings)  # optimizer steps of the tasks done (by a checkpoint, on resume)
         if start == 0:  # the untrained model's scores: FWT's reference b_j (a resumed cell has them)
@@ -342,8 +362,16 @@ class Runner:
                         state.save_checkpoint(model, checked)
                     dist.barrier()
                     saved = time.perf_counter()
-                self._notify("clbench_task_end", cell=cell, task=task, index=index, accuracy_row=row,
-                             tasks=list(order), step=step, epochs=epoch_losses(stats, step))
+                self._notify(
+                    "clbench_task_end",
+                    cell=cell,
+                    task=task,
+                    index=index,
+                    accuracy_row=row,
+                    tasks=list(order),
+                    step=step,
+                    epochs=epoch_losses(stats, step),
+                )
                 bar.update(1)
         state.finish(method)
 
@@ -382,6 +410,8 @@ def stale_reason(result: CellResult, cell: Cell) -> str | None:
         return "was written by an older clbench that recorded no config hash; its settings cannot be matched"
     from clbench.cell import config_diff, identity
 
-    diff = config_diff(identity(result.config, result.stream, result.order, result.seed),
-                       identity(cell.resolved(), cell.stream, cell.order, cell.seed))
+    diff = config_diff(
+        identity(result.config, result.stream, result.order, result.seed),
+        identity(cell.resolved(), cell.stream, cell.order, cell.seed),
+    )
     return "holds a result for other settings: " + ("; ".join(diff) or "(same settings, other hash)")

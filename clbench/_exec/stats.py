@@ -31,16 +31,28 @@ class PhaseStats:
     tokens_per_s: float | None = None  # text models only: the tokens they counted
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"seconds": self.seconds, "steps": self.steps, "trainable": self.trainable,
-                               "examples_per_s": self.examples_per_s, "loss": self.loss}
+        out: dict[str, Any] = {
+            "seconds": self.seconds,
+            "steps": self.steps,
+            "trainable": self.trainable,
+            "examples_per_s": self.examples_per_s,
+            "loss": self.loss,
+        }
         if self.tokens_per_s is not None:
             out["tokens_per_s"] = self.tokens_per_s
         return out
 
     @classmethod
     def from_json(cls, name: str, entry: Mapping[str, Any]) -> PhaseStats:
-        return cls(name, float(entry["seconds"]), int(entry["steps"]), int(entry["trainable"]),
-                   float(entry["examples_per_s"]), list(entry["loss"]), entry.get("tokens_per_s"))
+        return cls(
+            name,
+            float(entry["seconds"]),
+            int(entry["steps"]),
+            int(entry["trainable"]),
+            float(entry["examples_per_s"]),
+            list(entry["loss"]),
+            entry.get("tokens_per_s"),
+        )
 
 
 @dataclass
@@ -56,8 +68,10 @@ class TaskStats:
 
     def add(self, phase: PhaseStats) -> None:
         if phase.name in RESERVED:
-            raise ClbenchError(f"a phase may not be called {phase.name!r}: the task's timings use that key "
-                               f"({', '.join(sorted(RESERVED))})")
+            raise ClbenchError(
+                f"a phase may not be called {phase.name!r}: the task's timings use that key "
+                f"({', '.join(sorted(RESERVED))})"
+            )
         if any(p.name == phase.name for p in self.phases):
             raise ClbenchError(f"two phases of one task are called {phase.name!r}: their timings would collide")
         self.phases.append(phase)
@@ -78,9 +92,13 @@ class TaskStats:
 
     @classmethod
     def from_json(cls, entry: Mapping[str, Any]) -> TaskStats:
-        return cls([PhaseStats.from_json(name, entry[name]) for name in entry.get("phases", ())],
-                   str(entry.get("task", "")), float(entry.get("train_s", 0.0)), float(entry.get("eval_s", 0.0)),
-                   entry.get("peak_memory_bytes"))
+        return cls(
+            [PhaseStats.from_json(name, entry[name]) for name in entry.get("phases", ())],
+            str(entry.get("task", "")),
+            float(entry.get("train_s", 0.0)),
+            float(entry.get("eval_s", 0.0)),
+            entry.get("peak_memory_bytes"),
+        )
 
 
 def epoch_losses(stats: TaskStats, step: int) -> list[dict[str, Any]]:
@@ -90,8 +108,14 @@ def epoch_losses(stats: TaskStats, step: int) -> list[dict[str, Any]]:
     start = step - stats.steps
     for phase in stats.phases:
         for e, loss in enumerate(phase.loss):
-            out.append({"phase": phase.name, "epoch": e, "step": start + phase.steps * (e + 1) // len(phase.loss),
-                        "loss": loss})
+            out.append(
+                {
+                    "phase": phase.name,
+                    "epoch": e,
+                    "step": start + phase.steps * (e + 1) // len(phase.loss),
+                    "loss": loss,
+                }
+            )
         start += phase.steps
     return out
 

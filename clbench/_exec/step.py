@@ -31,17 +31,22 @@ from clbench.model import CLModel
 # after its first task: a first step of 4e-4) has a loss that may rise a hundredfold and stay far below a blow-up.
 LOSS_FLOOR = 1.0
 SYNC_EVERY = 32  # train.sync_every's default on an accelerator: steps between reads of the step losses
+
+
 def _epoch_batches(ctx: CellContext, tasks: list[str], batch_size: int, *salt: int) -> Iterator[Batch]:
     """One epoch's batches of ``tasks``, on the cell's device where the stream keeps the split there
     (``train.device_data``); the same batches, in the same order, as from the CPU."""
     fraction = ctx.train.device_data
     if len(tasks) == 1:  # the split's own generator: no second generator frame a step
-        return batches(ctx.stream.on_device(tasks[0], "train", ctx.device, fraction), batch_size, tasks[0],
-                       ctx.generator(*salt))
+        return batches(
+            ctx.stream.on_device(tasks[0], "train", ctx.device, fraction), batch_size, tasks[0], ctx.generator(*salt)
+        )
     # Joint training: every batch holds one task; batches of all tasks interleaved at random.
-    pool = [b for i, t in enumerate(tasks)
-            for b in batches(ctx.stream.on_device(t, "train", ctx.device, fraction), batch_size, t,
-                             ctx.generator(*salt, i))]
+    pool = [
+        b
+        for i, t in enumerate(tasks)
+        for b in batches(ctx.stream.on_device(t, "train", ctx.device, fraction), batch_size, t, ctx.generator(*salt, i))
+    ]
     return (pool[i] for i in torch.randperm(len(pool), generator=ctx.generator(*salt, -1)).tolist())
 
 
@@ -58,8 +63,9 @@ def step_hooks(method: Method) -> tuple[Callable[[], None] | None, Callable[[], 
     return _own_hook(method, "after_backward"), _own_hook(method, "after_step")
 
 
-def task_phases(model: CLModel, method: Method, ctx: CellContext, index: int
-                ) -> Iterator[tuple[int, Phase, list[torch.nn.Parameter], Any]]:
+def task_phases(
+    model: CLModel, method: Method, ctx: CellContext, index: int
+) -> Iterator[tuple[int, Phase, list[torch.nn.Parameter], Any]]:
     """Each phase of task ``index``, ready to train: ``(position, phase, its parameters, its optimizer)``, the
     method's ``before_phase`` called. Consecutive phases of one non-empty ``optimizer_group`` share the optimizer
     built for the first of them; another phase gets a new one, built after the generator lets the previous go
@@ -71,8 +77,10 @@ def task_phases(model: CLModel, method: Method, ctx: CellContext, index: int
         params = method.parameters(model, phase)
         if not phase.optimizer_group or group[0] != phase.optimizer_group:
             group = ("", None)
-            group = (phase.optimizer_group, make_optimizer(params, phase, method.sparse_coordinates(phase),
-                                                           cell_masters(ctx), ctx.train.fused))
+            group = (
+                phase.optimizer_group,
+                make_optimizer(params, phase, method.sparse_coordinates(phase), cell_masters(ctx), ctx.train.fused),
+            )
         yield position, phase, params, group[1]
 
 
@@ -139,12 +147,16 @@ def _backward(model: CLModel, method: CheckedMethod, pieces: list[Batch], shares
         task_losses.append(part_loss.detach() * share)
         for name, term in part_terms.items():
             terms.setdefault(name, []).append(term.detach() * share)
-    return (torch.stack(losses).sum(), torch.stack(task_losses).sum(),  # share-weighted: the whole batch's values
-            {name: torch.stack(values).sum() for name, values in terms.items()})
+    return (
+        torch.stack(losses).sum(),
+        torch.stack(task_losses).sum(),  # share-weighted: the whole batch's values
+        {name: torch.stack(values).sum() for name, values in terms.items()},
+    )
 
 
-def data_parallel_step(model: CLModel, method: CheckedMethod, batch: Batch, accum: int,
-                       params: Sequence[torch.nn.Parameter], dist: Dist) -> Losses:
+def data_parallel_step(
+    model: CLModel, method: CheckedMethod, batch: Batch, accum: int, params: Sequence[torch.nn.Parameter], dist: Dist
+) -> Losses:
     """This rank's part of a step on the global ``batch``: micro-batches rank, rank+N, ... of ``batch`` cut into
     N × ``accum`` (each scaled by its share of the global batch, as :func:`accumulate` does), then the gradients
     and the losses summed over the ranks. Returns the global batch's loss, task loss and terms (every rank the
@@ -161,8 +173,14 @@ def data_parallel_step(model: CLModel, method: CheckedMethod, batch: Batch, accu
     return total[0], total[1], dict(zip(terms, total[2:], strict=True))
 
 
-def train_task(model: CLModel, method: Method | CheckedMethod, ctx: CellContext, index: int,
-               on_step: StepObserver | None = None, step: int = 0) -> TaskStats:
+def train_task(
+    model: CLModel,
+    method: Method | CheckedMethod,
+    ctx: CellContext,
+    index: int,
+    on_step: StepObserver | None = None,
+    step: int = 0,
+) -> TaskStats:
     """All phases of task ``index``; returns per phase its seconds, steps, examples/s (and tokens/s) and the
     mean loss of each epoch. ``method`` as a :class:`CheckedMethod` names it in a boundary error. ``on_step`` is
     called after every ``ctx.train.log_every``-th optimizer step, counted across the cell from ``step`` (the
@@ -178,12 +196,21 @@ def train_task(model: CLModel, method: Method | CheckedMethod, ctx: CellContext,
         epoch_loss = run.epochs()
         seconds, step = time.perf_counter() - t0, run.step
         if ctx.dist.active:  # each rank counted the tokens of its micro-batches
-            model.tokens_seen = tokens0 + int(ctx.dist.sum(torch.tensor(model.tokens_seen - tokens0,
-                                                                        device=ctx.device)))
+            model.tokens_seen = tokens0 + int(
+                ctx.dist.sum(torch.tensor(model.tokens_seen - tokens0, device=ctx.device))
+            )
         tokens = model.tokens_seen - tokens0
-        stats.add(PhaseStats(phase.name, seconds, run.steps, sum(p.numel() for p in params),
-                             run.examples / max(seconds, 1e-9), epoch_loss,
-                             tokens / max(seconds, 1e-9) if tokens > 0 else None))
+        stats.add(
+            PhaseStats(
+                phase.name,
+                seconds,
+                run.steps,
+                sum(p.numel() for p in params),
+                run.examples / max(seconds, 1e-9),
+                epoch_loss,
+                tokens / max(seconds, 1e-9) if tokens > 0 else None,
+            )
+        )
     ctx.dist.broadcast_buffers(model)
     return stats
 
@@ -211,8 +238,11 @@ class _PhaseRun:
     def epochs(self) -> list[float | None]:
         """Every epoch of the phase: each one's mean loss; raises Diverged on a blow-up (train.diverge_factor)."""
         phase, blowup, task = self.phase, self.ctx.train.diverge_factor, self.ctx.order[self.index]
-        schedule = MultiStepLR(torch_optimizer_of(self.opt), list(phase.lr_milestones), phase.lr_gamma) \
-            if phase.lr_milestones else None
+        schedule = (
+            MultiStepLR(torch_optimizer_of(self.opt), list(phase.lr_milestones), phase.lr_gamma)
+            if phase.lr_milestones
+            else None
+        )
         epoch_loss: list[float | None] = []
         for epoch in range(phase.epochs):
             total, n = self.epoch(epoch)
@@ -222,16 +252,30 @@ class _PhaseRun:
             mean = total / n if n else None
             epoch_loss.append(mean)
             if blowup and mean is not None and self.first is not None and mean > blowup * self.first:
-                raise _diverged(f"epoch mean loss {mean:.4g} > {blowup:g} × {self.first:.4g} (the phase's first step's "
-                                f"loss, at least {LOSS_FLOOR:g}; train.diverge_factor)", task, self.index, phase.name,
-                                epoch, self.step, mean, self.first)
+                raise _diverged(
+                    f"epoch mean loss {mean:.4g} > {blowup:g} × {self.first:.4g} (the phase's first step's "
+                    f"loss, at least {LOSS_FLOOR:g}; train.diverge_factor)",
+                    task,
+                    self.index,
+                    phase.name,
+                    epoch,
+                    self.step,
+                    mean,
+                    self.first,
+                )
         return epoch_loss
 
     def epoch(self, epoch: int) -> tuple[float, int]:
         """One epoch's optimizer steps: the sum of their losses and their count. The step is written out here, in
         one loop over locals: it is the harness's whole per-step cost (benchmarks/bench_overhead.py)."""
-        model, method, ctx, opt, params, on_step = (self.model, self.method, self.ctx, self.opt, self.params,
-                                                    self.on_step)
+        model, method, ctx, opt, params, on_step = (
+            self.model,
+            self.method,
+            self.ctx,
+            self.opt,
+            self.params,
+            self.on_step,
+        )
         phase, dist, accum, clip = self.phase, ctx.dist, ctx.train.grad_accum, ctx.train.grad_clip
         every = ctx.train.log_every if on_step is not None else 0
         # a batch not already on the device (a split kept on the host) is copied there; on the CPU it is used as is
@@ -289,8 +333,16 @@ class _PhaseRun:
         first_step = step - len(values) + 1
         for k, value in enumerate(values):
             if not math.isfinite(value):
-                raise _diverged(f"loss became {value}", self.ctx.order[self.index], self.index, self.phase.name, epoch,
-                                first_step + k, value, None)
+                raise _diverged(
+                    f"loss became {value}",
+                    self.ctx.order[self.index],
+                    self.index,
+                    self.phase.name,
+                    epoch,
+                    first_step + k,
+                    value,
+                    None,
+                )
             if self.first is None:
                 self.first = max(value, LOSS_FLOOR)
             total += value
@@ -298,10 +350,17 @@ class _PhaseRun:
         return total, n, values[-1]
 
 
-def _diverged(what: str, task: str, index: int, phase: str, epoch: int, step: int, loss: float,
-              reference: float | None) -> Diverged:
+def _diverged(
+    what: str, task: str, index: int, phase: str, epoch: int, step: int, loss: float, reference: float | None
+) -> Diverged:
     """The :class:`Diverged` of a blow-up on ``task`` (epoch counted from 0, ``step`` the cell's optimizer step)."""
-    where = {"task": task, "index": index, "phase": phase, "epoch": epoch + 1, "step": step,
-             "loss": loss if math.isfinite(loss) else str(loss), "reference": reference}
-    return Diverged(f"{what} on task {task!r} (task {index + 1}, phase {phase}, epoch {epoch + 1}, step {step})",
-                    where)
+    where = {
+        "task": task,
+        "index": index,
+        "phase": phase,
+        "epoch": epoch + 1,
+        "step": step,
+        "loss": loss if math.isfinite(loss) else str(loss),
+        "reference": reference,
+    }
+    return Diverged(f"{what} on task {task!r} (task {index + 1}, phase {phase}, epoch {epoch + 1}, step {step})", where)

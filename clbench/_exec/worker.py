@@ -46,8 +46,13 @@ def _stop(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
-def bootstrap(disabled: Sequence[str], fail_fast: bool, plugins: Sequence[str] = (), parent: int | None = None,
-              join: Callable[[], Dist] | None = None) -> Runner:
+def bootstrap(
+    disabled: Sequence[str],
+    fail_fast: bool,
+    plugins: Sequence[str] = (),
+    parent: int | None = None,
+    join: Callable[[], Dist] | None = None,
+) -> Runner:
     """This process's :class:`~clbench._exec.runner.Runner`, the process set up to run cells (see the module). ``parent``:
     follow that process (Ctrl-C is its to handle); ``join``: joins the process group, once the process is set up
     and before the registries load (a rank)."""
@@ -92,4 +97,3 @@ def run(cell: Any) -> Any:
     """Run one cell in a ``--jobs`` worker process set up by :func:`start`."""
     assert _runner is not None
     return _runner.run(cell)
-

@@ -48,7 +48,11 @@ def checks(regs: Registries, out: Path) -> Iterator[Check]:
             stream = spec.factory(spec.config_cls())
             first = next(iter(stream.orders.values()))[0]
             data = stream.data(first)
-            yield "OK", f"stream {spec.name}", f"{len(stream.tasks)} tasks, {len(data.train)} train examples in {first!r}"
+            yield (
+                "OK",
+                f"stream {spec.name}",
+                f"{len(stream.tasks)} tasks, {len(data.train)} train examples in {first!r}",
+            )
         except Exception as exc:  # report, never crash the doctor
             yield "FAIL", f"stream {spec.name}", f"{type(exc).__name__}: {exc}"
     try:

@@ -71,12 +71,18 @@ from clbench._tools.tables import (
 from clbench.cell import CellResult
 from clbench.specs import MethodSpec, MetricSpec
 
-SCENARIO_WORDS = {"task-incremental": "task-incremental: the task identity is given at test time",
-                  "domain-incremental": "domain-incremental: no task identity at test time, one shared head",
-                  "class-incremental": "class-incremental: no task identity at test time, the label set grows"}
+SCENARIO_WORDS = {
+    "task-incremental": "task-incremental: the task identity is given at test time",
+    "domain-incremental": "domain-incremental: no task identity at test time, one shared head",
+    "class-incremental": "class-incremental: no task identity at test time, the label set grows",
+}
 
-def summary_frame(results: Iterable[CellResult], specs: Mapping[str, MethodSpec] | None = None,
-                  margins: Mapping[str, float] | None = None) -> pd.DataFrame:
+
+def summary_frame(
+    results: Iterable[CellResult],
+    specs: Mapping[str, MethodSpec] | None = None,
+    margins: Mapping[str, float] | None = None,
+) -> pd.DataFrame:
     """The summary tables as numbers, one row per (profile, stream, scenario, method): rank interval, the label
     the tables print (with its tags), oracle, AA (mean, 95 % interval, sample std), the verdict, d and its p (raw
     and Holm), whether the leaderboard bolds it, every other metric's mean and sample std over the row's cells, and
@@ -92,36 +98,58 @@ def summary_frame(results: Iterable[CellResult], specs: Mapping[str, MethodSpec]
                 j = row.judged
                 aa = [] if j is None else list(_aa_values(section, row.method))
                 out = {
-                    "profile": profile, "stream": stream, "scenario": scenario, "rank": _rank(row),
-                    "method": row.method, "label": labels[row.method], "oracle": row.oracle,
+                    "profile": profile,
+                    "stream": stream,
+                    "scenario": scenario,
+                    "rank": _rank(row),
+                    "method": row.method,
+                    "label": labels[row.method],
+                    "oracle": row.oracle,
                     "AA mean": None if j is None else j.mean,
                     "AA ci low": None if j is None or j.interval is None else j.interval[0],
                     "AA ci high": None if j is None or j.interval is None else j.interval[1],
-                    "AA std": _stats(aa)[1] if aa else None, "cells": row.cells,
+                    "AA std": _stats(aa)[1] if aa else None,
+                    "cells": row.cells,
                     "verdict": "" if j is None or row.oracle else j.verdict,
-                    "d": None if j is None else j.diff, "p": None if j is None else j.p,
-                    "p holm": None if j is None else j.p_holm, "margin": summary.table.rule.margin,
-                    "bold": row.method in bold}
+                    "d": None if j is None else j.diff,
+                    "p": None if j is None else j.p,
+                    "p holm": None if j is None else j.p_holm,
+                    "margin": summary.table.rule.margin,
+                    "bold": row.method in bold,
+                }
                 for name in metrics:
                     values = [] if row.diverged else _metric_values(section, row.method, name)
                     mean, std = _stats(values) if values else (None, None)
                     out.update({f"{name} mean": mean, f"{name} std": std})
-                out.update({"steps per task": row.cost.steps, "seconds per cell": row.cost.seconds,
-                            "method state bytes": row.cost.state, "trained parameters": row.cost.trainable,
-                            "peak memory bytes": row.cost.peak, "devices": ",".join(row.cost.devices),
-                            "diverged": row.diverged or ""})
+                out.update(
+                    {
+                        "steps per task": row.cost.steps,
+                        "seconds per cell": row.cost.seconds,
+                        "method state bytes": row.cost.state,
+                        "trained parameters": row.cost.trainable,
+                        "peak memory bytes": row.cost.peak,
+                        "devices": ",".join(row.cost.devices),
+                        "diverged": row.diverged or "",
+                    }
+                )
                 rows.append(out)
     return pd.DataFrame(rows)
 
 
 def _metric_values(section: Sequence[CellResult], method: str, name: str) -> list[float]:
-    return [float(cast(float, r.metrics[name])) for r in section if r.method == method and r.status == "complete"
-            and r.metrics.get(name) is not None]
+    return [
+        float(cast(float, r.metrics[name]))
+        for r in section
+        if r.method == method and r.status == "complete" and r.metrics.get(name) is not None
+    ]
 
 
 def _aa_values(section: Sequence[CellResult], method: str) -> list[float]:
-    return [float(cast(float, r.metrics[RANK_BY])) for r in section if r.method == method and r.status == "complete"
-            and r.metrics.get(RANK_BY) is not None]
+    return [
+        float(cast(float, r.metrics[RANK_BY]))
+        for r in section
+        if r.method == method and r.status == "complete" and r.metrics.get(RANK_BY) is not None
+    ]
 
 
 def load(*roots: str | Path) -> pd.DataFrame:
@@ -132,8 +160,7 @@ def load(*roots: str | Path) -> pd.DataFrame:
 
 def sections(df: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
     """(stream, scenario, its rows) for every stream and scenario: a table never ranks two scenarios together."""
-    return [(stream, scenario, group) for (stream, scenario), group
-            in df.groupby(["stream", "scenario"], sort=True)]
+    return [(stream, scenario, group) for (stream, scenario), group in df.groupby(["stream", "scenario"], sort=True)]
 
 
 def section_results(results: Iterable[CellResult]) -> dict[tuple[str, str], list[CellResult]]:
@@ -160,8 +187,12 @@ def cannot_run(df: pd.DataFrame, scenario: str, specs: Mapping[str, MethodSpec] 
     return out
 
 
-def method_labels(methods: Sequence[str], specs: Mapping[str, MethodSpec] | None, profile: str | None = None,
-                  stream: str | None = None) -> dict[str, str]:
+def method_labels(
+    methods: Sequence[str],
+    specs: Mapping[str, MethodSpec] | None,
+    profile: str | None = None,
+    stream: str | None = None,
+) -> dict[str, str]:
     """``joint (oracle)``, ``mymethod (defaults)``: a method label with what a reader must see: an oracle, or (with
     ``profile`` and ``stream``) a method none of whose parts has a preset for them, so that it ran on the training
     defaults beside methods whose presets were chosen for this stream (docs/tuning.md)."""
@@ -180,8 +211,9 @@ def _has_preset(label: str, specs: Mapping[str, MethodSpec], profile: str, strea
     for part in _parts(label):
         if part not in specs:
             return True
-        if any(k in (profile, f"{profile}/{stream}") or k.startswith(f"{profile}/{stream}/")
-               for k in specs[part].presets):
+        if any(
+            k in (profile, f"{profile}/{stream}") or k.startswith(f"{profile}/{stream}/") for k in specs[part].presets
+        ):
             return True
     return False
 
@@ -191,8 +223,11 @@ def _profile_of(results: Sequence[CellResult]) -> str | None:
     return profiles.pop() if len(profiles) == 1 else None
 
 
-def console_summary(results: Iterable[CellResult], methods: Mapping[str, MethodSpec] | None = None,
-                    margins: Mapping[str, float] | None = None) -> str:
+def console_summary(
+    results: Iterable[CellResult],
+    methods: Mapping[str, MethodSpec] | None = None,
+    margins: Mapping[str, float] | None = None,
+) -> str:
     """What ``clbench run`` prints at its end: the leaderboard's summary, one plain table per stream and scenario."""
     blocks = []
     for (stream, scenario), section in section_results(results).items():
@@ -204,9 +239,14 @@ def console_summary(results: Iterable[CellResult], methods: Mapping[str, MethodS
     return "\n".join(blocks)
 
 
-def render(results: Iterable[CellResult], metrics: Sequence[MetricSpec], title: str,
-           link_root: Path | None = None, methods: Mapping[str, MethodSpec] | None = None,
-           margins: Mapping[str, float] | None = None) -> str:
+def render(
+    results: Iterable[CellResult],
+    metrics: Sequence[MetricSpec],
+    title: str,
+    link_root: Path | None = None,
+    methods: Mapping[str, MethodSpec] | None = None,
+    margins: Mapping[str, float] | None = None,
+) -> str:
     """The markdown leaderboard of one profile's results: per stream and scenario, the ranked summary, then one
     table per objective (rows as in the summary; objectives that are n/a for most rows last), then the
     diagnostics per footprint type. ``methods`` (the registry's method specs) marks the oracles, the footprint types
@@ -216,34 +256,49 @@ def render(results: Iterable[CellResult], metrics: Sequence[MetricSpec], title: 
     shown = [m for m in metrics if m.leaderboard]
     objectives = [m for m in shown if not m.is_diagnostic]
     diagnostics = [m for m in shown if m.is_diagnostic]
-    parts = [f"# {title}\n", "Generated by `clbench leaderboard` from result files; do not edit by hand.\n",
-             "Metrics of the accuracy matrix (AA, F.Ra, BWT, LA, AIA, FWT) are in percent, footprint metrics (OO, "
-             "AWOM, GSR, ACR, ...) in their own units (README, Metrics). Cells are mean ± std over seeds, `avg` pools "
-             "every cell of the row (orders × seeds). `n/a`: the metric does not apply; `error`: it could not be "
-             "computed (listed under the stream's tables) and is left out of the averages; `diverged (d of n "
-             "cells)`: training blew up in d cells (`clbench show` says where), and the row is not averaged.\n"]
+    parts = [
+        f"# {title}\n",
+        "Generated by `clbench leaderboard` from result files; do not edit by hand.\n",
+        "Metrics of the accuracy matrix (AA, F.Ra, BWT, LA, AIA, FWT) are in percent, footprint metrics (OO, "
+        "AWOM, GSR, ACR, ...) in their own units (README, Metrics). Cells are mean ± std over seeds, `avg` pools "
+        "every cell of the row (orders × seeds). `n/a`: the metric does not apply; `error`: it could not be "
+        "computed (listed under the stream's tables) and is left out of the averages; `diverged (d of n "
+        "cells)`: training blew up in d cells (`clbench show` says where), and the row is not averaged.\n",
+    ]
     by_section = section_results(results)
-    summaries = {key: summarise(section, methods, margin_of(key[0], margins)) for key, section in by_section.items()
-                 if any(RANK_BY in r.metrics for r in section)}
+    summaries = {
+        key: summarise(section, methods, margin_of(key[0], margins))
+        for key, section in by_section.items()
+        if any(RANK_BY in r.metrics for r in section)
+    }
     if summaries:
         parts.append("## Summary\n\n" + SUMMARY_LEGEND + "\n")
         for (stream, scenario), summary in summaries.items():
-            labels = method_labels([r.method for r in summary.rows], methods, _profile_of(by_section[stream, scenario]),
-                                   stream)
-            parts.append(f"### {section_title(stream, scenario)}\n\n{summary_caption(summary)}\n\n"
-                         f"{summary_table(summary, labels)}")
+            labels = method_labels(
+                [r.method for r in summary.rows], methods, _profile_of(by_section[stream, scenario]), stream
+            )
+            parts.append(
+                f"### {section_title(stream, scenario)}\n\n{summary_caption(summary)}\n\n"
+                f"{summary_table(summary, labels)}"
+            )
     for stream, scenario, sdf in sections(df):
         seeds = sorted(sdf["seed"].unique())
         section_summary = summaries.get((stream, scenario))
-        order = ([r.method for r in section_summary.rows] if section_summary is not None
-                 else sorted(sdf["method"].unique(), key=label_key))
+        order = (
+            [r.method for r in section_summary.rows]
+            if section_summary is not None
+            else sorted(sdf["method"].unique(), key=label_key)
+        )
         labels = method_labels(order, methods, _profile_of(by_section.get((stream, scenario), [])), stream)
-        parts.append(f"## {section_title(stream, scenario)}\n\nseeds: {', '.join(str(s) for s in seeds)}; "
-                     f"cells: {sdf.drop_duplicates(['method', 'order', 'seed']).shape[0]}\n")
+        parts.append(
+            f"## {section_title(stream, scenario)}\n\nseeds: {', '.join(str(s) for s in seeds)}; "
+            f"cells: {sdf.drop_duplicates(['method', 'order', 'seed']).shape[0]}\n"
+        )
         excluded = cannot_run(df, scenario, methods)
         if excluded:
-            parts.append(f"Cannot run in this scenario (they use the task identity at test time): "
-                         f"{', '.join(excluded)}.\n")
+            parts.append(
+                f"Cannot run in this scenario (they use the task identity at test time): {', '.join(excluded)}.\n"
+            )
         parts.append(_forms_line([r for r in results if r.stream == stream and (r.scenario or "") == scenario]))
         parts.append((LEGEND if complete_seeds(sdf) else LEGEND_NO_CELL) + "\n")
         # a metric with neither a value nor an error for any method of the stream: no table; one that applies to
@@ -306,8 +361,11 @@ def render_cell(result: CellResult) -> str:
             v = r.metrics.get(k)
             return NA if v is None else f"{v:.4g}"
 
-        lines.append(tabulate([[k, value(k)] for k in names_m], headers=["metric", "value"], tablefmt="simple",
-                              disable_numparse=True))
+        lines.append(
+            tabulate(
+                [[k, value(k)] for k in names_m], headers=["metric", "value"], tablefmt="simple", disable_numparse=True
+            )
+        )
         lines.extend(f"metric {k}: error: {errors[k]}" for k in sorted(errors))
     total = r.timings.get("total_s") if r.timings else None
     if total is not None:
@@ -324,10 +382,45 @@ def by_profile(results: Iterable[CellResult]) -> Mapping[str, list[CellResult]]:
 
 
 __all__ = [  # the leaderboard's public names, wherever they are defined
-    "BUDGET_FLAG", "Cost", "DEFAULT_MARGIN", "ERROR", "ERROR_CHARS", "LEGEND", "LEGEND_NO_CELL", "MARGIN_FILE",
-    "NA", "ORACLE_TAGS", "RANK_BY", "SCENARIO_WORDS", "SECOND", "SUMMARY_LEGEND", "Summary", "SummaryRow",
-    "bold_rows", "by_profile", "cannot_run", "complete_seeds", "console_summary", "diagnostics_tables",
-    "diverged_note", "error_lines", "frame", "is_oracle", "label_key", "load", "margin_of", "method_labels",
-    "metric_table", "read_margins", "render", "render_cell", "section_results", "section_title", "sections",
-    "summarise", "summary_caption", "summary_frame", "summary_table",
+    "BUDGET_FLAG",
+    "Cost",
+    "DEFAULT_MARGIN",
+    "ERROR",
+    "ERROR_CHARS",
+    "LEGEND",
+    "LEGEND_NO_CELL",
+    "MARGIN_FILE",
+    "NA",
+    "ORACLE_TAGS",
+    "RANK_BY",
+    "SCENARIO_WORDS",
+    "SECOND",
+    "SUMMARY_LEGEND",
+    "Summary",
+    "SummaryRow",
+    "bold_rows",
+    "by_profile",
+    "cannot_run",
+    "complete_seeds",
+    "console_summary",
+    "diagnostics_tables",
+    "diverged_note",
+    "error_lines",
+    "frame",
+    "is_oracle",
+    "label_key",
+    "load",
+    "margin_of",
+    "method_labels",
+    "metric_table",
+    "read_margins",
+    "render",
+    "render_cell",
+    "section_results",
+    "section_title",
+    "sections",
+    "summarise",
+    "summary_caption",
+    "summary_frame",
+    "summary_table",
 ]

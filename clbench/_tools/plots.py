@@ -101,8 +101,13 @@ def heatmap_figure(result: CellResult):
     norm = Normalize(vmin=0, vmax=100)
     im = ax.imshow(a, cmap=cmap, norm=norm)
     tick_size = 8 if T <= 10 else 7
-    ax.set_xticks(range(T), result.tasks, rotation=45 if T > 4 or max(map(len, result.tasks)) > 5 else 0,
-                  ha="right" if T > 4 or max(map(len, result.tasks)) > 5 else "center", fontsize=tick_size)
+    ax.set_xticks(
+        range(T),
+        result.tasks,
+        rotation=45 if T > 4 or max(map(len, result.tasks)) > 5 else 0,
+        ha="right" if T > 4 or max(map(len, result.tasks)) > 5 else "center",
+        fontsize=tick_size,
+    )
     ax.set_yticks(range(T), result.tasks, fontsize=tick_size)
     ax.set_xlabel("evaluated on task", fontsize=8)
     ax.set_ylabel("after training on task", fontsize=8)
@@ -114,8 +119,15 @@ def heatmap_figure(result: CellResult):
             for j in range(T):
                 if np.isnan(a[i, j]):
                     continue
-                ax.text(j, i, fmt.format(a[i, j]), ha="center", va="center", fontsize=size,
-                        color=_text_colour(cmap(norm(a[i, j]))))
+                ax.text(
+                    j,
+                    i,
+                    fmt.format(a[i, j]),
+                    ha="center",
+                    va="center",
+                    fontsize=size,
+                    color=_text_colour(cmap(norm(a[i, j]))),
+                )
     ax.set_title(f"{result.method} · {result.stream}\norder {result.order} · seed {result.seed}", fontsize=9)
     bar = fig.colorbar(im, ax=ax, fraction=0.05, pad=0.03)
     bar.set_label("score (%)", fontsize=8)
@@ -179,17 +191,23 @@ def accuracy_over_time_figure(results: Iterable[CellResult], stream: str):
         if len(runs) >= 2:  # a band needs two values at each point
             std = [_sample_std([c[i] for c in runs]) for i in range(T)]
             # scores are percentages: the band stops at 0 and 100
-            ax.fill_between(xs, [max(m - s, 0.0) for m, s in zip(mean, std, strict=True)],
-                            [min(m + s, 100.0) for m, s in zip(mean, std, strict=True)],
-                            color=style["color"], alpha=alpha, linewidth=0)
+            ax.fill_between(
+                xs,
+                [max(m - s, 0.0) for m, s in zip(mean, std, strict=True)],
+                [min(m + s, 100.0) for m, s in zip(mean, std, strict=True)],
+                color=style["color"],
+                alpha=alpha,
+                linewidth=0,
+            )
     if longest and longest <= 20:
         ax.set_xticks(range(1, longest + 1))
     else:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("tasks trained")
     ax.set_ylabel("mean score on tasks seen so far (%)")
-    ax.set_title(f"{stream}: accuracy over time (forgetting shows as a falling curve)\n"
-                 f"{_pooling(cells, most)}", fontsize=9)
+    ax.set_title(
+        f"{stream}: accuracy over time (forgetting shows as a falling curve)\n{_pooling(cells, most)}", fontsize=9
+    )
     ax.grid(alpha=0.3)
     if curves:
         fig.legend(loc="outside right upper", fontsize=7.5, frameon=False, handlelength=2.6)
@@ -231,8 +249,9 @@ def _losses(value: Any) -> list[float] | None:
     return out
 
 
-def _loss_segments(data: Mapping[str, Any]
-                   ) -> tuple[list[tuple[int, str, str, list[float]]], list[tuple[int, str, int]], bool]:
+def _loss_segments(
+    data: Mapping[str, Any],
+) -> tuple[list[tuple[int, str, str, list[float]]], list[tuple[int, str, int]], bool]:
     """A result's per-epoch losses: ``(task index, task name, phase, losses)`` per phase in run order, ``(task index,
     task name, epochs)`` per task that has any, and whether the phases' run order is known."""
     timings = data.get("timings")
@@ -275,8 +294,7 @@ def loss_curve_figure(result: CellResult | Mapping[str, Any]):
     labelled: set[str] = set()
     for _, _, phase, losses in segments:
         xs = list(range(x + 1, x + len(losses) + 1))
-        ax.plot(xs, losses, markersize=3.5, linewidth=1.3, **styles[phase],
-                label=None if phase in labelled else phase)
+        ax.plot(xs, losses, markersize=3.5, linewidth=1.3, **styles[phase], label=None if phase in labelled else phase)
         labelled.add(phase)
         x += len(losses)
     starts, x = [], 0
@@ -292,15 +310,22 @@ def loss_curve_figure(result: CellResult | Mapping[str, Any]):
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     top = ax.secondary_xaxis("top")
     rotate = len(spans) > 8 or max(len(t) for _, t, _ in spans) > 8
-    top.set_xticks([s + e / 2 + 0.5 for s, (_, _, e) in zip(starts, spans, strict=True)],
-                   [f"{i + 1}: {t}" for i, t, _ in spans], fontsize=7,
-                   rotation=30 if rotate else 0, ha="left" if rotate else "center")
+    top.set_xticks(
+        [s + e / 2 + 0.5 for s, (_, _, e) in zip(starts, spans, strict=True)],
+        [f"{i + 1}: {t}" for i, t, _ in spans],
+        fontsize=7,
+        rotation=30 if rotate else 0,
+        ha="left" if rotate else "center",
+    )
     top.tick_params(length=0)
     ax.set_xlabel("epoch (counted across tasks; dotted lines: task boundaries)")
     ax.set_ylabel("mean training loss of the epoch")
     seed = data.get("seed")
-    ax.set_title(f"{data.get('method')} · {data.get('stream')} · order {data.get('order')} · seed {seed}: "
-                 "loss per epoch, by task", fontsize=9)
+    ax.set_title(
+        f"{data.get('method')} · {data.get('stream')} · order {data.get('order')} · seed {seed}: "
+        "loss per epoch, by task",
+        fontsize=9,
+    )
     ax.grid(alpha=0.3)
     if len(styles) > 1:
         title = "phase" if run_order else "phase\n(alphabetical,\nnot run order)"
@@ -341,8 +366,9 @@ def _number(text: str) -> float | None:
     return value if value == value and abs(value) != float("inf") else None
 
 
-def sweep_series(results: Iterable[CellResult], stream: str, metric: str = "AA"
-                 ) -> dict[tuple[str, str, str], list[tuple[float, list[float]]]]:
+def sweep_series(
+    results: Iterable[CellResult], stream: str, metric: str = "AA"
+) -> dict[tuple[str, str, str], list[tuple[float, list[float]]]]:
     """Per (method, swept key, the other sweep settings): (value, metric of every complete cell) by value.
 
     Only numeric values of a key count, and only series with two or more values (a line needs two points).
@@ -409,8 +435,14 @@ def sweep_plots(results: Iterable[CellResult], directory: Path, prefix: str, met
                 for x, count in sorted(diverged.get((base, key, rest), {}).items()):  # a blow-up is a result
                     ticks.add(x)
                     ax.plot([x], [0.0], marker="X", color="tab:red", markersize=9, linestyle="none", clip_on=False)
-                    ax.annotate(f"diverged: {count}", (x, 0.0), textcoords="offset points", xytext=(4, 6),
-                                fontsize=7, color="tab:red")
+                    ax.annotate(
+                        f"diverged: {count}",
+                        (x, 0.0),
+                        textcoords="offset points",
+                        xytext=(4, 6),
+                        fontsize=7,
+                        color="tab:red",
+                    )
             if ticks and min(ticks) > 0 and max(ticks) >= 20 * min(ticks):  # λ = 3 … 1000: a log axis
                 ax.set_xscale("log")
             if len(ticks) <= 12:

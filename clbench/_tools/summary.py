@@ -24,14 +24,16 @@ from clbench.cell import CellResult
 from clbench.specs import MethodSpec
 
 RANK_BY, SECOND = "AA", "F.Ra"  # the summary ranks by AA (higher is better) and shows F.Ra beside it
-SUMMARY_LEGEND = ("Rows ranked by mean AA over every cell (orders × seeds), with its 95 % two-level bootstrap "
-                  "interval (cells, then test examples) and the rank interval those replicates give. `vs reference`: "
-                  "the verdict of the one rule (docs/verdicts.md) against the reference, the best non-oracle row; "
-                  "`d (p)`: the row's mean paired deficit in AA and its Holm-adjusted p. Oracle rows sit apart; "
-                  "`(defaults)` marks a method with no preset for the profile and stream: it ran on the training "
-                  "defaults, not on settings chosen for the stream as the built-ins' presets are (docs/tuning.md). "
-                  "Cost: optimizer steps a task (⚑: above 1.2× the table's median), wall seconds a cell, the method's "
-                  "state after the last task, the most parameters a phase trained.")
+SUMMARY_LEGEND = (
+    "Rows ranked by mean AA over every cell (orders × seeds), with its 95 % two-level bootstrap "
+    "interval (cells, then test examples) and the rank interval those replicates give. `vs reference`: "
+    "the verdict of the one rule (docs/verdicts.md) against the reference, the best non-oracle row; "
+    "`d (p)`: the row's mean paired deficit in AA and its Holm-adjusted p. Oracle rows sit apart; "
+    "`(defaults)` marks a method with no preset for the profile and stream: it ran on the training "
+    "defaults, not on settings chosen for the stream as the built-ins' presets are (docs/tuning.md). "
+    "Cost: optimizer steps a task (⚑: above 1.2× the table's median), wall seconds a cell, the method's "
+    "state after the last task, the most parameters a phase trained."
+)
 
 
 @dataclass(frozen=True)
@@ -60,9 +62,14 @@ class Cost:
             if compute.get("method_state_bytes") is not None:
                 states.append(int(compute["method_state_bytes"]))
             trainable += [int(v["trainable"]) for v in phases if v.get("trainable") is not None]
-        return cls(statistics.fmean(steps) if steps else None, statistics.fmean(seconds) if seconds else None,
-                   tuple(sorted({str(r.env.get("device", "?")) for r in results})), max(peaks, default=None),
-                   max(states, default=None), max(trainable, default=None))
+        return cls(
+            statistics.fmean(steps) if steps else None,
+            statistics.fmean(seconds) if seconds else None,
+            tuple(sorted({str(r.env.get("device", "?")) for r in results})),
+            max(peaks, default=None),
+            max(states, default=None),
+            max(trainable, default=None),
+        )
 
 
 @dataclass(frozen=True)
@@ -86,8 +93,9 @@ class Summary:
     median_steps: float | None
 
 
-def summarise(results: Sequence[CellResult], specs: Mapping[str, MethodSpec] | None = None,
-              margin: float = DEFAULT_MARGIN) -> Summary:
+def summarise(
+    results: Sequence[CellResult], specs: Mapping[str, MethodSpec] | None = None, margin: float = DEFAULT_MARGIN
+) -> Summary:
     """The verdict rule on one section's AA (one stream, one scenario), with each row's F.Ra and cost."""
     by_method: dict[str, list[CellResult]] = {}
     for r in results:
@@ -98,8 +106,11 @@ def summarise(results: Sequence[CellResult], specs: Mapping[str, MethodSpec] | N
         complete = [r for r in cells if r.status == "complete"]
         diverged = sum(r.status == "diverged" for r in cells)
         note = f"diverged ({diverged} of {len(cells)} cell{'s' if len(cells) != 1 else ''})" if diverged else None
-        aa = {f"{r.order}/{r.seed}": float(cast(float, r.metrics[RANK_BY])) for r in complete
-              if r.metrics.get(RANK_BY) is not None}
+        aa = {
+            f"{r.order}/{r.seed}": float(cast(float, r.metrics[RANK_BY]))
+            for r in complete
+            if r.metrics.get(RANK_BY) is not None
+        }
         examples = {}
         for r in complete:
             per_task = final_row(r.examples, r.tasks)
@@ -117,12 +128,16 @@ def summarise(results: Sequence[CellResult], specs: Mapping[str, MethodSpec] | N
         cells = by_method[method]
         complete = [r for r in cells if r.status == "complete"]
         diverged = sum(r.status == "diverged" for r in cells)
-        return SummaryRow(method, judged.get(method),
-                          [float(cast(float, r.metrics[SECOND])) for r in complete
-                           if r.metrics.get(SECOND) is not None],
-                          len(cells), f"diverged ({diverged} of {len(cells)} cell{'s' if len(cells) != 1 else ''})"
-                          if diverged else None, sorted({r.status for r in cells}), Cost.of(complete),
-                          is_oracle(method, specs))
+        return SummaryRow(
+            method,
+            judged.get(method),
+            [float(cast(float, r.metrics[SECOND])) for r in complete if r.metrics.get(SECOND) is not None],
+            len(cells),
+            f"diverged ({diverged} of {len(cells)} cell{'s' if len(cells) != 1 else ''})" if diverged else None,
+            sorted({r.status for r in cells}),
+            Cost.of(complete),
+            is_oracle(method, specs),
+        )
 
     out = [row(m) for m in ordered]
     steps = [r.cost.steps for r in out if r.cost.steps is not None]
@@ -177,8 +192,9 @@ def _rank(row: SummaryRow) -> str:
     return "ref." if row.oracle else row.judged.rank_text
 
 
-def summary_table(summary: Summary, labels: Mapping[str, str] | None = None, tablefmt: str = "github",
-                  cost: bool = True) -> str:
+def summary_table(
+    summary: Summary, labels: Mapping[str, str] | None = None, tablefmt: str = "github", cost: bool = True
+) -> str:
     """One section's answer to "which method is best, and by how much": the ranked rows, then the oracle rows
     (their own table in markdown, a block below in plain text), then rows that cannot be judged."""
     labels = labels or {}
@@ -190,13 +206,23 @@ def summary_table(summary: Summary, labels: Mapping[str, str] | None = None, tab
 
     def line(row: SummaryRow) -> list[str]:
         verdict = row.judged.verdict if row.judged is not None else ""
-        out = [_rank(row), labels.get(row.method, row.method), _aa_text(row),
-               "" if row.diverged else _fmt(row.fra) if row.fra else NA, str(row.cells),
-               "" if row.oracle else verdict, _diff_text(row)]
+        out = [
+            _rank(row),
+            labels.get(row.method, row.method),
+            _aa_text(row),
+            "" if row.diverged else _fmt(row.fra) if row.fra else NA,
+            str(row.cells),
+            "" if row.oracle else verdict,
+            _diff_text(row),
+        ]
         if cost:
             c = row.cost
-            out += [_steps_text(row, summary.median_steps), "—" if c.seconds is None else f"{c.seconds:.1f}",
-                    _bytes(c.state), _count(c.trainable)]
+            out += [
+                _steps_text(row, summary.median_steps),
+                "—" if c.seconds is None else f"{c.seconds:.1f}",
+                _bytes(c.state),
+                _count(c.trainable),
+            ]
             if "peak memory" in head:
                 out.append(_bytes(c.peak))
         return out
@@ -205,8 +231,12 @@ def summary_table(summary: Summary, labels: Mapping[str, str] | None = None, tab
     oracles = [r for r in summary.rows if r.oracle]
     text = tabulate([line(r) for r in ranked], headers=head, tablefmt=tablefmt, disable_numparse=True) + "\n"
     if oracles:
-        text += ("\nOracle rows (given what a continual learner is not: every task's data at once, or one model per "
-                 "task); not ranked, never the reference:\n\n" if tablefmt == "github" else "oracle rows (not ranked):\n")
+        text += (
+            "\nOracle rows (given what a continual learner is not: every task's data at once, or one model per "
+            "task); not ranked, never the reference:\n\n"
+            if tablefmt == "github"
+            else "oracle rows (not ranked):\n"
+        )
         text += tabulate([line(r) for r in oracles], headers=head, tablefmt=tablefmt, disable_numparse=True) + "\n"
     return text
 
@@ -215,5 +245,9 @@ def summary_caption(summary: Summary) -> str:
     """The rule, n, p and Δ of one section's verdicts, and the devices its cells ran on."""
     devices = sorted({d for r in summary.rows for d in r.cost.devices})
     peak = any(r.cost.peak is not None for r in summary.rows)
-    return (summary.table.caption() + f" Cells ran on {', '.join(devices) or '?'}"
-            + ("" if peak else "; peak memory is measured on GPU cells only") + ".")
+    return (
+        summary.table.caption()
+        + f" Cells ran on {', '.join(devices) or '?'}"
+        + ("" if peak else "; peak memory is measured on GPU cells only")
+        + "."
+    )

@@ -24,9 +24,11 @@ ORACLE_TAGS = frozenset({"reference", "upper-bound"})  # methods given what a co
 DEFAULT_MARGIN = 1.0  # Δ in pp: the least margin of any stream (clbench.verdicts)
 MARGIN_FILE = "MARGIN"  # a result tree's per-stream margins (`stream=pp` lines), see read_margins
 BUDGET_FLAG = 1.2  # a row whose steps a task exceed this × the table's median is flagged
-LEGEND = ("Bold `avg`: the reference (the best non-oracle mean) and every row the verdict rule does not call `below` "
-          "it (see the summary's caption); no bold: no row is separated from the reference. Oracle rows are never "
-          "bold.")
+LEGEND = (
+    "Bold `avg`: the reference (the best non-oracle mean) and every row the verdict rule does not call `below` "
+    "it (see the summary's caption); no bold: no row is separated from the reference. Oracle rows are never "
+    "bold."
+)
 LEGEND_NO_CELL = "Bold `avg`: none, no cell is complete."
 
 
@@ -36,18 +38,46 @@ def frame(results: Iterable[CellResult]) -> pd.DataFrame:
     rows = []
     for r in results:
         profile = str(r.config.get("profile", "custom"))
-        base = {"profile": profile, "stream": r.stream, "scenario": r.scenario or "", "method": r.method,
-                "order": r.order, "seed": r.seed, "status": r.status, "path": str(r.path) if r.path else ""}
+        base = {
+            "profile": profile,
+            "stream": r.stream,
+            "scenario": r.scenario or "",
+            "method": r.method,
+            "order": r.order,
+            "seed": r.seed,
+            "status": r.status,
+            "path": str(r.path) if r.path else "",
+        }
         if r.status != "complete":
             rows.append({**base, "metric": None, "value": None, "error": None})
             continue
         errors = r.metric_errors or {}
         for name in [*r.metrics, *sorted(n for n in errors if n not in r.metrics)]:
             error = errors.get(name)
-            rows.append({**base, "metric": name, "value": None if error is not None else r.metrics.get(name),
-                         "error": None if error is None else str(error)})
-    return pd.DataFrame(rows, columns=["profile", "stream", "scenario", "method", "order", "seed", "status", "path",
-                                       "metric", "value", "error"])
+            rows.append(
+                {
+                    **base,
+                    "metric": name,
+                    "value": None if error is not None else r.metrics.get(name),
+                    "error": None if error is None else str(error),
+                }
+            )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "profile",
+            "stream",
+            "scenario",
+            "method",
+            "order",
+            "seed",
+            "status",
+            "path",
+            "metric",
+            "value",
+            "error",
+        ],
+    )
 
 
 def _stats(values: Sequence[float]) -> tuple[float, float | None]:
@@ -132,12 +162,16 @@ def _cell_values(values: pd.DataFrame) -> dict[str, float]:
     return {f"{o}/{s}": float(v) for o, s, v in zip(got["order"], got["seed"], got["value"], strict=True)}
 
 
-def _judge_metric(df: pd.DataFrame, metric: MetricSpec, methods: Sequence[str],
-                  specs: Mapping[str, MethodSpec] | None, margin: float) -> V.Table:
+def _judge_metric(
+    df: pd.DataFrame, metric: MetricSpec, methods: Sequence[str], specs: Mapping[str, MethodSpec] | None, margin: float
+) -> V.Table:
     """The verdict rule on one metric's pooled cells (rows with a diverged cell left out)."""
     values = df[df["metric"] == metric.name]
-    rows = [V.Row(m, _cell_values(values[values["method"] == m]), is_oracle(m, specs)) for m in methods
-            if not diverged_note(df[df["method"] == m])]
+    rows = [
+        V.Row(m, _cell_values(values[values["method"] == m]), is_oracle(m, specs))
+        for m in methods
+        if not diverged_note(df[df["method"] == m])
+    ]
     return V.judge(rows, metric.direction, V.Rule(margin=margin))
 
 
@@ -149,9 +183,15 @@ def bold_rows(table: V.Table) -> set[str]:
     return {r.name for r in ranked if r.verdict != V.BELOW}
 
 
-def metric_table(df: pd.DataFrame, metric: MetricSpec, link_root: Path | None = None,
-                 methods: Sequence[str] | None = None, labels: Mapping[str, str] | None = None,
-                 specs: Mapping[str, MethodSpec] | None = None, margin: float = DEFAULT_MARGIN) -> str:
+def metric_table(
+    df: pd.DataFrame,
+    metric: MetricSpec,
+    link_root: Path | None = None,
+    methods: Sequence[str] | None = None,
+    labels: Mapping[str, str] | None = None,
+    specs: Mapping[str, MethodSpec] | None = None,
+    margin: float = DEFAULT_MARGIN,
+) -> str:
     """Markdown table of one objective on one stream (``df`` already filtered to the stream), rows in the order of
     ``methods`` (default: alphabetical), each named by ``labels`` (default: the method). A (method, order) or row
     with a diverged cell shows ``diverged (d of n cells)``, not a mean of the others, and cannot be bold."""
@@ -203,10 +243,16 @@ def metric_table(df: pd.DataFrame, metric: MetricSpec, link_root: Path | None = 
     return title + "\n\n" + tabulate(table, headers=header, tablefmt="github", disable_numparse=True) + "\n"
 
 
-def diagnostics_tables(df: pd.DataFrame, metrics: Sequence[MetricSpec], methods: Sequence[str],
-                       labels: Mapping[str, str], specs: Mapping[str, MethodSpec] | None) -> list[str]:
+def diagnostics_tables(
+    df: pd.DataFrame,
+    metrics: Sequence[MetricSpec],
+    methods: Sequence[str],
+    labels: Mapping[str, str],
+    specs: Mapping[str, MethodSpec] | None,
+) -> list[str]:
     """One table per footprint type (dense, LoRA, masked) of the diagnostics that have a value or an error for one
     of its methods: mean ± std over every cell of the row, never bold, never ranked."""
+
     def kind(label: str) -> str:
         first = _parts(label)[0]
         return specs[first].footprint_kind if specs and first in specs else "other"
@@ -229,8 +275,11 @@ def diagnostics_tables(df: pd.DataFrame, metrics: Sequence[MetricSpec], methods:
                 row.append(_fmt_sig(numbers) + _errors_note(failed) if numbers else ERROR if failed else NA)
             table.append(row)
         header = ["method"] + [f"{m.name} {'↑' if m.direction == 'up' else '↓'}" for m in shown]
-        out.append(f"#### Diagnostics — {footprint} footprints (never ranked)\n\n"
-                   + tabulate(table, headers=header, tablefmt="github", disable_numparse=True) + "\n")
+        out.append(
+            f"#### Diagnostics — {footprint} footprints (never ranked)\n\n"
+            + tabulate(table, headers=header, tablefmt="github", disable_numparse=True)
+            + "\n"
+        )
     return out
 
 
@@ -249,8 +298,14 @@ def error_lines(df: pd.DataFrame, metric_names: Sequence[str]) -> list[str]:
     """``errors: <metric> on <method> order <o> seed <s>: <message>`` for every metric error of the
     stream in ``df`` among ``metric_names``, sorted by metric, method, order and seed."""
     failed = df[_has_error(df["error"]) & df["metric"].isin(list(metric_names))]
-    keyed = sorted(((str(m), str(me), _order_key(str(o)), int(s), str(e)) for m, me, o, s, e in
-                    zip(failed["metric"], failed["method"], failed["order"], failed["seed"], failed["error"], strict=True)))
+    keyed = sorted(
+        (
+            (str(m), str(me), _order_key(str(o)), int(s), str(e))
+            for m, me, o, s, e in zip(
+                failed["metric"], failed["method"], failed["order"], failed["seed"], failed["error"], strict=True
+            )
+        )
+    )
     return [f"errors: {m} on {me} order {o[1]} seed {s}: {_one_line(e)}" for m, me, o, s, e in keyed]
 
 

@@ -34,6 +34,8 @@ from clbench.metrics import MetricInput
 def percent_metrics(regs: Registries) -> frozenset[str]:
     """Metrics computed from the accuracy matrix alone: percentages, compared with ``atol``."""
     return frozenset(s.name for s in regs.metrics.values() if s.needs == "matrix")
+
+
 RECOMPUTE_RTOL = 1e-9  # same code, same inputs: only float summation order may differ
 
 
@@ -80,8 +82,14 @@ def _metric_input(result: CellResult) -> MetricInput:
         settings = replace(settings, device="cpu")
     report = {k: v for k, v in result.report.items() if k != "metric_errors"}  # schema 1 kept errors there
     matrix = [[float(cast(float, v)) for v in row] for row in result.accuracy_matrix]  # complete: no nulls
-    return MetricInput.with_settings(settings, matrix=matrix, footprints=footprints, report=report,
-                                     tasks=list(result.tasks), initial=result.initial_row)
+    return MetricInput.with_settings(
+        settings,
+        matrix=matrix,
+        footprints=footprints,
+        report=report,
+        tasks=list(result.tasks),
+        initial=result.initial_row,
+    )
 
 
 def recompute(regs: Registries, result: CellResult) -> tuple[dict[str, float | None], dict[str, str], bool]:
@@ -132,9 +140,11 @@ def recompute_tree(regs: Registries, roots: Iterable[Path], write: bool) -> Reco
     if unloaded:
         n = max(unloaded.values())
         listed = f"{', '.join(unloaded)} (stored in {n} result{'s' if n > 1 else ''})"
-        raise ClbenchError(f"no loaded plugin computes the stored metrics {listed}: a metric plugin is disabled "
-                           "(-p no:NAME, CLBENCH_DISABLE_PLUGIN_AUTOLOAD) or uninstalled; nothing was "
-                           f"{'written' if write else 'checked'}. Load it and run again")
+        raise ClbenchError(
+            f"no loaded plugin computes the stored metrics {listed}: a metric plugin is disabled "
+            "(-p no:NAME, CLBENCH_DISABLE_PLUGIN_AUTOLOAD) or uninstalled; nothing was "
+            f"{'written' if write else 'checked'}. Load it and run again"
+        )
     metric_code = provenance.metric_code(regs)
     for result in complete:
         try:
@@ -144,8 +154,9 @@ def recompute_tree(regs: Registries, roots: Iterable[Path], write: bool) -> Reco
             continue
         out.checked += 1
         stored = result.metrics if whole else {k: v for k, v in result.metrics.items() if k in metrics}
-        stored_errors = result.metric_errors if whole else {k: v for k, v in result.metric_errors.items()
-                                                            if k in metrics}
+        stored_errors = (
+            result.metric_errors if whole else {k: v for k, v in result.metric_errors.items() if k in metrics}
+        )
         if not whole:
             out.without_footprints.append(result.key)
         delta = Delta(result.key, 0.0, _metric_changes(stored, metrics))
@@ -157,8 +168,16 @@ def recompute_tree(regs: Registries, roots: Iterable[Path], write: bool) -> Reco
         # written also when only the record of the settings is incomplete: a result written before a metric
         # form existed then names the form its numbers now follow (its config hash stays: IDENTITY_SINCE); and
         # when the metric plugins' code changed: the result then records the code that computed its metrics
-        if write and whole and (delta.metrics or errors != stored_errors or result.config.get("metrics") != settings
-                                or (recorded is not None and code != recorded["code"])):
+        if (
+            write
+            and whole
+            and (
+                delta.metrics
+                or errors != stored_errors
+                or result.config.get("metrics") != settings
+                or (recorded is not None and code != recorded["code"])
+            )
+        ):
             result.metrics, result.metric_errors = metrics, errors
             result.config["metrics"] = settings
             if recorded is not None and code is not None:
@@ -168,8 +187,9 @@ def recompute_tree(regs: Registries, roots: Iterable[Path], write: bool) -> Reco
     return out
 
 
-def _metric_changes(old: Mapping[str, float | None], new: Mapping[str, float | None],
-                    rtol: float = RECOMPUTE_RTOL) -> dict[str, tuple[float | None, float | None]]:
+def _metric_changes(
+    old: Mapping[str, float | None], new: Mapping[str, float | None], rtol: float = RECOMPUTE_RTOL
+) -> dict[str, tuple[float | None, float | None]]:
     out = {}
     for name in sorted(set(old) | set(new)):
         a, b = old.get(name), new.get(name)
@@ -191,11 +211,25 @@ def compare(a: Mapping[str, CellResult], b: Mapping[str, CellResult]) -> tuple[l
         if list(x.tasks) != list(y.tasks):  # the matrices are of other tasks: nothing to compare entry by entry
             deltas.append(Delta(key, math.inf, {}, f"task list changed: {', '.join(x.tasks)} → {', '.join(y.tasks)}"))
             continue
-        diff = max((abs(u - v) for ru, rv in zip(x.accuracy_matrix, y.accuracy_matrix, strict=True)
-                    for u, v in zip(ru, rv, strict=True) if u is not None and v is not None), default=0.0)
+        diff = max(
+            (
+                abs(u - v)
+                for ru, rv in zip(x.accuracy_matrix, y.accuracy_matrix, strict=True)
+                for u, v in zip(ru, rv, strict=True)
+                if u is not None and v is not None
+            ),
+            default=0.0,
+        )
         note = "" if x.config_hash == y.config_hash else "other settings (config hash differs)"
-        deltas.append(Delta(key, diff, _metric_changes(x.metrics, y.metrics, 0.0), note,
-                            provenance.differences(x.provenance, y.provenance)))
+        deltas.append(
+            Delta(
+                key,
+                diff,
+                _metric_changes(x.metrics, y.metrics, 0.0),
+                note,
+                provenance.differences(x.provenance, y.provenance),
+            )
+        )
     return deltas, sorted(set(a) - set(b)), sorted(set(b) - set(a))
 
 
@@ -224,8 +258,10 @@ def rerun(regs: Registries, results: Sequence[CellResult], out: Path | None = No
         for result in results:
             cell = cell_from_result(regs, result, target)
             if result.config_hash is not None and cell.config_hash != result.config_hash:
-                raise ConfigError(f"{result.path}: its recorded settings now hash to {cell.config_hash[:12]}, not "
-                                  f"{result.config_hash[:12]}: the code resolves them differently; rerun the profile")
+                raise ConfigError(
+                    f"{result.path}: its recorded settings now hash to {cell.config_hash[:12]}, not "
+                    f"{result.config_hash[:12]}: the code resolves them differently; rerun the profile"
+                )
             if cell.nproc > 1 and cell.nproc not in pools:
                 pools[cell.nproc] = stack.enter_context(RankPool(runner, cell.nproc, regs.disabled))
             fresh.append(pools[cell.nproc].run(cell) if cell.nproc > 1 else runner.run(cell))
@@ -240,7 +276,9 @@ def table(deltas: Sequence[Delta], atol: float, rtol: float, percent: frozenset[
         verdict = verdict_of(d, atol, rtol, percent)
         if d.other_code:
             moved = (moved or "identical") + "; made by other code or data: " + ", ".join(d.other_code)
-        rows.append([d.key, "-" if math.isinf(d.matrix) else f"{d.matrix:.2f}", d.note or moved or "identical", verdict])
+        rows.append(
+            [d.key, "-" if math.isinf(d.matrix) else f"{d.matrix:.2f}", d.note or moved or "identical", verdict]
+        )
     return rows
 
 

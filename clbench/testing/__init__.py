@@ -44,7 +44,23 @@ from clbench.testing.stream_checks import check_stream
 from clbench.testing.tiny import TinyPlugin, TinyTextConfig, TinyTextModel, TinyTextStream, TinyVectorStream
 
 __all__ = [
-    "TEST_PROFILE", "KillAfterTask", "RunRequest", "TinyPlugin", "TinyTextConfig", "TinyTextModel", "TinyTextStream",
-    "TinyVectorStream", "check_method", "check_metric", "check_model", "check_stream",
-    "clbench_registry", "execute", "fitting_stream", "make_plan", "registry", "run", "run_cell",
+    "TEST_PROFILE",
+    "KillAfterTask",
+    "RunRequest",
+    "TinyPlugin",
+    "TinyTextConfig",
+    "TinyTextModel",
+    "TinyTextStream",
+    "TinyVectorStream",
+    "check_method",
+    "check_metric",
+    "check_model",
+    "check_stream",
+    "clbench_registry",
+    "execute",
+    "fitting_stream",
+    "make_plan",
+    "registry",
+    "run",
+    "run_cell",
 ]

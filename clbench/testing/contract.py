@@ -30,8 +30,11 @@ def _who(regs: Registries, kind: str, name: str) -> str:
 
 
 def _complete(result: CellResult, what: str) -> None:
-    _require(result.status == "complete", f"{what} did not complete: status {result.status!r}: {result.error}"
-             + (f" (traceback in {result.path.parent / ERROR_LOG})" if result.path is not None else ""))
+    _require(
+        result.status == "complete",
+        f"{what} did not complete: status {result.status!r}: {result.error}"
+        + (f" (traceback in {result.path.parent / ERROR_LOG})" if result.path is not None else ""),
+    )
 
 
 def _check_matrix(result: CellResult, tasks: list[str], what: str) -> None:
@@ -39,20 +42,29 @@ def _check_matrix(result: CellResult, tasks: list[str], what: str) -> None:
     T = len(tasks)
     _require(list(result.tasks) == list(tasks), f"{what}: the result records tasks {result.tasks}, expected {tasks}")
     matrix = result.accuracy_matrix
-    _require(len(matrix) == T and all(len(row) == T for row in matrix),
-             f"{what}: the accuracy matrix is {len(matrix)}×{[len(r) for r in matrix]}, expected {T}×{T}")
+    _require(
+        len(matrix) == T and all(len(row) == T for row in matrix),
+        f"{what}: the accuracy matrix is {len(matrix)}×{[len(r) for r in matrix]}, expected {T}×{T}",
+    )
     for i, row in enumerate(matrix):
         for j, v in enumerate(row):
-            _require(v is not None and math.isfinite(v) and 0.0 <= v <= 100.0,
-                     f"{what}: score a[{i}][{j}] (task {tasks[j]!r} after training {tasks[i]!r}) is {v!r}, "
-                     "expected a number in [0, 100] (Stream.score / Stream.evaluate return percent)")
+            _require(
+                v is not None and math.isfinite(v) and 0.0 <= v <= 100.0,
+                f"{what}: score a[{i}][{j}] (task {tasks[j]!r} after training {tasks[i]!r}) is {v!r}, "
+                "expected a number in [0, 100] (Stream.score / Stream.evaluate return percent)",
+            )
 
 
 def _same(a: Any, b: Any) -> bool:
     """Equal values, tensors compared exactly (shape, dtype, entries), lists and tuples item by item."""
     if isinstance(a, Tensor) or isinstance(b, Tensor):
-        return isinstance(a, Tensor) and isinstance(b, Tensor) and a.shape == b.shape and a.dtype == b.dtype \
+        return (
+            isinstance(a, Tensor)
+            and isinstance(b, Tensor)
+            and a.shape == b.shape
+            and a.dtype == b.dtype
             and torch.equal(a, b)
+        )
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return type(a) is type(b) and len(a) == len(b) and all(_same(u, v) for u, v in zip(a, b, strict=True))
     return bool(a == b)

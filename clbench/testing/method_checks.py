@@ -51,8 +51,10 @@ def check_method(regs: Registries, method: str, tmp: Path, check_resume: bool = 
     _require(T == 2, f"{what}: {T} tasks recorded, expected the tiny stream's 2")
     _check_matrix(result, list(result.tasks), what)
     if "AA" in result.metrics:
-        _require(result.metrics["AA"] == pytest.approx(sum(cast("list[float]", result.accuracy_matrix[-1])) / T),
-                 f"{what}: AA {result.metrics['AA']} is not the mean of the last row {result.accuracy_matrix[-1]}")
+        _require(
+            result.metrics["AA"] == pytest.approx(sum(cast("list[float]", result.accuracy_matrix[-1])) / T),
+            f"{what}: AA {result.metrics['AA']} is not the mean of the last row {result.accuracy_matrix[-1]}",
+        )
     for name, value in result.metrics.items():
         _require(value is None or math.isfinite(value), f"{what}: metric {name!r} is {value!r}")
     _check_footprint_kind(regs, method, result, what)
@@ -84,38 +86,52 @@ def _check_gradients(seen: dict[str, tuple[bool, bool]], what: str) -> None:
     """A loss term carries its gradient, unless the method declares it value-only (``Method.value_only_terms``:
     its gradient added in ``after_backward``); a term that never carries one would add nothing to training."""
     for name, (value_only, graph) in seen.items():
-        _require(value_only or graph,
-                 f"{what}: loss_terms[{name!r}] never carried a gradient (no autograd graph): compute it from the "
-                 "parameters, or list it in the method's value_only_terms and add its gradient in after_backward")
+        _require(
+            value_only or graph,
+            f"{what}: loss_terms[{name!r}] never carried a gradient (no autograd graph): compute it from the "
+            "parameters, or list it in the method's value_only_terms and add its gradient in after_backward",
+        )
 
 
 def _check_footprint_kind(regs: Registries, method: str, result: CellResult, what: str) -> None:
     """Every task's footprint, as stored, is of the kind ``MethodSpec.footprint_kind`` declares."""
     kind = regs.methods.get(method).footprint_kind
-    _require(kind in get_args(FootprintKind),
-             f"{what}: MethodSpec.footprint_kind={kind!r} is not one of {list(get_args(FootprintKind))}")
+    _require(
+        kind in get_args(FootprintKind),
+        f"{what}: MethodSpec.footprint_kind={kind!r} is not one of {list(get_args(FootprintKind))}",
+    )
     assert result.path is not None
     path = result.path.parent / FOOTPRINT_FILE
     _require(path.exists(), f"{what}: no {FOOTPRINT_FILE} beside {result.path}")
     saved = fps.load(path, result.footprints)
-    _require(len(saved) == len(result.tasks),
-             f"{what}: {path.name} holds {len(saved)} task footprints for {len(result.tasks)} tasks")
+    _require(
+        len(saved) == len(result.tasks),
+        f"{what}: {path.name} holds {len(saved)} task footprints for {len(result.tasks)} tasks",
+    )
     for index, (task, footprint) in enumerate(zip(result.tasks, saved, strict=True)):
         if kind == "none":
-            _require(not footprint, f"{what}: declares footprint_kind='none' but footprint() of task {task!r} "
-                     f"(index {index}) returned footprints of {sorted(footprint)[:3]}: return {{}} "
-                     "from footprint(), or declare the kind it returns in its MethodSpec")
+            _require(
+                not footprint,
+                f"{what}: declares footprint_kind='none' but footprint() of task {task!r} "
+                f"(index {index}) returned footprints of {sorted(footprint)[:3]}: return {{}} "
+                "from footprint(), or declare the kind it returns in its MethodSpec",
+            )
             continue
         want = _FOOTPRINT_CLASSES[kind]
         for name, fp in footprint.items():
-            _require(isinstance(fp, want),
-                     f"{what}: declares footprint_kind={kind!r} but footprint() of task {task!r} (index {index}) "
-                     f"returned {type(fp).__name__} for {name!r}: return clbench.footprints.{want.__name__} "
-                     f"values, or declare footprint_kind={getattr(fp, 'kind', '?')!r} in its MethodSpec (footprint "
-                     "metrics such as OO read only the kind a method declares)")
+            _require(
+                isinstance(fp, want),
+                f"{what}: declares footprint_kind={kind!r} but footprint() of task {task!r} (index {index}) "
+                f"returned {type(fp).__name__} for {name!r}: return clbench.footprints.{want.__name__} "
+                f"values, or declare footprint_kind={getattr(fp, 'kind', '?')!r} in its MethodSpec (footprint "
+                "metrics such as OO read only the kind a method declares)",
+            )
     if kind != "none":
-        _require(any(saved), f"{what}: declares footprint_kind={kind!r} but footprint() returned {{}} for every "
-                 "task: record what each task changed, or declare footprint_kind='none'")
+        _require(
+            any(saved),
+            f"{what}: declares footprint_kind={kind!r} but footprint() returned {{}} for every "
+            "task: record what each task changed, or declare footprint_kind='none'",
+        )
 
 
 class _ResumeWatcher:
@@ -131,19 +147,15 @@ class _ResumeWatcher:
 
 # what the method author must fix for each reason the runner discards a checkpoint (CheckpointDiscardedWarning)
 _CHECKPOINT_FIXES = {
-    "does-not-fit":
-        "the method's state_dict() did not load back: load_state_dict(state_dict()) must succeed on a freshly "
-        "built method right after setup(model), and afterwards the model's state_dict must load too (rebuild any "
-        "structure the method added to the model, e.g. adapters of later tasks, in load_state_dict)",
-    "unreadable":
-        "the checkpoint could not be read back with torch.load(weights_only=True): state_dict() may hold only "
-        "tensors, numbers, strings, None, and lists, tuples, sets and dicts of them (no numpy arrays, dataclasses "
-        "or other objects)",
-    "other-settings":
-        "the cell's settings hash changed between two runs: a setting of the method is not deterministic",
-    "other-code":
-        "the code digest of the method, model or stream changed between two runs in one process: their source "
-        "files must not change while the test runs",
+    "does-not-fit": "the method's state_dict() did not load back: load_state_dict(state_dict()) must succeed on a freshly "
+    "built method right after setup(model), and afterwards the model's state_dict must load too (rebuild any "
+    "structure the method added to the model, e.g. adapters of later tasks, in load_state_dict)",
+    "unreadable": "the checkpoint could not be read back with torch.load(weights_only=True): state_dict() may hold only "
+    "tensors, numbers, strings, None, and lists, tuples, sets and dicts of them (no numpy arrays, dataclasses "
+    "or other objects)",
+    "other-settings": "the cell's settings hash changed between two runs: a setting of the method is not deterministic",
+    "other-code": "the code digest of the method, model or stream changed between two runs in one process: their source "
+    "files must not change while the test runs",
 }
 
 
@@ -172,19 +184,30 @@ def _check_resume(regs: Registries, method: str, stream: str, out: Path, referen
     for w in caught:
         if isinstance(w.message, CheckpointDiscardedWarning):
             fix = _CHECKPOINT_FIXES.get(w.message.reason, "the runner could not use the checkpoint")
-            _fail(f"{what}: the cell killed after task 1 did not resume, it started over: {fix}.\n"
-                  f"The runner said: {w.message}")
+            _fail(
+                f"{what}: the cell killed after task 1 did not resume, it started over: {fix}.\n"
+                f"The runner said: {w.message}"
+            )
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)  # not ours: pass on
-    _require(watcher.starts == [1], f"{what}: the cell killed after task 1 started again from task "
-             f"{watcher.starts[0] + 1 if watcher.starts else '?'} instead of resuming at task 2")
+    _require(
+        watcher.starts == [1],
+        f"{what}: the cell killed after task 1 started again from task "
+        f"{watcher.starts[0] + 1 if watcher.starts else '?'} instead of resuming at task 2",
+    )
     _complete(resumed, f"{what}, resumed after task 1,")
-    _require(resumed.accuracy_matrix == reference.accuracy_matrix,
-             f"{what}: the resumed cell's matrix {resumed.accuracy_matrix} differs from the uninterrupted "
-             f"{reference.accuracy_matrix}: state_dict() must hold everything later tasks depend on (Fisher "
-             "information, masks, replay buffers, anchors) and draw randomness only from ctx.generator(...)")
-    _require(resumed.metrics == reference.metrics,
-             f"{what}: the resumed cell's metrics {resumed.metrics} differ from the uninterrupted {reference.metrics}")
+    _require(
+        resumed.accuracy_matrix == reference.accuracy_matrix,
+        f"{what}: the resumed cell's matrix {resumed.accuracy_matrix} differs from the uninterrupted "
+        f"{reference.accuracy_matrix}: state_dict() must hold everything later tasks depend on (Fisher "
+        "information, masks, replay buffers, anchors) and draw randomness only from ctx.generator(...)",
+    )
+    _require(
+        resumed.metrics == reference.metrics,
+        f"{what}: the resumed cell's metrics {resumed.metrics} differ from the uninterrupted {reference.metrics}",
+    )
     if resumed.footprints and reference.footprints:
-        _require(resumed.footprints.get("sha256") == reference.footprints.get("sha256"),
-                 f"{what}: the resumed cell's footprints differ from the uninterrupted cell's: state_dict() must "
-                 "restore what footprint() of later tasks reads")
+        _require(
+            resumed.footprints.get("sha256") == reference.footprints.get("sha256"),
+            f"{what}: the resumed cell's footprints differ from the uninterrupted cell's: state_dict() must "
+            "restore what footprint() of later tasks reads",
+        )

@@ -34,8 +34,9 @@ def _stream_for_model(regs: Registries, spec: ModelSpec, method: MethodSpec) -> 
     return None
 
 
-def check_model(regs: Registries, name: str, tmp_path: Path, *, stream: str | None = None,
-                method: str = "seqft") -> CellResult:
+def check_model(
+    regs: Registries, name: str, tmp_path: Path, *, stream: str | None = None, method: str = "seqft"
+) -> CellResult:
     """Check model ``name``: built by the runner's own builders on a tiny stream, trained with ``method``.
 
     Checks: the factory returns a CLModel; one task of training changes its weights; ``predict`` returns
@@ -48,8 +49,10 @@ def check_model(regs: Registries, name: str, tmp_path: Path, *, stream: str | No
     who = _who(regs, "model", name)
     mspec = regs.methods.get(method)
     stream = stream or _stream_for_model(regs, spec, mspec)
-    _require(stream is not None, f"{who}: no tiny stream takes modalities {sorted(spec.modalities)} with method "
-             f"{method!r}; pass stream='NAME'")
+    _require(
+        stream is not None,
+        f"{who}: no tiny stream takes modalities {sorted(spec.modalities)} with method {method!r}; pass stream='NAME'",
+    )
     assert stream is not None
     profile = _profile_for(regs, stream, name)
     cell = make_plan(regs, _request(tmp_path / "check-model", method, stream, profile, model=name)).cells[0]
@@ -59,8 +62,9 @@ def check_model(regs: Registries, name: str, tmp_path: Path, *, stream: str | No
     device = torch.device(cell.device_type)
 
     def build(seed_salt: int) -> tuple[CLModel, Method]:
-        ctx = CellContext(stream=stream_obj, order=order, train=cell.train, device=device, seed=cell.seed,
-                          options=dict(cell.options))
+        ctx = CellContext(
+            stream=stream_obj, order=order, train=cell.train, device=device, seed=cell.seed, options=dict(cell.options)
+        )
         seed_torch(derive_seed(cell.seed, seed_salt))
         try:
             model = build_model(regs, cell, stream_obj)
@@ -78,9 +82,11 @@ def check_model(regs: Registries, name: str, tmp_path: Path, *, stream: str | No
     _check_state_round_trip(model, meth, fresh, fresh_method, who)
     again = _check_predict(fresh, fresh_method, stream_obj, order, cell.train.eval_batch_size, device, who)
     for t in order:
-        _require(torch.equal(preds[t], again[t]),
-                 f"{who}: a fresh model loaded from state_dict() predicts differently on task {t!r}: state that "
-                 "predictions depend on is missing from state_dict() (register tensors as parameters or buffers)")
+        _require(
+            torch.equal(preds[t], again[t]),
+            f"{who}: a fresh model loaded from state_dict() predicts differently on task {t!r}: state that "
+            "predictions depend on is missing from state_dict() (register tensors as parameters or buffers)",
+        )
 
     [result] = run(regs, tmp_path / "check-model", method, stream, profile=profile, orders=[order_name], model=name)
     what = f"{who}: a {method} cell on {stream!r}"
@@ -98,13 +104,20 @@ def _check_trains(regs: Registries, cell: Cell, model: CLModel, meth: Method, wh
         train_task(model, CheckedMethod(meth, method_label(regs, cell)), meth.ctx, 0)
     except ClbenchError as exc:
         if "no trainable parameters" in str(exc):
-            _fail(f"{who}: {method} finds no trainable parameters in it ({exc}); a model meant for adapters only "
-                  "is checked with check_model(..., method='seqlora')")
+            _fail(
+                f"{who}: {method} finds no trainable parameters in it ({exc}); a model meant for adapters only "
+                "is checked with check_model(..., method='seqlora')"
+            )
         raise
     meth.after_task(task, 0)
-    changed = [n for n, p in model.named_parameters() if id(p) in trained and not torch.equal(p.detach(), trained[id(p)][1])]
-    _require(changed, f"{who}: one task of {method} training changed none of its weights: does forward() detach "
-             "its output, or keep weights outside registered nn.Parameters / submodules?")
+    changed = [
+        n for n, p in model.named_parameters() if id(p) in trained and not torch.equal(p.detach(), trained[id(p)][1])
+    ]
+    _require(
+        changed,
+        f"{who}: one task of {method} training changed none of its weights: does forward() detach "
+        "its output, or keep weights outside registered nn.Parameters / submodules?",
+    )
 
 
 def _check_state_round_trip(model: CLModel, meth: Method, fresh: CLModel, fresh_method: Method, who: str) -> None:
@@ -116,23 +129,30 @@ def _check_state_round_trip(model: CLModel, meth: Method, fresh: CLModel, fresh_
     try:
         payload = torch.load(state, map_location="cpu", weights_only=True)
     except Exception as exc:
-        raise AssertionError(f"{who}: its state_dict() does not load with torch.load(weights_only=True), as a "
-                             f"checkpoint is read ({type(exc).__name__}: {exc}); keep only tensors in it") from exc
+        raise AssertionError(
+            f"{who}: its state_dict() does not load with torch.load(weights_only=True), as a "
+            f"checkpoint is read ({type(exc).__name__}: {exc}); keep only tensors in it"
+        ) from exc
     try:
         fresh_method.load_state_dict(payload["method"])
         fresh.load_state_dict(payload["model"])
     except Exception as exc:
-        raise AssertionError(f"{who}: a freshly built model does not load its state_dict() ({type(exc).__name__}: "
-                             f"{' '.join(str(exc).split())[:400]}): the structure must not depend on training") from exc
+        raise AssertionError(
+            f"{who}: a freshly built model does not load its state_dict() ({type(exc).__name__}: "
+            f"{' '.join(str(exc).split())[:400]}): the structure must not depend on training"
+        ) from exc
     mine, theirs = model.state_dict(), fresh.state_dict()
-    _require(mine.keys() == theirs.keys() and all(_same(mine[k], theirs[k]) for k in mine),
-             f"{who}: after load_state_dict(state_dict()) a fresh model's state differs: "
-             f"{sorted(k for k in mine.keys() | theirs.keys() if k not in mine or k not in theirs or not _same(mine[k], theirs[k]))[:5]}")
+    _require(
+        mine.keys() == theirs.keys() and all(_same(mine[k], theirs[k]) for k in mine),
+        f"{who}: after load_state_dict(state_dict()) a fresh model's state differs: "
+        f"{sorted(k for k in mine.keys() | theirs.keys() if k not in mine or k not in theirs or not _same(mine[k], theirs[k]))[:5]}",
+    )
 
 
 @torch.no_grad()
-def _check_predict(model: CLModel, method: Method, stream: Stream, order: list[str], batch_size: int,
-                   device: torch.device, who: str) -> dict[str, Tensor]:
+def _check_predict(
+    model: CLModel, method: Method, stream: Stream, order: list[str], batch_size: int, device: torch.device, who: str
+) -> dict[str, Tensor]:
     """``predict`` on the first test batch of every task: one label index per input, within the task's labels."""
     was_training = model.training
     model.eval()
@@ -144,15 +164,25 @@ def _check_predict(model: CLModel, method: Method, stream: Stream, order: list[s
         with method.evaluating(task):
             pred = model.predict(batch.x, task)
         where = f"{who}: predict(x, {task!r}) on {n} inputs"
-        _require(isinstance(pred, Tensor), f"{where} returned {type(pred).__name__}, expected a tensor of label indices")
-        _require(tuple(pred.shape) == (n,), f"{where} returned shape {tuple(pred.shape)}, expected ({n},): one "
-                 "label index per input (argmax over the label logits)")
-        _require(not pred.is_floating_point() and pred.dtype != torch.bool,
-                 f"{where} returned {pred.dtype}, expected integer label indices")
+        _require(
+            isinstance(pred, Tensor), f"{where} returned {type(pred).__name__}, expected a tensor of label indices"
+        )
+        _require(
+            tuple(pred.shape) == (n,),
+            f"{where} returned shape {tuple(pred.shape)}, expected ({n},): one "
+            "label index per input (argmax over the label logits)",
+        )
+        _require(
+            not pred.is_floating_point() and pred.dtype != torch.bool,
+            f"{where} returned {pred.dtype}, expected integer label indices",
+        )
         k = stream.task(task).num_classes
         bad = sorted({int(v) for v in pred.cpu().tolist() if not 0 <= int(v) < k})
-        _require(not bad, f"{where} returned labels {bad[:5]} outside 0..{k - 1}: task {task!r} has {k} labels "
-                 f"{stream.task(task).labels}; predict must return indices into TaskInfo.labels")
+        _require(
+            not bad,
+            f"{where} returned labels {bad[:5]} outside 0..{k - 1}: task {task!r} has {k} labels "
+            f"{stream.task(task).labels}; predict must return indices into TaskInfo.labels",
+        )
         out[task] = pred.cpu()
     model.train(was_training)
     return out

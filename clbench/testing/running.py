@@ -22,10 +22,20 @@ def registry(*plugins: object, autoload: bool = True, disabled: Iterable[str] = 
     return harness_registry(disabled=disabled, extra_plugins=(TinyPlugin(), *plugins), autoload=autoload)
 
 
-def run(regs: Registries, out: Path, methods: str, stream: str = "tiny-vector", profile: str = TEST_PROFILE,
-        sets: dict[str, list[Any]] | None = None, seeds: Iterable[int] = (0,), orders: Iterable[str] | None = None,
-        fail_fast: bool = False, model: str | None = None, options: Mapping[str, Any] | None = None,
-        nproc: int | None = None) -> list[CellResult]:
+def run(
+    regs: Registries,
+    out: Path,
+    methods: str,
+    stream: str = "tiny-vector",
+    profile: str = TEST_PROFILE,
+    sets: dict[str, list[Any]] | None = None,
+    seeds: Iterable[int] = (0,),
+    orders: Iterable[str] | None = None,
+    fail_fast: bool = False,
+    model: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    nproc: int | None = None,
+) -> list[CellResult]:
     """Plan and run a grid in-process, without progress bars (``model``: as ``clbench run --model``;
     ``options``: the run options plugins add, as ``{"logger": "csv"}`` for ``--logger csv``; ``nproc``: as
     ``--nproc``, each cell on that many rank processes, which load the tiny plugin too)."""
@@ -36,13 +46,28 @@ def run(regs: Registries, out: Path, methods: str, stream: str = "tiny-vector", 
     return execute(make_plan(regs, req), regs, fail_fast=fail_fast, progress=False, options=run_options)
 
 
-def _request(out: Path, methods: str, stream: str, profile: str = TEST_PROFILE,
-             sets: dict[str, list[Any]] | None = None, seeds: Iterable[int] = (0,),
-             orders: Iterable[str] | None = None, model: str | None = None,
-             options: Mapping[str, Any] | None = None) -> RunRequest:
-    return RunRequest(profile=profile, methods=methods, streams=[stream], seeds=list(seeds),
-                      orders=list(orders) if orders else None, sets=sets or {}, out=out, model=model,
-                      options=dict(options or {}))
+def _request(
+    out: Path,
+    methods: str,
+    stream: str,
+    profile: str = TEST_PROFILE,
+    sets: dict[str, list[Any]] | None = None,
+    seeds: Iterable[int] = (0,),
+    orders: Iterable[str] | None = None,
+    model: str | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> RunRequest:
+    return RunRequest(
+        profile=profile,
+        methods=methods,
+        streams=[stream],
+        seeds=list(seeds),
+        orders=list(orders) if orders else None,
+        sets=sets or {},
+        out=out,
+        model=model,
+        options=dict(options or {}),
+    )
 
 
 def fitting_stream(regs: Registries, method: str) -> str | None:
@@ -53,8 +78,11 @@ def fitting_stream(regs: Registries, method: str) -> str | None:
             continue
         m = regs.models.get(model)
         built = regs.streams.get(stream).factory(None)
-        if spec.requires <= m.provides and built.modality in m.modalities and (
-                not spec.scenarios or built.scenario in spec.scenarios):
+        if (
+            spec.requires <= m.provides
+            and built.modality in m.modalities
+            and (not spec.scenarios or built.scenario in spec.scenarios)
+        ):
             return stream
     return None
 

@@ -27,15 +27,20 @@ def _build_stream_spec(regs: Registries, name: str, config: Mapping[str, Any], w
     try:
         settings = cfg.apply(spec.config_cls, None, config, "stream")
     except Exception as exc:
-        _fail(f"{who}: its settings do not build ({type(exc).__name__}: {exc}); config_cls must be a dataclass "
-              "whose defaults are valid, or pass config={...} to check_stream")
+        _fail(
+            f"{who}: its settings do not build ({type(exc).__name__}: {exc}); config_cls must be a dataclass "
+            "whose defaults are valid, or pass config={...} to check_stream"
+        )
     try:
         stream = spec.factory(settings)
     except Exception as exc:
-        raise AssertionError(f"{who}: factory({settings!r}) raised {type(exc).__name__}: {exc} (pass "
-                             "config={...} to check_stream for a stream that needs settings)") from exc
-    _require(isinstance(stream, Stream), f"{who}: factory returned {type(stream).__name__}, expected a "
-             "clbench.data.Stream")
+        raise AssertionError(
+            f"{who}: factory({settings!r}) raised {type(exc).__name__}: {exc} (pass "
+            "config={...} to check_stream for a stream that needs settings)"
+        ) from exc
+    _require(
+        isinstance(stream, Stream), f"{who}: factory returned {type(stream).__name__}, expected a clbench.data.Stream"
+    )
     return stream
 
 
@@ -45,26 +50,36 @@ def _check_stream_structure(stream: Stream, who: str) -> None:
     for t in tasks:
         _require(isinstance(t, TaskInfo), f"{who}: Stream.tasks holds a {type(t).__name__}, expected TaskInfo")
         _require(isinstance(t.name, str) and t.name, f"{who}: a task has the name {t.name!r}")
-        _require(isinstance(t.labels, tuple) and len(t.labels) >= 1 and all(isinstance(x, str) for x in t.labels),
-                 f"{who}: task {t.name!r} has labels {t.labels!r}, expected a non-empty tuple of strings "
-                 "(y holds indices into it)")
+        _require(
+            isinstance(t.labels, tuple) and len(t.labels) >= 1 and all(isinstance(x, str) for x in t.labels),
+            f"{who}: task {t.name!r} has labels {t.labels!r}, expected a non-empty tuple of strings "
+            "(y holds indices into it)",
+        )
     names = [t.name for t in tasks]
     twice = sorted({n for n in names if names.count(n) > 1})
     _require(not twice, f"{who}: task names must be unique; {twice} appear more than once in Stream.tasks")
-    _require(isinstance(stream.orders, Mapping) and stream.orders,
-             f"{who}: Stream.orders is {stream.orders!r}, expected a non-empty dict of order name → task names")
+    _require(
+        isinstance(stream.orders, Mapping) and stream.orders,
+        f"{who}: Stream.orders is {stream.orders!r}, expected a non-empty dict of order name → task names",
+    )
     for order, members in stream.orders.items():
         _require(isinstance(order, str), f"{who}: order name {order!r} is not a string (--orders takes strings)")
-        _require(isinstance(members, (list, tuple)) and len(members) > 0,
-                 f"{who}: order {order!r} is {members!r}, expected a non-empty list of task names")
+        _require(
+            isinstance(members, (list, tuple)) and len(members) > 0,
+            f"{who}: order {order!r} is {members!r}, expected a non-empty list of task names",
+        )
         unknown = [m for m in members if m not in names]
         if unknown:
-            _fail(f"{who}: order {order!r} names unknown task {unknown[0]!r} (tasks: {', '.join(names)}); every "
-                  "order must list names from Stream.tasks")
+            _fail(
+                f"{who}: order {order!r} names unknown task {unknown[0]!r} (tasks: {', '.join(names)}); every "
+                "order must list names from Stream.tasks"
+            )
         again = sorted({m for m in members if list(members).count(m) > 1})
         _require(not again, f"{who}: order {order!r} lists task(s) {again} more than once")
-    _require(isinstance(stream.modality, str) and stream.modality,
-             f"{who}: modality is {stream.modality!r}, expected 'vector', 'image', 'text' or another name")
+    _require(
+        isinstance(stream.modality, str) and stream.modality,
+        f"{who}: modality is {stream.modality!r}, expected 'vector', 'image', 'text' or another name",
+    )
 
 
 def _check_split(stream: Stream, info: TaskInfo, split_name: str, split: Any, who: str) -> None:
@@ -73,27 +88,42 @@ def _check_split(stream: Stream, info: TaskInfo, split_name: str, split: Any, wh
     _require(len(split) > 0, f"{where}: is empty")
     _require(len(split.x) == len(split.y), f"{where}: {len(split.x)} inputs but {len(split.y)} labels")
     y = split.y
-    _require(isinstance(y, Tensor) and y.dim() == 1 and not y.is_floating_point() and y.dtype != torch.bool,
-             f"{where}: y must be a 1-D integer tensor of label indices, got "
-             f"{type(y).__name__}{'' if not isinstance(y, Tensor) else f' {y.dtype} of shape {tuple(y.shape)}'}")
+    _require(
+        isinstance(y, Tensor) and y.dim() == 1 and not y.is_floating_point() and y.dtype != torch.bool,
+        f"{where}: y must be a 1-D integer tensor of label indices, got "
+        f"{type(y).__name__}{'' if not isinstance(y, Tensor) else f' {y.dtype} of shape {tuple(y.shape)}'}",
+    )
     lo, hi = int(y.min()), int(y.max())
-    _require(0 <= lo and hi < info.num_classes,
-             f"{where}: labels run from {lo} to {hi}, outside 0..{info.num_classes - 1} (the task's labels are "
-             f"{info.labels}); y holds indices into TaskInfo.labels")
+    _require(
+        0 <= lo and hi < info.num_classes,
+        f"{where}: labels run from {lo} to {hi}, outside 0..{info.num_classes - 1} (the task's labels are "
+        f"{info.labels}); y holds indices into TaskInfo.labels",
+    )
     x = split.x
     if stream.modality in ("vector", "image"):
-        _require(isinstance(x, Tensor) and x.is_floating_point(),
-                 f"{where}: a {stream.modality} stream's x must be a float tensor, got {type(x).__name__}"
-                 f"{f' {x.dtype}' if isinstance(x, Tensor) else ''}")
-        _require(tuple(stream.input_shape) == tuple(x.shape[1:]),
-                 f"{where}: inputs have shape {tuple(x.shape[1:])} but Stream.input_shape is "
-                 f"{tuple(stream.input_shape)} (models are built from input_shape)")
+        _require(
+            isinstance(x, Tensor) and x.is_floating_point(),
+            f"{where}: a {stream.modality} stream's x must be a float tensor, got {type(x).__name__}"
+            f"{f' {x.dtype}' if isinstance(x, Tensor) else ''}",
+        )
+        _require(
+            tuple(stream.input_shape) == tuple(x.shape[1:]),
+            f"{where}: inputs have shape {tuple(x.shape[1:])} but Stream.input_shape is "
+            f"{tuple(stream.input_shape)} (models are built from input_shape)",
+        )
     if isinstance(x, Tensor) and x.is_floating_point():
         _require(bool(torch.isfinite(x).all()), f"{where}: x holds NaN or infinite values")
 
 
-def check_stream(regs: Registries, name: str, tmp_path: Path, *, model: str | None = None,
-                 config: Mapping[str, Any] | None = None, method: str | None = None) -> CellResult:
+def check_stream(
+    regs: Registries,
+    name: str,
+    tmp_path: Path,
+    *,
+    model: str | None = None,
+    config: Mapping[str, Any] | None = None,
+    method: str | None = None,
+) -> CellResult:
     """Check stream ``name`` against the contract and run one cell of it; returns the cell's result.
 
     Checks: the factory (default settings, or ``config``: stream settings by field name) returns a Stream;
@@ -116,10 +146,15 @@ def check_stream(regs: Registries, name: str, tmp_path: Path, *, model: str | No
             data = stream.data(info.name)
         except Exception as exc:
             raise AssertionError(f"{who}: loading task {info.name!r} raised {type(exc).__name__}: {exc}") from exc
-        _require(isinstance(data, TaskData), f"{who}: load({info.name!r}) returned {type(data).__name__}, "
-                 "expected clbench.data.TaskData")
-        _require(data.info == info, f"{who}: load({info.name!r}) returned the data of {data.info!r}, not of "
-                 f"{info!r}; return TaskData(info, ...) with the TaskInfo it was given")
+        _require(
+            isinstance(data, TaskData),
+            f"{who}: load({info.name!r}) returned {type(data).__name__}, expected clbench.data.TaskData",
+        )
+        _require(
+            data.info == info,
+            f"{who}: load({info.name!r}) returned the data of {data.info!r}, not of "
+            f"{info!r}; return TaskData(info, ...) with the TaskInfo it was given",
+        )
         for split_name in ("train", "test", "val"):
             split = getattr(data, split_name)
             if split is not None or split_name != "val":
@@ -127,16 +162,19 @@ def check_stream(regs: Registries, name: str, tmp_path: Path, *, model: str | No
         loaded[info.name] = data
 
     again = _build_stream_spec(regs, name, config, who)
-    _require(list(again.tasks) == list(stream.tasks) and dict(again.orders) == dict(stream.orders),
-             f"{who}: a second factory call gives other tasks or orders; they must not depend on randomness "
-             "or time")
+    _require(
+        list(again.tasks) == list(stream.tasks) and dict(again.orders) == dict(stream.orders),
+        f"{who}: a second factory call gives other tasks or orders; they must not depend on randomness or time",
+    )
     for task, data in loaded.items():
         other = again.data(task)
         for split_name in ("train", "test", "val"):
             a, b = getattr(data, split_name), getattr(other, split_name)
-            _require((a is None) == (b is None) and (a is None or (_same(a.x, b.x) and _same(a.y, b.y))),
-                     f"{who}: task {task!r} loads a different {split_name} split the second time; loading must be "
-                     "deterministic (seed every generator: torch.Generator().manual_seed(...))")
+            _require(
+                (a is None) == (b is None) and (a is None or (_same(a.x, b.x) and _same(a.y, b.y))),
+                f"{who}: task {task!r} loads a different {split_name} split the second time; loading must be "
+                "deterministic (seed every generator: torch.Generator().manual_seed(...))",
+            )
 
     spec = regs.streams.get(name)
     preset_model = cfg.preset_values(spec.presets, TEST_PROFILE, name, "").get("model")
@@ -145,8 +183,9 @@ def check_stream(regs: Registries, name: str, tmp_path: Path, *, model: str | No
     order = _first_order(regs, name, profile, stream)
     method = method or ("seqlora" if (chosen or preset_model) == "tiny-text" else "seqft")
     sets = {f"stream.{k}": [v] for k, v in config.items()}
-    [result] = run(regs, tmp_path / "check-stream", method, name, profile=profile, sets=sets, orders=[order],
-                   model=chosen)
+    [result] = run(
+        regs, tmp_path / "check-stream", method, name, profile=profile, sets=sets, orders=[order], model=chosen
+    )
     what = f"{who}: a {method} cell (model {chosen or preset_model!r}, order {order!r})"
     _complete(result, what)
     _check_matrix(result, stream.order(order), what)

@@ -27,8 +27,14 @@ class TinyVectorStream(Stream):
 
     def __init__(self, config: Any = None, tasks: int = 2, n: int = 64) -> None:
         names = [f"t{i}" for i in range(tasks)]
-        super().__init__("tiny-vector", [TaskInfo(t, ("a", "b")) for t in names],
-                         {"1": names, "2": names[::-1]}, modality="vector", input_shape=(8,), multi_head=True)
+        super().__init__(
+            "tiny-vector",
+            [TaskInfo(t, ("a", "b")) for t in names],
+            {"1": names, "2": names[::-1]},
+            modality="vector",
+            input_shape=(8,),
+            multi_head=True,
+        )
         self.n = n
 
     def load(self, info: TaskInfo) -> TaskData:
@@ -47,10 +53,16 @@ class TinyClassIncrementalStream(TinyVectorStream):
 
     def __init__(self, config: Any = None, n: int = 64) -> None:
         labels = ("a", "b", "c", "d")
-        Stream.__init__(self, "tiny-cil", [TaskInfo("t0", labels, classes=("a", "b")),
-                                           TaskInfo("t1", labels, classes=("c", "d"))],
-                        {"1": ["t0", "t1"], "2": ["t1", "t0"]}, modality="vector", input_shape=(8,), multi_head=False,
-                        scenario="class-incremental")
+        Stream.__init__(
+            self,
+            "tiny-cil",
+            [TaskInfo("t0", labels, classes=("a", "b")), TaskInfo("t1", labels, classes=("c", "d"))],
+            {"1": ["t0", "t1"], "2": ["t1", "t0"]},
+            modality="vector",
+            input_shape=(8,),
+            multi_head=False,
+            scenario="class-incremental",
+        )
         self.n = n
 
     def load(self, info: TaskInfo) -> TaskData:
@@ -65,9 +77,13 @@ class TinyTextStream(Stream):
 
     def __init__(self, config: Any = None, tasks: int = 2, n: int = 32) -> None:
         names = [f"w{i}" for i in range(tasks)]
-        super().__init__("tiny-text", [TaskInfo(t, (_WORDS[2 * i], _WORDS[2 * i + 1]), group="TC")
-                                       for i, t in enumerate(names)],
-                         {"1": names, "2": names[::-1]}, modality="text", multi_head=False)
+        super().__init__(
+            "tiny-text",
+            [TaskInfo(t, (_WORDS[2 * i], _WORDS[2 * i + 1]), group="TC") for i, t in enumerate(names)],
+            {"1": names, "2": names[::-1]},
+            modality="text",
+            multi_head=False,
+        )
         self.n = n
 
     def load(self, info: TaskInfo) -> TaskData:
@@ -76,7 +92,9 @@ class TinyTextStream(Stream):
         def split(n: int) -> Split:
             y = torch.randint(0, 2, (n,), generator=g)
             fillers = torch.randint(0, len(_WORDS), (n, 3), generator=g).tolist()
-            texts = [" ".join([_WORDS[f] for f in fill] + [info.labels[int(c)]]) for fill, c in zip(fillers, y, strict=True)]
+            texts = [
+                " ".join([_WORDS[f] for f in fill] + [info.labels[int(c)]]) for fill, c in zip(fillers, y, strict=True)
+            ]
             return Split(texts, y)
 
         return TaskData(info, split(self.n), split(self.n // 2), split(self.n // 4))
@@ -94,8 +112,9 @@ class TinyTextModel(CLModel):
         self.info = info
         self.vocab = {w: i for i, w in enumerate(_WORDS)}
         self.embed = nn.EmbeddingBag(len(_WORDS) + 1, dim, mode="mean")
-        self.blocks = nn.ModuleList(nn.ModuleDict({"q": nn.Linear(dim, dim), "v": nn.Linear(dim, dim)})
-                                    for _ in range(2))
+        self.blocks = nn.ModuleList(
+            nn.ModuleDict({"q": nn.Linear(dim, dim), "v": nn.Linear(dim, dim)}) for _ in range(2)
+        )
         self.lora_targets = [f"blocks.{i}.{n}" for i in range(2) for n in ("q", "v")]
         for p in self.parameters():
             p.requires_grad_(False)
@@ -113,8 +132,11 @@ class TinyTextModel(CLModel):
         labels = list(self.info.tasks[[t.name for t in self.info.tasks].index(task)].labels)
         if self.training:
             self.tokens_seen += sum(len(s.split()) for s in x)
-        return 4.0 * nn.functional.normalize(self._encode(x), dim=-1) @ nn.functional.normalize(
-            self._encode(labels), dim=-1).T
+        return (
+            4.0
+            * nn.functional.normalize(self._encode(x), dim=-1)
+            @ nn.functional.normalize(self._encode(labels), dim=-1).T
+        )
 
 
 @dataclass(frozen=True)
@@ -130,23 +152,51 @@ class TinyPlugin:
     def clbench_add_streams(self) -> list[StreamSpec]:
         preset = {"orders": ["1"], "train.epochs": 2, "train.batch_size": 16, "train.lr": 0.05}
         return [
-            StreamSpec("tiny-vector", TinyVectorStream, EmptyConfig, "synthetic 2-task blobs (tests only)",
-                       presets={TEST_PROFILE: {**preset, "model": "mlp", "model.hidden": [16]}}),
-            StreamSpec("tiny-text", TinyTextStream, EmptyConfig, "synthetic 2-task word strings (tests only)",
-                       presets={TEST_PROFILE: {**preset, "model": "tiny-text"}}),
-            StreamSpec("tiny-cil", TinyClassIncrementalStream, EmptyConfig,
-                       "synthetic 2-task blobs, class-incremental (tests only)",
-                       presets={TEST_PROFILE: {**preset, "model": "mlp", "model.hidden": [16]}}),
+            StreamSpec(
+                "tiny-vector",
+                TinyVectorStream,
+                EmptyConfig,
+                "synthetic 2-task blobs (tests only)",
+                presets={TEST_PROFILE: {**preset, "model": "mlp", "model.hidden": [16]}},
+            ),
+            StreamSpec(
+                "tiny-text",
+                TinyTextStream,
+                EmptyConfig,
+                "synthetic 2-task word strings (tests only)",
+                presets={TEST_PROFILE: {**preset, "model": "tiny-text"}},
+            ),
+            StreamSpec(
+                "tiny-cil",
+                TinyClassIncrementalStream,
+                EmptyConfig,
+                "synthetic 2-task blobs, class-incremental (tests only)",
+                presets={TEST_PROFILE: {**preset, "model": "mlp", "model.hidden": [16]}},
+            ),
         ]
 
     @hookimpl
     def clbench_add_models(self) -> list[ModelSpec]:
-        return [ModelSpec("tiny-text", lambda cfg, info: TinyTextModel(info, cfg.dim), TinyTextConfig,
-                          "bag-of-words model with q/v layers (tests only)", modalities=frozenset({"text"}),
-                          provides=frozenset({"lora"}))]
+        return [
+            ModelSpec(
+                "tiny-text",
+                lambda cfg, info: TinyTextModel(info, cfg.dim),
+                TinyTextConfig,
+                "bag-of-words model with q/v layers (tests only)",
+                modalities=frozenset({"text"}),
+                provides=frozenset({"lora"}),
+            )
+        ]
 
     @hookimpl
     def clbench_add_profiles(self) -> list[ProfileSpec]:
         # a checkpoint after every task: the resume checks kill a cell after its first task
-        return [ProfileSpec(TEST_PROFILE, "tiny synthetic streams for plugin tests", seeds=(0,),
-                            streams=("tiny-vector", "tiny-text"), sets={"train.checkpoint_every_s": 0})]
+        return [
+            ProfileSpec(
+                TEST_PROFILE,
+                "tiny synthetic streams for plugin tests",
+                seeds=(0,),
+                streams=("tiny-vector", "tiny-text"),
+                sets={"train.checkpoint_every_s": 0},
+            )
+        ]

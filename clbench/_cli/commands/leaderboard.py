@@ -26,17 +26,34 @@ def _formats(ctx: click.Context, param: click.Parameter, value: str) -> list[str
 
 @click.command(name="leaderboard")
 @click.argument("runs", nargs=-1, type=click.Path(exists=True, path_type=Path))
-@click.option("--out", default=None, type=click.Path(path_type=Path),
-              help="Where to write (default: DIR/leaderboard/ of the one result folder given).")
-@click.option("--format", "formats", default="md", show_default=True, callback=_formats,
-              help="Comma list of md, csv, json, latex: the markdown leaderboard, and the summary tables as "
-                   "numbers (csv, json) or a LaTeX table, as <profile>.<ext>.")
+@click.option(
+    "--out",
+    default=None,
+    type=click.Path(path_type=Path),
+    help="Where to write (default: DIR/leaderboard/ of the one result folder given).",
+)
+@click.option(
+    "--format",
+    "formats",
+    default="md",
+    show_default=True,
+    callback=_formats,
+    help="Comma list of md, csv, json, latex: the markdown leaderboard, and the summary tables as "
+    "numbers (csv, json) or a LaTeX table, as <profile>.<ext>.",
+)
 @click.option("--plots/--no-plots", default=True, help="Accuracy-over-time plot per stream.")
 @click.option("--heatmaps", is_flag=True, help="Also an accuracy-matrix heatmap and a loss curve per cell.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if the markdown on disk differs.")
 @click.pass_obj
-def command(regs: Registries, runs: tuple[Path, ...], out: Path | None, formats: list[str], plots: bool,
-            heatmaps: bool, check: bool) -> None:
+def command(
+    regs: Registries,
+    runs: tuple[Path, ...],
+    out: Path | None,
+    formats: list[str],
+    plots: bool,
+    heatmaps: bool,
+    check: bool,
+) -> None:
     """Markdown tables (and plots) from result directories (default: runs/), written beside them."""
     from clbench._core.results import scan
 
@@ -56,8 +73,11 @@ def command(regs: Registries, runs: tuple[Path, ...], out: Path | None, formats:
         skipped += skipping(found.problems)
         results += found.results
     if skipped:
-        click.echo(f"warning: {skipped} result{'s' if skipped > 1 else ''} skipped (named above): the leaderboard "
-                   "is built without them", err=True)
+        click.echo(
+            f"warning: {skipped} result{'s' if skipped > 1 else ''} skipped (named above): the leaderboard "
+            "is built without them",
+            err=True,
+        )
     if not results:
         raise ClbenchError(f"no result files under {', '.join(map(str, runs or ('runs',)))}")
     # the same cell twice would be pooled as if it were two seeds: the same settings (one identity) in two trees is
@@ -71,11 +91,16 @@ def command(regs: Registries, runs: tuple[Path, ...], out: Path | None, formats:
         elif first.config_hash is not None and first.config_hash == r.config_hash:
             twice += 1
         else:
-            raise ClbenchError(f"cell {r.key} of profile {r.config.get('profile', 'custom')!r} is in {first.path} and "
-                               f"in {r.path} with other settings; give one result tree per profile")
+            raise ClbenchError(
+                f"cell {r.key} of profile {r.config.get('profile', 'custom')!r} is in {first.path} and "
+                f"in {r.path} with other settings; give one result tree per profile"
+            )
     if twice:
-        click.echo(f"note: {twice} cell{'s' if twice > 1 else ''} with the same settings in more than one tree: read "
-                   "once, from the first tree given", err=True)
+        click.echo(
+            f"note: {twice} cell{'s' if twice > 1 else ''} with the same settings in more than one tree: read "
+            "once, from the first tree given",
+            err=True,
+        )
     results = unique
     try:
         stale = _write_leaderboards(regs, results, out, plots, heatmaps, check, margins)
@@ -112,6 +137,7 @@ def _latex(df: Any) -> str:
     """One booktabs table per stream and scenario: the labels as printed (tags kept), AA as mean and 95 % interval
     (bold where the leaderboard bolds it), every objective present as mean ± std, cells, the verdict; the rule's
     margin in the caption."""
+
     def missing(x: Any) -> bool:
         return x is None or x != x  # None or NaN
 
@@ -131,36 +157,68 @@ def _latex(df: Any) -> str:
     objectives = [m for m in ("F.Ra", "BWT", "LA", "AIA", "FWT") if f"{m} mean" in df]
     blocks = []
     for (stream, scenario), group in df.groupby(["stream", "scenario"], sort=True):
-        shown = pd.DataFrame({
-            "rank": group["rank"], "method": [_tex(label) for label in group["label"]],
-            "AA": [interval(m, lo, hi, b) for m, lo, hi, b in zip(group["AA mean"], group["AA ci low"],
-                                                                   group["AA ci high"], group["bold"], strict=True)],
-            **{m: [pm(a, b) for a, b in zip(group[f"{m} mean"], group[f"{m} std"], strict=True)] for m in objectives},
-            "cells": group["cells"], "verdict": group["verdict"]})
-        caption = (f"{_tex(section_title(stream, scenario))}. AA: mean and 95\\% two-level bootstrap interval; "
-                   f"verdicts by the one rule (docs/verdicts.md), margin {group['margin'].iloc[0]:g} pp.")
-        blocks.append(shown.to_latex(index=False, escape=False, caption=caption,
-                                     column_format="ll" + "r" * (len(shown.columns) - 2)))
+        shown = pd.DataFrame(
+            {
+                "rank": group["rank"],
+                "method": [_tex(label) for label in group["label"]],
+                "AA": [
+                    interval(m, lo, hi, b)
+                    for m, lo, hi, b in zip(
+                        group["AA mean"], group["AA ci low"], group["AA ci high"], group["bold"], strict=True
+                    )
+                ],
+                **{
+                    m: [pm(a, b) for a, b in zip(group[f"{m} mean"], group[f"{m} std"], strict=True)]
+                    for m in objectives
+                },
+                "cells": group["cells"],
+                "verdict": group["verdict"],
+            }
+        )
+        caption = (
+            f"{_tex(section_title(stream, scenario))}. AA: mean and 95\\% two-level bootstrap interval; "
+            f"verdicts by the one rule (docs/verdicts.md), margin {group['margin'].iloc[0]:g} pp."
+        )
+        blocks.append(
+            shown.to_latex(
+                index=False, escape=False, caption=caption, column_format="ll" + "r" * (len(shown.columns) - 2)
+            )
+        )
     return "\n".join(blocks)
 
 
 def _tex(text: str) -> str:
     """Plain text for LaTeX: its special characters escaped."""
-    for char, repl in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"),
-                       ("$", r"\$"), ("{", r"\{"), ("}", r"\}")):
+    for char, repl in (
+        ("\\", r"\textbackslash{}"),
+        ("&", r"\&"),
+        ("%", r"\%"),
+        ("_", r"\_"),
+        ("#", r"\#"),
+        ("$", r"\$"),
+        ("{", r"\{"),
+        ("}", r"\}"),
+    ):
         text = text.replace(char, repl)
     return text
 
 
-def _write_leaderboards(regs: Registries, results: list[Any], out: Path, plots: bool, heatmaps: bool,
-                        check: bool, margins: dict[str, float]) -> list[Path]:
+def _write_leaderboards(
+    regs: Registries, results: list[Any], out: Path, plots: bool, heatmaps: bool, check: bool, margins: dict[str, float]
+) -> list[Path]:
     from clbench._tools.leaderboard import by_profile, render
 
     stale = []
     for profile, group in by_profile(results).items():
         path = out / f"{profile}.md"
-        text = render(group, regs.metrics.values(), f"clbench leaderboard — profile `{profile}`", out.resolve(),
-                      regs.methods.items, margins)
+        text = render(
+            group,
+            regs.metrics.values(),
+            f"clbench leaderboard — profile `{profile}`",
+            out.resolve(),
+            regs.methods.items,
+            margins,
+        )
         if check:
             if not path.exists():
                 click.echo(f"missing: {path} (write it with `clbench leaderboard` without --check)", err=True)

@@ -22,8 +22,13 @@ def where(origin: Origin) -> str:
 @click.command(name="list")
 @click.argument("kind", required=False, type=click.Choice([*KINDS, "plugins", "settings"]))
 @click.argument("name", required=False)
-@click.option("--kind", "of_kind", type=click.Choice(settings_mod.KINDS), default=None,
-              help="With `settings`: whether NAME is a method, model or stream (when it names more than one).")
+@click.option(
+    "--kind",
+    "of_kind",
+    type=click.Choice(settings_mod.KINDS),
+    default=None,
+    help="With `settings`: whether NAME is a method, model or stream (when it names more than one).",
+)
 @click.pass_obj
 def command(regs: Registries, kind: str | None, name: str | None, of_kind: str | None) -> None:
     """What is registered, with a description, its plugin and distribution.
@@ -64,11 +69,16 @@ def show_plugins(regs: Registries) -> None:
     rows = []
     for plugin in regs.pm.get_plugins():
         origin = origin_of(regs, plugin)
-        offers = [f"{k} {', '.join(n for n in regs.kind(k) if regs.kind(k).origins[n].plugin == origin.plugin)}"
-                  for k in (*KINDS, "options")]
+        offers = [
+            f"{k} {', '.join(n for n in regs.kind(k) if regs.kind(k).origins[n].plugin == origin.plugin)}"
+            for k in (*KINDS, "options")
+        ]
         offers = [o for o in offers if not o.endswith(" ")]
-        hooks = sorted(h.name.removeprefix("clbench_") for h in regs.pm.get_hookcallers(plugin) or ()
-                       if not h.name.startswith("clbench_add_"))
+        hooks = sorted(
+            h.name.removeprefix("clbench_")
+            for h in regs.pm.get_hookcallers(plugin) or ()
+            if not h.name.startswith("clbench_add_")
+        )
         if hooks:
             offers.append(f"observes {', '.join(hooks)}")
         rows.append((origin.plugin, origin.distribution, "; ".join(offers) or "nothing"))
@@ -119,8 +129,16 @@ def show_settings(regs: Registries, name: str, kind: str | None = None) -> None:
 
 def _details(row: settings_mod.Setting) -> None:
     if row.comment:
-        click.echo(textwrap.fill(row.comment, WIDTH, initial_indent=" " * 6, subsequent_indent=" " * 6,
-                                 break_long_words=False, break_on_hyphens=False))
+        click.echo(
+            textwrap.fill(
+                row.comment,
+                WIDTH,
+                initial_indent=" " * 6,
+                subsequent_indent=" " * 6,
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        )
     for label, value in row.presets.items():
         click.echo(f"      preset {label}: {_value(value)}")
 

@@ -27,15 +27,20 @@ def command(regs: Registries, runs: tuple[Path, ...], check: bool) -> None:
     done = warned(lambda: recompute_tree(regs, runs, write=not check))
     bad = unusable(done.problems)
     if not done.checked and not done.deltas:
-        raise ClbenchError(f"no complete result under {', '.join(map(str, runs))}: nothing was checked"
-                           + (f" ({bad} unusable)" if bad else ""))
+        raise ClbenchError(
+            f"no complete result under {', '.join(map(str, runs))}: nothing was checked"
+            + (f" ({bad} unusable)" if bad else "")
+        )
     for d in done.deltas:
         moved = d.note or ", ".join(f"{k}: {a!r} → {b!r}" for k, (a, b) in d.metrics.items()) or "metric errors changed"
         click.echo(f"{'differs' if check else 'updated'}: {d.key}: {moved}", err=True)
     broken = [d for d in done.deltas if d.note]
     partial = len(done.without_footprints)
-    click.echo(f"clbench metrics: {done.checked} complete cells recomputed"
-               + (f" ({partial} without a footprint file: matrix metrics only)" if partial else "")
-               + f"; {len(done.deltas) - len(broken)} {'differ' if check else 'changed'} "
-               f"(relative tolerance {RECOMPUTE_RTOL:g}); {len(broken) + bad} unreadable", err=True)
+    click.echo(
+        f"clbench metrics: {done.checked} complete cells recomputed"
+        + (f" ({partial} without a footprint file: matrix metrics only)" if partial else "")
+        + f"; {len(done.deltas) - len(broken)} {'differ' if check else 'changed'} "
+        f"(relative tolerance {RECOMPUTE_RTOL:g}); {len(broken) + bad} unreadable",
+        err=True,
+    )
     sys.exit(1 if broken or bad or (check and done.deltas) else 0)

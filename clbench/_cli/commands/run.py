@@ -28,8 +28,9 @@ def _csv(value: str | None, option: str = "the option") -> list[str] | None:
         return None
     items = [v.strip() for v in value.split(",") if v.strip()]
     if not items:
-        raise ClbenchError(f"{option} {value!r}: names nothing; give at least one value, or leave {option} out for "
-                           "the default")
+        raise ClbenchError(
+            f"{option} {value!r}: names nothing; give at least one value, or leave {option} out for the default"
+        )
     return items
 
 
@@ -82,47 +83,106 @@ class Jobs(click.ParamType):
 
 
 @click.command(name="run")
-@click.option("--methods", default=None, help="Comma-separated methods, 'a+b' to compose, or 'all' (default: the profile's).")
+@click.option(
+    "--methods", default=None, help="Comma-separated methods, 'a+b' to compose, or 'all' (default: the profile's)."
+)
 @click.option("--stream", "streams", default=None, help="Comma-separated streams (default: the profile's).")
 @click.option("--orders", default=None, help="Comma-separated order names (default: the profile's).")
 @click.option("--seeds", default=None, help="Comma-separated seeds (default: the profile's).")
 @click.option("--profile", default="quick", show_default=True, help="Named defaults; see `clbench list profiles`.")
-@click.option("--set", "sets", multiple=True, metavar="SCOPE.KEY=VALUE",
-              help="Override a setting, e.g. ewc.lambda=100 or train.epochs=2; a,b,c sweeps "
-                   "(see `clbench list settings NAME`).")
-@click.option("--model", default=None, metavar="PLUGIN|NAME_OR_PATH",
-              help="Model plugin, or a hub name / local folder of weights for the stream's model plugin.")
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="SCOPE.KEY=VALUE",
+    help="Override a setting, e.g. ewc.lambda=100 or train.epochs=2; a,b,c sweeps (see `clbench list settings NAME`).",
+)
+@click.option(
+    "--model",
+    default=None,
+    metavar="PLUGIN|NAME_OR_PATH",
+    help="Model plugin, or a hub name / local folder of weights for the stream's model plugin.",
+)
 @click.option("--out", default="runs", show_default=True, type=click.Path(path_type=Path), help="Result directory.")
-@click.option("--data-dir", default=None, type=click.Path(path_type=Path),
-              help="Local data directory for streams that read one (e.g. a CL_Benchmark copy).")
+@click.option(
+    "--data-dir",
+    default=None,
+    type=click.Path(path_type=Path),
+    help="Local data directory for streams that read one (e.g. a CL_Benchmark copy).",
+)
 @click.option("--model-path", default=None, help="Local path (or hub name) of the model's weights.")
 @click.option("--executor", default="local", show_default=True, help="Where cells run; see `clbench list executors`.")
-@click.option("--jobs", "-j", default="auto", show_default=True, type=Jobs(),
-              help="Cells at once in worker processes (local executor): N, or auto: one per CPU when every cell "
-                   "runs on the CPU, else 1. Numbers do not depend on it (threads are `train.threads`).")
-@click.option("--nproc", type=click.IntRange(min=1), default=None,
-              help="Data-parallel cells: each on N processes (torch.distributed; gloo on the CPU, NCCL on GPUs), "
-                   "the global batch split between them. Under torchrun its processes are the ranks.")
-@click.option("--on-change", type=click.Choice(["refuse", "rerun", "reuse"]), default="refuse", show_default=True,
-              help="A finished cell whose result was made by other code or data (a plugin's sources, a data file, "
-                   "a version, a metric not computed): refuse to run, rerun it, or reuse it (named in the summary).")
+@click.option(
+    "--jobs",
+    "-j",
+    default="auto",
+    show_default=True,
+    type=Jobs(),
+    help="Cells at once in worker processes (local executor): N, or auto: one per CPU when every cell "
+    "runs on the CPU, else 1. Numbers do not depend on it (threads are `train.threads`).",
+)
+@click.option(
+    "--nproc",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Data-parallel cells: each on N processes (torch.distributed; gloo on the CPU, NCCL on GPUs), "
+    "the global batch split between them. Under torchrun its processes are the ranks.",
+)
+@click.option(
+    "--on-change",
+    type=click.Choice(["refuse", "rerun", "reuse"]),
+    default="refuse",
+    show_default=True,
+    help="A finished cell whose result was made by other code or data (a plugin's sources, a data file, "
+    "a version, a metric not computed): refuse to run, rerun it, or reuse it (named in the summary).",
+)
 @click.option("--fail-fast", is_flag=True, help="Stop at the first failed cell.")
-@click.option("--leaderboard/--no-leaderboard", "write_board", default=False,
-              help=f"Also write this run's leaderboard to OUT/{LEADERBOARD_FILE} (default: print the command "
-                   "that makes one; --no-leaderboard is accepted and does nothing).")
+@click.option(
+    "--leaderboard/--no-leaderboard",
+    "write_board",
+    default=False,
+    help=f"Also write this run's leaderboard to OUT/{LEADERBOARD_FILE} (default: print the command "
+    "that makes one; --no-leaderboard is accepted and does nothing).",
+)
 @click.option("--progress/--no-progress", default=True, help="Progress bars.")
 @click.option("-v", "--verbose", is_flag=True, help="List each method and stream left out of --methods all, and why.")
-@click.option("--dry-run", is_flag=True,
-              help="Plan the grid and print each cell's estimated peak device memory, by part; train nothing.")
-@click.option("--device-memory", default=None, metavar="SIZE",
-              help="Refuse, before any cell starts, cells whose estimated peak exceeds SIZE (80GiB, 141GiB; default: "
-                   "the visible GPU's memory when the cells run on one; 'off': no check).")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Plan the grid and print each cell's estimated peak device memory, by part; train nothing.",
+)
+@click.option(
+    "--device-memory",
+    default=None,
+    metavar="SIZE",
+    help="Refuse, before any cell starts, cells whose estimated peak exceeds SIZE (80GiB, 141GiB; default: "
+    "the visible GPU's memory when the cells run on one; 'off': no check).",
+)
 @click.pass_obj
-def command(regs: Registries, methods: str | None, streams: str | None, orders: str | None, seeds: str | None,
-            profile: str, sets: tuple[str, ...], model: str | None, out: Path, data_dir: Path | None,
-            model_path: str | None, executor: str, jobs: int | str, nproc: int | None, on_change: str, fail_fast: bool,
-            write_board: bool, progress: bool, verbose: bool, dry_run: bool, device_memory: str | None,
-            **options: Any) -> None:
+def command(
+    regs: Registries,
+    methods: str | None,
+    streams: str | None,
+    orders: str | None,
+    seeds: str | None,
+    profile: str,
+    sets: tuple[str, ...],
+    model: str | None,
+    out: Path,
+    data_dir: Path | None,
+    model_path: str | None,
+    executor: str,
+    jobs: int | str,
+    nproc: int | None,
+    on_change: str,
+    fail_fast: bool,
+    write_board: bool,
+    progress: bool,
+    verbose: bool,
+    dry_run: bool,
+    device_memory: str | None,
+    **options: Any,
+) -> None:
     """Train and evaluate a grid of cells (method × stream × order × seed).
 
     -p no:NAME and --debug (options of `clbench`) may also be given after `run`.
@@ -137,28 +197,52 @@ def command(regs: Registries, methods: str | None, streams: str | None, orders: 
     _check_executor_options(regs, executor, options)
     model, model_path, weights_from_model = _weights_flag(regs, model, model_path)
     _refuse_empty(methods, device_memory)
-    req = RunRequest(profile=profile, methods=methods, streams=_csv(streams, "--stream"), orders=_csv(orders, "--orders"),
-                     seeds=_seeds(seeds), sets=parse_sets(sets), model=model, out=out, options=options,
-                     data_dir=str(data_dir) if data_dir else None, model_path=model_path)
+    req = RunRequest(
+        profile=profile,
+        methods=methods,
+        streams=_csv(streams, "--stream"),
+        orders=_csv(orders, "--orders"),
+        seeds=_seeds(seeds),
+        sets=parse_sets(sets),
+        model=model,
+        out=out,
+        options=options,
+        data_dir=str(data_dir) if data_dir else None,
+        model_path=model_path,
+    )
     try:
         plan = make_plan(regs, req)
     except ConfigError as exc:  # the weights were given as --model: say so, not --model-path
         prefix = f"--model-path {model_path}: "
         if weights_from_model and str(exc).startswith(prefix):
-            raise ConfigError(f"--model {model_path}: no model plugin has this name (`clbench list models`), and "
-                              f"as a path of weights: {str(exc).removeprefix(prefix)}") from None
+            raise ConfigError(
+                f"--model {model_path}: no model plugin has this name (`clbench list models`), and "
+                f"as a path of weights: {str(exc).removeprefix(prefix)}"
+            ) from None
         raise
     if launched_by_torchrun() and os.environ["RANK"] != "0":  # a rank of torchrun's: rank 0 says what happens
-        results = execute(plan, regs, executor=executor, fail_fast=fail_fast, progress=False,
-                          options={**options, "jobs": 1, "nproc": nproc, "on_change": on_change})
+        results = execute(
+            plan,
+            regs,
+            executor=executor,
+            fail_fast=fail_fast,
+            progress=False,
+            options={**options, "jobs": 1, "nproc": nproc, "on_change": on_change},
+        )
         sys.exit(summary(results, getattr(results, "faults", ()))[1])
     for line in _plan_lines(regs, plan, verbose):
         click.echo(line, err=True)
     _memory_plan(regs, plan.cells, dry_run, device_memory, progress)
     freeze_loaded()  # each cell's objects are then collected after it for ~0.1 ms (clbench._exec.runner.release)
     try:
-        results = execute(plan, regs, executor=executor, fail_fast=fail_fast, progress=progress,
-                          options={**options, "jobs": jobs, "nproc": nproc, "on_change": on_change})
+        results = execute(
+            plan,
+            regs,
+            executor=executor,
+            fail_fast=fail_fast,
+            progress=progress,
+            options={**options, "jobs": jobs, "nproc": nproc, "on_change": on_change},
+        )
     finally:
         gc.unfreeze()  # (main() may be called in a process that goes on)
     lines, code = summary(results, getattr(results, "faults", ()))
@@ -182,12 +266,15 @@ def _check_executor_options(regs: Registries, executor: str, options: Mapping[st
     for spec in regs.options.values():
         value = options.get(spec.name.replace("-", "_"))
         if spec.executor and spec.executor != executor and value not in (None, False, spec.default):
-            raise ConfigError(f"--{spec.name} configures --executor {spec.executor}; this run uses --executor "
-                              f"{executor}, which ignores it")
+            raise ConfigError(
+                f"--{spec.name} configures --executor {spec.executor}; this run uses --executor "
+                f"{executor}, which ignores it"
+            )
 
 
-def _memory_plan(regs: Registries, cells: Sequence[Any], dry_run: bool, device_memory: str | None,
-                 progress: bool) -> None:
+def _memory_plan(
+    regs: Registries, cells: Sequence[Any], dry_run: bool, device_memory: str | None, progress: bool
+) -> None:
     """``--dry-run``: print every distinct cell's memory estimate and exit (2 when one does not fit). Otherwise,
     with ``--device-memory`` or cells on a GPU, refuse the cells that do not fit before any starts."""
     from clbench._exec import memory
@@ -208,12 +295,17 @@ def _memory_plan(regs: Registries, cells: Sequence[Any], dry_run: bool, device_m
     for cell, est in over:
         assert limit is not None  # only a known limit is exceeded
         parts = ", ".join(f"{name} {memory.fmt_bytes(n)}" for name, n in est.largest())
-        click.echo(f"does not fit: {cell.key}: {memory.fmt_bytes(est.peak)} > {memory.fmt_bytes(limit)} "
-                   f"(largest: {parts}); try {'; '.join(memory.remedies(regs, cell, est)) or 'a smaller model'}", err=True)
+        click.echo(
+            f"does not fit: {cell.key}: {memory.fmt_bytes(est.peak)} > {memory.fmt_bytes(limit)} "
+            f"(largest: {parts}); try {'; '.join(memory.remedies(regs, cell, est)) or 'a smaller model'}",
+            err=True,
+        )
     if over:
         assert limit is not None  # only a known limit is exceeded
-        raise ClbenchError(f"{count(len(over), 'cell')} would not fit in {memory.fmt_bytes(limit)} of device memory "
-                           "(estimated before anything ran; clbench run --dry-run shows every part)")
+        raise ClbenchError(
+            f"{count(len(over), 'cell')} would not fit in {memory.fmt_bytes(limit)} of device memory "
+            "(estimated before anything ran; clbench run --dry-run shows every part)"
+        )
     if dry_run:
         sys.exit(0)
 
@@ -223,8 +315,10 @@ def _plan_lines(regs: Registries, plan: Any, verbose: bool) -> list[str]:
     lines = [f"skipped: {line}" for line in plan.skipped] if verbose else []
     if plan.skipped and not verbose:
         n = len(plan.skipped)
-        lines.append(f"not run: {n} method/stream pairing{'s' if n > 1 else ''} that do not apply (a scenario a "
-                     "method cannot run in, a stream's preset of methods); -v lists them")
+        lines.append(
+            f"not run: {n} method/stream pairing{'s' if n > 1 else ''} that do not apply (a scenario a "
+            "method cannot run in, a stream's preset of methods); -v lists them"
+        )
     lines += _chosen_settings(regs, plan.cells)
     lines.append(f"clbench: {count(len(plan.cells), 'cell')}, profile {plan.profile!r}, results in {plan.out}/")
     return lines
@@ -242,31 +336,46 @@ def _chosen_settings(regs: Registries, cells: Sequence[Any]) -> list[str]:
         if preset and "own-data" not in spec.tags:
             continue
         t = c.train
-        text = (f"model {c.model}, {t.epochs} epoch{'s' if t.epochs > 1 else ''} a task, {t.optimizer} lr {t.lr:g}"
-                + (f" momentum {t.momentum:g}" if t.momentum else "") + f", batch {t.batch_size}")
+        text = (
+            f"model {c.model}, {t.epochs} epoch{'s' if t.epochs > 1 else ''} a task, {t.optimizer} lr {t.lr:g}"
+            + (f" momentum {t.momentum:g}" if t.momentum else "")
+            + f", batch {t.batch_size}"
+        )
         methods = chosen.setdefault(c.stream, {}).setdefault(text, [])
         if c.method not in methods:
             methods.append(c.method)
-        why[c.stream] = "its presets, not tuned for your data" if preset else \
-            f"no preset for profile {c.profile!r}: the defaults"
-    return [f"{stream}: " + "; ".join(f"{', '.join(methods)}: {text}" for text, methods in groups.items())
-            + f" ({why[stream]}: --model, --set train.lr=... change them; `clbench list settings train`)"
-            for stream, groups in chosen.items()]
+        why[c.stream] = (
+            "its presets, not tuned for your data" if preset else f"no preset for profile {c.profile!r}: the defaults"
+        )
+    return [
+        f"{stream}: "
+        + "; ".join(f"{', '.join(methods)}: {text}" for text, methods in groups.items())
+        + f" ({why[stream]}: --model, --set train.lr=... change them; `clbench list settings train`)"
+        for stream, groups in chosen.items()
+    ]
 
 
-def _leaderboard_line(regs: Registries, results: Sequence[CellResult], profile: str, out: Path,
-                      write: bool) -> tuple[str, bool]:
+def _leaderboard_line(
+    regs: Registries, results: Sequence[CellResult], profile: str, out: Path, write: bool
+) -> tuple[str, bool]:
     """Where this run's leaderboard is: written to OUT/leaderboard.md (``--leaderboard``), or the command
     that makes one; and false when it was asked for and could not be written (the run then exits 2, not 0)."""
     if not write:
-        return (f"results: {out}/; leaderboard: clbench leaderboard {shlex.quote(str(out))} (writes "
-                f"{out / 'leaderboard'}/)"), True
+        return (
+            f"results: {out}/; leaderboard: clbench leaderboard {shlex.quote(str(out))} (writes {out / 'leaderboard'}/)"
+        ), True
     from clbench._tools.leaderboard import read_margins, render
     from clbench.data import atomic_write_text
 
     path = out / LEADERBOARD_FILE
-    text = render(results, regs.metrics.values(), f"profile `{profile}` ({out})", out.resolve(), regs.methods.items,
-                  read_margins(out))
+    text = render(
+        results,
+        regs.metrics.values(),
+        f"profile `{profile}` ({out})",
+        out.resolve(),
+        regs.methods.items,
+        read_margins(out),
+    )
     try:
         atomic_write_text(path, text)
     except OSError as exc:
@@ -277,9 +386,16 @@ def _leaderboard_line(regs: Registries, results: Sequence[CellResult], profile: 
 def with_plugin_options(cmd: click.Command, options: Iterable[OptionSpec]) -> click.Command:
     """A copy of ``cmd`` with the options plugins add (``clbench_add_options``) after its own; their values
     reach the command as keyword arguments and the run as ``RunRequest.options``."""
-    extra = [click.Option([f"--{spec.name}", spec.name.replace("-", "_")], default=spec.default,
-                          type=None if spec.is_flag else spec.type, is_flag=spec.is_flag, help=spec.help)
-             for spec in options]
+    extra = [
+        click.Option(
+            [f"--{spec.name}", spec.name.replace("-", "_")],
+            default=spec.default,
+            type=None if spec.is_flag else spec.type,
+            is_flag=spec.is_flag,
+            help=spec.help,
+        )
+        for spec in options
+    ]
     if not extra:
         return cmd
     new = copy.copy(cmd)
@@ -308,7 +424,10 @@ def summary(results: Sequence[CellResult], faults: Sequence[str] = ()) -> tuple[
     parts = [f"{counts[s]} {s}" for s in ("complete", "diverged", "failed") if counts.get(s)]
     failed = counts.get("failed", 0) + len(faults)
     reused = len(getattr(results, "reused", ()))
-    lines.append(f"clbench: {count(len(results), 'cell')}: {', '.join(parts) or 'none'}"
-                 + f"; {reused} reused"
-                 + (f"; {count(len(faults), 'observer fault')}" if faults else "") + f"; exit {1 if failed else 0}")
+    lines.append(
+        f"clbench: {count(len(results), 'cell')}: {', '.join(parts) or 'none'}"
+        + f"; {reused} reused"
+        + (f"; {count(len(faults), 'observer fault')}" if faults else "")
+        + f"; exit {1 if failed else 0}"
+    )
     return lines, 1 if failed else 0

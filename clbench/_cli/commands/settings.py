@@ -73,14 +73,16 @@ def config_settings(cls: type, scope: str = "") -> list[Setting]:
         else:
             default = REQUIRED
         bounds = f.metadata.get("range") or {}
-        rows.append(Setting(
-            name=public,
-            key=f"{scope}.{public}" if scope else public,
-            type=type_text(f.type),
-            default=default,
-            range=" and ".join(_RANGE_TEXT[k].format(v) for k, v in bounds.items() if k in _RANGE_TEXT),
-            comment=f.metadata.get("help", ""),
-        ))
+        rows.append(
+            Setting(
+                name=public,
+                key=f"{scope}.{public}" if scope else public,
+                type=type_text(f.type),
+                default=default,
+                range=" and ".join(_RANGE_TEXT[k].format(v) for k, v in bounds.items() if k in _RANGE_TEXT),
+                comment=f.metadata.get("help", ""),
+            )
+        )
     return rows
 
 

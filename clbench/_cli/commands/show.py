@@ -14,8 +14,12 @@ from clbench.errors import ClbenchError
 @click.command(name="show")
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
 @click.option("--plot", type=click.Path(path_type=Path), default=None, help="Also write the heatmap PNG here.")
-@click.option("--loss-plot", type=click.Path(path_type=Path), default=None,
-              help="Also write the per-epoch loss curve PNG here (from result.json's timings).")
+@click.option(
+    "--loss-plot",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write the per-epoch loss curve PNG here (from result.json's timings).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the raw result.json.")
 def command(path: Path, plot: Path | None, loss_plot: Path | None, as_json: bool) -> None:
     """The accuracy matrix and metrics of one cell (PATH: its folder or result.json), or of every cell under a
@@ -30,8 +34,9 @@ def command(path: Path, plot: Path | None, loss_plot: Path | None, as_json: bool
         if not found.results:
             raise ClbenchError(f"no result under {path}")
         if as_json or plot or loss_plot:
-            raise ClbenchError(f"{path} holds {len(found.results)} cells; --json, --plot and --loss-plot take one "
-                               "cell's folder")
+            raise ClbenchError(
+                f"{path} holds {len(found.results)} cells; --json, --plot and --loss-plot take one cell's folder"
+            )
         click.echo("\n\n".join(render_cell(r) for r in found.results))
         return
     if path.is_dir():

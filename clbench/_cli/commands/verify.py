@@ -39,8 +39,14 @@ TOLERANCE = Tolerance()
 
 @click.command(name="verify")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--cells", "per_stream", default=2, show_default=True, type=click.IntRange(min=1),
-              help="Cells rerun per stream (the cheapest).")
+@click.option(
+    "--cells",
+    "per_stream",
+    default=2,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Cells rerun per stream (the cheapest).",
+)
 @click.option("--atol", default=0.0, show_default=True, type=TOLERANCE, help=_ATOL_HELP)
 @click.option("--rtol", default=0.0, show_default=True, type=TOLERANCE, help=_RTOL_HELP)
 @click.option("--keep", type=click.Path(path_type=Path), default=None, help="Keep the rerun cells here.")
@@ -54,8 +60,9 @@ def command(regs: Registries, run_dir: Path, per_stream: int, atol: float, rtol:
     bad = unusable(found.problems)
     chosen = sample(found.results, per_stream)
     if not chosen:
-        raise ClbenchError(f"no complete result under {run_dir}: nothing was verified"
-                           + (f" ({bad} unusable)" if bad else ""))
+        raise ClbenchError(
+            f"no complete result under {run_dir}: nothing was verified" + (f" ({bad} unusable)" if bad else "")
+        )
     click.echo(f"clbench verify: rerunning {len(chosen)} cells of {run_dir}", err=True)
     code = report_deltas(regs, {r.key: r for r in chosen}, {r.key: r for r in rerun(regs, chosen, keep)}, atol, rtol)
     sys.exit(code or (1 if bad else 0))
@@ -74,10 +81,12 @@ def compare(regs: Registries, old: Path, new: Path, atol: float, rtol: float) ->
     a, b = scan(old), scan(new)
     bad = unusable(a.problems + b.problems)
     if not a.results and not b.results:
-        raise ClbenchError(f"no result under {old} or {new}: nothing was compared"
-                           + (f" ({bad} unusable)" if bad else ""))
-    code = report_deltas(regs, {located(r, old): r for r in a.results}, {located(r, new): r for r in b.results},
-                         atol, rtol)
+        raise ClbenchError(
+            f"no result under {old} or {new}: nothing was compared" + (f" ({bad} unusable)" if bad else "")
+        )
+    code = report_deltas(
+        regs, {located(r, old): r for r in a.results}, {located(r, new): r for r in b.results}, atol, rtol
+    )
     sys.exit(code or (1 if bad else 0))
 
 
@@ -91,15 +100,24 @@ def report_deltas(regs: Registries, old: Mapping[str, Any], new: Mapping[str, An
 
     deltas, only_old, only_new = compare_results(old, new)
     percent = percent_metrics(regs)
-    click.echo(tabulate(table(deltas, atol, rtol, percent), headers=["cell", "max |Δa| (pp)", "changed", "verdict"],
-                        tablefmt="github", disable_numparse=True))
+    click.echo(
+        tabulate(
+            table(deltas, atol, rtol, percent),
+            headers=["cell", "max |Δa| (pp)", "changed", "verdict"],
+            tablefmt="github",
+            disable_numparse=True,
+        )
+    )
     for key in only_old:
         click.echo(f"missing: {key} (only in the first)", err=True)
     for key in only_new:
         click.echo(f"extra: {key} (only in the second)", err=True)
     bad = [d for d in deltas if not d.within(atol, rtol, percent)]
     other = sum(verdict_of(d, atol, rtol, percent) == "other code" for d in bad)
-    click.echo(f"{len(deltas) - len(bad)} within tolerance, {len(bad)} beyond it (atol {atol:g} pp, rtol {rtol:g})"
-               + (f", {other} of them made by other code or data" if other else "") + f"; {len(only_old)} missing",
-               err=True)
+    click.echo(
+        f"{len(deltas) - len(bad)} within tolerance, {len(bad)} beyond it (atol {atol:g} pp, rtol {rtol:g})"
+        + (f", {other} of them made by other code or data" if other else "")
+        + f"; {len(only_old)} missing",
+        err=True,
+    )
     return 1 if bad or only_old else 0
