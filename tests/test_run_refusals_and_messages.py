@@ -1,4 +1,6 @@
-"""The first hour, second pass (issue 36): what a researcher tripped over, each with the test that failed before."""
+"""Refusals and messages that name the cause: nested output folders, methods a frozen model cannot train, sweep
+points reusing a cell, trees sharing cells, an unreachable hub, own-data files that would train wrongly, values
+given twice, compare's notes, and the help screen that loads no plugin."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The first hour's friction (issue 26): list-valued settings, natural sweep order, every `list settings` scope."""
+"""Sweeps and what a run tells its user: list-valued settings and sweeps, natural sweep order, every
+`list settings` scope, one-line warnings, methods that do not apply, an unreachable hub, a stream without
+presets."""
 
 from __future__ import annotations
 
@@ -88,6 +90,7 @@ def _run(capsys, tmp_path, *args):
     return err.splitlines()
 
 
+@pytest.mark.slow  # every method on two streams: 43 cells
 def test_methods_that_do_not_apply_are_one_line_unless_verbose(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "0")  # a user's own choice stays
     plan = make_plan(testing.registry(), RunRequest(methods="all", streams=["split-digits", "permuted-digits"],

@@ -1,5 +1,5 @@
-"""A leaderboard that ranks by merit (issue 24): one scenario per table, blow-ups shown as diverged, a ranked
-summary, and the head contract (a shared head is a shared parameter)."""
+"""Ranking and scenarios: one scenario per leaderboard table, blow-ups shown as diverged, a ranked summary, and
+the head contract (a shared head is a shared parameter)."""
 
 from __future__ import annotations
 
