@@ -67,7 +67,7 @@ def main() -> None:
               f"without; ratio (median of {args.reps}) {statistics.median(ratios):.4f}")
 
         from clbench._core import provenance
-        from clbench._core.plan import cell_from_result
+        from clbench._core.cells import cell_from_result
         from clbench._core.results import read_result
         from clbench._exec.local import harness_registry
         from clbench._exec.runner import Runner

@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from clbench._core.plan import cell_from_result
+from clbench._core.cells import cell_from_result
 from clbench._core.results import read_result
 from clbench._exec.local import harness_registry
 from clbench._exec.memory import estimate

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from clbench import testing
-from clbench._core.plan import RunRequest, cell_from_result, make_plan
+from clbench._core.cells import cell_from_result
+from clbench._core.plan import RunRequest, make_plan
 from clbench.cell import config_diff, config_hash, identity, path_component
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from clbench import testing
 from clbench._core import provenance
-from clbench._core.plan import cell_from_result
+from clbench._core.cells import cell_from_result
 
 
 def _sha(data: bytes) -> str:

@@ -23,7 +23,7 @@ from clbench import config as cfg
 from clbench import footprints as fps
 from clbench._core import provenance
 from clbench._core.boundary import compute_metrics
-from clbench._core.plan import cell_from_result
+from clbench._core.cells import cell_from_result
 from clbench._core.registry import Registries
 from clbench._core.results import scan, write_result
 from clbench.cell import FOOTPRINT_FILE, CellResult

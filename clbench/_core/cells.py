@@ -1,0 +1,250 @@
+"""One cell of a plan: its settings resolved from the layers (a stream's presets, the profile, the user's
+``--set``), checked against its model and stream, and a cell rebuilt from a result file."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clbench import config as cfg
+from clbench._core.registry import Registries
+from clbench.cell import Cell, CellResult
+from clbench.data import Stream
+from clbench.errors import ConfigError
+from clbench.specs import MethodSpec, ModelSpec, StreamSpec
+
+
+@dataclass
+class RunRequest:
+    """What the user asked for; ``None`` means "the profile's default"."""
+
+    profile: str = "quick"
+    methods: str | None = None
+    streams: Sequence[str] | None = None
+    orders: Sequence[str] | None = None
+    seeds: Sequence[int] | None = None
+    sets: Mapping[str, list[Any]] = field(default_factory=dict)
+    model: str | None = None
+    out: Path = Path("runs")
+    options: Mapping[str, Any] = field(default_factory=dict)
+    data_dir: str | None = None  # --data-dir: sets each stream's StreamSpec.data_dir_field
+    model_path: str | None = None  # --model-path: sets the model's ModelSpec.weights_field
+
+
+def _with_path(
+    cls: type, values: dict[str, Any], key: str | None, value: str | None, explicit: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``values`` (presets, then the user's settings) with a path flag's ``value`` for ``key``: it wins over every
+    preset (a profile's ``model.name_or_path`` is a hub name the flag replaces), and an explicit ``--set`` of the
+    same key (in ``explicit``) wins over it. ``key`` None: the plugin declares no such field."""
+    import dataclasses
+
+    if (
+        value is not None
+        and key
+        and dataclasses.is_dataclass(cls)
+        and key in {f.name for f in dataclasses.fields(cls)}
+        and key not in explicit
+    ):
+        values = {**values, key: value}
+    return values
+
+
+def _fits(method: MethodSpec, model: ModelSpec, stream: Stream) -> str | None:
+    missing = method.requires - model.provides
+    if missing:
+        return f"needs a model with {sorted(missing)}; {model.name!r} provides {sorted(model.provides) or 'none'}"
+    if stream.modality not in model.modalities:
+        return f"model {model.name!r} does not take {stream.modality!r} inputs"
+    if method.scenarios and stream.scenario not in method.scenarios:
+        return (
+            f"runs only {' or '.join(sorted(method.scenarios))} (it uses the task identity at test time); "
+            f"{stream.name!r} is {stream.scenario}"
+        )
+    return None
+
+
+def _check_heads(mspec: ModelSpec, model_cfg: Any, stream: Stream) -> None:
+    """A model's heads setting (its spec's ``heads_field``) that differs from the stream's heads would change the
+    scenario under the stream's name (one head per task hands the model the task identity); refuse it."""
+    multi_head = mspec.setting(model_cfg, "heads")
+    if multi_head is None or bool(multi_head) == stream.multi_head:
+        return
+    raise ConfigError(
+        f"model.{mspec.heads_field}={str(multi_head).lower()} on stream {stream.name!r}, which is "
+        f"{stream.scenario} ({'one head per task' if stream.multi_head else 'one shared head'}): "
+        "it would run another scenario under this stream's name; drop the setting, or run a stream "
+        "of that scenario (`clbench list streams`)"
+    )
+
+
+def _select(scoped: Mapping[str, Mapping[str, Any]], scope: str) -> dict[str, Any]:
+    return dict(scoped.get(scope, {}))
+
+
+def _label(label: str, sweep: Mapping[str, Any]) -> str:
+    if not sweep:
+        return label
+    return (
+        label
+        + "@"
+        + ",".join(
+            f"{k.split('.', 1)[1] if k.split('.', 1)[0] in label.split('+') else k}={v}" for k, v in sweep.items()
+        )
+    )
+
+
+@dataclass
+class _Layers:
+    """The settings of one cell, lowest first: the stream's presets, each method part's, the profile's ``sets`` and
+    the user's ``--set``; each scoped (``{"train": {...}, "ewc": {...}, "": {"model": ...}}``)."""
+
+    stream: dict[str, dict[str, Any]]
+    methods: list[dict[str, dict[str, Any]]]
+    profile: dict[str, dict[str, Any]]
+    user: dict[str, dict[str, Any]]
+
+    @classmethod
+    def of(
+        cls,
+        profile: str,
+        profile_sets: Mapping[str, Any],
+        sspec: StreamSpec,
+        order: str,
+        mspecs: Sequence[MethodSpec],
+        user_sets: Mapping[str, Any],
+    ) -> _Layers:
+        return cls(
+            cfg.split_scoped(cfg.preset_values(sspec.presets, profile, sspec.name, order)),
+            [cfg.split_scoped(cfg.preset_values(m.presets, profile, sspec.name, order)) for m in mspecs],
+            cfg.split_scoped(profile_sets),
+            cfg.split_scoped(user_sets),
+        )
+
+    def model_name(self) -> str | None:
+        """The model the presets name: the first method part's, else the stream's."""
+        return next((mp[""]["model"] for mp in self.methods if "model" in mp.get("", {})), None) or self.stream.get(
+            "", {}
+        ).get("model")
+
+    def scope(self, scope: str) -> dict[str, Any]:
+        """``train``, ``metrics`` or ``model``: every layer, method presets between the stream's and the profile's."""
+        values = _select(self.stream, scope)
+        for mp in self.methods:
+            values.update(_select(mp, scope))
+        return {**values, **_select(self.profile, scope), **_select(self.user, scope)}
+
+    def stream_scope(self) -> dict[str, Any]:
+        return {**_select(self.stream, "stream"), **_select(self.profile, "stream"), **_select(self.user, "stream")}
+
+    def method(self, index: int, name: str) -> dict[str, Any]:
+        values = {k: v for k, v in self.methods[index].get("", {}).items() if k != "model"}
+        return {**values, **_select(self.profile, name), **_select(self.user, name)}
+
+
+def _make_cell(
+    regs: Registries,
+    profile: str,
+    profile_sets: Mapping[str, Any],
+    sspec: StreamSpec,
+    stream: Stream,
+    order: str,
+    seed: int,
+    label: str,
+    mspecs: list[MethodSpec],
+    user_sets: Mapping[str, Any],
+    sweep: Mapping[str, Any],
+    req: RunRequest,
+) -> Cell | str:
+    """The cell of one method label, stream order, seed and sweep point, or why its methods do not fit."""
+    layers = _Layers.of(profile, profile_sets, sspec, order, mspecs, user_sets)
+    model_name = req.model or layers.model_name()
+    if model_name is None:
+        raise ConfigError(f"stream {sspec.name!r} names no model for profile {profile!r}; {_model_hint(regs, sspec)}")
+    mspec = regs.models.get(model_name)
+    for m in mspecs:
+        why = _fits(m, mspec, stream)
+        if why:
+            return why
+    model_values = _with_path(
+        mspec.config_cls, layers.scope("model"), mspec.weights_field, req.model_path, _select(layers.user, "model")
+    )
+    model_cfg = cfg.apply(mspec.config_cls, None, model_values, "model")
+    _check_heads(mspec, model_cfg, stream)
+    # a model that keeps its own weights frozen (the text models' `train_base`, off for LoRA methods) leaves a
+    # method that trains them nothing to train: found here, not after the model has loaded
+    if getattr(model_cfg, "train_base", True) is False:
+        frozen = [m.name for m in mspecs if m.trains_model]
+        if frozen:
+            return (
+                f"{', '.join(frozen)} trains the model's own weights, which model {mspec.name!r} keeps frozen "
+                "(model.train_base=false): add --set model.train_base=true, or run a LoRA method"
+            )
+    stream_values = _with_path(
+        sspec.config_cls, layers.stream_scope(), sspec.data_dir_field, req.data_dir, _select(layers.user, "stream")
+    )
+    return Cell(
+        method=_label(label, sweep),
+        parts=tuple(m.name for m in mspecs),
+        stream=sspec.name,
+        order=str(order),
+        seed=int(seed),
+        profile=profile,
+        model=mspec.name,
+        methods_cfg={
+            m.name: cfg.apply(m.config_cls, None, layers.method(i, m.name), m.name) for i, m in enumerate(mspecs)
+        },
+        model_cfg=model_cfg,
+        train=cfg.apply(cfg.TrainConfig, None, layers.scope("train"), "train"),
+        stream_cfg=cfg.apply(sspec.config_cls, None, stream_values, "stream"),
+        metrics=cfg.apply(cfg.MetricsConfig, None, layers.scope("metrics"), "metrics"),
+        out=str(req.out),
+        options=dict(req.options),
+        sweep=dict(sweep),
+        tasks=tuple(stream.order(order)),
+    )
+
+
+def _model_hint(regs: Registries, sspec: StreamSpec) -> str:
+    """What would give the stream a model: a profile whose preset names one, or --model with a model that takes the
+    stream's inputs."""
+    profiles = sorted(
+        {f"{key.split('/')[0]} (model {preset['model']})" for key, preset in sspec.presets.items() if "model" in preset}
+    )
+    modalities = set(sspec.tags) & {"vector", "image", "text"}  # a stream spec tags its modality
+    models = sorted(name for name, spec in regs.models.items.items() if not modalities or spec.modalities & modalities)
+    hint = f"use --profile {' or '.join(profiles)}, or " if profiles else ""
+    return hint + f"pass --model ({', '.join(models)})"
+
+
+def cell_from_result(regs: Registries, result: CellResult, out: Path | str) -> Cell:
+    """The cell a result file records, rebuilt from its stored settings (to rerun or verify it)."""
+    c = result.config
+    parts = tuple(c.get("parts") or result.method.split("@", 1)[0].split("+"))
+    model = dict(c.get("model", {}))
+    model_name = model.pop("name", None)
+    if model_name is None:
+        raise ConfigError(f"{result.path}: the result records no model")
+    mspec, sspec = regs.models.get(model_name), regs.streams.get(result.stream)
+    return Cell(
+        method=result.method,
+        parts=parts,
+        stream=result.stream,
+        order=result.order,
+        seed=result.seed,
+        profile=str(c.get("profile", "custom")),
+        model=model_name,
+        methods_cfg={
+            p: cfg.apply(regs.methods.get(p).config_cls, None, c.get("methods", {}).get(p, {}), p) for p in parts
+        },
+        model_cfg=cfg.apply(mspec.config_cls, None, model, "model"),
+        train=cfg.apply(cfg.TrainConfig, None, c.get("train", {}), "train"),
+        stream_cfg=cfg.apply(sspec.config_cls, None, c.get("stream", {}), "stream"),
+        metrics=cfg.apply(cfg.MetricsConfig, None, c.get("metrics", {}), "metrics"),
+        out=str(out),
+        options=dict(c.get("options", {})),
+        sweep=dict(c.get("sweep", {})),
+        nproc=int(c.get("nproc", 1)),
+    )
