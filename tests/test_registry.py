@@ -269,20 +269,6 @@ def test_an_error_in_shared_code_is_blamed_on_the_plugin_that_runs_it():
     assert where(lambda: task_value(1.0, None, "t")) == ""  # called by no plugin: clbench's, not 'lora' or another
 
 
-def test_no_function_of_the_package_is_over_60_lines():
-    """A function a reader can hold in view: none in clbench/ over 60 lines, docstring included (README
-    "Architecture"). The training step stays written out in one loop (step._PhaseRun.epoch)."""
-    import ast
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1] / "clbench"
-    long = sorted((node.end_lineno - node.lineno + 1, f"{path.relative_to(root)}:{node.name}")
-                  for path in root.rglob("*.py") for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno is not None
-                  and node.end_lineno - node.lineno + 1 > 60)
-    assert long == []
-
-
 def test_every_script_benchmark_and_doc_generator_parses():
     """No test imports benchmarks/, scripts/ or docs/*.py (they run on GPUs or for minutes): at least they parse. A
     committed benchmark once lost its docstring's closing quotes."""
