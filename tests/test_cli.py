@@ -4,8 +4,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
+import shutil
 import statistics
 
 import pandas as pd
@@ -25,6 +28,27 @@ def clbench(capsys, *args):
         raise SystemExit(0)
     out = capsys.readouterr()
     return exit_.value.code or 0, out.out, out.err
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory):
+    """GRID run once for the module, in a folder of its own: (its folder, exit code, stdout, stderr). The tests
+    that read its cells work on a copy (`grid_copy`): the leaderboard commands write beside the results."""
+    root = tmp_path_factory.mktemp("grid")
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, pytest.raises(SystemExit) as exit_:
+        mp.chdir(root)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            main([*GRID, "--out", "runs"])
+            raise SystemExit(0)
+    return root, exit_.value.code or 0, out.getvalue(), err.getvalue()
+
+
+def grid_copy(grid, tmp_path, monkeypatch, *, orders=("1", "2")) -> None:
+    """The grid's cells of `orders` as tmp_path/runs, tmp_path the working directory."""
+    skip = [f"order-{o}" for o in ("1", "2") if o not in orders]
+    shutil.copytree(grid[0] / "runs", tmp_path / "runs", ignore=shutil.ignore_patterns(*skip))
+    monkeypatch.chdir(tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -72,9 +96,9 @@ def test_list_names_distributions(capsys):
         assert needle in out
 
 
-def test_grid_show_and_deterministic_leaderboard(capsys, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    code, out, err = clbench(capsys, *GRID, "--out", "runs")
+def test_grid_show_and_deterministic_leaderboard(grid, capsys, tmp_path, monkeypatch):
+    grid_copy(grid, tmp_path, monkeypatch)
+    _, code, out, err = grid
     assert code == 0, err
     cells = sorted(p.relative_to(tmp_path / "runs").as_posix() for p in (tmp_path / "runs").rglob("result.json"))
     assert cells == [f"split-digits/{m}/order-{o}/seed-{s}/result.json"
@@ -121,10 +145,8 @@ def test_grid_show_and_deterministic_leaderboard(capsys, tmp_path, monkeypatch):
     assert "OO ↓" not in diagnostics and "GSR ↓" in diagnostics and "#### GSR" not in text
 
 
-def test_corrupt_and_foreign_results_are_skipped_with_a_warning(capsys, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    clbench(capsys, "run", "--methods", "seqft", "--stream", "split-digits", "--orders", "1",
-            "--set", "train.epochs=1", "--no-progress", "--no-leaderboard")
+def test_corrupt_and_foreign_results_are_skipped_with_a_warning(grid, capsys, tmp_path, monkeypatch):
+    grid_copy(grid, tmp_path, monkeypatch, orders=["1"])
     bad = tmp_path / "runs" / "junk" / "result.json"
     bad.parent.mkdir(parents=True)
     bad.write_text("{not json")
@@ -143,10 +165,8 @@ def test_corrupt_and_foreign_results_are_skipped_with_a_warning(capsys, tmp_path
     assert not (tmp_path / "leaderboards").exists()
 
 
-def test_plots_are_written(capsys, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    clbench(capsys, "run", "--methods", "seqft", "--stream", "split-digits", "--orders", "1",
-            "--set", "train.epochs=1", "--no-progress", "--no-leaderboard")
+def test_plots_are_written(grid, capsys, tmp_path, monkeypatch):
+    grid_copy(grid, tmp_path, monkeypatch, orders=["1"])
     code, _, err = clbench(capsys, "leaderboard", "runs", "--heatmaps")
     assert code == 0, err
     png = tmp_path / "runs" / "leaderboard" / "plots" / "quick-split-digits-accuracy.png"
@@ -225,11 +245,9 @@ def test_build_cli_puts_the_registries_in_the_context(capsys):
     assert {spec.name.replace("-", "_") for spec in regs.options.values()} <= run_params
 
 
-def test_leaderboard_exports_the_summary_as_numbers_and_show_opens_a_multi_seed_link(capsys, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    code, _, err = clbench(capsys, "run", "--methods", "seqft,ewc", "--stream", "split-digits", "--seeds", "0,1",
-                           "--set", "train.epochs=1", "--no-progress")
-    assert code == 0, err
+def test_leaderboard_exports_the_summary_as_numbers_and_show_opens_a_multi_seed_link(grid, capsys, tmp_path,
+                                                                                      monkeypatch):
+    grid_copy(grid, tmp_path, monkeypatch, orders=["1"])  # seqft and ewc, seeds 0 and 1, order 1
     code, out, err = clbench(capsys, "leaderboard", "runs", "--format", "md,csv,json,latex", "--no-plots")
     assert code == 0, err
     board = tmp_path / "runs" / "leaderboard"

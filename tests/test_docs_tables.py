@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,7 +15,6 @@ from clbench.footprints import LowRank
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "docs_tables.py"
-QUICK = ROOT / "results" / "quick"
 
 
 def _module():
@@ -173,18 +171,8 @@ def test_check_reports_a_stale_document(tmp_path, regs):
 
 
 # --------------------------------------------------------------------------- the committed document
-def _quick_cells_without_footprints() -> list[str]:
-    return sorted(str(p.parent.relative_to(ROOT)) for p in (QUICK / "cl-quick").rglob("result.json")
-                  if not (p.parent / "footprints.safetensors").exists())
-
-
-def test_committed_docs_are_generated():
-    missing = _quick_cells_without_footprints()
-    if missing:
-        pytest.skip(f"results/quick has no committed footprints.safetensors for {len(missing)} cl-quick cells "
-                    f"(e.g. {missing[0]}): the ACR-vs-τ table cannot be recomputed until they are committed")
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr
+# That the committed documents are what the committed results give is `python scripts/docs_tables.py --check`,
+# which .ci/run and the leaderboard workflow run (minutes on a 2-core machine: not repeated here).
 
 
 def test_committed_docs_have_the_markers():
@@ -286,6 +274,7 @@ def test_orth_ratio_is_one_for_an_adapter_left_at_init():
     assert dt.orth_ratios([{"q": LowRank(first, torch.zeros(8, r))}, {"q": LowRank(orthogonal, torch.zeros(8, r))}]) == [0.0]
 
 
+@pytest.mark.slow
 def test_method_state_rows_are_the_memory_plan_scaled_to_a_billion_parameters():
     """EWC's row, computed another way: it keeps its Fisher and the anchor of every weight outside the heads (λF is
     formed when read) and Method keeps a footprint baseline of the weight matrices, 4 bytes each, per parameter of

@@ -135,6 +135,7 @@ def _slow_atomic_write(directory: str) -> None:
     atomic_write_with(Path(directory) / "result.json", write)
 
 
+@pytest.mark.slow
 def test_terminating_the_jobs_pool_leaves_no_temp_file(tmp_path, capfd):
     """`clbench run` ends its --jobs workers with ``Pool.terminate`` (SIGTERM) on an interrupt: a worker in the
     middle of writing a file deletes its temp file rather than dying where it stands (CI saw a footprint file's

@@ -144,6 +144,7 @@ def _prompt_tasks(root: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_prompt_response_tasks_train_a_language_model_and_score_its_answers(tmp_path, capsys):
     import importlib.util
 

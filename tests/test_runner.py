@@ -128,6 +128,7 @@ def test_failed_cell_is_retried_and_complete_cell_never_rerun(tmp_path):
     assert again.accuracy_matrix[0][0] == 12.5
 
 
+@pytest.mark.slow
 def test_resume_on_real_digits_equals_uninterrupted(tmp_path):
     regs = testing.registry()
     # short, but EWC's state still crosses the kill (a checkpoint after every task: the quick profile's cells

@@ -30,7 +30,17 @@ def fault_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("faults")
 
 
-@pytest.mark.parametrize("fault", FAULTS, ids=[f.id for f in FAULTS])
+def _fault_params() -> list:
+    """Each fault, slow (deselected by default) unless it is the first of its family (the word its id starts
+    with: rerun-..., checkpoint-..., metrics-...): the fast loop still meets every kind of fault once."""
+    first: dict[str, str] = {}
+    for f in FAULTS:
+        first.setdefault(f.id.split("-")[0], f.id)
+    slow = {f.id for f in FAULTS if first[f.id.split("-")[0]] != f.id} | {"sigterm"}  # sigterm: waits seconds
+    return [pytest.param(f, id=f.id, marks=[pytest.mark.slow] if f.id in slow else []) for f in FAULTS]
+
+
+@pytest.mark.parametrize("fault", _fault_params())
 def test_fault_is_handled(fault: Fault, fault_base: Path) -> None:
     o = outcome(fault, fault_base)
     assert o.code == fault.exit_code, o.stderr
@@ -103,6 +113,7 @@ def test_compare_within_the_tolerance_passes(fault_base: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------- the doc
+@pytest.mark.slow  # renders every fault's outcome, the slow ones too
 def test_docs_faults_md_is_what_the_suite_produces(fault_base: Path) -> None:
     expected = faultsuite.render(fault_base)
     assert DOC.exists(), "docs/faults.md is missing: run `python docs/gen_faults.py`"

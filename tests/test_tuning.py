@@ -23,6 +23,7 @@ def tq():
     return module
 
 
+@pytest.mark.slow
 def test_every_quick_preset_is_the_committed_choice_and_survives_doubling(tq):
     regs = testing.registry()
     cells = tq.planned(regs)

@@ -107,6 +107,7 @@ def _synthetic(rng, truth, cells=10, tasks=4, n=150, seed_sd=1.5):
     return values, examples
 
 
+@pytest.mark.slow
 def test_two_level_bootstrap_covers_the_true_mean():
     rng = np.random.default_rng(4)
     covered = 0
