@@ -1811,7 +1811,7 @@ def _cell(text: str) -> str:
     return f"`` {text} ``" if "`" in text else f"`{text}`"
 
 
-# ---- 9. the first hour, second pass (issue 36) ----------------------------------------------------
+# ---- 9. options and values refused, not read silently ---------------------------------------------
 @fault("compare-atol-nan", "`clbench compare A B --atol nan` (NaN passed every difference)", 2,
        "Invalid value for '--atol': 'nan' is not a finite number ≥ 0", "nothing is read or written")
 def compare_atol_nan(tmp: Path) -> Outcome:

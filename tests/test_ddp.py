@@ -74,6 +74,7 @@ def _differences(a: CellResult, b: CellResult) -> tuple[float, float, float]:
     return matrix, metrics, foot
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", DIGITS + REPLAY + LORA)
 def test_two_ranks_give_the_numbers_of_one_process_at_the_same_global_batch(method, grids):
     two, accumulated, one = (grids[k][method] for k in ("two ranks", "accumulated", "one"))
@@ -101,6 +102,7 @@ def test_two_ranks_give_the_numbers_of_one_process_at_the_same_global_batch(meth
                        identity(two.config, two.stream, two.order, two.seed)) == ["nproc: (absent) → 2"]
 
 
+@pytest.mark.slow
 def test_the_two_rank_runs_differ_from_one_process_where_they_should(grids):
     """The comparisons above can fail: one process without accumulation is not bit-identical (the tolerance is
     needed), and the LoRA family with dropout is not equal at all (each rank draws masks for other examples)."""
@@ -114,6 +116,7 @@ def _files(root: Path) -> list[str]:
                   for p in root.rglob("*") if p.is_file() and p.name != ".clbench.lock")
 
 
+@pytest.mark.slow
 def test_rank_zero_alone_writes_results_checkpoints_and_logs(tmp_path):
     regs = testing.registry()
     sets = {"train.log_every": [1], "train.checkpoint_every_s": [0]}
@@ -139,6 +142,7 @@ class KillAfterFirstTask(testing.KillAfterTask):
         super().__init__(0)
 
 
+@pytest.mark.slow
 def test_a_killed_data_parallel_cell_resumes_to_the_same_numbers(tmp_path):
     regs = testing.registry()
     sets = {"train.checkpoint_every_s": [0]}
@@ -191,6 +195,7 @@ def test_plugins_of_this_process_only_are_refused_for_the_ranks(tmp_path):
         execute(plan, regs, progress=False, options={"nproc": 2})
 
 
+@pytest.mark.slow
 def test_torchrun_processes_are_the_ranks(tmp_path, grids):
     """`torchrun --nproc-per-node 2 -m clbench run ...`: the same group code, joined through env://; the cell
     equals the one `--nproc 2` ran (and the other rank writes nothing, prints nothing)."""

@@ -93,6 +93,7 @@ def test_tests_in_this_process_still_run_with_jobs_auto(tmp_path):
     assert [r.status for r in results] == ["complete", "complete"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine where train.device=cuda fails")
 def test_fail_fast_stops_the_workers(tmp_path):
     with pytest.raises(FailFast, match=r"stopped at the first failed cell \(--fail-fast\): split-digits/"):

@@ -222,6 +222,7 @@ def test_sweep_series_groups_numeric_sweep_labels_by_value():
     assert got[("lps", "alpha", "beta=0.9")] == [(0.1, [1.9]), (0.2, [2.9])]
 
 
+@pytest.mark.slow
 def test_beta_sweep_renders_its_own_rows_and_an_aa_against_beta_plot(capsys, tmp_path):
     """`--set lps.beta=0.5,0.9` → cells labelled lps@beta=…; the leaderboard shows one row per β (their
     own table when the sweep has its own --out) and `clbench leaderboard` draws AA against β."""

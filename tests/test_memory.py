@@ -45,7 +45,7 @@ def test_live_bytes_counts_each_storage_once_and_frees_it():
     assert mode.now == 0
 
 
-@pytest.mark.parametrize("method", ["seqft", "ewc", "lwf"])
+@pytest.mark.parametrize("method", ["seqft", pytest.param("ewc", marks=pytest.mark.slow), "lwf"])
 def test_the_meta_estimate_is_the_measurement_on_real_tensors(regs, method):
     """Every term of the meta-device run equals the same code's on real CPU tensors, byte for byte."""
     cell = _cell(regs, method)
@@ -54,6 +54,7 @@ def test_the_meta_estimate_is_the_measurement_on_real_tensors(regs, method):
     assert meta == cpu and meta_peak == cpu_peak
 
 
+@pytest.mark.slow
 def test_the_terms_of_an_ewc_cell_are_the_sizes_its_algorithm_needs(regs):
     """Computed by hand from the MLP's parameters: the weights; one SGD momentum per trained weight; EWC keeps its
     Fisher and the anchor of every penalised weight (all but the per-task heads; λF is formed a parameter at a time),
@@ -143,6 +144,7 @@ class _NoSettings:
     hidden: Any = None  # (the test profile's tiny-vector presets set it)
 
 
+@pytest.mark.slow
 def test_whole_selections_of_bf16_weights_also_over_count_the_masters_outside_the_masks_union():
     """bf16 weights: their fp32 masters hold the masks' union (two disjoint masks of the planned tasks: 2 × density);
     the upper bound less whole_selection_excess with that union is the real masks' peak (within 1 %), and it is
@@ -204,6 +206,7 @@ def test_parse_size():
         memory.parse_size("lots")
 
 
+@pytest.mark.slow
 def test_dry_run_prints_every_cell_and_device_memory_refuses_before_anything_runs(tmp_path, capsys, monkeypatch):
     from clbench._cli.main import main
 
@@ -272,6 +275,7 @@ def test_no_cells_model_outlives_it(tmp_path, capsys):
     assert gc.get_freeze_count() == 0  # the freeze ends with the run
 
 
+@pytest.mark.slow
 def test_a_transformers_cell_is_estimated_on_the_meta_device_and_agrees_with_real_tensors(regs):
     """MiniLM with a LoRA method: transformers' mask helpers ask ``.item()`` and LoRA snapshots its adapters to the
     host; on meta the first gets false (the mask is kept) and the second zeros, so the cell runs there. Its peak is
@@ -337,6 +341,7 @@ def _long_data(root: Path) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.slow
 def test_the_paper_cells_fit_one_80_gib_gpu(regs, tmp_path):
     """T5-large (fp32) and LLaMA-7B (bf16) with their configs' shapes, on data at the source length: every paper cell
     of order 1 fits 80 GiB as its presets run it (the scripts' micro-batches; N-LoRA's T5 batch of 48 with gradient
@@ -365,6 +370,7 @@ def test_the_paper_cells_fit_one_80_gib_gpu(regs, tmp_path):
     assert peak("paper-t5", "nlora", t5, **{"model.gradient_checkpointing": [False]}) > 0.9 * limit
 
 
+@pytest.mark.slow
 def test_paper_expanders_8b_full_fine_tuning_needs_a_141_gib_gpu(regs, tmp_path):
     """Llama-3-8B (bf16, RMSProp) SeqFT on the capability chain, planned for a GPU from the config's shapes: over
     80 GiB (float32 masters and square averages of 7.5 B trained weights), under 141 GiB (the footprint baseline on

@@ -231,6 +231,7 @@ def run_package_tests(pkg: Installed, tmp: Path, monkeypatch) -> set[tuple[str, 
     return ran
 
 
+@pytest.mark.slow
 def test_the_guide_builds_installs_and_runs(guide, installed, capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(installed.root)
     dist = md.distribution(guide.dist)

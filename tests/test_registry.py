@@ -110,6 +110,7 @@ def _clbench(args, tmp_path, extra_path):
                           cwd=tmp_path, env=env, timeout=300)
 
 
+@pytest.mark.slow
 def test_third_party_distribution_is_listed_and_runs(tmp_path):
     site = tmp_path / "site"
     site.mkdir()
@@ -123,6 +124,7 @@ def test_third_party_distribution_is_listed_and_runs(tmp_path):
     assert (tmp_path / "r" / "split-digits" / "shrink" / "order-1" / "seed-0" / "result.json").exists()
 
 
+@pytest.mark.slow
 def test_plugin_failing_at_import_names_its_distribution(tmp_path):
     site = tmp_path / "site"
     site.mkdir()
