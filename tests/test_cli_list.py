@@ -68,14 +68,14 @@ def test_ewc_settings(regs):
     assert list(rows) == ["lambda", "fisher_samples", "fisher_batch_size", "decay", "train.lr"]
     lam = rows["lambda"]
     assert (lam.key, lam.type, lam.default, lam.range, lam.in_config) == ("ewc.lambda", "float", 100.0, ">= 0", True)
-    assert lam.comment.startswith("the paper tunes λ per benchmark; the quick presets (plugin.py) come from the "
+    assert lam.help.startswith("the paper tunes λ per benchmark; the quick presets (plugin.py) come from the "
                                   "validation protocol")
     assert dict(lam.presets) == {"quick/permuted-digits": 10.0, "quick/permuted-digits-til": 100.0,
                                  "quick/split-digits": 1000.0, "quick/split-digits-cil": 10.0}
     lr = rows["train.lr"]  # a preset outside the method's config, shown under its key
     assert not lr.in_config and dict(lr.presets) == {"quick/permuted-digits": 0.05, "quick/permuted-digits-til": 0.025,
                                                      "quick/split-digits": 0.0125, "quick/split-digits-cil": 0.0125}
-    assert rows["decay"].range == ">= 0 and <= 1" and rows["decay"].comment == "γ of online EWC: F ← γ·F + F_k"
+    assert rows["decay"].range == ">= 0 and <= 1" and rows["decay"].help == "γ of online EWC: F ← γ·F + F_k"
     assert rows["fisher_samples"].presets == {}
 
 
@@ -83,10 +83,10 @@ def test_mlp_hidden(regs):
     rows = {r.name: r for r in settings_mod.settings(regs, "mlp")}
     hidden = rows["hidden"]
     assert (hidden.key, hidden.type, hidden.default, hidden.range) == ("model.hidden", "tuple[int, ...]", (256, 256), "")
-    assert hidden.comment == "widths of the hidden layers; () = a linear model"
+    assert hidden.help == "widths of the hidden layers; () = a linear model"
     # a model's settings are preset by the streams whose preset names it, under profile/stream
     assert hidden.presets["test/tiny-vector"] == [16]
-    assert rows["dropout"].range == ">= 0 and < 1" and rows["dropout"].comment == ""
+    assert rows["dropout"].range == ">= 0 and < 1" and rows["dropout"].help == ""
     assert all(r.in_config for r in rows.values())
 
 
@@ -101,7 +101,7 @@ def test_method_presets_outside_its_config_are_shown_under_their_key(regs):
 
 def test_stream_settings_take_the_stream_scope(regs):
     rows = {r.key: r for r in settings_mod.settings(regs, "permuted-digits")}
-    assert rows["stream.tasks"].comment == "permuted-digits only: how many permutations"
+    assert rows["stream.tasks"].help == "permuted-digits only: how many permutations"
     assert rows["stream.tasks"].range == ">= 1 and <= 100"
     assert not rows["model"].in_config and rows["model"].presets == {"quick": "mlp"}
     assert rows["train.lr"].presets == {"quick": 0.05}
@@ -149,17 +149,17 @@ def test_config_settings_of_a_test_dataclass():
     rows = {r.name: r for r in config_settings(Documented, "x")}
     assert list(rows) == ["needed", "lr", "plain", "tags"]
     assert rows["needed"] == Setting(name="needed", key="x.needed", type="int", default=REQUIRED,
-                                     comment="a required field")
+                                     help="a required field")
     assert rows["lr"] == Setting(name="lr", key="x.lr", type="float", default=0.1, range="> 0",
-                                 comment="the learning rate")
-    assert rows["plain"].comment == "" and rows["tags"].default == ("a#b",) and rows["tags"].comment == "tags # and all"
+                                 help="the learning rate")
+    assert rows["plain"].help == "" and rows["tags"].default == ("a#b",) and rows["tags"].help == "tags # and all"
     derived = {r.name: r for r in config_settings(Derived, "x")}
-    assert (derived["plain"].default, derived["plain"].comment) == (4, "overridden, with its own help")
-    assert (derived["lr"].default, derived["lr"].range, derived["lr"].comment) == (0.2, "> 0", "")
-    assert derived["tags"].comment == "tags # and all"  # inherited with its field
+    assert (derived["plain"].default, derived["plain"].help) == (4, "overridden, with its own help")
+    assert (derived["lr"].default, derived["lr"].range, derived["lr"].help) == (0.2, "> 0", "")
+    assert derived["tags"].help == "tags # and all"  # inherited with its field
     Required = make_dataclass("Required", [("n", int)])  # no source to read, none needed
     [n] = config_settings(Required)
-    assert (n.name, n.key, n.type, n.default, n.comment) == ("n", "n", "int", REQUIRED, "")
+    assert (n.name, n.key, n.type, n.default, n.help) == ("n", "n", "int", REQUIRED, "")
     assert config_settings(EmptyConfig) == []
 
 
@@ -175,7 +175,7 @@ def test_lambda_underscore_is_lambda_through_one_mapping():
     assert field_for("lambda", names) == field_for("lambda_", names) == "lambda_"
     assert field_for("fisher-samples", names) == "fisher_samples" and field_for("gamma", names) is None
     [lam, _] = config_settings(Keyword, "m")
-    assert (lam.name, lam.key, lam.comment) == ("lambda", "m.lambda", "λ, a keyword: the field is lambda_")
+    assert (lam.name, lam.key, lam.help) == ("lambda", "m.lambda", "λ, a keyword: the field is lambda_")
     built = cfg.apply(Keyword, None, {"lambda": 2.0, "fisher-samples": 3}, "m")  # --set m.lambda=2
     assert (built.lambda_, built.fisher_samples) == (2.0, 3)
     assert cfg.to_dict(built) == {"lambda": 2.0, "fisher_samples": 3}

@@ -11,7 +11,7 @@ from clbench._cli.commands import settings as settings_mod
 from clbench._core.registry import Origin, Registries
 
 KINDS = ("methods", "models", "streams", "metrics", "profiles", "executors")
-WIDTH = 110  # comments are wrapped to this many columns
+WIDTH = 110  # help texts are wrapped to this many columns
 
 
 def where(origin: Origin) -> str:
@@ -34,7 +34,7 @@ def command(regs: Registries, kind: str | None, name: str | None, of_kind: str |
     """What is registered, with a description, its plugin and distribution.
 
     `clbench list settings NAME` prints the settings of a method, model or stream: type, default, range,
-    preset values per profile key and the comment that documents each; `clbench list settings train` (or
+    preset values per profile key and the help it declares; `clbench list settings train` (or
     `metrics`) those every cell has.
     """
     if kind == "settings":
@@ -128,10 +128,10 @@ def show_settings(regs: Registries, name: str, kind: str | None = None) -> None:
 
 
 def _details(row: settings_mod.Setting) -> None:
-    if row.comment:
+    if row.help:
         click.echo(
             textwrap.fill(
-                row.comment,
+                row.help,
                 WIDTH,
                 initial_indent=" " * 6,
                 subsequent_indent=" " * 6,

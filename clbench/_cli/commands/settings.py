@@ -39,7 +39,7 @@ class Setting:
     dataclass (``train.lr``, ``orders``, ``model``) ``in_config`` is false and ``name`` and ``key`` are that key.
     ``default`` is :data:`REQUIRED` for a field without one (and for a key outside the dataclass). ``range`` reads as ``clbench.config``'s
     errors do (``>= 0 and <= 1``), empty when none is declared. ``presets`` maps a profile key (``quick``,
-    ``quick/split-digits``, ``quick/split-digits/1``) to the value set there, in the plugin's order. ``comment``
+    ``quick/split-digits``, ``quick/split-digits/1``) to the value set there, in the plugin's order. ``help``
     is the field's ``help`` metadata (empty when it has none).
     """
 
@@ -49,7 +49,7 @@ class Setting:
     default: Any = REQUIRED
     range: str = ""
     presets: Mapping[str, Any] = field(default_factory=dict)
-    comment: str = ""
+    help: str = ""
     in_config: bool = True
 
 
@@ -80,7 +80,7 @@ def config_settings(cls: type, scope: str = "") -> list[Setting]:
                 type=type_text(f.type),
                 default=default,
                 range=" and ".join(_RANGE_TEXT[k].format(v) for k, v in bounds.items() if k in _RANGE_TEXT),
-                comment=f.metadata.get("help", ""),
+                help=f.metadata.get("help", ""),
             )
         )
     return rows
