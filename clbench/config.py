@@ -374,9 +374,9 @@ def _field_name(cls: type, key: str) -> str:
     found = field_for(key, names)
     if found is not None:
         return found
-    hint = did_you_mean(key, names)
-    extra = f" — did you mean {hint!r}?" if hint else ""
     public = sorted(public_name(n) for n in names)
+    hint = did_you_mean(key, public)  # the names --set takes (lambda, not the field's lambda_)
+    extra = f" — did you mean {hint!r}?" if hint else ""
     raise ConfigError(f"unknown setting {key!r} for {cls.__name__}{extra} Settings: {', '.join(public)}")
 
 

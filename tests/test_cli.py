@@ -58,7 +58,7 @@ def grid_copy(grid, tmp_path, monkeypatch, *, orders=("1", "2")) -> None:
         (["run", "--stream", "permuted-digit"], "did you mean 'permuted-digits'"),
         (["run", "--profile", "quik"], "unknown profile 'quik'"),
         (["run", "--orders", "9", "--stream", "split-digits"], "unknown order '9' of stream 'split-digits' Known orders: 1, 2, 3"),
-        (["run", "--set", "ewc.lambd=3", "--methods", "ewc"], "unknown setting 'lambd' for EWCConfig — did you mean 'lambda_'"),
+        (["run", "--set", "ewc.lambd=3", "--methods", "ewc"], "unknown setting 'lambd' for EWCConfig — did you mean 'lambda'?"),
         (["run", "--set", "ewc.lambda=abc", "--methods", "ewc"], "ewc.lambda: expected a number, got 'abc'"),
         (["run", "--set", "ewcc.lambda=3"], "unknown scope 'ewcc'"),
         (["run", "--set", "train.epochs"], "expected SCOPE.FIELD=VALUE"),
