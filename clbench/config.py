@@ -266,7 +266,7 @@ class MetricsConfig:
         help=(
             "AWOM's product: \"eq8\" ‖ΔW_T ΔW_iᵀ‖₂ in PEFT's out × in layout, i.e. N-LoRA eq. 8's ΔW_Tᵀ ΔW_i with its ΔW "
             '= A·B, A ∈ R^{d×r} on the input side (sums over the input index); "transposed" ‖ΔW_Tᵀ ΔW_i‖₂ in PEFT\'s '
-            "layout (sums over the output index; clbench before 2026-11-24)."
+            "layout (sums over the output index; the form of results that record awom=transposed)."
         ),
     )
     delta_w: Literal["applied", "factors"] = setting(

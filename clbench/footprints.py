@@ -187,8 +187,7 @@ def _write_safetensors(tensors: Mapping[str, Tensor], fh: Any) -> tuple[str, int
     memory, and return the sha256 and size of what was written. The same bytes as ``safetensors.torch.save`` (a
     test), which builds the whole file in memory first — an 8B model's dense footprints are tens of GB — while
     ``save_file`` writes through a temp file of its own, which neither our atomic write nor the orphan sweep knows
-    (the fault suite's ``sigterm`` once left such files; the cause, a terminated ``--jobs`` worker dying mid-write,
-    is handled in :func:`clbench._exec.worker._stop`). The format: a little-endian u64 header size, a JSON header of each
+    (a process killed mid-write would leave it behind). The format: a little-endian u64 header size, a JSON header of each
     tensor's dtype, shape and byte range padded with spaces to 8 bytes, then the tensors' bytes."""
     import json
     import struct
