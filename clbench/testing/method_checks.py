@@ -73,7 +73,7 @@ def _loss_terms_seen() -> Iterator[dict[str, tuple[bool, bool]]]:
     def observe(self: CheckedMethod, batch: Any, logits: Any) -> Any:
         terms = checked(self, batch, logits)
         for name, term in terms.items():
-            value_only, graph = seen.get(name, (False, False))
+            graph = seen.get(name, (False, False))[1]
             seen[name] = (name in self.method.value_only_terms, graph or term.requires_grad)
         return terms
 
