@@ -90,6 +90,16 @@ class TrainConfig:
 
     epochs: int = bounded(1, ge=1, le=10_000, help="per task; more is a typo (a task that never ends)")
     batch_size: int = bounded(32, ge=1, help="the global batch: examples per optimizer step")
+    steps_per_task: int = bounded(
+        0,
+        ge=0,
+        le=10_000_000,
+        help=(
+            "the equal-steps track: 0 trains each method's own phases and epochs; N gives every task exactly N "
+            "optimizer steps, shared among the method's phases in proportion to their epochs (largest remainder; "
+            "each phase's epochs repeat until its share is spent, the last cut short). docs/tuning.md"
+        ),
+    )
     grad_accum: int = bounded(
         1,
         ge=1,
@@ -111,7 +121,7 @@ class TrainConfig:
         "test",
         help=(
             'The split the accuracy matrix scores: "test", or "val" (the stream\'s validation split, carved from its '
-            "training data) for choosing settings without looking at the test split (scripts/tune_quick.py, "
+            "training data) for choosing settings without looking at the test split (`clbench tune`, "
             "docs/tuning.md)."
         ),
     )
@@ -208,6 +218,7 @@ class TrainConfig:
         "eval_split": "test",
         "tf32": True,
         "fused": True,
+        "steps_per_task": 0,
     }
 
     def __post_init__(self) -> None:

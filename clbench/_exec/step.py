@@ -8,6 +8,7 @@ it for a cell; a blow-up (a non-finite loss, an epoch mean past ``train.diverge_
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -23,7 +24,7 @@ from clbench._core.optim import Masters, make_optimizer, torch_optimizer_of
 from clbench._exec.stats import PhaseStats, TaskStats
 from clbench.data import Batch, batches
 from clbench.distributed import Dist
-from clbench.errors import Diverged
+from clbench.errors import ClbenchError, Diverged
 from clbench.method import MASTERS, CellContext, Method, Phase
 from clbench.model import CLModel
 
@@ -86,6 +87,25 @@ def task_phases(
 
 StepObserver = Callable[[str, int, int, dict[str, float]], None]
 """``on_step(phase, epoch, step, values)``: what :func:`train_task` calls on a logged step (see clbench_step)."""
+
+
+def step_shares(budget: int, epochs: Sequence[int]) -> list[int]:
+    """``budget`` optimizer steps shared among phases in proportion to their ``epochs`` (largest remainder, ties
+    to the earlier phase; a phase of 0 epochs gets none, every other at least one)."""
+    weights = [max(0, e) for e in epochs]
+    trained = [i for i, w in enumerate(weights) if w]
+    if len(trained) > budget:
+        raise ClbenchError(f"train.steps_per_task={budget} is fewer than the task's {len(trained)} training phases")
+    total = sum(weights)
+    exact = [budget * w / total if total else 0.0 for w in weights]
+    shares = [int(x) for x in exact]
+    for i in sorted(range(len(weights)), key=lambda i: (-(exact[i] - shares[i]), i))[: budget - sum(shares)]:
+        shares[i] += 1
+    for i in trained:  # at least one step a trained phase, taken from the largest share
+        if shares[i] == 0:
+            shares[max(range(len(shares)), key=lambda j: (shares[j], -j))] -= 1
+            shares[i] = 1
+    return shares
 
 
 def grad_norm(params: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -190,8 +210,11 @@ def train_task(
     train_tasks = checked.method.train_tasks(index)
     stats = TaskStats()
     model.train()
+    budget = ctx.train.steps_per_task
+    shares = step_shares(budget, [p.epochs for p in checked.method.phases(ctx.order[index], index)]) if budget else None
     for p_i, phase, params, opt in task_phases(model, checked.method, ctx, index):
-        run = _PhaseRun(model, checked, ctx, phase, p_i, index, train_tasks, opt, params, on_step, step)
+        limit = shares[p_i] if shares is not None else None
+        run = _PhaseRun(model, checked, ctx, phase, p_i, index, train_tasks, opt, params, on_step, step, limit)
         t0, tokens0 = time.perf_counter(), model.tokens_seen
         epoch_loss = run.epochs()
         seconds, step = time.perf_counter() - t0, run.step
@@ -231,6 +254,7 @@ class _PhaseRun:
     params: list[torch.nn.Parameter]
     on_step: StepObserver | None
     step: int
+    limit: int | None = None  # the phase's optimizer steps under train.steps_per_task (None: its epochs)
     steps: int = 0
     examples: int = 0
     first: float | None = None  # the blow-up reference: the loss the phase starts from (its first step's)
@@ -244,8 +268,13 @@ class _PhaseRun:
             else None
         )
         epoch_loss: list[float | None] = []
-        for epoch in range(phase.epochs):
+        epochs = range(phase.epochs) if self.limit is None else itertools.count()
+        for epoch in epochs:
+            if self.limit is not None and self.steps >= self.limit:
+                break
             total, n = self.epoch(epoch)
+            if self.limit is not None and n == 0:  # no batch at all: the share can never be spent
+                raise ClbenchError(f"phase {phase.name!r}: an epoch of no batches cannot spend train.steps_per_task")
             self.method.method.after_epoch(phase, epoch)
             if schedule is not None:
                 schedule.step()
@@ -285,7 +314,12 @@ class _PhaseRun:
         # the step losses read at once every `sync` steps (train.sync_every): every step on the CPU, where reading one
         # is cheap; on an accelerator each read waits for the device to finish the step
         sync, pending = ctx.train.sync_every or (1 if ctx.device.type == "cpu" else SYNC_EVERY), []
+        left = None if self.limit is None else self.limit - self.steps
         for batch in _epoch_batches(ctx, self.train_tasks, ctx.train.batch_size, self.index, self.p_i, epoch):
+            if left is not None:
+                if left == 0:
+                    break
+                left -= 1
             if move:
                 batch = batch.to(ctx.device)
             opt.zero_grad(set_to_none=True)

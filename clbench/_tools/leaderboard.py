@@ -374,17 +374,37 @@ def render_cell(result: CellResult) -> str:
     return "\n".join(lines)
 
 
+EQUAL_STEPS = "equal-steps"  # the track of cells trained under train.steps_per_task (its board: PROFILE-equal-steps)
+
+
 def by_profile(results: Iterable[CellResult]) -> Mapping[str, list[CellResult]]:
+    """The results of each profile and track: a profile's cells under ``train.steps_per_task`` (every method the same
+    optimizer steps a task) form their own board, ``PROFILE-equal-steps``, never ranked with its own budgets'."""
     out: dict[str, list[CellResult]] = {}
     for r in results:
-        out.setdefault(str(r.config.get("profile", "custom")), []).append(r)
+        profile = str(r.config.get("profile", "custom"))
+        if r.config.get("train", {}).get("steps_per_task"):
+            profile += f"-{EQUAL_STEPS}"
+        out.setdefault(profile, []).append(r)
     return dict(sorted(out.items()))
+
+
+def board_title(key: str, results: Sequence[CellResult]) -> str:
+    """The title of the board ``key`` of :func:`by_profile`, naming its track."""
+    if not key.endswith(f"-{EQUAL_STEPS}"):
+        return f"clbench leaderboard — profile `{key}`"
+    steps = sorted({int(r.config["train"]["steps_per_task"]) for r in results})
+    return (
+        f"clbench leaderboard — profile `{key.removesuffix('-' + EQUAL_STEPS)}` at equal steps: every method "
+        f"{', '.join(map(str, steps))} optimizer steps a task (`train.steps_per_task`)"
+    )
 
 
 __all__ = [  # the leaderboard's public names, wherever they are defined
     "BUDGET_FLAG",
     "Cost",
     "DEFAULT_MARGIN",
+    "EQUAL_STEPS",
     "ERROR",
     "ERROR_CHARS",
     "LEGEND",
@@ -399,6 +419,7 @@ __all__ = [  # the leaderboard's public names, wherever they are defined
     "Summary",
     "SummaryRow",
     "bold_rows",
+    "board_title",
     "by_profile",
     "cannot_run",
     "complete_seeds",

@@ -206,7 +206,7 @@ def _tex(text: str) -> str:
 def _write_leaderboards(
     regs: Registries, results: list[Any], out: Path, plots: bool, heatmaps: bool, check: bool, margins: dict[str, float]
 ) -> list[Path]:
-    from clbench._tools.leaderboard import by_profile, render
+    from clbench._tools.leaderboard import board_title, by_profile, render
 
     stale = []
     for profile, group in by_profile(results).items():
@@ -214,7 +214,7 @@ def _write_leaderboards(
         text = render(
             group,
             regs.metrics.values(),
-            f"clbench leaderboard — profile `{profile}`",
+            board_title(profile, group),
             out.resolve(),
             regs.methods.items,
             margins,
