@@ -143,3 +143,31 @@ def test_paper_lps_profile_settings():
     lps = cell.method_config["lps"]
     assert (lps["alpha"], lps["beta"], lps["warmup_epochs"], lps["admm_epochs"], lps["retrain_epochs"]) == \
         ([0.1], [0.9], 30, 90, 30)
+
+
+@needs_mnist
+def test_split_mnist_in_both_scenarios_keeps_every_test_image():
+    from clbench_plugins.vision_streams.streams import SplitMNIST, SplitMNISTConfig
+
+    til = SplitMNIST(SplitMNISTConfig(data_dir=str(MNIST)))
+    cil = SplitMNIST(SplitMNISTConfig(data_dir=str(MNIST)), class_incremental=True)
+    assert (til.scenario, til.multi_head, cil.scenario, cil.multi_head) == (
+        "task-incremental", True, "class-incremental", False)
+    test_counts = [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]  # MNIST's published test counts
+    sizes = [len(til.data(t.name).test) for t in til.tasks]
+    assert sizes == [test_counts[a] + test_counts[a + 1] for a in range(0, 10, 2)]
+    a, b = til.data("4-5"), cil.data("4-5")
+    assert torch.equal(a.test.x, b.test.x)
+    assert set(a.test.y.tolist()) == {0, 1} and set(b.test.y.tolist()) == {4, 5}
+    assert torch.equal(b.test.y == 5, a.test.y == 1)
+    assert cil.tasks[2].classes == ("4", "5") and len(cil.tasks[2].labels) == 10
+
+
+@needs_mnist
+def test_permuted_mnist_dil_is_the_same_data_with_one_head():
+    from clbench_plugins.vision_streams.streams import PermutedMNIST, PermutedMNISTConfig
+
+    cfg = PermutedMNISTConfig(data_dir=str(MNIST), tasks=3, train_limit=100)
+    til, dil = PermutedMNIST(cfg), PermutedMNIST(cfg, multi_head=False)
+    assert (dil.name, dil.scenario, til.scenario) == ("permuted-mnist-dil", "domain-incremental", "task-incremental")
+    assert torch.equal(til.data("p2").test.x, dil.data("p2").test.x)

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import functools
+
 from clbench import hookimpl
 from clbench.specs import ModelSpec, ProfileSpec, StreamSpec
 
 from .model import CifarNetConfig
 from .model import build as build_cifarnet
-from .streams import PermutedMNIST, PermutedMNISTConfig, SplitCIFAR10_100, SplitCIFARConfig
+from .streams import (
+    PermutedMNIST,
+    PermutedMNISTConfig,
+    SplitCIFAR10_100,
+    SplitCIFARConfig,
+    SplitMNIST,
+    SplitMNISTConfig,
+)
 
 # LPS §V-A: "For all experiments, we use a batch size of 128 and Adam as an optimizer with default values
 # and initialize the learning rate to 0.001." Epochs per phase live in the methods' paper-lps presets.
@@ -23,6 +32,15 @@ def clbench_add_streams() -> list[StreamSpec]:
                                           "model.hidden": [2000, 2000],  # §V-A: two hidden layers of 2000, ReLU
                                           "model.multi_head": True}},  # §III, Fig. 1: one head per task
                    tags=frozenset({"image"})),
+        StreamSpec("permuted-mnist-dil", functools.partial(PermutedMNIST, multi_head=False), PermutedMNISTConfig,
+                   "permuted-mnist with one shared head (domain-incremental: no task identity at test time)",
+                   tags=frozenset({"image"})),
+        StreamSpec("split-mnist", SplitMNIST, SplitMNISTConfig,
+                   "MNIST in 5 tasks of two digits, one head per task (task-incremental); --data-dir or the hub",
+                   tags=frozenset({"image"})),
+        StreamSpec("split-mnist-cil", functools.partial(SplitMNIST, class_incremental=True), SplitMNISTConfig,
+                   "split-mnist class-incremental: one head over the ten digits, unseen digits masked, no task "
+                   "identity at test time", tags=frozenset({"image"})),
         StreamSpec("split-cifar10-100", SplitCIFAR10_100, SplitCIFARConfig,
                    "CIFAR-10, then 5 tasks of 10 CIFAR-100 classes (LPS Table I); --data-dir or the hub",
                    presets={"paper-lps": {**_PAPER_TRAIN, "model": "cifarnet",  # §V-A: Keras' CIFAR-10 network

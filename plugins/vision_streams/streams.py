@@ -2,6 +2,10 @@
 
 * ``permuted-mnist``: 10 tasks, each all of MNIST under a fixed pixel permutation (task ``p0`` is the
   identity); 10 classes per task, one head per task in the paper's multi-head setting.
+* ``permuted-mnist-dil``: the same tasks with one shared 10-way head (domain-incremental: no task identity).
+* ``split-mnist``: 5 tasks of two digits (0/1, 2/3, ...), one 2-way head per task (task-incremental);
+  ``split-mnist-cil`` the same tasks class-incremental: one head over the ten digits, unseen digits masked
+  (:meth:`clbench.model.CLModel.see_labels`), no task identity at test time.
 * ``split-cifar10-100``: 6 tasks: all of CIFAR-10, then 5 tasks of 10 consecutive CIFAR-100 classes
   (0–9, …, 40–49), as "Following [6]" (Zenke et al.).
 
@@ -89,16 +93,16 @@ def _mnist(data_dir: str, hub: str, split: str) -> tuple[Tensor, Tensor]:
 
 
 class PermutedMNIST(Stream):
-    def __init__(self, config: PermutedMNISTConfig) -> None:
+    def __init__(self, config: PermutedMNISTConfig, multi_head: bool = True) -> None:
         names = [f"p{k}" for k in range(config.tasks)]
         rng = torch.Generator().manual_seed(SPLIT_SEED + 1)
         super().__init__(
-            name="permuted-mnist",
+            name="permuted-mnist" if multi_head else "permuted-mnist-dil",
             tasks=[TaskInfo(n, DIGITS, group="mnist") for n in names],
             orders={"1": names, "2": names[::-1], "3": [names[i] for i in torch.randperm(len(names), generator=rng)]},
             modality="image",
             input_shape=(1, 28, 28),
-            multi_head=True,
+            multi_head=multi_head,
             provenance=f"MNIST idx files ({config.data_dir or config.hub_name})",
         )
         self.config = config
@@ -117,6 +121,56 @@ class PermutedMNIST(Stream):
             return x.reshape(len(x), -1)[:, perm].reshape(x.shape), y
 
         return _task_data(info, permuted("train"), permuted("test"), c.val_fraction, c.train_limit)
+
+
+@dataclass(frozen=True)
+class SplitMNISTConfig:
+    data_dir: str = setting("", help='a folder holding the four MNIST idx files; "": the hub (hub_name)')
+    hub_name: str = "ylecun/mnist"
+    val_fraction: float = bounded(0.1, gt=0, lt=1, help="held out of train for selection (stratified, fixed seed)")
+    train_limit: int = bounded(0, ge=0, help=">0: the first N training examples per task; 0: all of its two digits")
+
+    def __post_init__(self) -> None:
+        _check_common(self.val_fraction, self.train_limit)
+
+
+PAIRS = ((0, 1), (2, 3), (4, 5), (6, 7), (8, 9))
+
+
+class SplitMNIST(Stream):
+    """MNIST in five tasks of two digits, every test image of each (~2,000 a task). Task-incremental: the label is
+    the digit's place in its pair, one head per task. ``class_incremental``: the label is the digit, one head over
+    the ten digits, those of later tasks masked while a task trains and is scored."""
+
+    def __init__(self, config: SplitMNISTConfig, class_incremental: bool = False) -> None:
+        names = [f"{a}-{b}" for a, b in PAIRS]
+        if class_incremental:
+            tasks = [TaskInfo(f"{a}-{b}", DIGITS, group="mnist", classes=(str(a), str(b))) for a, b in PAIRS]
+        else:
+            tasks = [TaskInfo(f"{a}-{b}", (str(a), str(b)), group="mnist") for a, b in PAIRS]
+        super().__init__(
+            name="split-mnist-cil" if class_incremental else "split-mnist",
+            tasks=tasks,
+            orders={"1": names, "2": names[::-1], "3": [names[i] for i in (1, 4, 0, 3, 2)]},
+            modality="image",
+            input_shape=(1, 28, 28),
+            multi_head=not class_incremental,
+            scenario="class-incremental" if class_incremental else "",
+            provenance=f"MNIST idx files ({config.data_dir or config.hub_name})",
+        )
+        self.config = config
+        self.class_incremental = class_incremental
+
+    def load(self, info: TaskInfo) -> TaskData:
+        c = self.config
+        a, b = (int(d) for d in info.name.split("-"))
+
+        def part(split: str) -> tuple[Tensor, Tensor]:
+            x, y = _mnist(c.data_dir, c.hub_name, split)
+            keep = (y == a) | (y == b)
+            return x[keep], (y[keep] if self.class_incremental else (y[keep] == b).long())
+
+        return _task_data(info, part("train"), part("test"), c.val_fraction, c.train_limit)
 
 
 @functools.cache
