@@ -40,6 +40,9 @@ class MethodSpec:
     ``requires`` lists capabilities the model must provide (e.g. ``{"lora"}``); the planner skips
     methods whose requirements a stream's model cannot meet when running ``--methods all``.
     ``composable`` methods only contribute loss terms on shared structure and may be joined with ``+``.
+    ``tune`` gives the log-uniform ranges ``(low, high)`` that ``clbench tune`` searches for its own settings: its
+    strength(s) (EWC's ``lambda``) and, under the name ``lr``, a learning rate of its own that replaces
+    ``train.lr`` (the expander family's RMSProp step); a method without ``lr`` there is tuned on ``train.lr``.
     ``scenarios`` are the test-time scenarios it can run in (:data:`clbench.data.SCENARIOS`; empty: all): a
     method that picks a per-task mask, head or adapter at test time needs ``{"task-incremental"}``, and is
     reported as unable to run on another stream, never moved to another scenario.
@@ -55,6 +58,7 @@ class MethodSpec:
     presets: Presets = field(default_factory=dict)
     tags: frozenset[str] = frozenset()
     scenarios: frozenset[str] = frozenset()
+    tune: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     # Whether it trains the model's own weights in full (a model config with ``train_base=false`` then leaves it
     # nothing to train, refused at plan time). None: a method whose footprint is dense; LoRA methods bring their
     # adapters and masked methods select their coordinates themselves.

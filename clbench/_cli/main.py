@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from clbench._cli.commands import doctor, leaderboard, metrics, run, show, verify
+from clbench._cli.commands import doctor, leaderboard, metrics, run, show, tune, verify
 from clbench._cli.commands import list as list_
 from clbench._cli.commands._common import INTERRUPTED, INTERRUPTED_DEFAULT
 from clbench._cli.commands.list import KINDS  # noqa: F401 (kept importable from here)
@@ -103,6 +103,7 @@ def build_cli(regs: Registries | None) -> click.Group:
         verify.command,
         verify.compare,
         doctor.command,
+        tune.command,
     ):
         cli.add_command(cmd)
     return cli

@@ -26,6 +26,9 @@ class RunRequest:
     orders: Sequence[str] | None = None
     seeds: Sequence[int] | None = None
     sets: Mapping[str, list[Any]] = field(default_factory=dict)
+    # Zipped sweep points (each a {key: value} of the same keys): one cell per point, not per combination of values
+    # as ``sets`` sweeps; what a tuner's random search plans (clbench._tools.tune).
+    points: Sequence[Mapping[str, Any]] = ()
     model: str | None = None
     out: Path = Path("runs")
     options: Mapping[str, Any] = field(default_factory=dict)

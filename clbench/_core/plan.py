@@ -89,6 +89,17 @@ def _check_request(regs: Registries, req: RunRequest, profile: ProfileSpec) -> N
         )
     _check_scopes(req.sets, regs)
     _check_scopes(profile.sets, regs)
+    if req.points:
+        keys = set(req.points[0])
+        if any(set(p) != keys for p in req.points):
+            raise ConfigError("sweep points must all set the same keys")
+        both = keys & set(req.sets)
+        if both:
+            raise ConfigError(f"{', '.join(sorted(both))}: set both by --set and by the sweep points")
+        _check_scopes(dict.fromkeys(keys), regs)
+        if any(k.startswith("stream.") for k in keys):
+            raise ConfigError("sweep points cannot set stream settings (a stream is built once per run)")
+        _once([tuple(sorted(p.items())) for p in req.points], "sweep points")
 
 
 def _streams(regs: Registries, req: RunRequest, profile: ProfileSpec) -> list[StreamSpec]:
@@ -143,7 +154,7 @@ def _methods(regs: Registries, req: RunRequest, profile: ProfileSpec, streams: S
             if not spec.composable:
                 raise ConfigError(f"method {spec.name!r} cannot be composed ('{label}'): it only adds structure")
     methods = _Methods(req.methods not in (None, "all"), labels, on_stream, parts_of, presets)
-    for key in req.sets:
+    for key in [*req.sets, *(req.points[0] if req.points else ())]:
         scope = key.split(".", 1)[0]
         if scope not in RESERVED_SCOPES and scope not in methods.in_run:
             raise ConfigError(
@@ -155,11 +166,13 @@ def _methods(regs: Registries, req: RunRequest, profile: ProfileSpec, streams: S
 
 @dataclass
 class _Sweep:
-    """``--set`` split into single values and swept keys (a comma: one cell per value)."""
+    """``--set`` split into single values and swept keys (a comma: one cell per value), and the request's zipped
+    points (one cell per point)."""
 
     sets: Mapping[str, list[Any]]
     keys: list[str]
     single: dict[str, Any]
+    zipped: Sequence[Mapping[str, Any]] = ()
 
     @classmethod
     def of(cls, req: RunRequest) -> _Sweep:
@@ -167,13 +180,21 @@ class _Sweep:
             req.sets,
             sorted(k for k, v in req.sets.items() if len(v) > 1),
             {k: v[0] for k, v in req.sets.items() if len(v) == 1},
+            req.points,
         )
 
     def points(self, parts: tuple[str, ...]) -> tuple[list[str], list[tuple[Any, ...]]]:
         """The sweep a label takes part in: the reserved scopes' and its own methods' keys (a sweep of ``si.c``
-        does not multiply ``ewc``), and their value combinations."""
-        keys = [k for k in self.keys if k.split(".", 1)[0] in RESERVED_SCOPES or k.split(".", 1)[0] in parts]
-        return keys, list(itertools.product(*(self.sets[k] for k in keys))) or [()]
+        does not multiply ``ewc``), and their value combinations (each grid point with each zipped point)."""
+
+        def own(key: str) -> bool:
+            return key.split(".", 1)[0] in RESERVED_SCOPES or key.split(".", 1)[0] in parts
+
+        keys = [k for k in self.keys if own(k)]
+        grid = list(itertools.product(*(self.sets[k] for k in keys))) or [()]
+        zkeys = sorted(k for k in (self.zipped[0] if self.zipped else ()) if own(k))
+        zipped = list(dict.fromkeys(tuple(p[k] for k in zkeys) for p in self.zipped)) or [()]
+        return keys + zkeys, [g + z for g in grid for z in zipped]
 
 
 def _build_stream(

@@ -1,17 +1,17 @@
 from __future__ import annotations
 
+from clbench_plugins._shared.tuned import tuned
+
 from clbench import hookimpl
 from clbench.specs import MethodSpec
 
 from .config import ERACEConfig
 from .method import ERACE
 
-# Quick learning rates (and strengths): chosen by the validation protocol of scripts/tune_quick.py (docs/tuning.md).
-QUICK_PRESETS = {"quick/permuted-digits": {"train.lr": 0.025}, "quick/permuted-digits-til": {"train.lr": 0.05},
-                 "quick/split-digits": {"train.lr": 0.0125}, "quick/split-digits-cil": {"train.lr": 0.05}}
+# Quick learning rates and strengths: `clbench tune` (plugins/_shared/tuned/quick.json, docs/tuning.md).
 
 
 @hookimpl
 def clbench_add_methods() -> list[MethodSpec]:
     return [MethodSpec("er-ace", ERACE, ERACEConfig, "experience replay, asymmetric cross-entropy (Caccia 2022)",
-                       footprint_kind="dense", presets=QUICK_PRESETS)]
+                       footprint_kind="dense", presets=tuned("er-ace", {}))]

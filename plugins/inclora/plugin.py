@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from clbench_plugins._shared.lora.presets import BASELINE, quick_tuned
+from clbench_plugins._shared.lora.presets import BASELINE
+from clbench_plugins._shared.tuned import tuned
 
 from clbench import hookimpl
 from clbench.specs import MethodSpec
@@ -13,4 +14,4 @@ from .method import IncLoRA
 def clbench_add_methods() -> list[MethodSpec]:
     return [MethodSpec("inclora", IncLoRA, IncLoRAConfig, "a new LoRA per task, earlier ones frozen and merged",
                        footprint_kind="lowrank", requires=frozenset({"lora"}),
-                       presets={**BASELINE, **quick_tuned("inclora")})]
+                       presets=tuned("inclora", BASELINE))]

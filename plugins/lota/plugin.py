@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from clbench_plugins._shared.masked.config import PAPER_PRESETS
+from clbench_plugins._shared.masked.config import OWN_LR, PAPER_PRESETS
+from clbench_plugins._shared.tuned import tuned
 
 from clbench import hookimpl
 from clbench.specs import MethodSpec
@@ -11,26 +12,20 @@ from clbench.specs import MethodSpec
 from .config import LoTAConfig, LoTTOConfig
 from .method import LoTA
 
-# Quick profile: RMSProp as expander-ewc's quick preset, each method's own lr on each stream from the validation
-# protocol of scripts/tune_quick.py (docs/tuning.md); 5 % masks for LoTTO so that 10 disjoint masks fit in
-# permuted-digits' matrices with room to choose.
+# Quick profile: RMSProp as expander-ewc's quick preset, each method's own lr from `clbench tune`
+# (plugins/_shared/tuned/quick.json, docs/tuning.md); 10 % masks (the default) leave room for LoTTO's five disjoint
+# masks on every quick stream. LoTTO on split-digits-cil runs the stream's own epochs.
 _QUICK = {"train.epochs": 1, "calibration_epochs": 1}
-_QUICK_LOTA = {"quick": {**_QUICK, "lr": 1e-3}, "quick/permuted-digits": {**_QUICK, "lr": 1e-3},
-               "quick/permuted-digits-til": {**_QUICK, "lr": 2e-3}, "quick/split-digits": {**_QUICK, "lr": 1e-3},
-               "quick/split-digits-cil": {**_QUICK, "lr": 5e-4},
-               **PAPER_PRESETS}
-_QUICK_LOTTO = {"quick/permuted-digits": {**_QUICK, "lr": 2e-3, "density": 0.05},
-                "quick/permuted-digits-til": {**_QUICK, "lr": 2e-3, "density": 0.05},
-                "quick/split-digits": {**_QUICK, "lr": 5e-4},
-                "quick/split-digits-cil": {"lr": 5e-4},  # tuned with the stream's own epochs and density, run so
-                **PAPER_PRESETS}
+_QUICK_LOTA = tuned("lota", {"quick": dict(_QUICK), **PAPER_PRESETS})
+_QUICK_LOTTO = tuned("lotto", {**{f"quick/{s}": dict(_QUICK) for s in ("permuted-digits", "permuted-digits-til",
+                                                                       "split-digits")}, **PAPER_PRESETS})
 
 
 @hookimpl
 def clbench_add_methods() -> list[MethodSpec]:
     return [
         MethodSpec("lota", LoTA, LoTAConfig, "lottery ticket adaptation: mask from a dense run's task vector",
-                   footprint_kind="masked", presets=_QUICK_LOTA),
+                   footprint_kind="masked", presets=_QUICK_LOTA, tune=OWN_LR),
         MethodSpec("lotto", LoTA, LoTTOConfig, "LoTA with masks disjoint from earlier tasks'",
-                   footprint_kind="masked", presets=_QUICK_LOTTO),
+                   footprint_kind="masked", presets=_QUICK_LOTTO, tune=OWN_LR),
     ]

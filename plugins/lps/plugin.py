@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from clbench_plugins._shared.tuned import tuned
+
 from clbench import hookimpl
 from clbench.metrics import MetricInput
 from clbench.specs import MethodSpec, MetricSpec
@@ -17,9 +19,9 @@ _RELEASED_LR = {"lr_milestones": [65, 100, 130, 190, 220, 250, 280], "lr_gamma":
 # included, gets a share.
 _QUICK = {"warmup_epochs": 3, "admm_epochs": 3, "retrain_epochs": 2}
 QUICK_PRESETS = {
-    # train.lr: the validation protocol of scripts/tune_quick.py (docs/tuning.md)
-    "quick/permuted-digits-til": {**_QUICK, "alpha": [0.1], "train.lr": 0.05},
-    "quick/split-digits": {**_QUICK, "alpha": [0.2], "train.lr": 0.05},
+    # train.lr: `clbench tune` (plugins/_shared/tuned/quick.json, docs/tuning.md)
+    "quick/permuted-digits-til": {**_QUICK, "alpha": [0.2]},  # five tasks, as split-digits
+    "quick/split-digits": {**_QUICK, "alpha": [0.2]},
     # clbench.testing's tiny profile checks plumbing only (conformance, resume): a few epochs per phase
     "test": {"warmup_epochs": 1, "admm_epochs": 3, "retrain_epochs": 1},
     # paper-lps: Table I values per stream (α, β, warm-up/ADMM/final epochs); optimiser in the stream preset;
@@ -45,7 +47,7 @@ def _report_value(key: str):
 def clbench_add_methods() -> list[MethodSpec]:
     return [MethodSpec("lps", LPS, LPSConfig,
                        "Learn-Prune-Share: ADMM pruning into disjoint partitions + a learned binary sharing mask",
-                       footprint_kind="masked", requires=frozenset({"multi-head"}), presets=QUICK_PRESETS,
+                       footprint_kind="masked", requires=frozenset({"multi-head"}), presets=tuned("lps", QUICK_PRESETS),
                        scenarios=frozenset({"task-incremental"}))]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from clbench_plugins._shared.tuned import tuned
+
 from clbench import hookimpl
 from clbench.specs import MethodSpec
 
@@ -11,9 +13,9 @@ from .method import PackNet
 # Quick profile (digits MLP 64-256-256): the task-incremental streams (one head per task, the paper's multi-head
 # setting, LPS §III); α such that every task of the stream, the last included, gets the same share.
 QUICK_PRESETS = {
-    # train.lr: the validation protocol of scripts/tune_quick.py (docs/tuning.md)
-    "quick/permuted-digits-til": {"alpha": [0.1], "train.lr": 0.05},
-    "quick/split-digits": {"alpha": [0.2], "train.lr": 0.05},
+    # train.lr: `clbench tune` (plugins/_shared/tuned/quick.json, docs/tuning.md)
+    "quick/permuted-digits-til": {"alpha": [0.2]},  # five tasks, as split-digits
+    "quick/split-digits": {"alpha": [0.2]},
     # paper-lps: the same per-task share as LPS (Table I α); train/retrain epochs = LPS warm-up/final (the
     # paper gives none for PackNet; it runs the authors' code with "the recommended hyperparameters")
     "paper-lps/permuted-mnist": {"alpha": [0.1], "train_epochs": 30, "retrain_epochs": 30},
@@ -25,5 +27,5 @@ QUICK_PRESETS = {
 def clbench_add_methods() -> list[MethodSpec]:
     return [MethodSpec("packnet", PackNet, PackNetConfig,
                        "PackNet: prune to a per-task share, retrain, freeze; task-aware masked inference",
-                       footprint_kind="masked", requires=frozenset({"multi-head"}), presets=QUICK_PRESETS,
+                       footprint_kind="masked", requires=frozenset({"multi-head"}), presets=tuned("packnet", QUICK_PRESETS),
                        scenarios=frozenset({"task-incremental"}))]

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from clbench_plugins._shared.lora.presets import BASELINE
 from clbench_plugins._shared.masked.config import PAPER_PRESETS
+from clbench_plugins._shared.tuned import tuned
 
 from clbench import hookimpl
 from clbench.specs import MethodSpec
@@ -13,9 +14,8 @@ from .method import PerTask
 TASK_ID = frozenset({"task-incremental"})  # each task is evaluated with its own adapter or mask
 
 # Table 5 (§6.2): 99 % sparsity on GLUE, also on the offline GLUE-style tasks of the CL benchmark; on the quick
-# digits streams the lr of the validation protocol of scripts/tune_quick.py (docs/tuning.md).
-MASK_PRESETS = {**PAPER_PRESETS, "paper-expander/glue-cl": PAPER_PRESETS["paper-expander/glue-sparse"],
-                **{f"quick/{s}": {"train.lr": 0.0125} for s in ("permuted-digits-til", "split-digits")}}
+# digits streams the lr of `clbench tune` (plugins/_shared/tuned/quick.json, docs/tuning.md).
+MASK_PRESETS = {**PAPER_PRESETS, "paper-expander/glue-cl": PAPER_PRESETS["paper-expander/glue-sparse"]}
 
 
 @hookimpl
@@ -25,8 +25,9 @@ def clbench_add_methods() -> list[MethodSpec]:
                        tags=frozenset({"reference"}), scenarios=TASK_ID),
             MethodSpec("pertask-expander", PerTaskMasked, PerTaskMaskConfig,
                        "each task from the base weights with its own expander mask, no EWC (Table 5's protocol)",
-                       footprint_kind="masked", presets=MASK_PRESETS, tags=frozenset({"reference"}), scenarios=TASK_ID),
+                       footprint_kind="masked", presets=tuned("pertask-expander", MASK_PRESETS),
+                       tags=frozenset({"reference"}), scenarios=TASK_ID),
             MethodSpec("pertask-random", PerTaskMasked, PerTaskRandomConfig,
                        "each task from the base weights with its own uniform random mask, no EWC (Table 5's "
-                       "Random Mask row)", footprint_kind="masked", presets=MASK_PRESETS,
+                       "Random Mask row)", footprint_kind="masked", presets=tuned("pertask-random", MASK_PRESETS),
                        tags=frozenset({"reference", "ablation"}), scenarios=TASK_ID)]

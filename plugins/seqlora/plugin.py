@@ -1,7 +1,8 @@
 from __future__ import annotations
 
-from clbench_plugins._shared.lora.presets import BASELINE, quick_tuned
+from clbench_plugins._shared.lora.presets import BASELINE
 from clbench_plugins._shared.lora.sequential import SeqLoRA, SeqLoRAConfig
+from clbench_plugins._shared.tuned import tuned
 
 from clbench import hookimpl
 from clbench.specs import MethodSpec
@@ -11,4 +12,4 @@ from clbench.specs import MethodSpec
 def clbench_add_methods() -> list[MethodSpec]:
     return [MethodSpec("seqlora", SeqLoRA, SeqLoRAConfig, "one LoRA trained through the whole sequence",
                        footprint_kind="lowrank", requires=frozenset({"lora"}),
-                       presets={**BASELINE, **quick_tuned("seqlora")})]
+                       presets=tuned("seqlora", BASELINE))]

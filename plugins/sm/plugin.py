@@ -1,17 +1,18 @@
 from __future__ import annotations
 
+from clbench_plugins._shared.tuned import tuned
+
 from clbench import hookimpl
 from clbench.specs import MethodSpec
 
 from .method import SM
 
 TASK_ID = frozenset({"task-incremental"})
-# Quick learning rates: chosen by the validation protocol of scripts/tune_quick.py (docs/tuning.md).
-QUICK_PRESETS = {"quick/permuted-digits-til": {"train.lr": 0.05}, "quick/split-digits": {"train.lr": 0.0125}}
+# Quick learning rates and strengths: `clbench tune` (plugins/_shared/tuned/quick.json, docs/tuning.md).
 
 
 @hookimpl
 def clbench_add_methods() -> list[MethodSpec]:
     return [MethodSpec("sm", SM, description="one full-capacity model per task, trained separately (LPS Table II's SM)",
                        footprint_kind="dense", tags=frozenset({"reference"}), scenarios=TASK_ID,
-                       presets=QUICK_PRESETS)]
+                       presets=tuned("sm", {}))]

@@ -12,15 +12,11 @@ from typing import Any
 
 # ------------------------------------------------------------------ quick (MiniLM encoder, CPU)
 # AdamW and clipping 1.0 like the scripts, at a few times their lr 1e-3 because a quick task is a few steps, not
-# thousands: on cl-quick the lr of each method is chosen by the validation protocol of scripts/tune_quick.py
-# (docs/tuning.md; grid 2.5e-3, 5e-3, 1e-2); the λ stay the scripts' values.
+# thousands; on cl-quick each method's lr and λ come from `clbench tune` (plugins/_shared/tuned/quick.json,
+# docs/tuning.md), laid over these by each plugin.
 QUICK_TRAIN: dict[str, Any] = {"train.optimizer": "adamw", "train.lr": 5e-3, "train.grad_clip": 1.0}
-TUNED_LR = {"seqlora": 2.5e-3, "inclora": 2.5e-3, "olora": 2.5e-3, "nlora": 5e-3}  # cl-quick, docs/tuning.md
 
 
-def quick_tuned(method: str) -> dict[str, dict[str, Any]]:
-    """The ``quick/cl-quick`` preset of a LoRA-family method: its tuned learning rate."""
-    return {"quick/cl-quick": {"train.lr": TUNED_LR[method]}}
 # smol (SmolLM2-135M, causal LM, CPU): the scripts' AdamW and clipping; 3× their lr 1e-3 because a smol task
 # is 8 steps (not swept: one smol cell takes minutes on a CPU).
 SMOL_TRAIN: dict[str, Any] = {"train.optimizer": "adamw", "train.lr": 3e-3, "train.grad_clip": 1.0}
@@ -48,7 +44,6 @@ _FIRST = {"1": "dbpedia", "2": "dbpedia", "3": "yahoo"}  # first task of standar
 
 OLORA: dict[str, dict[str, Any]] = {
     "quick": QUICK_TRAIN,
-    **quick_tuned("olora"),
     "smol": SMOL_TRAIN,
     "cl-claims": {**_CLAIMS, "lambda1": 0.5, "lambda2": 0.0},  # λ1, λ2 of scripts/order_{1,2,3}.sh
     "cl-claims-scripts": {**_OLORA_T5},
@@ -70,7 +65,6 @@ _ORDER4_L = {**dict.fromkeys(["MNLI", "CB", "COPA", "QQP", "BoolQA", "amazon", "
              **dict.fromkeys(["WiC", "RTE", "IMDB", "yelp", "SST-2", "dbpedia", "yahoo"], 1.2)}
 NLORA: dict[str, dict[str, Any]] = {
     "quick": QUICK_TRAIN,
-    **quick_tuned("nlora"),
     # SmolLM2 uses grouped-query attention: v_proj is 576→192, so the code's r×r ‖A·B‖₁ does not exist there.
     "smol": {**SMOL_TRAIN, "penalty": "paper"},
     "cl-claims": {**_CLAIMS, "lambda": 0.4},  # λ1 of scripts/order_{1,2,3}.sh

@@ -27,6 +27,9 @@ from clbench.errors import ConfigError
 
 from .masks import MaskSpec
 
+# What `clbench tune` searches (MethodSpec.tune): the methods' own RMSProp step, and EWC's λ where it applies.
+OWN_LR: dict[str, tuple[float, float]] = {"lr": (1e-4, 1e-2)}
+EWC_TUNE: dict[str, tuple[float, float]] = {**OWN_LR, "lambda": (1.0, 1e4)}
 
 @dataclass(frozen=True)
 class MaskedTrainingConfig:

@@ -1,0 +1,107 @@
+"""``clbench tune``: a profile's learning rates and strengths by the tuning protocol (clbench._tools.tune)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from clbench._cli.commands.run import Jobs
+from clbench._core.registry import Registries
+from clbench.errors import ClbenchError
+
+
+@click.command(name="tune")
+@click.option("--profile", default="quick", show_default=True, help="The profile whose presets are tuned.")
+@click.option("--stream", "streams", help="Comma-separated streams (default: the profile's).")
+@click.option("--methods", help="Comma-separated method labels (default: the profile's).")
+@click.option("--set", "sets", multiple=True, metavar="SCOPE.KEY=VALUE", help="A setting for every tuning cell.")
+@click.option("--out", type=click.Path(path_type=Path), help="Tuning results (default: results/tuning/PROFILE).")
+@click.option("--trials", default=8, show_default=True, help="Configurations a method × stream (a power of 2).")
+@click.option("--extensions", default=1, show_default=True, help="Searches past a range's edge, at most.")
+@click.option("--offset", default=1000, show_default=True, help="Tuning seed = reported seed + OFFSET.")
+@click.option("--tuning-seeds", type=click.IntRange(min=1), help="Tune on the first N twins (default: every one).")
+@click.option("--margins", type=click.Path(path_type=Path), help="A result tree whose MARGIN file gives Δ per stream.")
+@click.option("-j", "--jobs", type=Jobs(), default="auto", show_default=True, help="Cells at once (as clbench run).")
+@click.option("--write", type=click.Path(path_type=Path), help="Write the choices as a presets file (JSON) there.")
+@click.option("--check", is_flag=True, help="Run nothing; exit 1 when a preset is not what the results choose.")
+@click.option("--progress/--no-progress", default=True, help="Progress bars.")
+@click.pass_obj
+def command(
+    regs: Registries,
+    profile: str,
+    streams: str | None,
+    methods: str | None,
+    sets: tuple[str, ...],
+    out: Path | None,
+    trials: int,
+    extensions: int,
+    offset: int,
+    tuning_seeds: int | None,
+    margins: Path | None,
+    jobs: int | str,
+    write: Path | None,
+    check: bool,
+    progress: bool,
+) -> None:
+    """Choose learning rates and method strengths on tuning seeds and a held-out order, never the reported ones.
+
+    Every method gets the same number of configurations (a Sobol sequence over log ranges), scored by validation
+    AA; a choice on a range's edge searches past it; the choice is rerun at 0.5× and 2× its learning rate and
+    strengths. Rerunning resumes; the table it prints is docs/tuning.md's. See docs/tuning.md.
+    """
+    from clbench._tools.tables import DEFAULT_MARGIN, read_margins
+    from clbench._tools.tune import choice, preset_mismatches, preset_table, tune
+    from clbench.config import parse_sets
+
+    root = out or Path("results") / "tuning" / profile
+    pairs, left = tune(
+        regs,
+        profile,
+        root,
+        streams=streams.split(",") if streams else None,
+        methods=methods,
+        sets=parse_sets(sets),
+        trials=trials,
+        extensions=extensions,
+        offset=offset,
+        tuning_seeds=tuning_seeds,
+        options={"jobs": jobs},
+        progress=progress,
+        dry_run=check,
+    )
+    margin = read_margins(margins) if margins else {}
+    choices = [choice(p, margin.get(p.stream, DEFAULT_MARGIN)) for p in pairs]
+    for c in choices:
+        if c.chosen is None:
+            continue
+        point = ", ".join(f"{k}={v:g}" for k, v in c.chosen.point.items())
+        edge = f"; on the edge: {', '.join(c.edges)}" if c.edges else ""
+        flag = f"; 2× moves beyond Δ: {', '.join(c.flagged)}" if c.flagged else ""
+        click.echo(
+            f"{c.pair.key}: {point} (validation AA {c.chosen.mean:.2f} ± {c.chosen.sd:.2f}, "
+            f"{len(c.pair.trials)} configurations){edge}{flag}"
+        )
+    if write is not None:
+        if left:
+            raise ClbenchError(f"--write {write}: {left} tuning cells are still to run; run `clbench tune` first")
+        doc = {
+            "profile": profile,
+            "written_by": f"clbench tune --profile {profile} --write",
+            "tuning_results": str(root),
+            "methods": preset_table(profile, choices),
+        }
+        write.parent.mkdir(parents=True, exist_ok=True)
+        write.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        click.echo(f"wrote {write}", err=True)
+    bad = preset_mismatches(choices)
+    for line in bad:
+        click.echo(f"preset: {line}", err=True)
+    click.echo(
+        f"clbench tune: {len(pairs)} method × stream pairs; {len(bad)} presets differ from the choice"
+        + (f"; {left} cells still to run" if left else ""),
+        err=True,
+    )
+    sys.exit(1 if check and (bad or left) else 0)

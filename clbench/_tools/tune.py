@@ -1,0 +1,388 @@
+"""``clbench tune``: choose a profile's learning rates and method strengths by one protocol, apart from reporting.
+
+For every stream × method label that ``clbench run --profile P`` plans (docs/tuning.md says why each step):
+
+1. **Search.** The same number of configurations for every method (``trials``, a power of two): a scrambled Sobol
+   sequence (``scipy.stats.qmc``, seeded per stream × method) over the log ranges of its learning rate — its own
+   ``lr`` where :attr:`MethodSpec.tune` names one, else ``train.lr`` over :data:`LR_RANGES` of its optimizer —
+   and of its strengths (the other keys of :attr:`MethodSpec.tune`). Values are rounded to 3 significant digits.
+2. **Apart from reporting.** Each configuration runs on the **tuning seeds** (each reporting seed + ``offset``:
+   its twin, never a reported seed) and a **held-out order** (the stream's first order that is not reported; the
+   reported one where the stream has no other), scored by AA on the stream's validation split
+   (``train.eval_split=val``).
+3. **Select** the configuration with the highest mean validation AA among those where every seed completed.
+4. **Edges.** A choice in the outer eighth of a range (log scale) extends that range by half its width beyond the
+   edge and draws ``trials`` more configurations there (``extensions`` times at most); a choice still on an edge
+   is reported as such.
+5. **Stability.** The choice at 0.5× and 2× its learning rate, and at 0.5× and 2× its strengths (together), on the
+   tuning seeds and order, scored the same way; a 2× move of the mean AA beyond the stream's margin Δ is flagged.
+
+Every cell is an ordinary result under ``root`` (its point in ``config.sweep``; its footprints file deleted after
+its stage, as nothing here reads it): the tuner derives each stage from the results already there, so rerunning it
+resumes and a finished tree reproduces its report without training.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clbench._core.registry import Registries
+from clbench.cell import FOOTPRINT_FILE, Cell, CellResult
+from clbench.config import field_for
+from clbench.errors import ConfigError
+
+# Log ranges of train.lr by optimizer (a method with an ``lr`` of its own declares its range in MethodSpec.tune).
+LR_RANGES: dict[str, tuple[float, float]] = {
+    "sgd": (0.005, 0.2),
+    "adam": (3e-4, 3e-2),
+    "adamw": (3e-4, 3e-2),
+    "rmsprop": (1e-4, 1e-2),
+}
+EDGE = 1 / 8  # a coordinate within this share of either end of its log range is on the edge
+STABILITY = (("lr", 0.5), ("lr", 2.0), ("strength", 0.5), ("strength", 2.0))
+
+
+@dataclass(frozen=True)
+class Space:
+    """What is searched for one label: the learning-rate key, then its strength keys, each with a log range."""
+
+    keys: tuple[str, ...]
+    ranges: tuple[tuple[float, float], ...]
+
+    @property
+    def lr_key(self) -> str:
+        return self.keys[0]
+
+    @property
+    def strength_keys(self) -> tuple[str, ...]:
+        return self.keys[1:]
+
+
+def space_for(regs: Registries, cell: Cell) -> Space:
+    """The search space of a cell's method label (its parts' ``tune`` ranges; ``train.lr`` unless one owns ``lr``)."""
+    lr: tuple[str, tuple[float, float]] | None = None
+    strengths: list[tuple[str, tuple[float, float]]] = []
+    for part in cell.parts:
+        spec = regs.methods.get(part)
+        fields = set(getattr(spec.config_cls, "__dataclass_fields__", {}))
+        for name, (low, high) in sorted(spec.tune.items()):
+            if field_for(name, fields) is None or not 0 < low < high:
+                raise ConfigError(
+                    f"method {part!r}: tune range {name}={low!r}..{high!r} must name one of its settings "
+                    f"({', '.join(sorted(fields)) or 'none'}) with 0 < low < high"
+                )
+            if name == "lr":
+                lr = (f"{part}.lr", (low, high))
+            else:
+                strengths.append((f"{part}.{name}", (low, high)))
+    if lr is None:
+        optimizer = str(cell.train.optimizer).lower()
+        if optimizer not in LR_RANGES:
+            raise ConfigError(
+                f"{cell.key}: no learning-rate range for optimizer {optimizer!r} (clbench tune knows "
+                f"{', '.join(LR_RANGES)}); give the method an own lr range in MethodSpec.tune"
+            )
+        lr = ("train.lr", LR_RANGES[optimizer])
+    pairs = [lr, *strengths]
+    return Space(tuple(k for k, _ in pairs), tuple(r for _, r in pairs))
+
+
+def round3(x: float) -> float:
+    return float(f"{x:.3g}")
+
+
+def draw(space: Space, ranges: Sequence[tuple[float, float]], trials: int, salt: str) -> list[dict[str, float]]:
+    """``trials`` configurations: a scrambled Sobol sequence (seeded by ``salt``) mapped onto the log ``ranges``."""
+    from scipy.stats import qmc
+
+    m = int(math.log2(trials))
+    if 2**m != trials:
+        raise ConfigError(f"trials={trials}: a Sobol sequence is balanced at a power of two (4, 8, 16, ...)")
+    sample = qmc.Sobol(len(space.keys), scramble=True, seed=zlib.crc32(salt.encode())).random_base2(m)
+    return [
+        {
+            k: round3(math.exp(math.log(lo) + u * (math.log(hi) - math.log(lo))))
+            for k, u, (lo, hi) in zip(space.keys, row, ranges, strict=True)
+        }
+        for row in sample
+    ]
+
+
+def _same(a: Mapping[str, Any], b: Mapping[str, float]) -> bool:
+    return set(a) == set(b) and all(math.isclose(float(a[k]), b[k], rel_tol=1e-9) for k in b)
+
+
+@dataclass
+class Trial:
+    point: dict[str, float]
+    scores: list[float] = field(default_factory=list)  # validation AA of the complete seeds
+    statuses: list[str] = field(default_factory=list)
+
+    def complete(self, seeds: int) -> bool:
+        return len(self.statuses) == seeds and all(s == "complete" for s in self.statuses)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.scores) if self.scores else float("nan")
+
+    @property
+    def sd(self) -> float:
+        return statistics.stdev(self.scores) if len(self.scores) > 1 else 0.0
+
+
+@dataclass
+class Pair:
+    """One stream × method label: where it is tuned, and (once read) its trials."""
+
+    stream: str
+    label: str
+    cell: Cell  # the reporting plan's first cell of the label (its settings are the presets to check)
+    space: Space
+    order: str
+    seeds: list[int]
+    reported_seeds: list[int]
+    reported_orders: list[str]
+    rounds: list[list[tuple[float, float]]] = field(default_factory=list)
+    trials: list[Trial] = field(default_factory=list)  # every round's, in draw order
+    stability: dict[str, Trial] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.stream}/{self.label}"
+
+    def best(self) -> Trial | None:
+        done = [t for t in self.trials if t.complete(len(self.seeds))]
+        return max(done, key=lambda t: (t.mean, -t.point[self.space.lr_key])) if done else None
+
+    def edges(self, trial: Trial) -> dict[str, int]:
+        """Keys whose value lies on an edge of the searched ranges (their union): -1 low, +1 high."""
+        out = {}
+        for i, k in enumerate(self.space.keys):
+            lo = min(r[i][0] for r in self.rounds)
+            hi = max(r[i][1] for r in self.rounds)
+            u = (math.log(trial.point[k]) - math.log(lo)) / (math.log(hi) - math.log(lo))
+            if u < EDGE:
+                out[k] = -1
+            elif u > 1 - EDGE:
+                out[k] = 1
+        return out
+
+    def extended(self, edges: Mapping[str, int]) -> list[tuple[float, float]]:
+        """The next round's ranges: each edge key's union range moved half its width past that edge."""
+        out = []
+        for i, k in enumerate(self.space.keys):
+            lo = min(r[i][0] for r in self.rounds)
+            hi = max(r[i][1] for r in self.rounds)
+            if k not in edges:
+                out.append(self.space.ranges[i])
+                continue
+            half = (math.log(hi) - math.log(lo)) / 2
+            out.append((hi, math.exp(math.log(hi) + half)) if edges[k] > 0 else (math.exp(math.log(lo) - half), lo))
+        return out
+
+    def variants(self, chosen: Trial) -> dict[str, dict[str, float]]:
+        out = {}
+        for what, factor in STABILITY:
+            keys = [self.space.lr_key] if what == "lr" else list(self.space.strength_keys)
+            if keys:
+                out[f"{what}×{factor:g}"] = {k: round3(v * factor) if k in keys else v for k, v in chosen.point.items()}
+        return out
+
+
+def pairs_of(regs: Registries, plan_cells: Sequence[Cell], offset: int, seeds: int | None = None) -> list[Pair]:
+    """The stream × label pairs of a reporting plan, each with its space, held-out order and tuning seeds (the
+    twins of its reported seeds, the first ``seeds`` of them where given)."""
+    by: dict[tuple[str, str], list[Cell]] = {}
+    for c in plan_cells:
+        by.setdefault((c.stream, c.method), []).append(c)
+    pairs = []
+    n_twins = None if seeds is None else max(1, seeds)
+    for (stream, label), cells in by.items():
+        if "+" in label:  # a composite trains with its parts' choices (its presets are theirs)
+            continue
+        reported = sorted({c.seed for c in cells})
+        orders = sorted({c.order for c in cells})
+        twins = [s + offset for s in reported][:n_twins]
+        if set(twins) & set(reported):
+            raise ConfigError(f"tuning seeds {twins} overlap the reported seeds {reported}: pick another --offset")
+        built = regs.streams.get(stream).factory(cells[0].stream_cfg)
+        held_out = [o for o in built.orders if o not in orders]
+        pairs.append(
+            Pair(
+                stream,
+                label,
+                cells[0],
+                space_for(regs, cells[0]),
+                held_out[0] if held_out else orders[0],
+                twins,
+                reported,
+                orders,
+            )
+        )
+    return pairs
+
+
+def read(pair: Pair, results: Sequence[CellResult], trials: int, extensions: int) -> list[dict[str, float]]:
+    """Fill ``pair`` from ``results`` and return the points its next stage needs (empty: done)."""
+    mine = [
+        r
+        for r in results
+        if r.stream == pair.stream
+        and r.method.split("@", 1)[0] == pair.label
+        and r.order == pair.order
+        and r.seed in pair.seeds
+    ]
+
+    def trial(point: dict[str, float]) -> Trial:
+        t = Trial(point)
+        for r in mine:
+            if _same(r.config.get("sweep", {}), point):
+                t.statuses.append(r.status)
+                if r.status == "complete" and r.metrics.get("AA") is not None:
+                    t.scores.append(float(r.metrics["AA"]))  # type: ignore[arg-type]
+        return t
+
+    pair.rounds, pair.trials, pair.stability = [list(pair.space.ranges)], [], {}
+    while True:
+        points = draw(pair.space, pair.rounds[-1], trials, f"{pair.key}/{len(pair.rounds) - 1}")
+        round_trials = [trial(p) for p in points]
+        pair.trials += round_trials
+        if any(len(t.statuses) < len(pair.seeds) for t in round_trials):
+            return [t.point for t in round_trials if len(t.statuses) < len(pair.seeds)]
+        best = pair.best()
+        edges = pair.edges(best) if best is not None else {}
+        if not edges or len(pair.rounds) > extensions:
+            break
+        pair.rounds.append(pair.extended(edges))
+    if best is None:
+        return []
+    pair.stability = {name: trial(p) for name, p in pair.variants(best).items()}
+    return [t.point for t in pair.stability.values() if len(t.statuses) < len(pair.seeds)]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What the protocol chose for one pair, for tables and the preset check."""
+
+    pair: Pair
+    chosen: Trial | None
+    edges: dict[str, int]
+    moves: dict[str, float | None]  # stability variant -> mean AA minus the choice's (None: a seed did not complete)
+    margin: float
+
+    @property
+    def flagged(self) -> list[str]:
+        """The 2× variants whose mean AA moved beyond the margin, or did not complete."""
+        return [k for k, v in self.moves.items() if k.endswith("×2") and (v is None or abs(v) > self.margin)]
+
+
+def choice(pair: Pair, margin: float) -> Choice:
+    best = pair.best()
+    moves: dict[str, float | None] = {}
+    for name, t in pair.stability.items():
+        moves[name] = t.mean - best.mean if best is not None and t.complete(len(pair.seeds)) else None
+    return Choice(pair, best, pair.edges(best) if best is not None else {}, moves, margin)
+
+
+def preset_mismatches(choices: Sequence[Choice]) -> list[str]:
+    """Where a reporting cell's resolved settings are not the chosen point (or nothing was chosen yet)."""
+    out = []
+    for c in choices:
+        if c.chosen is None:
+            out.append(f"{c.pair.key}: nothing chosen yet (run `clbench tune`)")
+            continue
+        resolved = c.pair.cell.resolved()
+        for key, value in c.chosen.point.items():
+            scope, name = key.split(".", 1)
+            have = resolved["train"][name] if scope == "train" else resolved["methods"][scope][name]
+            if not math.isclose(float(have), value, rel_tol=1e-9):
+                out.append(f"{c.pair.key}: {key} is {have:g} in its preset, the protocol chose {value:g}")
+    return out
+
+
+def tuning_requests(
+    pair: Pair, points: Sequence[Mapping[str, float]], profile: str, out: Path, sets: Mapping[str, list[Any]]
+) -> Any:
+    from clbench._core.plan import RunRequest
+
+    return RunRequest(
+        profile=profile,
+        methods=pair.label,
+        streams=[pair.stream],
+        orders=[pair.order],
+        seeds=pair.seeds,
+        sets={**sets, "train.eval_split": ["val"]},
+        points=list(points),
+        out=out,
+    )
+
+
+def tune(
+    regs: Registries,
+    profile: str,
+    root: Path,
+    *,
+    streams: Sequence[str] | None = None,
+    methods: str | None = None,
+    sets: Mapping[str, list[Any]] | None = None,
+    trials: int = 8,
+    extensions: int = 1,
+    offset: int = 1000,
+    tuning_seeds: int | None = None,
+    options: Mapping[str, Any] | None = None,
+    progress: bool = True,
+    dry_run: bool = False,
+) -> tuple[list[Pair], int]:
+    """Run every stage the results under ``root`` still lack (none with ``dry_run``); the pairs, read back, and
+    the number of cells the next stage needs (0 when the protocol is finished)."""
+    from clbench._core.plan import RunRequest, make_plan
+    from clbench._core.results import iter_results
+    from clbench._exec.executors import execute
+    from clbench.cell import Plan
+
+    sets = dict(sets or {})
+    reporting = make_plan(
+        regs, RunRequest(profile=profile, methods=methods, streams=streams, sets=sets, out=root / "reporting")
+    )
+    pairs = pairs_of(regs, reporting.cells, offset, tuning_seeds)
+    seen: set[tuple[str, ...]] = set()
+    while True:
+        results = list(iter_results(root)) if root.is_dir() else []
+        cells: list[Cell] = []
+        for pair in pairs:
+            points = read(pair, results, trials, extensions)
+            if points:
+                cells += make_plan(regs, tuning_requests(pair, points, profile, root, sets)).cells
+        if not cells or dry_run:
+            return pairs, len(cells)
+        stage = tuple(sorted(c.key for c in cells))
+        if stage in seen:  # the cells ran, yet their results do not read back as the points asked for
+            raise ConfigError(f"clbench tune: {len(cells)} cells ran but their results are not found under {root}")
+        seen.add(stage)
+        execute(
+            Plan(cells=cells, profile=profile, out=root),
+            regs,
+            progress=progress,
+            options={"jobs": "auto", "on_change": "refuse", **(options or {})},
+        )
+        for cell in cells:  # a tuning cell keeps its result.json; its footprints (megabytes a cell) are not read
+            (cell.directory / FOOTPRINT_FILE).unlink(missing_ok=True)
+
+
+def preset_table(profile: str, choices: Sequence[Choice]) -> dict[str, dict[str, dict[str, float]]]:
+    """``{method: {"PROFILE/STREAM": {key: value}}}``: each choice as its method's presets name the keys (``train.lr``
+    as is, the method's own ``ewc.lambda`` as ``lambda``), for a plugin to lay over its presets."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for c in choices:
+        if c.chosen is None:
+            continue
+        method = c.pair.label
+        values = {k if k.startswith("train.") else k.split(".", 1)[1]: v for k, v in c.chosen.point.items()}
+        out.setdefault(method, {})[f"{profile}/{c.pair.stream}"] = values
+    return {m: dict(sorted(v.items())) for m, v in sorted(out.items())}

@@ -1,0 +1,136 @@
+"""`clbench tune`: the search draws the same configurations for every method, runs only on tuning seeds and a held-out
+order, chooses the same point twice, and the committed quick presets are what the committed tuning results choose."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from clbench import testing
+from clbench._core.plan import RunRequest, make_plan
+from clbench._core.results import iter_results
+from clbench._tools import tune as T
+from clbench.cell import TEST_PROFILE
+from clbench.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def regs():
+    return testing.registry()
+
+
+def _tune(regs, out: Path):
+    return T.tune(regs, TEST_PROFILE, out, streams=["tiny-vector"], methods="seqft,ewc", trials=4, extensions=1,
+                  offset=1000, options={"jobs": 1}, progress=False)
+
+
+@pytest.fixture(scope="module")
+def tuned(regs, tmp_path_factory):
+    out = tmp_path_factory.mktemp("tune")
+    pairs, left = _tune(regs, out)
+    return out, pairs, left
+
+
+def test_sobol_draws_fill_each_interval_of_the_log_range_once():
+    space = T.Space(("train.lr",), ((1e-3, 1e-1),))
+    points = T.draw(space, space.ranges, 8, "s/m/0")
+    assert points == T.draw(space, space.ranges, 8, "s/m/0")  # seeded
+    assert points != T.draw(space, space.ranges, 8, "s/m/1")
+    # a (0, 3, 1)-net in base 2: one point in each eighth of the log range (up to the 3-digit rounding)
+    us = sorted((math.log10(p["train.lr"]) + 3) / 2 for p in points)
+    assert [min(7, int(u * 8 + 1e-3)) for u in us] == list(range(8))
+    assert all(p["train.lr"] == float(f"{p['train.lr']:.3g}") for p in points)
+    with pytest.raises(ConfigError, match="power of two"):
+        T.draw(space, space.ranges, 6, "x")
+
+
+def test_an_edge_choice_moves_the_range_half_its_width_past_the_edge():
+    space = T.Space(("train.lr", "ewc.lambda"), ((0.01, 1.0), (1.0, 1e4)))
+    pair = T.Pair("s", "ewc", None, space, "2", [1000], [0], ["1"], rounds=[list(space.ranges)])  # type: ignore[arg-type]
+    # lr 0.0105 sits at u = 0.0106 of two decades (low edge); λ = 100 in the middle
+    trial = T.Trial({"train.lr": 0.0105, "ewc.lambda": 100.0})
+    assert pair.edges(trial) == {"train.lr": -1}
+    lo, hi = pair.extended({"train.lr": -1})[0]
+    assert (lo, hi) == pytest.approx((0.001, 0.01))  # one decade (half of two) below 0.01
+    assert pair.extended({"train.lr": -1})[1] == (1.0, 1e4)
+    assert pair.variants(trial) == {
+        "lr×0.5": {"train.lr": 0.00525, "ewc.lambda": 100.0},
+        "lr×2": {"train.lr": 0.021, "ewc.lambda": 100.0},
+        "strength×0.5": {"train.lr": 0.0105, "ewc.lambda": 50.0},
+        "strength×2": {"train.lr": 0.0105, "ewc.lambda": 200.0},
+    }
+
+
+def test_zipped_points_plan_one_cell_a_point(regs, tmp_path):
+    points = [{"train.lr": 0.01, "ewc.lambda": 10.0}, {"train.lr": 0.02, "ewc.lambda": 1.0}]
+    req = RunRequest(profile=TEST_PROFILE, methods="ewc", streams=["tiny-vector"], points=points, out=tmp_path)
+    cells = make_plan(regs, req).cells
+    assert [c.sweep for c in cells] == points  # two cells, not the four of a grid
+    assert [(c.train.lr, c.methods_cfg["ewc"].lambda_) for c in cells] == [(0.01, 10.0), (0.02, 1.0)]
+    with pytest.raises(ConfigError, match="same keys"):
+        make_plan(regs, RunRequest(profile=TEST_PROFILE, methods="ewc", streams=["tiny-vector"], out=tmp_path,
+                                   points=[{"train.lr": 0.01}, {"ewc.lambda": 1.0}]))
+    with pytest.raises(ConfigError, match="stream settings"):
+        make_plan(regs, RunRequest(profile=TEST_PROFILE, methods="ewc", streams=["tiny-vector"], out=tmp_path,
+                                   points=[{"stream.x": 1}]))
+
+
+def test_tuning_runs_only_tuning_seeds_on_a_held_out_order(tuned):
+    out, pairs, left = tuned
+    assert left == 0
+    results = list(iter_results(out))
+    assert results and {r.seed for r in results} == {1000}  # the test profile reports seed 0
+    assert {r.order for r in results} == {"2"}  # it reports order 1
+    assert {r.config["train"]["eval_split"] for r in results} == {"val"}
+    assert not list(out.rglob("footprints.safetensors"))  # result.json only: nothing reads a tuning cell's footprints
+    for pair in pairs:
+        assert (pair.seeds, pair.reported_seeds, pair.order) == ([1000], [0], "2")
+
+
+def test_every_method_gets_the_same_configurations_per_round(tuned):
+    out, pairs, _ = tuned
+    by = {p.label: p for p in pairs}
+    assert set(by) == {"seqft", "ewc"}
+    for pair in pairs:
+        assert len(pair.trials) == 4 * len(pair.rounds)
+        names = {r.method for r in iter_results(out) if r.method.split("@")[0] == pair.label}
+        assert len(names) == len({tuple(t.point.items()) for t in pair.trials} | {
+            tuple(t.point.items()) for t in pair.stability.values()})
+    assert set(by["seqft"].stability) == {"lr×0.5", "lr×2"}
+    assert set(by["ewc"].stability) == {"lr×0.5", "lr×2", "strength×0.5", "strength×2"}
+
+
+def test_the_choice_is_the_best_complete_point_and_repeats(regs, tuned, tmp_path):
+    out, pairs, _ = tuned
+    for pair in pairs:
+        best = pair.best()
+        assert best is not None
+        complete = [t for t in pair.trials if t.complete(1)]
+        assert best.mean == max(t.mean for t in complete)
+    again, _ = _tune(regs, tmp_path)
+    assert [p.best().point for p in again] == [p.best().point for p in pairs]  # type: ignore[union-attr]
+
+
+def test_a_preset_that_is_not_the_choice_is_named(tuned):
+    _, pairs, _ = tuned
+    choices = [T.choice(p, 1.0) for p in pairs]
+    lines = T.preset_mismatches(choices)
+    # the test profile trains at lr 0.05 with EWC's default λ; the draws are rounded to 3 digits, never 0.05 exactly
+    assert any(line.startswith("tiny-vector/seqft: train.lr is 0.05") for line in lines)
+
+
+@pytest.mark.slow
+def test_every_quick_preset_is_the_committed_choice(regs):
+    """`clbench tune --profile quick --check`: the committed tuning results are complete, and each quick preset is
+    what they choose (plugins/_shared/tuned/quick.json laid over the methods' presets)."""
+    pairs, left = T.tune(regs, "quick", ROOT / "results" / "tuning" / "quick", dry_run=True)
+    assert left == 0
+    assert {p.stream for p in pairs} == {"permuted-digits", "permuted-digits-til", "split-digits", "split-digits-cil",
+                                         "cl-quick"}
+    assert T.preset_mismatches([T.choice(p, 1.0) for p in pairs]) == []
+    for p in pairs:  # tuned apart from reporting: twins of the reported seeds on another order
+        assert not set(p.seeds) & set(p.reported_seeds) and p.order not in p.reported_orders
