@@ -171,3 +171,20 @@ def test_permuted_mnist_dil_is_the_same_data_with_one_head():
     til, dil = PermutedMNIST(cfg), PermutedMNIST(cfg, multi_head=False)
     assert (dil.name, dil.scenario, til.scenario) == ("permuted-mnist-dil", "domain-incremental", "task-incremental")
     assert torch.equal(til.data("p2").test.x, dil.data("p2").test.x)
+
+
+def test_the_bench_profile_plans_ten_cells_a_row_apart_from_tuning(tmp_path):
+    """Every row of the bench profile has 10 cells (seeds 0-4 x orders 1, 2); order 3 is left to `clbench tune`,
+    whose tuning seeds (1000+) are not reported; the permuted streams have five tasks, every MNIST test image."""
+    from collections import Counter
+
+    from clbench import testing
+    from clbench._core.plan import RunRequest, make_plan
+
+    cells = make_plan(testing.registry(), RunRequest(profile="bench", out=tmp_path)).cells
+    rows = Counter((c.stream, c.method) for c in cells)
+    assert {s for s, _ in rows} == {"permuted-mnist", "permuted-mnist-dil", "split-mnist", "split-mnist-cil"}
+    assert set(rows.values()) == {10}
+    assert {c.order for c in cells} == {"1", "2"} and {c.seed for c in cells} == {0, 1, 2, 3, 4}
+    assert {c.stream_cfg.tasks for c in cells if c.stream.startswith("permuted")} == {5}
+    assert {c.stream_cfg.train_limit for c in cells} == {0}  # the full training sets

@@ -307,7 +307,12 @@ def preset_mismatches(choices: Sequence[Choice]) -> list[str]:
 
 
 def tuning_requests(
-    pair: Pair, points: Sequence[Mapping[str, float]], profile: str, out: Path, sets: Mapping[str, list[Any]]
+    pair: Pair,
+    points: Sequence[Mapping[str, float]],
+    profile: str,
+    out: Path,
+    sets: Mapping[str, list[Any]],
+    data_dir: str | None = None,
 ) -> Any:
     from clbench._core.plan import RunRequest
 
@@ -320,6 +325,7 @@ def tuning_requests(
         sets={**sets, "train.eval_split": ["val"]},
         points=list(points),
         out=out,
+        data_dir=data_dir,
     )
 
 
@@ -335,6 +341,7 @@ def tune(
     extensions: int = 1,
     offset: int = 1000,
     tuning_seeds: int | None = None,
+    data_dir: str | None = None,
     options: Mapping[str, Any] | None = None,
     progress: bool = True,
     dry_run: bool = False,
@@ -348,7 +355,10 @@ def tune(
 
     sets = dict(sets or {})
     reporting = make_plan(
-        regs, RunRequest(profile=profile, methods=methods, streams=streams, sets=sets, out=root / "reporting")
+        regs,
+        RunRequest(
+            profile=profile, methods=methods, streams=streams, sets=sets, out=root / "reporting", data_dir=data_dir
+        ),
     )
     pairs = pairs_of(regs, reporting.cells, offset, tuning_seeds)
     seen: set[tuple[str, ...]] = set()
@@ -358,7 +368,7 @@ def tune(
         for pair in pairs:
             points = read(pair, results, trials, extensions)
             if points:
-                cells += make_plan(regs, tuning_requests(pair, points, profile, root, sets)).cells
+                cells += make_plan(regs, tuning_requests(pair, points, profile, root, sets, data_dir)).cells
         if not cells or dry_run:
             return pairs, len(cells)
         stage = tuple(sorted(c.key for c in cells))

@@ -21,6 +21,11 @@ from .streams import (
 # LPS §V-A: "For all experiments, we use a batch size of 128 and Adam as an optimizer with default values
 # and initialize the learning rate to 0.001." Epochs per phase live in the methods' paper-lps presets.
 _PAPER_TRAIN = {"train.batch_size": 128, "train.optimizer": "adam", "train.lr": 1e-3, "orders": ["1"]}
+# The bench profile (issue 39): full MNIST test sets, a small MLP and one epoch a task so that every method that
+# applies runs 10 cells a row (seeds 0-4 x orders 1, 2; order 3 is tuning's) on 2 CPU cores; docs/bench.md.
+_BENCH = {"model": "mlp", "model.hidden": [100, 100], "train.batch_size": 128, "train.optimizer": "adam",
+          "train.lr": 1e-3, "train.epochs": 1, "orders": ["1", "2"]}
+_BENCH_PERMUTED = {**_BENCH, "stream.tasks": 5}  # ten permutations cost 2.2x five (measured: issue 39's note)
 
 
 @hookimpl
@@ -30,17 +35,18 @@ def clbench_add_streams() -> list[StreamSpec]:
                    "10 tasks of MNIST under fixed pixel permutations (LPS Table I); --data-dir or the hub",
                    presets={"paper-lps": {**_PAPER_TRAIN, "model": "mlp",
                                           "model.hidden": [2000, 2000],  # §V-A: two hidden layers of 2000, ReLU
-                                          "model.multi_head": True}},  # §III, Fig. 1: one head per task
+                                          "model.multi_head": True},  # §III, Fig. 1: one head per task
+                            "bench": dict(_BENCH_PERMUTED)},
                    tags=frozenset({"image"})),
         StreamSpec("permuted-mnist-dil", functools.partial(PermutedMNIST, multi_head=False), PermutedMNISTConfig,
                    "permuted-mnist with one shared head (domain-incremental: no task identity at test time)",
-                   tags=frozenset({"image"})),
+                   presets={"bench": dict(_BENCH_PERMUTED)}, tags=frozenset({"image"})),
         StreamSpec("split-mnist", SplitMNIST, SplitMNISTConfig,
                    "MNIST in 5 tasks of two digits, one head per task (task-incremental); --data-dir or the hub",
-                   tags=frozenset({"image"})),
+                   presets={"bench": dict(_BENCH)}, tags=frozenset({"image"})),
         StreamSpec("split-mnist-cil", functools.partial(SplitMNIST, class_incremental=True), SplitMNISTConfig,
                    "split-mnist class-incremental: one head over the ten digits, unseen digits masked, no task "
-                   "identity at test time", tags=frozenset({"image"})),
+                   "identity at test time", presets={"bench": dict(_BENCH)}, tags=frozenset({"image"})),
         StreamSpec("split-cifar10-100", SplitCIFAR10_100, SplitCIFARConfig,
                    "CIFAR-10, then 5 tasks of 10 CIFAR-100 classes (LPS Table I); --data-dir or the hub",
                    presets={"paper-lps": {**_PAPER_TRAIN, "model": "cifarnet",  # §V-A: Keras' CIFAR-10 network
@@ -59,7 +65,12 @@ def clbench_add_models() -> list[ModelSpec]:
 @hookimpl
 def clbench_add_profiles() -> list[ProfileSpec]:
     # Table II's columns: SM, EWC, IS (SI), LwF, DGR, GEM, PackNet, LPS; SeqFT beside them
-    return [ProfileSpec("paper-lps", "LPS/PackNet Table II: permuted MNIST (2×2000 MLP) and split CIFAR-10/100 "
-                        "(CifarNet); Adam 1e-3, batch 128; GPU or a long CPU run",
-                        version="1", seeds=(0,), methods=("lps", "packnet", "ewc", "si", "lwf", "dgr", "gem", "sm", "seqft"),
-                        streams=("permuted-mnist", "split-cifar10-100"))]
+    return [
+        ProfileSpec("paper-lps", "LPS/PackNet Table II: permuted MNIST (2×2000 MLP) and split CIFAR-10/100 "
+                    "(CifarNet); Adam 1e-3, batch 128; GPU or a long CPU run",
+                    version="1", seeds=(0,), methods=("lps", "packnet", "ewc", "si", "lwf", "dgr", "gem", "sm", "seqft"),
+                    streams=("permuted-mnist", "split-cifar10-100")),
+        ProfileSpec("bench", "full MNIST test sets in three scenarios, every method that applies, 10 cells a row "
+                    "(seeds 0-4 x orders 1, 2), CPU; --data-dir with the MNIST idx files or the hub",
+                    version="0", seeds=(0, 1, 2, 3, 4)),
+    ]

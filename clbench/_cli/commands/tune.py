@@ -19,6 +19,7 @@ from clbench.errors import ClbenchError
 @click.option("--methods", help="Comma-separated method labels (default: the profile's).")
 @click.option("--set", "sets", multiple=True, metavar="SCOPE.KEY=VALUE", help="A setting for every tuning cell.")
 @click.option("--out", type=click.Path(path_type=Path), help="Tuning results (default: results/tuning/PROFILE).")
+@click.option("--data-dir", type=click.Path(exists=True, file_okay=False), help="As clbench run --data-dir.")
 @click.option("--trials", default=8, show_default=True, help="Configurations a method × stream (a power of 2).")
 @click.option("--extensions", default=1, show_default=True, help="Searches past a range's edge, at most.")
 @click.option("--offset", default=1000, show_default=True, help="Tuning seed = reported seed + OFFSET.")
@@ -36,6 +37,7 @@ def command(
     methods: str | None,
     sets: tuple[str, ...],
     out: Path | None,
+    data_dir: str | None,
     trials: int,
     extensions: int,
     offset: int,
@@ -68,6 +70,7 @@ def command(
         extensions=extensions,
         offset=offset,
         tuning_seeds=tuning_seeds,
+        data_dir=data_dir,
         options={"jobs": jobs},
         progress=progress,
         dry_run=check,
