@@ -17,8 +17,8 @@ Sections (all from ``results/quick/cl-quick/*/order-1/seed-0``, the LoRA-family 
 - ``quick-size`` (README.md): the committed quick default's cell count per stream.
 - ``reproducibility`` (README.md): how far the quick cells move with AVX2 kernels or another thread count
   (``results/reproducibility/*``, result.json only, compared with ``clbench._tools.verify.compare``).
-- ``tuning-choices``, ``tuning-cost`` (docs/tuning.md): the quick presets' validation protocol as committed under
-  ``results/tuning`` (scripts/tune_quick.py): the grids, each choice, its doubled run, and what it cost.
+- ``tuning-choices``, ``tuning-cost`` (docs/tuning.md): the quick presets' tuning protocol as committed under
+  ``results/tuning/quick`` (``clbench tune``): what was searched, each choice, its stability, and what it cost.
 - ``method-state`` (docs/scale-out.md): each method's memory per 1 B parameters, from the memory plan of its quick
   split-digits cell (computed, not read from results).
 - ``gpu-lease`` (docs/scale-out.md): the GPU lease's cells (``results/gpu-lease``): measured peak memory beside the
@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import functools
+import json
 import math
 import re
 import statistics
@@ -313,13 +314,23 @@ def quick_size(results: Path, regs: Any) -> str:
         methods, orders, seeds = ({getattr(r, k) for r in mine} for k in ("method", "order", "seed"))
         parts.append(f"{len(methods)} methods × {len(orders)} order{'s' * (len(orders) > 1)} × "
                      f"{len(seeds)} seed{'s' * (len(seeds) > 1)} on `{stream}`")
-    return f"The quick default is {len(cells)} cells ({'; '.join(parts)})."
+    text = f"The quick default is {len(cells)} cells ({'; '.join(parts)})."
+    wall = results / "wall-time.json"
+    if not wall.exists():
+        raise DocsTableError(f"{_shown(wall)}: missing (benchmarks/bench_quick.py --out ... --record {_shown(wall)})")
+    w = json.loads(wall.read_text(encoding="utf-8"))
+    if w["cells"] != len(cells):
+        raise DocsTableError(f"{_shown(wall)}: timed {w['cells']} cells, the tree holds {len(cells)}; time it again")
+    minutes, seconds = divmod(round(w["wall_s"]), 60)
+    return text + (f" On {w['cpu']} ({w['cpus']} CPUs, `--jobs {w['jobs']}`) it took {minutes} min {seconds:02d} s "
+                   f"from the command to its last line ({w['date']}, `benchmarks/bench_quick.py --record`; the goal "
+                   "is 5 minutes on 2 cores).")
 
 
 # folder under results/reproducibility -> (how it was made, the one setting allowed to differ from the committed cell)
 REPRO_RUNS = {
-    "quick-avx512": ("AVX-512 kernels instead of AVX2: `clbench run --methods all` on an AVX-512 CPU (the quick cells "
-                     "committed before 2026-11-26)", None),
+    "quick-sse": ("SSE kernels instead of AVX2: `ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 clbench run "
+                  "--methods all` (another CPU's vector kernels, on this one)", None),
     "quick-threads2": ("2 threads instead of 1: `clbench run --methods all --set train.threads=2`", "train.threads"),
 }
 
@@ -401,7 +412,7 @@ def margin_text(results: Path) -> str:
                 moves[key[0]] = max(moves[key[0]], move)
                 rerun[key[0]].add(key[1])
     lines = ["# The verdict rule's margin Δ (pp) per stream (clbench/verdicts.py, docs/verdicts.md): the largest move of a",
-             "# row's mean AA between the committed cells and their reruns with AVX-512 kernels or 2 threads",
+             "# row's mean AA between the committed cells and their reruns with SSE kernels or 2 threads",
              "# (results/reproducibility), rounded up to 0.1 pp, and at least 1 pp. Written and checked by",
              "# scripts/docs_tables.py; `clbench leaderboard` reads it."]
     for stream, move in sorted(moves.items()):
@@ -697,70 +708,69 @@ def claims_oo(results: Path, regs: Any) -> str:
     return "\n".join(lines)
 
 
-def _tune_quick() -> Any:
-    """scripts/tune_quick.py as a module (it sits beside this script; tests load this one by path)."""
-    import importlib.util
+TUNING = ROOT / "results" / "tuning" / "quick"
 
-    spec = importlib.util.spec_from_file_location("tune_quick", Path(__file__).with_name("tune_quick.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("tune_quick", module)
-    spec.loader.exec_module(module)
-    return module
+
+def _choices(regs: Any) -> list[Any]:
+    """The quick profile's tuning, read back from results/tuning/quick (`clbench tune`; nothing is trained)."""
+    from clbench._tools.tables import DEFAULT_MARGIN, read_margins
+    from clbench._tools.tune import choice, tune
+
+    if not TUNING.is_dir():
+        raise DocsTableError(f"{_shown(TUNING)}: no tuning results; run `clbench tune --profile quick`")
+    pairs, left = tune(regs, "quick", TUNING, dry_run=True)
+    if left:
+        raise DocsTableError(f"{_shown(TUNING)}: {left} tuning cells still to run (`clbench tune --profile quick`)")
+    margins = read_margins(ROOT / "results" / "quick")
+    return [choice(p, margins.get(p.stream, DEFAULT_MARGIN)) for p in pairs]
 
 
 def _g(x: float | None) -> str:
-    return "—" if x is None else f"{x:g}"
+    return "—" if x is None else f"{x:.3g}"
+
+
+def _pp(x: float | None) -> str:
+    return "not complete" if x is None else f"{x:+.2f}"
 
 
 def tuning_choices(results: Path, regs: Any) -> str:
-    """Per quick stream × method: the grid, the validation AA of the choice and of the runner-up, the points a
-    seed diverged at, and the choice's doubled run (results/tuning, scripts/tune_quick.py)."""
-    from clbench._tools.tables import _fmt
-
-    tq = _tune_quick()
-    grid_results, stable_results = tq._results(tq.GRID_DIR), tq._results(tq.STABLE_DIR)
-    if not grid_results:
-        raise DocsTableError(f"{_shown(tq.GRID_DIR)}: no tuning results; run `python scripts/tune_quick.py`")
-    lines = ["| stream | method | lr key: grid → chosen | strength: grid → chosen | validation AA of the choice | "
-             "runner-up | grid points with a diverged seed | passed over (doubled run diverged) | "
-             "doubled lr and strength: seeds complete |", "|---|---|---|---|---|---|---|---|---|"]
-    for stream, method, _ in tq.planned(regs):
-        k = tq.knobs(stream, method)
-        grid, chosen, passed, ok = tq.state(stream, method, grid_results, stable_results)
-        if chosen is None:
-            raise DocsTableError(f"{stream} {method}: no grid point qualifies in {_shown(tq.GRID_DIR)}")
-        others = [p for p in grid if p is not chosen and p.stable and p not in passed]  # the runner-up
-        unstable = [p for p in grid if not p.stable]
-        doubled = tq.doubled_statuses(stable_results, stream, method, chosen.lr, chosen.strength)
-        strength = "—" if k.strength_key is None else \
-            f"`{k.strength_key}`: {', '.join(map(_g, k.strengths))} → **{_g(chosen.strength)}**"
-
-        def where(p: Any) -> str:
-            return f"{_g(p.lr)}" + ("" if p.strength is None else f"/{_g(p.strength)}")
-
-        lines.append(
-            f"| {stream} | {method} | `{k.lr_key}`: {', '.join(map(_g, k.lrs))} → **{_g(chosen.lr)}** | {strength} | "
-            f"{_fmt(chosen.scores)} | {(_fmt(others[0].scores) + ' at ' + where(others[0])) if others else '—'} | "
-            f"{', '.join(where(p) for p in unstable) or 'none'} | {', '.join(where(p) for p in passed) or 'none'} | "
-            f"{sum(s == 'complete' for s in doubled)} of {len(doubled)} |")
+    """Per quick stream × method: what was searched, the choice and its validation AA, whether it sits on an edge,
+    and how the AA moves at 0.5× and 2× its learning rate and strengths (results/tuning/quick, `clbench tune`)."""
+    lines = ["| stream | method | searched (log ranges of every round) | choice | configurations | validation AA "
+             "(tuning seeds) | on an edge | lr ×0.5 | lr ×2 | strength ×0.5 | strength ×2 | Δ | 2× beyond Δ |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in sorted(_choices(regs), key=lambda c: (c.pair.stream, c.pair.label)):
+        p = c.pair
+        if c.chosen is None:
+            raise DocsTableError(f"{p.key}: no configuration completed on every tuning seed in {_shown(TUNING)}")
+        searched = "; ".join(
+            f"`{k}` " + " ∪ ".join(f"{_g(r[i][0])}–{_g(r[i][1])}" for r in p.rounds)
+            for i, k in enumerate(p.space.keys))
+        point = ", ".join(f"{_g(v)}" for v in c.chosen.point.values())
+        moves = [_pp(c.moves[k]) if k in c.moves else "—" for k in ("lr×0.5", "lr×2", "strength×0.5", "strength×2")]
+        lines.append(f"| {p.stream} | {p.label} | {searched} | **{point}** | {len(p.trials)} | "
+                     f"{c.chosen.mean:.2f} ± {c.chosen.sd:.2f} | {', '.join(c.edges) or 'no'} | {' | '.join(moves)} | "
+                     f"{_g(c.margin)} | {', '.join(c.flagged) or 'no'} |")
     return "\n".join(lines)
 
 
 def tuning_cost(results: Path, regs: Any) -> str:
-    """What the protocol ran: cells and recorded cell time of the grid and of the doubled runs."""
-    tq = _tune_quick()
+    """What the protocol ran, per stream: cells, their statuses and recorded cell time."""
+    from clbench._core.results import iter_results
+
+    by: dict[str, list[Any]] = {}
+    for r in iter_results(TUNING):
+        by.setdefault(r.stream, []).append(r)
     rows = []
-    for name, folder in (("grid (validation split)", tq.GRID_DIR), ("doubled lr and strength", tq.STABLE_DIR)):
-        cells = tq._results(folder)
+    for stream, cells in sorted(by.items()):
         status: dict[str, int] = {}
         for r in cells:
             status[r.status] = status.get(r.status, 0) + 1
         seconds = sum(float(r.timings.get("total_s", 0.0)) for r in cells)
         counts = ", ".join(f"{n} {s}" for s, n in sorted(status.items()))
-        rows.append(f"| {name} | `{_shown(folder)}` | {len(cells)} ({counts}) | {seconds / 60:.1f} |")
-    return "\n".join(["| stage | results | cells | cell time (min, as recorded, one CPU thread a cell) |",
-                      "|---|---|---|---|", *rows])
+        rows.append(f"| {stream} | {len(cells)} ({counts}) | {seconds / 60:.1f} |")
+    return "\n".join(["| stream | cells | cell time (min, as recorded, one CPU thread a cell) |", "|---|---|---|",
+                      *rows])
 
 
 def method_state(results: Path, regs: Any) -> str:
