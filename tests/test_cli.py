@@ -10,6 +10,7 @@ import json
 import re
 import shutil
 import statistics
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -114,7 +115,8 @@ def test_grid_show_and_deterministic_leaderboard(grid, capsys, tmp_path, monkeyp
     assert not (tmp_path / "runs" / "leaderboard.md").exists()
 
     result = json.loads((tmp_path / "runs/split-digits/ewc/order-1/seed-0/result.json").read_text())
-    assert result["config"]["methods"]["ewc"]["lambda"] == 1000.0  # quick preset reached the cell
+    tuned = json.loads((Path(__file__).resolve().parent.parent / "plugins/_shared/tuned/quick.json").read_text())["methods"]["ewc"]
+    assert result["config"]["methods"]["ewc"]["lambda"] == tuned["quick/split-digits"]["lambda"]  # the preset reached it
     assert result["config"]["train"]["epochs"] == 1  # --set won over the preset
     assert result["env"]["world_size"] == 1 and result["env"]["global_batch_size"] == 32
 
@@ -233,7 +235,7 @@ def test_build_cli_puts_the_registries_in_the_context(capsys):
 
     regs = harness_registry()
     cli = build_cli(regs)
-    assert sorted(cli.commands) == ["compare", "doctor", "leaderboard", "list", "metrics", "run", "show", "verify"]
+    assert sorted(cli.commands) == ["compare", "doctor", "leaderboard", "list", "metrics", "run", "show", "tune", "verify"]
     with pytest.raises(SystemExit) as exit_:
         cli.main(["list", "profiles", "--debug"], prog_name="clbench")
     assert exit_.value.code == 0

@@ -62,19 +62,25 @@ def test_a_plugin_of_no_distribution_is_listed_so(capsys, monkeypatch):
         in out.splitlines()
 
 
+def _tuned(method: str) -> dict:
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "plugins" / "_shared" / "tuned" / "quick.json"
+    return json.loads(path.read_text())["methods"][method]
+
+
 # ------------------------------------------------------------------------------------------- the rows
 def test_ewc_settings(regs):
     rows = {r.name: r for r in settings_mod.settings(regs, "ewc")}
     assert list(rows) == ["lambda", "fisher_samples", "fisher_batch_size", "decay", "train.lr"]
     lam = rows["lambda"]
     assert (lam.key, lam.type, lam.default, lam.range, lam.in_config) == ("ewc.lambda", "float", 100.0, ">= 0", True)
-    assert lam.help.startswith("the paper tunes λ per benchmark; the quick presets (plugin.py) come from the "
-                                  "validation protocol")
-    assert dict(lam.presets) == {"quick/permuted-digits": 10.0, "quick/permuted-digits-til": 100.0,
-                                 "quick/split-digits": 1000.0, "quick/split-digits-cil": 10.0}
+    assert lam.help.startswith("the paper tunes λ per benchmark; the quick presets come from `clbench tune`")
+    tuned = _tuned("ewc")  # plugins/_shared/tuned/quick.json, as `clbench tune --write` made it
+    assert dict(lam.presets) == {k: v["lambda"] for k, v in tuned.items()} and len(tuned) == 4
     lr = rows["train.lr"]  # a preset outside the method's config, shown under its key
-    assert not lr.in_config and dict(lr.presets) == {"quick/permuted-digits": 0.05, "quick/permuted-digits-til": 0.025,
-                                                     "quick/split-digits": 0.0125, "quick/split-digits-cil": 0.0125}
+    assert not lr.in_config and dict(lr.presets) == {k: v["train.lr"] for k, v in tuned.items()}
     assert rows["decay"].range == ">= 0 and <= 1" and rows["decay"].help == "γ of online EWC: F ← γ·F + F_k"
     assert rows["fisher_samples"].presets == {}
 
@@ -197,8 +203,9 @@ def test_list_settings_prints_each_setting(capsys, monkeypatch):
     ]
     decay = lines.index("  decay: float = 1.0  (>= 0 and <= 1)")
     assert lines[decay + 1] == "      γ of online EWC: F ← γ·F + F_k"
-    assert "      preset quick/permuted-digits: 10.0" in lines
-    assert "      preset quick/split-digits: 1000.0" in lines
+    tuned = _tuned("ewc")
+    assert f"      preset quick/permuted-digits: {tuned['quick/permuted-digits']['lambda']!r}" in lines
+    assert f"      preset quick/split-digits: {tuned['quick/split-digits']['lambda']!r}" in lines
 
 
 def test_list_settings_of_a_model_and_of_a_stream(capsys, monkeypatch):

@@ -42,8 +42,10 @@ NO_DROPOUT = {f"{m}.dropout": [0.0] for m in LORA}  # LoRA dropout's masks fall 
 def _grid(out: Path, nproc: int | None, accum: int) -> dict[str, CellResult]:
     regs = testing.registry()
     sets = {"train.grad_accum": [accum]}
+    # one learning rate for every method (not its tuned preset): a large step amplifies the summation order's last
+    # bits chaotically, and this test is about the arithmetic of the ranks, not about the presets
     results = testing.run(regs, out / "digits", ",".join(DIGITS), "split-digits", profile="quick", orders=["1"],
-                          sets={**sets, "train.epochs": [1]}, nproc=nproc)
+                          sets={**sets, "train.epochs": [1], "train.lr": [0.0125]}, nproc=nproc)
     results += testing.run(regs, out / "vector", ",".join(REPLAY), "tiny-vector", sets=sets, nproc=nproc)
     results += testing.run(regs, out / "text", ",".join(LORA), "tiny-text", sets={**sets, **NO_DROPOUT}, nproc=nproc)
     return {r.method: r for r in results}
@@ -203,7 +205,8 @@ def test_torchrun_processes_are_the_ranks(tmp_path, grids):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
            "-m", "clbench", "run", "--profile", "quick", "--methods", "ewc", "--stream", "split-digits",
-           "--orders", "1", "--seeds", "0", "--set", "train.epochs=1", "--out", str(out), "--no-progress"]
+           "--orders", "1", "--seeds", "0", "--set", "train.epochs=1", "--set", "train.lr=0.0125", "--out", str(out),
+           "--no-progress"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stderr.count("clbench: 1 cell:") == 1  # the summary, from rank 0 only
@@ -223,7 +226,8 @@ def test_a_ray_task_runs_its_cell_on_nproc_ranks(tmp_path, grids):
     """`--executor ray --nproc 2` (on GPUs: `--cell-gpus 2`): the ranks are processes of the cell's Ray task."""
     ray = pytest.importorskip("ray")
     regs = testing.registry()
-    req = _request(tmp_path, "ewc", "split-digits", "quick", sets={"train.epochs": [1]}, orders=["1"])
+    req = _request(tmp_path, "ewc", "split-digits", "quick", sets={"train.epochs": [1], "train.lr": [0.0125]},
+                   orders=["1"])
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     try:
         [result] = execute(make_plan(regs, req), regs, executor="ray", progress=False,

@@ -100,8 +100,9 @@ def test_a_preset_naming_a_disabled_plugins_stream_warns_instead_of_refusing():
     preset is skipped with a warning naming the disabled plugin (a typo with nothing disabled is refused:
     tests/faultsuite.py, preset-unknown-*)."""
     regs = testing.registry(disabled=("digits",))
-    with pytest.warns(UserWarning, match=r"preset 'quick/split-digits' that names no stream 'split-digits' "
-                                         r"\(or one of the disabled plugins digits provides it\)"):
+    with pytest.warns(UserWarning, match=r"preset 'quick/split-digits' that names no stream 'split-digits'"
+                                         r"( — did you mean '[^']+'\?)? \(or one of the disabled plugins digits "
+                                         r"provides it\)"):
         plan = make_plan(regs, RunRequest(methods="expander", streams=["cl-quick"], seeds=[0]))
     assert [c.method for c in plan.cells] == ["expander"]
 

@@ -214,7 +214,7 @@ def test_checkpoints_follow_checkpoint_every_s(tmp_path, monkeypatch):
     for every, expected in ((0, list(range(1, 10))), (1e6, [])):  # after every task but the last of ten; never
         saved.clear()
         testing.run(regs, tmp_path / str(every), "seqft", stream="permuted-digits", profile="quick", orders=["1"],
-                    sets={"train.epochs": [1], "train.checkpoint_every_s": [every]})
+                    sets={"train.epochs": [1], "train.checkpoint_every_s": [every], "stream.tasks": [10]})
         assert saved == expected
 
 

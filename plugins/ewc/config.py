@@ -13,8 +13,7 @@ class EWCConfig:
     """
 
     lambda_: float = bounded(100.0, ge=0, help=(
-        "the paper tunes λ per benchmark; the quick presets (plugin.py) come from the validation protocol of "
-        "docs/tuning.md"))
+        "the paper tunes λ per benchmark; the quick presets come from `clbench tune` (docs/tuning.md)"))
     fisher_samples: int = bounded(256, ge=0, help="examples of the finished task used to estimate F (0: all)")
     fisher_batch_size: int = bounded(1, ge=1, help=(
         "1: the exact per-example empirical Fisher; larger batches are faster but biased low"))
