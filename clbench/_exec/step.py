@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -314,12 +314,12 @@ class _PhaseRun:
         # the step losses read at once every `sync` steps (train.sync_every): every step on the CPU, where reading one
         # is cheap; on an accelerator each read waits for the device to finish the step
         sync, pending = ctx.train.sync_every or (1 if ctx.device.type == "cpu" else SYNC_EVERY), []
-        left = None if self.limit is None else self.limit - self.steps
-        for batch in _epoch_batches(ctx, self.train_tasks, ctx.train.batch_size, self.index, self.p_i, epoch):
-            if left is not None:
-                if left == 0:
-                    break
-                left -= 1
+        epoch_batches: Iterable[Batch] = _epoch_batches(
+            ctx, self.train_tasks, ctx.train.batch_size, self.index, self.p_i, epoch
+        )
+        if self.limit is not None:  # the phase's share of train.steps_per_task: cut here, not counted in the loop
+            epoch_batches = itertools.islice(epoch_batches, self.limit - self.steps)
+        for batch in epoch_batches:
             if move:
                 batch = batch.to(ctx.device)
             opt.zero_grad(set_to_none=True)
