@@ -203,6 +203,7 @@ def pairs_of(regs: Registries, plan_cells: Sequence[Cell], offset: int, seeds: i
         by.setdefault((c.stream, c.method), []).append(c)
     pairs = []
     n_twins = None if seeds is None else max(1, seeds)
+    stream_orders: dict[str, list[str]] = {}  # a stream is built once (a text stream reads its files to build)
     for (stream, label), cells in by.items():
         if "+" in label:  # a composite trains with its parts' choices (its presets are theirs)
             continue
@@ -211,8 +212,9 @@ def pairs_of(regs: Registries, plan_cells: Sequence[Cell], offset: int, seeds: i
         twins = [s + offset for s in reported][:n_twins]
         if set(twins) & set(reported):
             raise ConfigError(f"tuning seeds {twins} overlap the reported seeds {reported}: pick another --offset")
-        built = regs.streams.get(stream).factory(cells[0].stream_cfg)
-        held_out = [o for o in built.orders if o not in orders]
+        if stream not in stream_orders:
+            stream_orders[stream] = list(regs.streams.get(stream).factory(cells[0].stream_cfg).orders)
+        held_out = [o for o in stream_orders[stream] if o not in orders]
         pairs.append(
             Pair(
                 stream,
