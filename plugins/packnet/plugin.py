@@ -17,7 +17,7 @@ QUICK_PRESETS = {
     "quick/permuted-digits-til": {"alpha": [0.2]},  # five tasks, as split-digits
     "quick/split-digits": {"alpha": [0.2]},
     # bench: train and retrain one epoch each (LPS's warm-up and final phases there)
-    "bench": {"train_epochs": 1, "retrain_epochs": 1, "alpha": [0.2]},  # five tasks a stream: every one a share
+    "bench": {"train_epochs": 1, "retrain_epochs": 1, "alpha": [0.2]},  # five tasks at most a stream: every one a share
     # paper-lps: the same per-task share as LPS (Table I α); train/retrain epochs = LPS warm-up/final (the
     # paper gives none for PackNet; it runs the authors' code with "the recommended hyperparameters")
     "paper-lps/permuted-mnist": {"alpha": [0.1], "train_epochs": 30, "retrain_epochs": 30},
