@@ -78,7 +78,7 @@ def main() -> None:
             data = ["--data-dir", args.data_dir] if args.data_dir else []
             t0 = time.perf_counter()
             for line in lines:
-                done = subprocess.run([sys.executable, "-m", *line[1:], *data, "--jobs", jobs, "--out", str(out),
+                done = subprocess.run([sys.executable, "-m", "clbench", *line[1:], *data, "--jobs", jobs, "--out", str(out),
                                        "--no-progress"], capture_output=True, text=True, check=False)
                 if done.returncode:
                     sys.exit(f"{' '.join(line)} --jobs {jobs} exited {done.returncode}:\n{done.stderr[-3000:]}")

@@ -307,7 +307,7 @@ def quick_excerpt(results: Path, regs: Any) -> str:
     return head + "\n" + "\n".join(blocks).rstrip("\n")
 
 
-def profile_size(tree: Path, profile: str, goal: str) -> str:
+def profile_size(tree: Path, goal: str) -> str:
     """How many cells a committed profile run has (methods × orders × seeds per stream) and its recorded wall time
     (``tree/wall-time.json``, benchmarks/bench_quick.py --record)."""
     from clbench._core.results import iter_results
@@ -336,15 +336,16 @@ def profile_size(tree: Path, profile: str, goal: str) -> str:
 
 def quick_size(results: Path, regs: Any) -> str:
     """How many cells the committed quick default has: methods × orders × seeds per stream."""
-    return "The quick default is " + profile_size(results, "quick", "5 minutes")
+    return "The quick default is " + profile_size(results, "5 minutes")
 
 
+BENCH = ROOT / "results" / "bench"
 BENCH_TRACKS = {"bench": "the methods' own budgets", "bench-equal-steps": "equal steps (`train.steps_per_task`)"}
 
 
 def bench_size(results: Path, regs: Any) -> str:
     """The committed bench tracks' cells and wall times (results/bench, results/bench-equal-steps)."""
-    return "\n".join(f"- {words}: " + profile_size(ROOT / "results" / track, "bench", "90 minutes")
+    return "\n".join(f"- {words}: " + profile_size(ROOT / "results" / track, "90 minutes")
                      for track, words in BENCH_TRACKS.items())
 
 
@@ -358,10 +359,9 @@ def bench_summary(results: Path, regs: Any) -> str:
     tables: dict[str, dict[str, Any]] = {}
     lines = ["| stream — scenario | track | rows | reference: AA (95 % CI) | below | equivalent | not separated | "
              "oracle AA |", "|---|---|---|---|---|---|---|---|"]
+    margins = read_margins(BENCH)  # one Δ a stream for both tracks
     for track, words in BENCH_TRACKS.items():
-        tree = ROOT / "results" / track
-        margins = read_margins(ROOT / "results" / "bench")  # one Δ per stream for both tracks
-        for (stream, scenario), section in section_results(iter_results(tree)).items():
+        for (stream, scenario), section in section_results(iter_results(ROOT / "results" / track)).items():
             table = summarise(section, regs.methods.items, margin_of(stream, margins)).table
             tables.setdefault(section_title(stream, scenario), {})[track] = table
             ref = next(r for r in table.rows if r.verdict == V.REFERENCE)
@@ -389,7 +389,6 @@ REPRO_RUNS = {
                   "--methods all` (another CPU's vector kernels, on this one)", None),
     "quick-threads2": ("2 threads instead of 1: `clbench run --methods all --set train.threads=2`", "train.threads"),
 }
-BENCH = ROOT / "results" / "bench"
 BENCH_REPRO_RUNS = {
     "bench-sse": ("SSE kernels instead of AVX2: `ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 clbench run "
                   "--profile bench --seeds 0 --orders 1` (one cell a row)", None),
@@ -788,7 +787,10 @@ def _choices(regs: Any, profile: str) -> list[Any]:
     tuning = _tuning(profile)
     if not tuning.is_dir():
         raise DocsTableError(f"{_shown(tuning)}: no tuning results; run `clbench tune --profile {profile}`")
-    pairs, left = tune(regs, profile, tuning, dry_run=True)
+    from clbench._core.results import iter_results
+
+    seeds = len({r.seed for r in iter_results(tuning)})  # the tuning seeds it ran (`clbench tune --tuning-seeds`)
+    pairs, left = tune(regs, profile, tuning, tuning_seeds=seeds, dry_run=True)
     if left:
         raise DocsTableError(f"{_shown(tuning)}: {left} tuning cells still to run (`clbench tune --profile {profile}`)")
     margins = read_margins(ROOT / "results" / profile)

@@ -74,3 +74,19 @@ def test_the_equal_steps_track_has_its_own_board(tmp_path):
     assert "at equal steps: every method 5 optimizer steps a task" in equal.read_text()
     assert "seqft" in equal.read_text() and "ewc" not in equal.read_text()
     assert "ewc" in own.read_text() and "equal steps" not in own.read_text()
+
+
+def test_an_equal_steps_board_names_each_streams_steps():
+    """Streams whose tasks differ in size get a budget each: the title says which streams ran which."""
+    from types import SimpleNamespace
+
+    from clbench._tools.leaderboard import board_title
+
+    def cell(stream: str, steps: int) -> SimpleNamespace:
+        return SimpleNamespace(stream=stream, config={"train": {"steps_per_task": steps}})
+
+    one = board_title("bench-equal-steps", [cell("a", 7), cell("b", 7)])  # type: ignore[list-item]
+    assert one.endswith("every method 7 optimizer steps a task (`train.steps_per_task`)")
+    two = board_title("bench-equal-steps", [cell("s2", 85), cell("p1", 422), cell("s1", 85)])  # type: ignore[list-item]
+    assert two.startswith("clbench leaderboard — profile `bench` at equal steps: ")
+    assert "(85 on `s1`, `s2`; 422 on `p1`)" in two

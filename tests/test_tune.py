@@ -124,13 +124,17 @@ def test_a_preset_that_is_not_the_choice_is_named(tuned):
 
 
 @pytest.mark.slow
-def test_every_quick_preset_is_the_committed_choice(regs):
-    """`clbench tune --profile quick --check`: the committed tuning results are complete, and each quick preset is
-    what they choose (plugins/_shared/tuned/quick.json laid over the methods' presets)."""
-    pairs, left = T.tune(regs, "quick", ROOT / "results" / "tuning" / "quick", dry_run=True)
+@pytest.mark.parametrize(("profile", "tuning_seeds", "streams"), [
+    ("quick", None, {"permuted-digits", "permuted-digits-til", "split-digits", "split-digits-cil", "cl-quick"}),
+    ("bench", 1, {"permuted-mnist", "permuted-mnist-dil", "split-mnist", "split-mnist-cil"}),
+])
+def test_every_preset_is_the_committed_choice(regs, profile, tuning_seeds, streams):
+    """`clbench tune --profile P [--tuning-seeds N] --check`: the committed tuning results are complete, and each
+    preset of the profile is what they choose (plugins/_shared/tuned/P.json laid over the methods' presets)."""
+    pairs, left = T.tune(regs, profile, ROOT / "results" / "tuning" / profile, tuning_seeds=tuning_seeds,
+                         dry_run=True)
     assert left == 0
-    assert {p.stream for p in pairs} == {"permuted-digits", "permuted-digits-til", "split-digits", "split-digits-cil",
-                                         "cl-quick"}
+    assert {p.stream for p in pairs} == streams
     assert T.preset_mismatches([T.choice(p, 1.0) for p in pairs]) == []
     for p in pairs:  # tuned apart from reporting: twins of the reported seeds on another order
         assert not set(p.seeds) & set(p.reported_seeds) and p.order not in p.reported_orders

@@ -393,10 +393,17 @@ def board_title(key: str, results: Sequence[CellResult]) -> str:
     """The title of the board ``key`` of :func:`by_profile`, naming its track."""
     if not key.endswith(f"-{EQUAL_STEPS}"):
         return f"clbench leaderboard — profile `{key}`"
-    steps = sorted({int(r.config["train"]["steps_per_task"]) for r in results})
+    streams: dict[int, set[str]] = {}  # steps a task -> the streams that ran them
+    for r in results:
+        streams.setdefault(int(r.config["train"]["steps_per_task"]), set()).add(r.stream)
+    if len(streams) == 1:
+        steps = f"{next(iter(streams))} optimizer steps a task"
+    else:  # one budget a stream (a task of split MNIST is a fifth of a permuted one)
+        steps = "; ".join(f"{n} on {', '.join(f'`{s}`' for s in sorted(streams[n]))}" for n in sorted(streams))
+        steps = f"the same optimizer steps a task on a stream ({steps})"
     return (
         f"clbench leaderboard — profile `{key.removesuffix('-' + EQUAL_STEPS)}` at equal steps: every method "
-        f"{', '.join(map(str, steps))} optimizer steps a task (`train.steps_per_task`)"
+        f"{steps} (`train.steps_per_task`)"
     )
 
 
