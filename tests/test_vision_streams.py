@@ -189,3 +189,22 @@ def test_the_bench_profile_plans_ten_cells_a_row_apart_from_tuning(tmp_path):
     assert {c.stream_cfg.tasks for c in cells if c.stream.startswith("permuted")} == {3}
     assert {c.stream_cfg.train_limit for c in cells} == {0}  # the full training sets
     assert {tuple(c.model_config["hidden"]) for c in cells} == {(50, 50)}
+
+
+@needs_mnist
+def test_bench_equal_steps_are_one_epoch_of_the_mean_task():
+    """The equal-steps track's steps a task: one epoch at batch 128 of the stream's mean task, from the data."""
+    import math
+
+    from clbench_plugins.vision_streams.plugin import BENCH_EQUAL_STEPS
+    from clbench_plugins.vision_streams.streams import PermutedMNIST, PermutedMNISTConfig, SplitMNIST, SplitMNISTConfig
+
+    permuted = PermutedMNIST(PermutedMNISTConfig(data_dir=str(MNIST), tasks=1))
+    split = SplitMNIST(SplitMNISTConfig(data_dir=str(MNIST)))
+    per_task = {
+        "permuted": [math.ceil(len(permuted.data("p0").train) / 128)],  # every permutation has the same images
+        "split": [math.ceil(len(split.data(t.name).train) / 128) for t in split.tasks],
+    }
+    assert per_task["permuted"] == [422] and len(per_task["split"]) == 5
+    expected = {kind: round(sum(steps) / len(steps)) for kind, steps in per_task.items()}
+    assert {streams[0].split("-")[0]: steps for steps, streams in BENCH_EQUAL_STEPS} == expected
