@@ -63,11 +63,15 @@ def test_a_plugin_of_no_distribution_is_listed_so(capsys, monkeypatch):
 
 
 def _tuned(method: str) -> dict:
+    """The method's tuned presets of every profile (plugins/_shared/tuned/*.json, as `clbench tune --write` made
+    them), read apart from the plugin's own loader."""
     import json
     from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / "plugins" / "_shared" / "tuned" / "quick.json"
-    return json.loads(path.read_text())["methods"][method]
+    out: dict = {}
+    for path in sorted((Path(__file__).resolve().parent.parent / "plugins" / "_shared" / "tuned").glob("*.json")):
+        out.update(json.loads(path.read_text())["methods"].get(method, {}))
+    return out
 
 
 # ------------------------------------------------------------------------------------------- the rows
@@ -77,8 +81,8 @@ def test_ewc_settings(regs):
     lam = rows["lambda"]
     assert (lam.key, lam.type, lam.default, lam.range, lam.in_config) == ("ewc.lambda", "float", 100.0, ">= 0", True)
     assert lam.help.startswith("the paper tunes λ per benchmark; the quick presets come from `clbench tune`")
-    tuned = _tuned("ewc")  # plugins/_shared/tuned/quick.json, as `clbench tune --write` made it
-    assert dict(lam.presets) == {k: v["lambda"] for k, v in tuned.items()} and len(tuned) == 4
+    tuned = _tuned("ewc")  # quick's four streams and bench's four
+    assert dict(lam.presets) == {k: v["lambda"] for k, v in tuned.items()} and len(tuned) == 8
     lr = rows["train.lr"]  # a preset outside the method's config, shown under its key
     assert not lr.in_config and dict(lr.presets) == {k: v["train.lr"] for k, v in tuned.items()}
     assert rows["decay"].range == ">= 0 and <= 1" and rows["decay"].help == "γ of online EWC: F ← γ·F + F_k"
