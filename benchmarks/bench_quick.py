@@ -10,8 +10,9 @@
 
 Each ``--jobs`` value (default: auto) runs the whole profile (at equal steps: one ``clbench run`` a group of
 streams, each with its steps a task) into a fresh temporary folder (``--out``: that folder, one ``--jobs`` value),
-one after the other, timed from outside the process (start-up, plugin loading and the worker processes included). With ``--compare DIR`` every run's cells are then compared with ``DIR``
-(``clbench compare``, exact): the numbers do not depend on ``--jobs``. ``--record FILE`` writes the last run's
+one after the other, timed from outside the process (start-up, plugin loading and the worker processes included).
+With ``--compare DIR`` every run's cells are then compared with ``DIR`` (``clbench compare``, exact): the numbers
+do not depend on ``--jobs``. ``--record FILE`` writes the last run's
 figures as JSON (the README's wall time is generated from the committed one). Run it on a quiet machine: a
 benchmark or a test run beside it slows it down.
 """

@@ -354,18 +354,9 @@ def bench_size(results: Path, regs: Any) -> str:
                       f"- both tracks, one after the other: {minutes} min {seconds:02d} s."])
 
 
-_MEMO: dict[str, str] = {}  # a section two documents show is computed once (its bootstraps take ~20 s)
-
-
 def bench_summary(results: Path, regs: Any) -> str:
     """Per bench stream and track: the reference (best non-oracle mean AA) and how many rows the verdict rule puts
     below it, equivalent to it or not separated; then the rows whose verdict differs between the two tracks."""
-    if "bench-summary" not in _MEMO:
-        _MEMO["bench-summary"] = _bench_summary(regs)
-    return _MEMO["bench-summary"]
-
-
-def _bench_summary(regs: Any) -> str:
     from clbench import verdicts as V
     from clbench._core.results import iter_results
     from clbench._tools.leaderboard import margin_of, read_margins, section_results, summarise
@@ -799,14 +790,13 @@ def _tuning(profile: str) -> Path:
 
 def _choices(regs: Any, profile: str) -> list[Any]:
     """A profile's tuning, read back from results/tuning/PROFILE (`clbench tune`; nothing is trained)."""
+    from clbench._core.results import iter_results
     from clbench._tools.tables import DEFAULT_MARGIN, read_margins
     from clbench._tools.tune import choice, tune
 
     tuning = _tuning(profile)
     if not tuning.is_dir():
         raise DocsTableError(f"{_shown(tuning)}: no tuning results; run `clbench tune --profile {profile}`")
-    from clbench._core.results import iter_results
-
     seeds = len({r.seed for r in iter_results(tuning)})  # the tuning seeds it ran (`clbench tune --tuning-seeds`)
     pairs, left = tune(regs, profile, tuning, tuning_seeds=seeds, dry_run=True)
     if left:
@@ -1009,16 +999,23 @@ DOCUMENTS = (DOC, ROOT / "README.md", ROOT / "docs" / "text-streams-and-models.m
              ROOT / "docs" / "scale-out.md", ROOT / "docs" / "bench.md")
 
 
-def generate(text: str, results: Path) -> str:
-    """``text`` with every generated section it holds regenerated (a section's name picks its generator)."""
+def generate(text: str, results: Path, memo: dict[str, Any] | None = None) -> str:
+    """``text`` with every generated section it holds regenerated (a section's name picks its generator). ``memo``,
+    shared by the documents of one run, keeps the registry and each section made, so a section that two documents
+    show (bench-summary: ~20 s of bootstraps) is computed once."""
     from clbench._exec.local import harness_registry
 
-    regs = harness_registry()
+    memo = {} if memo is None else memo
     names = section_names(text)
     unknown = sorted(set(names) - set(GENERATORS))
     if unknown:
         raise DocsTableError(f"no generator for section(s) {', '.join(unknown)}")
-    return replace_sections(text, {name: GENERATORS[name](results, regs) for name in names})
+    if names and "registry" not in memo:
+        memo["registry"] = harness_registry()
+    for name in names:
+        if name not in memo:
+            memo[name] = GENERATORS[name](results, memo["registry"])
+    return replace_sections(text, {name: memo[name] for name in names})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1034,13 +1031,14 @@ def main(argv: list[str] | None = None) -> int:
     if (ROOT / "results" / "reproducibility" / "bench-sse").is_dir():
         stale += [write_margins(BENCH, args.check, BENCH_REPRO_RUNS, into=tree)
                   for tree in (BENCH, ROOT / "results" / "bench-equal-steps")]
-    return max(*stale, *(_one(doc, args.results, args.check) for doc in args.doc or DOCUMENTS))
+    memo: dict[str, Any] = {}
+    return max(*stale, *(_one(doc, args.results, args.check, memo) for doc in args.doc or DOCUMENTS))
 
 
-def _one(doc: Path, results: Path, check: bool) -> int:
+def _one(doc: Path, results: Path, check: bool, memo: dict[str, Any]) -> int:
     try:
         old = doc.read_text(encoding="utf-8")
-        new = generate(old, results)
+        new = generate(old, results, memo)
     except (DocsTableError, OSError) as exc:
         print(f"docs_tables: {exc}", file=sys.stderr)
         return 2
