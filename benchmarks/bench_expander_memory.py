@@ -47,6 +47,7 @@ from transformers import AutoTokenizer, LlamaConfig
 from clbench._core.plan import RunRequest, make_plan
 from clbench._exec.local import harness_registry
 from clbench._exec.memory import TERMS, estimate, fmt_bytes
+from clbench.config import parse_sets
 
 LLAMA3_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
                  num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192, rope_theta=500000.0)
@@ -65,13 +66,18 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--methods", default="seqft,expander-ewc")
     p.add_argument("--orders", default="gsm8k-sql,chain4")
+    p.add_argument("--layers", type=int, default=LLAMA3_8B["num_hidden_layers"],
+                   help="decoder layers (32: Llama-3-8B; fewer plans faster, for a look at the parts)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="a setting of every cell, as clbench run --set (train.fp32_masters=false, train.offload_state=true)")
     args = p.parse_args()
+    extra = parse_sets(args.sets)
     regs = harness_registry()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         model = root / "llama-3-8b"
         AutoTokenizer.from_pretrained(minilm_path(), local_files_only=True).save_pretrained(model)
-        LlamaConfig(**LLAMA3_8B).save_pretrained(model)
+        LlamaConfig(**{**LLAMA3_8B, "num_hidden_layers": args.layers}).save_pretrained(model)
         for task, row in ROWS.items():
             (root / "data" / task).mkdir(parents=True)
             (root / "data" / task / "train.jsonl").write_text("\n".join(json.dumps(row) for _ in range(16)))
@@ -83,7 +89,7 @@ def main() -> None:
                 req = RunRequest(profile="paper-expander", methods=method, streams=["capability-chain"],
                                  orders=[order], seeds=[0], model_path=str(model), out=root / "out",
                                  sets={"stream.data_dir": [str(root / "data")], "train.device": ["cuda"],
-                                       "stream.judge": ["json:dumps"]})
+                                       "stream.judge": ["json:dumps"], **extra})
                 cell = make_plan(regs, req).cells[0]
                 start = time.perf_counter()
                 try:

@@ -187,6 +187,27 @@ class TrainConfig:
             "the foreach implementation; recorded, part of the identity. No effect on the CPU."
         ),
     )
+    fp32_masters: bool = setting(
+        True,
+        help=(
+            "Low-precision (bf16/fp16) weights that train are stepped through float32 masters, the optimizer's state "
+            "float32 (DeepSpeed's bf16 optimizer; 8 more bytes a weight trained whole). false: the torch optimizer "
+            "steps the weights themselves, its state in their dtype (what a torch optimizer or the Hugging Face "
+            "Trainer does on a model loaded in bf16: what fits Llama-3-8B full fine-tuning with RMSProp on one 80 GiB "
+            "GPU, the Expander paper's card); an update below half a weight's ulp is then lost (RMSProp at lr 1e-6 on "
+            "bf16 weights of std 0.02 realises a few % of its float32 movement: docs/scale-out.md). No effect on "
+            "float32 weights; recorded, part of the identity."
+        ),
+    )
+    offload_state: bool = setting(
+        False,
+        help=(
+            "On an accelerator, a method's per-weight state that is read one parameter at a time (EWC's Fisher and "
+            "anchor; Expander-EWC's Fisher, whose device copy is then the current task's masks only) stays in host "
+            "memory and is copied to the device when read: an 8B model's float32 Fisher (28 GiB) leaves the device, "
+            "at the cost of a host-to-device copy of it per step (EWC). Changes no number."
+        ),
+    )
     sync_every: int = bounded(
         0,
         ge=0,
@@ -209,7 +230,13 @@ class TrainConfig:
 
     # Settings that change no number: clbench._core.plan.identity leaves them out of config_hash, so changing one
     # neither refuses a rerun into the same --out nor invalidates a result or checkpoint.
-    NOT_IDENTITY: ClassVar[tuple[str, ...]] = ("log_every", "checkpoint_every_s", "sync_every", "device_data")
+    NOT_IDENTITY: ClassVar[tuple[str, ...]] = (
+        "log_every",
+        "checkpoint_every_s",
+        "sync_every",
+        "device_data",
+        "offload_state",
+    )
     # Settings added after results were committed: at this value they are left out of the identity, so a
     # result written before they existed keeps its config hash (it was computed this way).
     IDENTITY_SINCE: ClassVar[dict[str, Any]] = {
@@ -219,6 +246,7 @@ class TrainConfig:
         "tf32": True,
         "fused": True,
         "steps_per_task": 0,
+        "fp32_masters": True,
     }
 
     def __post_init__(self) -> None:

@@ -135,11 +135,13 @@ def seed_torch(seed: int) -> None:
 class MaskPlan:
     """A masked method's declaration for the memory plan (:meth:`Method.mask_plan`): each weight matrix's mask keeps
     ``density`` of it; ``disjoint``: a task's masks avoid the earlier tasks' (their union grows by ``density`` a
-    task), else they are drawn independently; ``anchor_at_masks``: the method keeps its anchor at the masks only."""
+    task), else they are drawn independently; ``anchor_at_masks``: the method keeps its anchor at the masks only;
+    ``fisher_at_masks``: its device copy of a float32 Fisher too (the whole one in host memory)."""
 
     density: float
     disjoint: bool = False
     anchor_at_masks: bool = False
+    fisher_at_masks: bool = False
 
 
 @dataclass(frozen=True)

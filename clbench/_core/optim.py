@@ -155,15 +155,22 @@ def make_optimizer(
     coordinates: Coordinates = (),
     masters: Masters | None = None,
     fused: bool = False,
+    fp32_masters: bool = True,
 ) -> torch.optim.Optimizer | PackedState:
     """The optimizer of one phase; with ``coordinates`` (parameter, bool mask) its state covers only the masks;
-    low-precision parameters are stepped through fp32 masters (``masters``: the cell's, else new ones). ``fused``:
-    see :func:`torch_optimizer`."""
+    low-precision parameters are stepped through fp32 masters (``masters``: the cell's, else new ones), or, without
+    ``fp32_masters`` (``train.fp32_masters=false``), in their own dtype like any other. ``fused``: see
+    :func:`torch_optimizer`."""
     if not params:
         raise ClbenchError(f"phase {phase.name!r} has no trainable parameters")
-    if not coordinates and not any(p.dtype in LOW_PRECISION for p in params):
+    if not coordinates and (not fp32_masters or not any(p.dtype in LOW_PRECISION for p in params)):
         return torch_optimizer(params, phase, fused)
-    return PackedState(params, coordinates, lambda packed: torch_optimizer(packed, phase, fused), masters or Masters())
+    return PackedState(
+        params,
+        coordinates,
+        lambda packed: torch_optimizer(packed, phase, fused),
+        (masters or Masters()) if fp32_masters else None,
+    )
 
 
 def torch_optimizer_of(opt: torch.optim.Optimizer | PackedState) -> torch.optim.Optimizer:
@@ -178,7 +185,8 @@ class PackedState:
     optimizer, by projections or masks, are always read fresh), lets the inner optimizer update the
     packed vector, and scatters it back. Parameters without a mask are passed to the inner optimizer
     as they are, except low-precision ones, which get a whole fp32 master (masked ones: a master of their masks'
-    coordinates, :class:`Masters`). Memory: per masked parameter nnz indices and nnz values plus the inner
+    coordinates, :class:`Masters`; with ``masters`` None, ``train.fp32_masters=false``, they are packed and stepped in their
+    own dtype like fp32 ones). Memory: per masked parameter nnz indices and nnz values plus the inner
     optimizer's nnz-sized state, instead of numel-sized state.
 
     The values of a low-precision parameter are its fp32 master: read fresh only where the weight no
@@ -201,7 +209,7 @@ class PackedState:
         inner: list[Tensor] = []
         for p in params:
             mask = masks.get(id(p))
-            low = p.dtype in LOW_PRECISION
+            low = p.dtype in LOW_PRECISION and masters is not None  # None: stepped in the weight's dtype
             if mask is None and not low:
                 inner.append(p)
                 continue
@@ -211,9 +219,9 @@ class PackedState:
                     f"{what} for a parameter of shape "
                     f"{tuple(p.shape)}{'' if p.is_contiguous() else ' (not contiguous)'}"
                 )
-            assert masters is not None or not low, "low-precision parameters need masters"
-            if mask is None:  # the whole master itself (the inner optimizer steps it in place), or the weight
-                index, values = None, masters.of(p) if low and masters is not None else p.detach().reshape(-1)
+            if mask is None:  # the whole master itself (the inner optimizer steps it in place)
+                assert masters is not None  # (low)
+                index, values = None, masters.of(p)
             else:
                 # Flat indices, int32 where they fit: 4 bytes a coordinate, 3× faster than boolean
                 # masked_select/masked_scatter on CPU, and no device sync on GPU (sizes known in advance).

@@ -277,17 +277,24 @@ def _estimate(regs: Registries, cell: Cell, cpu_fallback: bool) -> MemoryEstimat
 
 
 def whole_selection_excess(
-    masked: int, density: float, moments: int = 1, union: float | None = None, anchor: int = 0
+    masked: int,
+    density: float,
+    moments: int = 1,
+    union: float | None = None,
+    anchor: int = 0,
+    value: int = 4,
+    fisher: int = 0,
 ) -> int:
     """What a plan with value-dependent selections taken whole (an upper bound, :func:`estimate`) counts beyond the
     run for a method whose optimizer packs its masked coordinates (``PackedState``) at ``density``: for each coordinate
-    outside the masks, an int32 index, a float32 packed value and ``moments`` float32 optimizer moments (RMSProp and
-    momentum SGD 1, Adam 2). ``union``: low-precision (bf16) weights, whose fp32 masters hold the coordinates of the
-    masks' union over the planned tasks (its density; disjoint masks of two tasks: 2 × ``density``): for each
-    coordinate outside the union also the master's value and int32 index. ``anchor``: the bytes of a weight's element
-    when the method keeps its anchor at the masks only (``anchor_at_masks``: Expander-EWC). tests/test_memory.py
-    checks these forms against real masks on the CPU."""
-    excess = (1 - density) * (8 + 4 * moments + anchor) * masked
+    outside the masks, an int32 index, a packed value and ``moments`` optimizer moments (RMSProp and momentum SGD 1,
+    Adam 2) of ``value`` bytes each (float32; a bf16 weight's own 2 under ``train.fp32_masters=false``). ``union``:
+    low-precision (bf16) weights, whose fp32 masters hold the coordinates of the masks' union over the planned tasks
+    (its density; disjoint masks of two tasks: 2 × ``density``): for each coordinate outside the union also the
+    master's value and int32 index. ``anchor``: the bytes of a weight's element when the method keeps its anchor at
+    the masks only (``anchor_at_masks``: Expander-EWC); ``fisher``: 4 when its float32 Fisher's device copy is at the
+    masks only (``fisher_at_masks``). tests/test_memory.py checks these forms against real masks on the CPU."""
+    excess = (1 - density) * (4 + value * (1 + moments) + anchor + fisher) * masked
     if union is not None:
         excess += (1 - union) * 8 * masked
     return int(excess)
@@ -323,10 +330,14 @@ def _masks_at_density(regs: Registries, cell: Cell, peak: int, notes: list[str])
     # momentum buffer
     moments = 2 if phase.optimizer in ("adam", "adamw") else int(phase.optimizer == "rmsprop") + int(phase.momentum > 0)
     d = plan.density
-    union = None
+    union, value = None, 4
     if any(layer.weight.dtype != torch.float32 for layer in layers):
-        union = min(1.0, tasks * d) if plan.disjoint else 1 - (1 - d) ** tasks
-    excess = min(whole_selection_excess(masked, d, moments, union, anchor), peak)
+        if cell.train.fp32_masters:
+            union = min(1.0, tasks * d) if plan.disjoint else 1 - (1 - d) ** tasks
+        else:  # packed and stepped in the weights' own dtype
+            value = cast(torch.Tensor, next(iter(layers)).weight).element_size()
+    fisher = 4 if plan.fisher_at_masks else 0
+    excess = min(whole_selection_excess(masked, d, moments, union, anchor, value, fisher), peak)
     masters = "" if union is None else f"; float32 masters over the masks' union at task {tasks}, {union:.0%}"
     notes.append(
         f"masks at density {d:g}: the upper bound {fmt_bytes(peak)} less the packed state of the "
@@ -352,6 +363,13 @@ def remedies(regs: Registries, cell: Cell, est: MemoryEstimate) -> list[str]:
             out.append(f"--set model.{spec.checkpointing_field}=true")
     if "evaluation" in top:
         out.append(f"--set train.eval_batch_size={max(1, cell.train.eval_batch_size // 2)}")
+    if "optimizer" in top and cell.train.fp32_masters and getattr(cell.model_cfg, "dtype", None) in ("bfloat16", "float16"):
+        out.append(
+            "--set train.fp32_masters=false (the optimizer steps the low-precision weights, its state in their dtype: "
+            "8 bytes a weight fewer, small updates rounded away; docs/scale-out.md)"
+        )
+    if top & {"method", "activations"} and not cell.train.offload_state and cell.device_type != "cpu":
+        out.append("--set train.offload_state=true (a Fisher and an anchor in host memory: the same numbers)")
     if top & {"optimizer", "gradients", "method"}:
         out.append("a method that trains fewer weights (a LoRA method), or optimizer=sgd (no moment state)")
     return out

@@ -80,7 +80,14 @@ def task_phases(
             group = ("", None)
             group = (
                 phase.optimizer_group,
-                make_optimizer(params, phase, method.sparse_coordinates(phase), cell_masters(ctx), ctx.train.fused),
+                make_optimizer(
+                    params,
+                    phase,
+                    method.sparse_coordinates(phase),
+                    cell_masters(ctx),
+                    ctx.train.fused,
+                    fp32_masters=ctx.train.fp32_masters,
+                ),
             )
         yield position, phase, params, group[1]
 

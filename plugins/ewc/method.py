@@ -6,7 +6,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from clbench_plugins._shared.params import shared_trainable
-from clbench_plugins._shared.penalty import Weighted, add_penalty_gradients, diagonal_fisher, penalty_value
+from clbench_plugins._shared.penalty import (
+    Offload,
+    Weighted,
+    add_penalty_gradients,
+    diagonal_fisher,
+    penalty_value,
+)
 from torch import Tensor, nn
 
 from clbench.data import Batch
@@ -23,9 +29,12 @@ class EWC(Method):
 
     def setup(self, model: CLModel) -> None:
         super().setup(model)
+        # F and θ*: on the device, or in host memory (train.offload_state), read a parameter at a time either way
+        self.offload = Offload(self.ctx.device, self.ctx.train.offload_state)
         self.fisher: dict[str, Tensor] = {}
         self.anchor: dict[str, Tensor] = {}
         self._lambda_fisher: Mapping[str, Tensor] = {}
+        self._anchor: Mapping[str, Tensor] = Weighted(lambda: self.anchor.keys(), lambda n: self.offload.read(self.anchor[n]))
         self._penalized: dict[str, nn.Parameter] | None = None
 
     def penalized(self) -> dict[str, nn.Parameter]:
@@ -46,11 +55,11 @@ class EWC(Method):
         before the step), is added in :meth:`after_backward`."""
         if not self.fisher:
             return {}
-        return {"ewc": penalty_value(self._lambda_fisher, self.penalized(), self.anchor)}
+        return {"ewc": penalty_value(self._lambda_fisher, self.penalized(), self._anchor)}
 
     def after_backward(self) -> None:
         if self.fisher:
-            add_penalty_gradients(self._lambda_fisher, self.penalized(), self.anchor)  # λF ⊙ (θ − θ*)
+            add_penalty_gradients(self._lambda_fisher, self.penalized(), self._anchor)  # λF ⊙ (θ − θ*)
 
     def after_task(self, task: str, index: int) -> None:
         assert self.model is not None
@@ -58,13 +67,17 @@ class EWC(Method):
         params = self.penalized()
         fk = diagonal_fisher(self.model, self.ctx.data(task).train, task, params, self.config.fisher_samples,
                              self.config.fisher_batch_size, self.ctx.device, self.ctx.generator(index, 9999))
-        for n, f in fk.items():
-            self.fisher[n] = self.config.decay * self.fisher[n] + f if n in self.fisher else f
-        self.anchor = {n: p.detach().clone() for n, p in params.items()}
+        keep, read = self.offload.keep, self.offload.read
+        for n in list(fk):
+            f = fk.pop(n)  # (each task's Fisher leaves the device as it is kept: one whole copy at most)
+            self.fisher[n] = keep(self.config.decay * read(self.fisher[n]) + f if n in self.fisher else f)
+        self.anchor = {n: keep(p.detach()) if self.offload.on else p.detach().clone() for n, p in params.items()}
         self._weigh()
 
     def _weigh(self) -> None:
-        self._lambda_fisher = Weighted(lambda: self.fisher.keys(), lambda n: self.config.lambda_ * self.fisher[n])  # 2×(λ/2)F
+        self._lambda_fisher = Weighted(  # 2×(λ/2)F
+            lambda: self.fisher.keys(), lambda n: self.config.lambda_ * self.offload.read(self.fisher[n])
+        )
 
     def report(self) -> dict[str, Any]:
         if not self.fisher:
@@ -77,7 +90,7 @@ class EWC(Method):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._penalized = None
-        dev = self.ctx.device
-        self.fisher = {n: t.to(dev) for n, t in state.get("fisher", {}).items()}
-        self.anchor = {n: t.to(dev) for n, t in state.get("anchor", {}).items()}
+        load = self.offload.load
+        self.fisher = {n: load(t) for n, t in state.get("fisher", {}).items()}
+        self.anchor = {n: load(t) for n, t in state.get("anchor", {}).items()}
         self._weigh()

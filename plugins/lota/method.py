@@ -50,7 +50,8 @@ class LoTA(MaskedTraining):
 
     def before_task(self, task: str, index: int) -> None:
         super().before_task(task, index)
-        self._start = {n: p.detach().clone() for n, p in self.penalized().items()}
+        keep = self.offload.keep if self.offload.on else torch.Tensor.clone  # (read once, at the reset)
+        self._start = {n: keep(p.detach()) for n, p in self.penalized().items()}
         self.masks = {}
 
     def before_phase(self, phase: Phase, task: str, index: int) -> None:
@@ -69,7 +70,7 @@ class LoTA(MaskedTraining):
         if self.config.reset:
             with torch.no_grad():
                 for n, p in self.penalized().items():
-                    p.copy_(self._start[n])
+                    p.copy_(self.offload.read(self._start[n]))
         self.set_masks(masks, stats)
 
     def used(self, name: str, p: torch.Tensor) -> torch.Tensor:

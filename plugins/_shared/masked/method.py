@@ -16,7 +16,13 @@ from typing import Any
 
 import numpy as np
 import torch
-from clbench_plugins._shared.penalty import Weighted, add_penalty_gradients, diagonal_fisher, penalty_value
+from clbench_plugins._shared.penalty import (
+    Offload,
+    Weighted,
+    add_penalty_gradients,
+    diagonal_fisher,
+    penalty_value,
+)
 from torch import Tensor, nn
 
 from clbench.data import Batch
@@ -37,14 +43,15 @@ class Anchor(Mapping[str, Tensor]):
     of one parameter: the same values as a stored θ_ref, so the penalty's numbers are unchanged."""
 
     def __init__(self, entries: dict[str, Tensor | tuple[Tensor, Tensor] | None],
-                 weights: Callable[[], Mapping[str, nn.Parameter]]) -> None:
+                 weights: Callable[[], Mapping[str, nn.Parameter]], read: Callable[[Tensor], Tensor]) -> None:
         self.entries = entries
         self._weights = weights
+        self._read = read  # a whole entry on the device (it may be kept on the host: Offload)
 
     def __getitem__(self, name: str) -> Tensor:
         entry = self.entries[name]
         if isinstance(entry, Tensor):
-            return entry
+            return self._read(entry)
         out = self._weights()[name].detach().clone()
         if entry is not None:
             out[entry[0]] = entry[1]
@@ -82,6 +89,10 @@ class MaskedTraining(Method):
     def setup(self, model: CLModel) -> None:
         self._found: dict[str, dict[str, nn.Parameter]] = {}  # masked_parameters and penalized, this phase's
         super().setup(model)
+        # F and θ_ref on the device or in host memory (train.offload_state); with masks drawn before the task
+        # (anchor_at_masks) an offloaded Fisher's device copy is the task's masks only (_fisher_at_mask)
+        self.offload = Offload(self.ctx.device, self.ctx.train.offload_state)
+        self._at_mask: dict[str, tuple[Tensor, Tensor]] = {}  # name -> (the mask, the Fisher there, on the device)
         for p in self.masked_parameters().values():
             p.requires_grad_(True)  # sparse adaptation moves pretrained weights, even of a frozen base
         self.masks: dict[str, Tensor] = {}  # current task's masks (bool, on the parameter's device)
@@ -98,7 +109,9 @@ class MaskedTraining(Method):
         """Masks of ``density`` each; kept apart from earlier tasks' where the config says so (``overlap_policy``
         avoid; LoTTO's ``disjoint``)."""
         disjoint = getattr(self.config, "overlap_policy", None) == "avoid" or bool(getattr(self.config, "disjoint", False))
-        return MaskPlan(self.config.density, disjoint, self.anchor_at_masks)
+        offloaded = Offload(self.ctx.device, self.ctx.train.offload_state).on
+        return MaskPlan(self.config.density, disjoint, self.anchor_at_masks,
+                        self.anchor_at_masks and offloaded and self.config.lambda_ > 0)
 
     # -- which parameters ---------------------------------------------------------
     def masked_parameters(self) -> dict[str, nn.Parameter]:
@@ -126,8 +139,9 @@ class MaskedTraining(Method):
     def _anchor_now(self) -> Anchor:
         """θ_ref ← θ: the weights themselves for the masked weights an anchor packs at its next masks, copies else."""
         masked = self.masked_parameters() if self.anchor_at_masks else {}
-        return Anchor({n: None if n in masked else p.detach().clone() for n, p in self.penalized().items()},
-                      self.penalized)
+        keep = self.offload.keep if self.offload.on else torch.Tensor.clone
+        return Anchor({n: None if n in masked else keep(p.detach()) for n, p in self.penalized().items()},
+                      self.penalized, self.offload.read)
 
     def penalized(self) -> dict[str, nn.Parameter]:
         """Everything that can move: the penalty of Alg. 1 runs "over all parameters", and parameters
@@ -179,8 +193,25 @@ class MaskedTraining(Method):
 
     def _doubled_weight(self, n: str) -> Tensor:
         c = self.config
-        f = self.fisher[n] + c.gamma if n in self.fisher else torch.full_like(self.penalized()[n].detach(), c.gamma)
+        if n not in self.fisher:
+            f = torch.full_like(self.penalized()[n].detach(), c.gamma)
+        elif self.offload.on and self.anchor_at_masks and n in self.masks:
+            # θ − θ_ref is exactly 0 off the mask (those coordinates do not move in the task, and the anchor reads
+            # the weight there), so the penalty and its gradient are the same whatever the weight is there: F + γ at
+            # the mask, γ elsewhere, from a device copy of F at the mask only
+            f = torch.full_like(self.fisher[n], c.gamma, device=self.ctx.device)
+            f[self.masks[n]] = self._fisher_at_mask(n) + c.gamma
+        else:
+            f = self.offload.read(self.fisher[n]) + c.gamma
         return 2 * (0.5 * c.lambda_ * f)
+
+    def _fisher_at_mask(self, n: str) -> Tensor:
+        """The Fisher of ``n`` at the current task's mask, on the device, copied from the host once per mask."""
+        mask = self.masks[n]
+        cached = self._at_mask.get(n)
+        if cached is None or cached[0] is not mask:
+            cached = self._at_mask[n] = (mask, self.offload.read(self.fisher[n])[mask])
+        return cached[1]
 
     def before_phase(self, phase: Phase, task: str, index: int) -> None:
         self._found.clear()
@@ -217,12 +248,21 @@ class MaskedTraining(Method):
         self._found.clear()
         params = self.penalized()
         if self.config.lambda_ > 0:  # λ = 0 never reads F: skip the Fisher pass
+            # offloaded, F_k is formed at the masks only (no whole float32 copy of the weights on the device)
+            at = self.masks if self.offload.on else None
             fk = diagonal_fisher(self.model, self.ctx.data(task).train, task, params, self.config.fisher_samples,
-                                 self.config.fisher_batch_size, self.ctx.device, self.ctx.generator(index, 9999))
-            for n, f in fk.items():
+                                 self.config.fisher_batch_size, self.ctx.device, self.ctx.generator(index, 9999), at)
+            keep, read = self.offload.keep, self.offload.read
+            for n in list(fk):
+                f = fk.pop(n)
+                if at is not None and n in at:  # F ← F + F_k at m_k (F_k packed there), F elsewhere
+                    whole = read(self.fisher[n]) if n in self.fisher else torch.zeros_like(params[n], dtype=torch.float32)
+                    whole[at[n]] += f
+                    self.fisher[n] = keep(whole)
+                    continue
                 if n in self.masks:
                     f = f * self.masks[n]  # F_k restricted to the active coordinates m_k (Alg. 1 line 13)
-                self.fisher[n] = self.fisher[n] + f if n in self.fisher else f
+                self.fisher[n] = keep(read(self.fisher[n]) + f if n in self.fisher else f)
         self.anchor = self._anchor_now()
         self.history.append({n: pack(m.cpu().numpy()) for n, m in self.masks.items()})
         self.stats.append({"task": task, "layers": self._pending_stats})
@@ -249,13 +289,13 @@ class MaskedTraining(Method):
         return {"fisher": dict(self.fisher), "anchor": self.anchor.stored(), "history": history, "stats": self.stats}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        dev = self.ctx.device
-        self.fisher = {n: t.to(dev) for n, t in state.get("fisher", {}).items()}
+        load = self.offload.load
+        self.fisher = {n: load(t) for n, t in state.get("fisher", {}).items()}
         saved = state.get("anchor", {})  # (a masked weight's left out where the anchor packs: the weight itself)
         self.anchor = self._anchor_now()
         for n in self.anchor.entries:
             if n in saved:
-                self.anchor.entries[n] = saved[n].to(dev)
+                self.anchor.entries[n] = load(saved[n])
         self.history = [{n: t.numpy() for n, t in h.items()} for h in state.get("history", [])]
         self.stats = list(state.get("stats", []))
 
