@@ -363,7 +363,11 @@ def remedies(regs: Registries, cell: Cell, est: MemoryEstimate) -> list[str]:
             out.append(f"--set model.{spec.checkpointing_field}=true")
     if "evaluation" in top:
         out.append(f"--set train.eval_batch_size={max(1, cell.train.eval_batch_size // 2)}")
-    if "optimizer" in top and cell.train.fp32_masters and getattr(cell.model_cfg, "dtype", None) in ("bfloat16", "float16"):
+    if (
+        "optimizer" in top
+        and cell.train.fp32_masters
+        and getattr(cell.model_cfg, "dtype", None) in ("bfloat16", "float16")
+    ):
         out.append(
             "--set train.fp32_masters=false (the optimizer steps the low-precision weights, its state in their dtype: "
             "8 bytes a weight fewer, small updates rounded away; docs/scale-out.md)"
