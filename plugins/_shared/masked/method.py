@@ -246,6 +246,7 @@ class MaskedTraining(Method):
     def after_task(self, task: str, index: int) -> None:
         assert self.model is not None
         self._found.clear()
+        self._at_mask.clear()  # (the task's device copies of F: F changes now, and the next masks are new)
         params = self.penalized()
         if self.config.lambda_ > 0:  # λ = 0 never reads F: skip the Fisher pass
             # offloaded, F_k is formed at the masks only (no whole float32 copy of the weights on the device)
