@@ -31,6 +31,24 @@ Before the anchor was packed (the same session, same command) Expander-EWC plann
 142.5 GiB (chain4: over an H200, and `clbench run` refused it there). SeqFT's optimizer column is the float32 masters
 and RMSProp's float32 square average of 7.5 B bf16 weights (8 bytes a weight, what DeepSpeed's bf16 optimizer keeps
 too). Neither method fits an 80 GiB H100.
+
+Without float32 masters, the paper's card (``--set train.fp32_masters=false``; paper-expander sets
+``train.offload_state``), measured 2026-11-27 on the same machine (``--methods seqft,ewc --orders gsm8k-sql --set
+train.fp32_masters=false --set train.offload_state=true``):
+
+| method | order | peak | weights | gradients | optimizer | method | activations | planned in |
+|---|---|---|---|---|---|---|---|---|
+| seqft | gsm8k-sql | 45.9 GiB | 15.0 GiB | 15.0 GiB | 15.0 GiB | 0 B | 961.9 MiB | 12 s |
+| ewc | gsm8k-sql | 74.9 GiB | 15.0 GiB | 15.0 GiB | 15.0 GiB | 8 B | 29.9 GiB | 48 s |
+
+RMSProp's square average is bf16 (2 bytes a weight) and no master exists. EWC's Fisher and anchor are in host memory;
+its activations column is the Fisher pass after a task, which forms one float32 Fisher of every weight on the device
+before it leaves (28 GiB). Expander-EWC (chain4, masks drawn ``construction=uniform`` without the spectral check, which
+changes no size) and LoTA (gsm8k-sql) with ``--layers 1`` and ``--layers 2`` (peaks, 1 → 2 layers): Expander-EWC 11.4 →
+12.3 GiB, LoTA 9.5 → 11.1 GiB. At 32 layers the Expander-EWC plan did not finish within 25 minutes on 2 busy cores, and
+LoTA's ran out of the machine's 24 GiB of host memory (it draws a numpy mask of every matrix on the host), so neither
+is measured at 8B; a peak is a maximum over the cell's phases (EWC's grew by 1.7 GiB from 1 to 2 layers and is 74.9 at
+32), so the small plans give no 8B figure.
 """
 
 from __future__ import annotations

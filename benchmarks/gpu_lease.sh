@@ -10,7 +10,8 @@
 #   loops), "quick-gpu" (the quick default's digits streams as a GPU box runs them, cells finished within QCAP),
 #   "quick-cpu" (the same cells on the box's CPU cores, -j 16), "table2" (paper-lps on permuted MNIST at the paper's
 #   epochs, METHODS of it, after "step" whose seqft cell it reuses), "step-old" ("step" with the step as it was
-#   before train.fused, train.sync_every and train.device_data), "gputests" (tests/test_gpu_speed.py's CUDA tests);
+#   before train.fused, train.sync_every and train.device_data), "step-capture" ("step" with train.capture: the step
+#   recorded as a CUDA graph), "gputests" (tests/test_gpu_speed.py's and tests/test_capture.py's CUDA tests);
 #   each part is capped at CAP seconds.
 set -u
 OUT=${OUT:-runs/gpu-lease}; PARTS=${PARTS:-t5 lps}; CAP=${CAP:-240}; RUNS=/tmp/gpu-lease
@@ -43,7 +44,9 @@ for part in $PARTS; do
             --out $RUNS/step_cost.json ;;  # in results.tgz: $OUT brings back 8 files at most
     step-old) timeout "$CAP" python3 benchmarks/gpu_step_cost.py --data-dir .gpu/mnist --runs $RUNS/mnist-old \
                 --out $RUNS/step_cost_old.json --clbench-args "$OLD_PATH" ;;
-    gputests) timeout "$CAP" python3 -m pytest -q -p no:cacheprovider tests/test_gpu_speed.py ;;
+    step-capture) timeout "$CAP" python3 benchmarks/gpu_step_cost.py --data-dir .gpu/mnist --runs $RUNS/mnist-capture \
+                    --out $RUNS/step_cost_capture.json --clbench-args "--set train.capture=true" ;;
+    gputests) timeout "$CAP" python3 -m pytest -q -p no:cacheprovider tests/test_gpu_speed.py tests/test_capture.py ;;
     quick-gpu) timeout "${QCAP:-$CAP}" clbench run --methods all --stream $DIGITS --out $RUNS/quick-gpu --no-progress
                echo "quick-gpu: $(grep -l '"complete"' -r $RUNS/quick-gpu --include=result.json | wc -l) cells complete" ;;
     quick-cpu) timeout "$CAP" clbench run --methods all --stream $DIGITS --set train.device=cpu -j 16 \

@@ -199,6 +199,17 @@ class TrainConfig:
             "float32 weights; recorded, part of the identity."
         ),
     )
+    capture: bool = setting(
+        False,
+        help=(
+            "On a CUDA GPU, a phase's training step (forward, backward, the method's hooks, clipping, the optimizer) is "
+            "recorded once as a CUDA graph after a few eager steps and replayed for every full-size batch: a small "
+            "model's step then costs its arithmetic, not its kernel launches. Only for methods whose step is static "
+            "(MethodSpec.static_step: seqft), without gradient accumulation or data parallelism; refused otherwise. "
+            "The optimizer is torch's capturable form, whose numbers may move in the last bits; recorded, part of "
+            "the identity."
+        ),
+    )
     offload_state: bool = setting(
         False,
         help=(
@@ -247,6 +258,7 @@ class TrainConfig:
         "fused": True,
         "steps_per_task": 0,
         "fp32_masters": True,
+        "capture": False,
     }
 
     def __post_init__(self) -> None:

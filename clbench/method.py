@@ -177,13 +177,18 @@ class Phase:
         base = cls(name, train.epochs, train.lr, train.optimizer, train.momentum, train.weight_decay)
         return replace(base, **changes)
 
-    def torch_optimizer(self, params: list[Tensor], fused: bool = False) -> torch.optim.Optimizer:
+    def torch_optimizer(
+        self, params: list[Tensor], fused: bool = False, capturable: bool = False
+    ) -> torch.optim.Optimizer:
         """The phase's torch optimizer over ``params`` (what the runner builds for it; a method that trains outside
         the phases, as GDumb does, builds its own this way); ``fused`` (``train.fused`` on a GPU): torch's fused
-        implementation for Adam, AdamW and SGD, where every parameter is a floating-point CUDA tensor."""
-        kw: dict[str, Any] = (
-            {"fused": True} if fused and params and all(p.is_cuda and p.is_floating_point() for p in params) else {}
-        )
+        implementation for Adam, AdamW and SGD, where every parameter is a floating-point CUDA tensor;
+        ``capturable`` (``train.capture``): Adam's, AdamW's and RMSProp's form that a CUDA graph can record (its step
+        count on the device), where every parameter is a CUDA tensor."""
+        cuda = bool(params) and all(p.is_cuda and p.is_floating_point() for p in params)
+        kw: dict[str, Any] = {"fused": True} if fused and cuda else {}
+        if capturable and cuda and self.optimizer != "sgd":  # (SGD keeps no step count: recordable as it is)
+            kw["capturable"] = True
         if self.optimizer == "sgd":
             return torch.optim.SGD(params, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay, **kw)
         if self.optimizer == "adam":
@@ -191,7 +196,8 @@ class Phase:
         if self.optimizer == "adamw":
             return torch.optim.AdamW(params, lr=self.lr, weight_decay=self.weight_decay, **kw)
         if self.optimizer == "rmsprop":
-            return torch.optim.RMSprop(params, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
+            kw.pop("fused", None)  # (torch has no fused RMSProp)
+            return torch.optim.RMSprop(params, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay, **kw)
         raise ClbenchError(f"unknown optimizer {self.optimizer!r}")
 
 

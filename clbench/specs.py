@@ -63,6 +63,10 @@ class MethodSpec:
     # nothing to train, refused at plan time). None: a method whose footprint is dense; LoRA methods bring their
     # adapters and masked methods select their coordinates themselves.
     trains_base: bool | None = None
+    # Whether its training step is the same tensor program at every step of a phase: its loss terms and hooks make no
+    # Python decision on a value and keep no state outside tensors. Only such a step may be recorded as a CUDA graph
+    # and replayed (``train.capture``; clbench/_exec/capture.py).
+    static_step: bool = False
 
     @property
     def trains_model(self) -> bool:

@@ -188,6 +188,16 @@ def _make_cell(
     stream_values = _with_path(
         sspec.config_cls, layers.stream_scope(), sspec.data_dir_field, req.data_dir, _select(layers.user, "stream")
     )
+    train = cfg.apply(cfg.TrainConfig, None, layers.scope("train"), "train")
+    if train.capture:
+        from clbench._exec.capture import capture_refusal
+        from clbench.distributed import resolve_device
+
+        why = capture_refusal(
+            all(m.static_step for m in mspecs), label, resolve_device(train.device).type, train.grad_accum, 1
+        )
+        if why:
+            return why
     return Cell(
         method=_label(label, sweep),
         parts=tuple(m.name for m in mspecs),
@@ -200,7 +210,7 @@ def _make_cell(
             m.name: cfg.apply(m.config_cls, None, layers.method(i, m.name), m.name) for i, m in enumerate(mspecs)
         },
         model_cfg=model_cfg,
-        train=cfg.apply(cfg.TrainConfig, None, layers.scope("train"), "train"),
+        train=train,
         stream_cfg=cfg.apply(sspec.config_cls, None, stream_values, "stream"),
         metrics=cfg.apply(cfg.MetricsConfig, None, layers.scope("metrics"), "metrics"),
         out=str(req.out),

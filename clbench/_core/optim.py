@@ -144,9 +144,11 @@ def synced(master: Tensor, weight: Tensor) -> Tensor:
     return torch.where(weight == master.to(weight.dtype), master, weight.float())
 
 
-def torch_optimizer(params: Sequence[Tensor], phase: Phase, fused: bool = False) -> torch.optim.Optimizer:
+def torch_optimizer(
+    params: Sequence[Tensor], phase: Phase, fused: bool = False, capturable: bool = False
+) -> torch.optim.Optimizer:
     """The phase's torch optimizer over ``params``: :meth:`Phase.torch_optimizer`."""
-    return phase.torch_optimizer(list(params), fused)
+    return phase.torch_optimizer(list(params), fused, capturable)
 
 
 def make_optimizer(
@@ -156,19 +158,20 @@ def make_optimizer(
     masters: Masters | None = None,
     fused: bool = False,
     fp32_masters: bool = True,
+    capturable: bool = False,
 ) -> torch.optim.Optimizer | PackedState:
     """The optimizer of one phase; with ``coordinates`` (parameter, bool mask) its state covers only the masks;
     low-precision parameters are stepped through fp32 masters (``masters``: the cell's, else new ones), or, without
     ``fp32_masters`` (``train.fp32_masters=false``), in their own dtype like any other. ``fused``: see
-    :func:`torch_optimizer`."""
+    :func:`torch_optimizer`, as ``capturable``."""
     if not params:
         raise ClbenchError(f"phase {phase.name!r} has no trainable parameters")
     if not coordinates and (not fp32_masters or not any(p.dtype in LOW_PRECISION for p in params)):
-        return torch_optimizer(params, phase, fused)
+        return torch_optimizer(params, phase, fused, capturable)
     return PackedState(
         params,
         coordinates,
-        lambda packed: torch_optimizer(packed, phase, fused),
+        lambda packed: torch_optimizer(packed, phase, fused, capturable),
         (masters or Masters()) if fp32_masters else None,
     )
 

@@ -29,7 +29,7 @@ def place(regs: Registries, cells: list[Cell]) -> list[Cell]:
     counts: dict[str, int | None] = {}
     out = []
     for cell in cells:
-        if cell.train.device != "auto":
+        if cell.train.device != "auto" or cell.train.capture:  # (a captured step is a GPU's)
             out.append(cell)
             continue
         key = json.dumps([cell.model, cell.model_config, cell.stream, cell.stream_config], sort_keys=True, default=str)

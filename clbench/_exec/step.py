@@ -21,11 +21,12 @@ from torch.optim.lr_scheduler import MultiStepLR
 
 from clbench._core.boundary import CheckedMethod
 from clbench._core.optim import Masters, make_optimizer, torch_optimizer_of
+from clbench._exec.capture import CapturedStep, CudaGraph, Graph
 from clbench._exec.stats import PhaseStats, TaskStats
 from clbench.data import Batch, batches
 from clbench.distributed import Dist
-from clbench.errors import ClbenchError, Diverged
-from clbench.method import MASTERS, CellContext, Method, Phase
+from clbench.errors import ClbenchError, ConfigError, Diverged
+from clbench.method import MASTERS, CellContext, Method, Phase, StashKey
 from clbench.model import CLModel
 
 # The least blow-up reference (train.diverge_factor): a phase that starts on a task already learned (joint training
@@ -87,6 +88,7 @@ def task_phases(
                     cell_masters(ctx),
                     ctx.train.fused,
                     fp32_masters=ctx.train.fp32_masters,
+                    capturable=ctx.train.capture,
                 ),
             )
         yield position, phase, params, group[1]
@@ -222,6 +224,12 @@ def train_task(
     for p_i, phase, params, opt in task_phases(model, checked.method, ctx, index):
         limit = shares[p_i] if shares is not None else None
         run = _PhaseRun(model, checked, ctx, phase, p_i, index, train_tasks, opt, params, on_step, step, limit)
+        if ctx.train.capture:
+            if ctx.dist.active:
+                raise ConfigError("train.capture records one whole step: it cannot run with --nproc > 1")
+            run.captured = _Captured(
+                model, checked, opt, params, ctx.train.grad_clip, ctx.stash.get(GRAPH) or CudaGraph
+            )
         t0, tokens0 = time.perf_counter(), model.tokens_seen
         epoch_loss = run.epochs()
         seconds, step = time.perf_counter() - t0, run.step
@@ -245,6 +253,55 @@ def train_task(
     return stats
 
 
+GRAPH: StashKey[Callable[[], Graph]] = StashKey()
+"""``ctx.stash`` key of the graph a captured step is recorded in (:class:`~clbench._exec.capture.CudaGraph`; tests
+put :class:`~clbench._exec.capture.EagerGraph` there to run the same code on the CPU)."""
+
+
+class _Captured:
+    """A phase's whole step for :class:`~clbench._exec.capture.CapturedStep`, one per batch task: the step of
+    :meth:`_PhaseRun.epoch` written as one function of the batch's tensors."""
+
+    def __init__(
+        self,
+        model: CLModel,
+        method: CheckedMethod,
+        opt: Any,
+        params: list[torch.nn.Parameter],
+        clip: float,
+        graph: Callable[[], Graph],
+    ) -> None:
+        self.model, self.method, self.opt, self.params, self.clip, self.graph = model, method, opt, params, clip, graph
+        self.after_backward, self.after_step = step_hooks(method.method)
+        self.by_task: dict[str, CapturedStep] = {}
+
+    def __call__(self, batch: Batch) -> tuple[Any, bool]:
+        if not isinstance(batch.task, str) or not isinstance(batch.x, torch.Tensor):
+            raise ConfigError("train.capture records a step of tensor inputs from one task a batch")
+        task = batch.task
+        if task not in self.by_task:
+            self.by_task[task] = CapturedStep(
+                lambda x, y: self._step(Batch(x, y, task)),
+                lambda: float(self.opt.param_groups[0]["lr"]),
+                lambda none: self.opt.zero_grad(set_to_none=none),
+                self.graph,
+            )
+        return self.by_task[task](batch.x, batch.y)
+
+    def _step(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor], Any]:
+        # zeroes gradients that exist (0 + g is g); records nothing where the recording starts without any
+        self.opt.zero_grad(set_to_none=False)
+        loss, task_loss, terms = batch_loss(self.model, self.method, batch)
+        loss.backward()
+        if self.after_backward is not None:
+            self.after_backward()
+        norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip) if self.clip > 0 else None
+        self.opt.step()
+        if self.after_step is not None:
+            self.after_step()
+        return loss.detach(), task_loss.detach(), {k: v.detach() for k, v in terms.items()}, norm
+
+
 @dataclass
 class _PhaseRun:
     """One phase of a task being trained: its epochs (:meth:`epochs`) and their steps (:meth:`epoch`), counting
@@ -265,6 +322,7 @@ class _PhaseRun:
     steps: int = 0
     examples: int = 0
     first: float | None = None  # the blow-up reference: the loss the phase starts from (its first step's)
+    captured: _Captured | None = None  # train.capture's recorded step (built by train_task)
 
     def epochs(self) -> list[float | None]:
         """Every epoch of the phase: each one's mean loss; raises Diverged on a blow-up (train.diverge_factor)."""
@@ -326,33 +384,45 @@ class _PhaseRun:
         )
         if self.limit is not None:  # the phase's share of train.steps_per_task: cut here, not counted in the loop
             epoch_batches = itertools.islice(epoch_batches, self.limit - self.steps)
+        captured = self.captured
         for batch in epoch_batches:
             if move:
                 batch = batch.to(ctx.device)
-            opt.zero_grad(set_to_none=True)
-            if parallel:  # the losses summed over the ranks: every rank diverges at the same step or none
-                loss, task_loss, terms = data_parallel_step(model, method, batch, accum, params, dist)
-            elif accum == 1:
-                loss, task_loss, terms = batch_loss(model, method, batch)
-                loss.backward()
+            if captured is not None:  # train.capture: the whole step, recorded once and replayed
+                (loss, task_loss, terms, norm), replayed = captured(batch)
+                step += 1
+                logged = every and step % every == 0
+                pending.append(loss.clone() if replayed else loss)  # (the next replay rewrites the graph's)
+                if len(pending) >= sync or logged:
+                    total, n, value = self._drain(pending, epoch, step, total, n)
+                if logged and norm is None:
+                    norm = grad_norm(params)
+                self.examples += batch.y.shape[0]
             else:
-                loss, task_loss, terms = accumulate(model, method, batch, accum)
-            step += 1
-            logged = every and step % every == 0
-            pending.append(loss.detach())
-            if len(pending) >= sync or logged:  # the host sync: the non-finite check and the epoch's mean loss
-                total, n, value = self._drain(pending, epoch, step, total, n)
-            if after_backward is not None:
-                after_backward()
-            norm = None
-            if clip > 0:
-                norm = torch.nn.utils.clip_grad_norm_(params, clip)
-            elif logged:
-                norm = grad_norm(params)
-            opt.step()
-            if after_step is not None:
-                after_step()
-            self.examples += batch.y.shape[0]  # not len(): Tensor.__len__ is Python
+                opt.zero_grad(set_to_none=True)
+                if parallel:  # the losses summed over the ranks: every rank diverges at the same step or none
+                    loss, task_loss, terms = data_parallel_step(model, method, batch, accum, params, dist)
+                elif accum == 1:
+                    loss, task_loss, terms = batch_loss(model, method, batch)
+                    loss.backward()
+                else:
+                    loss, task_loss, terms = accumulate(model, method, batch, accum)
+                step += 1
+                logged = every and step % every == 0
+                pending.append(loss.detach())
+                if len(pending) >= sync or logged:  # the host sync: the non-finite check and the epoch's mean loss
+                    total, n, value = self._drain(pending, epoch, step, total, n)
+                if after_backward is not None:
+                    after_backward()
+                norm = None
+                if clip > 0:
+                    norm = torch.nn.utils.clip_grad_norm_(params, clip)
+                elif logged:
+                    norm = grad_norm(params)
+                opt.step()
+                if after_step is not None:
+                    after_step()
+                self.examples += batch.y.shape[0]  # not len(): Tensor.__len__ is Python
             if logged:
                 assert norm is not None and on_step is not None  # computed above; no observer: nothing is logged
                 values = {"loss": value, "loss/task": float(task_loss.detach())}

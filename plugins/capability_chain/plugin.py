@@ -31,8 +31,8 @@ PAPER = {
     # TFLOP a pair of tasks, ~45 min on two CPU cores (benchmarks/bench_awom_dense.py)
     "metrics.device": "cuda",
     # EWC's and Expander-EWC's float32 Fisher (28 GiB at 8B) and anchor in host memory, read a parameter at a time
-    # (Expander-EWC's at the task's masks only): the same numbers; with train.fp32_masters=false every cell of the
-    # profile plans within one 80 GiB GPU (tests/test_memory.py, docs/scale-out.md)
+    # (Expander-EWC's at the task's masks only): the same numbers; with train.fp32_masters=false SeqFT and EWC plan
+    # within one 80 GiB GPU (tests/test_memory.py, docs/scale-out.md)
     "train.offload_state": True,
     # masks: 10 % density (§6) is each masked method's own paper-expander/capability-chain preset
 }

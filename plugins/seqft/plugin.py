@@ -14,4 +14,4 @@ from .method import SeqFT
 @hookimpl
 def clbench_add_methods() -> list[MethodSpec]:
     return [MethodSpec("seqft", SeqFT, SeqFTConfig, "sequential fine-tuning of all weights (lower bound)",
-                       footprint_kind="dense", presets=tuned("seqft", {}))]
+                       footprint_kind="dense", presets=tuned("seqft", {}), static_step=True)]
