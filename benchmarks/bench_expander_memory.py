@@ -2,53 +2,53 @@
 (``train.device=cuda``: the footprint baseline on the host, cuBLAS's workspace counted).
 
     python benchmarks/bench_expander_memory.py [--methods seqft,expander-ewc,lota] [--orders gsm8k-sql,chain4]
+        [--layers N] [--set train.fp32_masters=false]
 
 Llama-3-8B is built from its config.json shapes (no weights), with MiniLM's tokenizer standing in; the data is the
 capability chain's gsm8k-sql and chain4 orders, 16 pairs a task, every text longer than ``model.max_length`` (1024). The masked
-methods' masks follow from values, so on the meta device they are taken whole: their optimizer state and masked
-copies are planned dense, an upper bound (said in the notes). The evaluation is lm-eval's and ROUGE's own (not
-planned). Planning Expander-EWC takes minutes on 2 cores. Its masks at the preset's density are accounted for by
-the plan (``memory.whole_selection_excess``, checked against real masks on the CPU in tests/test_memory.py).
+methods' masks follow from values, so on the meta device none is drawn and their selections are taken whole: their
+optimizer state and masked copies are planned dense, an upper bound (said in the notes), less what the masks at the
+preset's density leave out (``memory.whole_selection_excess``, checked against real masks on the CPU in
+tests/test_memory.py). The evaluation is lm-eval's and ROUGE's own (not planned).
 
-Measured 2026-11-26 (torch 2.13.0+cpu; sizes, so the machine does not matter; planning on AMD EPYC, 2 vCPUs), with
-Expander-EWC's masks at the preset's 10 % density counted by the plan itself (``memory._masks_at_density``: the
-upper bound less the packed state outside the masks, the masters' union at the order's last task) and its anchor
-kept at the task's mask (``MaskedTraining.anchor_at_masks``); SeqFT's rows from the run before that change (which
-SeqFT does not run):
-
-| method | order | peak | weights | gradients | optimizer | method | activations | planned in |
-|---|---|---|---|---|---|---|---|---|
-| seqft | gsm8k-sql | 93.7 GiB | 15.0 GiB | 15.0 GiB | 59.8 GiB | 0 B | 961.9 MiB | 11 s |
-| expander-ewc | gsm8k-sql | 118.7 GiB | 15.0 GiB | 14.0 GiB | 84.9 GiB | 34.9 GiB | 1.9 GiB | 444 s |
-| seqft | chain4 | 93.7 GiB | 15.0 GiB | 15.0 GiB | 59.8 GiB | 0 B | 961.9 MiB | 7 s |
-| expander-ewc | chain4 | 129.9 GiB | 15.0 GiB | 14.0 GiB | 84.9 GiB | 34.9 GiB | 1.9 GiB | 426 s |
-
-Expander-EWC's terms are the whole-selection bound's (251.5 GiB; its method column is measured between tasks: the
-float32 Fisher of every masked weight, 28 GiB, and the boolean masks, 7 GiB); its peak is that bound less 132.8 GiB
-(2 tasks: masters over 20 % of the masked weights) or 121.6 GiB (chain4, Table 3's 4 tasks: masters over 40 % by its
-last task). An H200's 143771 MiB is 140.4 GiB: every order fits one, chain4's Expander-EWC with ~10 GiB to spare.
-Before the anchor was packed (the same session, same command) Expander-EWC planned 131.3 GiB (gsm8k-sql) and
-142.5 GiB (chain4: over an H200, and `clbench run` refused it there). SeqFT's optimizer column is the float32 masters
-and RMSProp's float32 square average of 7.5 B bf16 weights (8 bytes a weight, what DeepSpeed's bf16 optimizer keeps
-too). Neither method fits an 80 GiB H100.
-
-Without float32 masters, the paper's card (``--set train.fp32_masters=false``; paper-expander sets
-``train.offload_state``), measured 2026-11-27 on the same machine (``--methods seqft,ewc --orders gsm8k-sql --set
-train.fp32_masters=false --set train.offload_state=true``):
+Measured 2026-11-27 (torch 2.13.0+cpu; sizes, so the machine does not matter; planning on AMD EPYC, 2 vCPUs, 0.6 GB
+of host memory at most), with the profile's ``train.offload_state`` (EWC's and Expander-EWC's Fisher in host memory,
+Expander-EWC's on the device at the task's masks only; LoTA's starting weights on the host). Each step of a phase is
+planned twice (the second with the optimizer's state: the steady state). Masked methods' masks are counted at the
+preset's 10 % density by the plan itself (``memory._masks_at_density``); their other terms are the whole selections'
+bound. ``python benchmarks/bench_expander_memory.py --methods seqft,ewc,lota,expander-ewc``:
 
 | method | order | peak | weights | gradients | optimizer | method | activations | planned in |
 |---|---|---|---|---|---|---|---|---|
-| seqft | gsm8k-sql | 45.9 GiB | 15.0 GiB | 15.0 GiB | 15.0 GiB | 0 B | 961.9 MiB | 12 s |
-| ewc | gsm8k-sql | 74.9 GiB | 15.0 GiB | 15.0 GiB | 15.0 GiB | 8 B | 29.9 GiB | 48 s |
+| seqft | gsm8k-sql | 94.2 GiB | 15.0 GiB | 15.0 GiB | 59.8 GiB | 0 B | 961.9 MiB | 10 s |
+| ewc | gsm8k-sql | 104.8 GiB | 15.0 GiB | 15.0 GiB | 59.8 GiB | 8 B | 15.0 GiB | 27 s |
+| lota | gsm8k-sql | 91.3 GiB | 15.0 GiB | 14.0 GiB | 56.9 GiB | 7.0 GiB | 1.9 GiB | 17 s |
+| expander-ewc | gsm8k-sql | 69.8 GiB | 15.0 GiB | 14.0 GiB | 112.8 GiB | 7.0 GiB | 29.9 GiB | 30 s |
+| seqft, ewc, lota | chain4 | as gsm8k-sql | | | | | | |
+| expander-ewc | chain4 | 81.0 GiB | 15.0 GiB | 14.0 GiB | 112.8 GiB | 7.0 GiB | 29.9 GiB | 28 s |
 
-RMSProp's square average is bf16 (2 bytes a weight) and no master exists. EWC's Fisher and anchor are in host memory;
-its activations column is the Fisher pass after a task, which forms one float32 Fisher of every weight on the device
-before it leaves (28 GiB). Expander-EWC (chain4, masks drawn ``construction=uniform`` without the spectral check, which
-changes no size) and LoTA (gsm8k-sql) with ``--layers 1`` and ``--layers 2`` (peaks, 1 → 2 layers): Expander-EWC 11.4 →
-12.3 GiB, LoTA 9.5 → 11.1 GiB. At 32 layers the Expander-EWC plan did not finish within 25 minutes on 2 busy cores, and
-LoTA's ran out of the machine's 24 GiB of host memory (it draws a numpy mask of every matrix on the host), so neither
-is measured at 8B; a peak is a maximum over the cell's phases (EWC's grew by 1.7 GiB from 1 to 2 layers and is 74.9 at
-32), so the small plans give no 8B figure.
+With float32 masters (the default), a bf16 weight that trains whole carries its master and RMSProp's float32 square
+average: 8 bytes a weight (what DeepSpeed's bf16 optimizer keeps too). SeqFT, EWC and LoTA (whose calibration phase
+trains every weight) need an H200 (140.4 GiB as torch reports it); Expander-EWC's masters hold the masks' union only
+(40 % of its masked weights by chain4's fourth task, 1.6 GiB more a task) and fit 80 GiB for two tasks, not chain4's
+four.
+
+Without float32 masters, the paper's card (``--set train.fp32_masters=false``), the same command:
+
+| method | order | peak | weights | gradients | optimizer | method | activations | planned in |
+|---|---|---|---|---|---|---|---|---|
+| seqft | gsm8k-sql, chain4 | 45.9 GiB | 15.0 GiB | 15.0 GiB | 15.0 GiB | 0 B | 961.9 MiB | 10 s |
+| ewc | gsm8k-sql, chain4 | 74.9 GiB | 15.0 GiB | 15.0 GiB | 15.0 GiB | 8 B | 29.9 GiB | 26 s |
+| lota | gsm8k-sql, chain4 | 46.0 GiB | 15.0 GiB | 14.0 GiB | 28.9 GiB | 7.0 GiB | 1.9 GiB | 14 s |
+| expander-ewc | gsm8k-sql, chain4 | 54.5 GiB | 15.0 GiB | 14.0 GiB | 56.9 GiB | 7.0 GiB | 29.9 GiB | 30 s |
+
+RMSProp's square average is bf16 (2 bytes a weight) and no master exists, so no state grows with the tasks. EWC's
+activations column is its Fisher pass after a task, which forms one float32 Fisher of every weight on the device
+before it leaves (28 GiB). Every cell fits one 80 GiB GPU (tests/test_memory.py asserts it).
+
+Before this session's changes (2026-11-26, float32 masters, everything on the device, one step a phase planned):
+SeqFT 93.7 GiB; Expander-EWC 118.7 GiB (gsm8k-sql) and 129.9 GiB (chain4), planned in 7 minutes each with its
+expander masks drawn on the host; EWC not planned; LoTA not estimable on the meta device.
 """
 
 from __future__ import annotations

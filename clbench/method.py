@@ -136,12 +136,15 @@ class MaskPlan:
     """A masked method's declaration for the memory plan (:meth:`Method.mask_plan`): each weight matrix's mask keeps
     ``density`` of it; ``disjoint``: a task's masks avoid the earlier tasks' (their union grows by ``density`` a
     task), else they are drawn independently; ``anchor_at_masks``: the method keeps its anchor at the masks only;
-    ``fisher_at_masks``: its device copy of a float32 Fisher too (the whole one in host memory)."""
+    ``fisher_at_masks``: its device copy of a float32 Fisher too (the whole one in host memory); ``dense_first``: a
+    phase that trains every coordinate comes before the masked one (LoTA's calibration), so low-precision weights
+    have whole float32 masters, not masters of the masks' union."""
 
     density: float
     disjoint: bool = False
     anchor_at_masks: bool = False
     fisher_at_masks: bool = False
+    dense_first: bool = False
 
 
 @dataclass(frozen=True)

@@ -349,3 +349,26 @@ def test_a_bf16_cells_footprint_is_its_fp32_masters_movement():
     assert torch.equal(delta, master - start.float())
     realised = model.hidden.weight.detach().float() - start.float()
     assert _relative(realised, delta) > 0.2 and float((delta != 0).float().mean()) > 0.9
+
+
+def test_a_bf16_weight_trained_whole_then_at_a_mask_keeps_one_master():
+    """LoTA's order: a dense calibration phase (a whole master, stepped by its optimizer) and then a masked phase from
+    the same master: the masked phase steps a fresh packed copy of the master at the mask, and both phases give the
+    float32 run's numbers exactly."""
+    torch.manual_seed(0)
+    weight = nn.Parameter((torch.randn(16, 16) * 0.02).to(BF16))
+    reference = nn.Parameter(weight.detach().float())
+    masters = Masters()
+    mask = torch.rand(16, 16, generator=torch.Generator().manual_seed(3)) < 0.3
+    g = torch.Generator().manual_seed(4)
+    for coords in ([], [(weight, mask)]):
+        phase = Phase("p", 1, 1e-6, "rmsprop")
+        opt = make_optimizer([weight], phase, coords, masters)
+        ref_opt = make_optimizer([reference], phase, [(reference, mask)] if coords else [])
+        for _ in range(10):
+            grad = torch.randn(16, 16, generator=g) * (mask if coords else 1)
+            weight.grad = grad.to(BF16)
+            reference.grad = weight.grad.float()
+            opt.step()
+            ref_opt.step()
+        assert torch.equal(masters.value(weight), reference.detach())

@@ -235,7 +235,9 @@ class PackedState:
                     if where is None:  # the master holds just these coordinates: the inner optimizer steps it
                         values = master
                     else:
-                        values = master.index_select(0, where)
+                        values = master.detach().index_select(
+                            0, where
+                        )  # (a fresh leaf: the master may be a whole one an earlier phase stepped)
                         self.masters[id(p)] = (master, where)
                 else:
                     values = p.detach().reshape(-1).index_select(0, index)

@@ -1,8 +1,8 @@
 """A cell's peak device memory, estimated before anything trains: ``clbench run --dry-run`` and ``--device-memory``.
 
-How: the cell's own model and method run its own code for one optimizer step of the first task, the method's
-``after_task``, one step of the second task (where a method's penalties and its state weigh) and one evaluation
-batch, on PyTorch's meta device, which gives every tensor its size and computes nothing. A dispatch mode
+How: the cell's own model and method run its own code for two optimizer steps of each phase of the first task (the
+second with the optimizer's state), the method's ``after_task``, two steps of each phase of the second task (where a
+method's penalties and its state weigh) and one evaluation batch, on PyTorch's meta device, which gives every tensor its size and computes nothing. A dispatch mode
 (:class:`LiveBytes`) counts the bytes of every tensor storage alive, from the model's weights on, and keeps the
 peak: what a device allocator holds, without its rounding and fragmentation. The same mode on real CPU tensors
 measures a run (tests compare the two, and benchmarks/bench_memory.py compares them with the process's RSS).
@@ -86,9 +86,11 @@ def _text_chars(x: Any) -> int:
 def _task(
     model: CLModel, method: CheckedMethod, ctx: CellContext, index: int, mode: LiveBytes, parts: dict[str, int]
 ) -> None:
-    """One optimizer step of each phase of task ``index`` on its costliest micro-batch, through the training loop's
+    """Two optimizer steps of each phase of task ``index`` on its costliest micro-batch, through the training loop's
     own phases and optimizers (:func:`~clbench._exec.step.task_phases`); notes gradients, optimizer state and
-    activations into ``parts``."""
+    activations into ``parts``. The second step is a phase's steady state: torch's optimizers create their state in
+    their first step, so the first step's backward and ``after_backward`` (EWC's penalty gradient, formed a parameter
+    at a time) run without it, and every later one with it."""
     task = ctx.order[index]
     batch = _largest_examples(ctx.data(method.method.train_tasks(index)[0]).train, ctx.train.micro_batch_size, task).to(
         ctx.device
@@ -96,20 +98,22 @@ def _task(
     after_backward, after_step = step_hooks(method.method)
     for _, _, params, opt in task_phases(model, method.method, ctx, index):
         before = mode.now
-        mode.reset_peak()
-        loss, task_loss, terms = batch_loss(model, method, batch)
-        loss.backward()
-        del loss, task_loss, terms  # (scalars: the step's bytes are the ones that outlive it)
-        grads = sum(p.grad.untyped_storage().nbytes() for p in params if p.grad is not None)
-        parts["activations"] = max(parts.get("activations", 0), mode.peak - before - grads)
-        if after_backward is not None:
-            after_backward()
-        opt.step()
-        if after_step is not None:
-            after_step()
-        parts["gradients"] = max(parts.get("gradients", 0), grads)
-        parts["optimizer"] = max(parts.get("optimizer", 0), mode.now - before - grads)
-        model.zero_grad(set_to_none=True)
+        for _ in range(2):
+            start = mode.now
+            mode.reset_peak()
+            loss, task_loss, terms = batch_loss(model, method, batch)
+            loss.backward()
+            del loss, task_loss, terms  # (scalars: the step's bytes are the ones that outlive it)
+            grads = sum(p.grad.untyped_storage().nbytes() for p in params if p.grad is not None)
+            parts["activations"] = max(parts.get("activations", 0), mode.peak - start - grads)
+            if after_backward is not None:
+                after_backward()
+            opt.step()
+            if after_step is not None:
+                after_step()
+            parts["gradients"] = max(parts.get("gradients", 0), grads)
+            parts["optimizer"] = max(parts.get("optimizer", 0), mode.now - before - grads)
+            model.zero_grad(set_to_none=True)
         del opt  # the next phase's optimizer is built once this one is freed
 
 
@@ -284,6 +288,7 @@ def whole_selection_excess(
     anchor: int = 0,
     value: int = 4,
     fisher: int = 0,
+    grad: int = 4,
 ) -> int:
     """What a plan with value-dependent selections taken whole (an upper bound, :func:`estimate`) counts beyond the
     run for a method whose optimizer packs its masked coordinates (``PackedState``) at ``density``: for each coordinate
@@ -291,12 +296,14 @@ def whole_selection_excess(
     Adam 2) of ``value`` bytes each (float32; a bf16 weight's own 2 under ``train.fp32_masters=false``). ``union``:
     low-precision (bf16) weights, whose fp32 masters hold the coordinates of the masks' union over the planned tasks
     (its density; disjoint masks of two tasks: 2 × ``density``): for each coordinate outside the union also the
-    master's value and int32 index. ``anchor``: the bytes of a weight's element when the method keeps its anchor at
+    master's value and int32 index, and for each coordinate outside the masks the int32 position of a mask's coordinate
+    in the union. ``anchor``: the bytes of a weight's element when the method keeps its anchor at
     the masks only (``anchor_at_masks``: Expander-EWC); ``fisher``: 4 when its float32 Fisher's device copy is at the
-    masks only (``fisher_at_masks``). tests/test_memory.py checks these forms against real masks on the CPU."""
-    excess = (1 - density) * (4 + value * (1 + moments) + anchor + fisher) * masked
-    if union is not None:
-        excess += (1 - union) * 8 * masked
+    masks only (``fisher_at_masks``); ``grad``: the bytes of a gradient's element (the weight's), whose packed copy
+    a step leaves to the next (0 for weights stepped through masters, whose cast copy each step drops). tests/test_memory.py checks these forms against real masks on the CPU."""
+    excess = (1 - density) * (4 + value * (1 + moments) + anchor + fisher + grad) * masked
+    if union is not None:  # the masters outside the union, and the int32 positions of a mask's coordinates in it
+        excess += (1 - union) * 8 * masked + (1 - density) * 4 * masked
     return int(excess)
 
 
@@ -332,12 +339,14 @@ def _masks_at_density(regs: Registries, cell: Cell, peak: int, notes: list[str])
     d = plan.density
     union, value = None, 4
     if any(layer.weight.dtype != torch.float32 for layer in layers):
-        if cell.train.fp32_masters:
+        if cell.train.fp32_masters and not plan.dense_first:  # (after a dense phase the masters are whole)
             union = min(1.0, tasks * d) if plan.disjoint else 1 - (1 - d) ** tasks
         else:  # packed and stepped in the weights' own dtype
             value = cast(torch.Tensor, next(iter(layers)).weight).element_size()
     fisher = 4 if plan.fisher_at_masks else 0
-    excess = min(whole_selection_excess(masked, d, moments, union, anchor, value, fisher), peak)
+    # a packed gradient left by the previous step; masters' steps cast it and drop it (PackedState._step_cast)
+    grad = 0 if union is not None else cast(torch.Tensor, next(iter(layers)).weight).element_size()
+    excess = min(whole_selection_excess(masked, d, moments, union, anchor, value, fisher, grad), peak)
     masters = "" if union is None else f"; float32 masters over the masks' union at task {tasks}, {union:.0%}"
     notes.append(
         f"masks at density {d:g}: the upper bound {fmt_bytes(peak)} less the packed state of the "

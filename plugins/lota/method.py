@@ -8,6 +8,7 @@ used), the weights are reset to where the task started, and only the mask trains
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import torch
@@ -15,7 +16,7 @@ from clbench_plugins._shared.masked.masks import describe
 from clbench_plugins._shared.masked.method import MaskedTraining
 
 from clbench.errors import ConfigError
-from clbench.method import Phase
+from clbench.method import MaskPlan, Phase
 from clbench.model import CLModel
 
 from .config import LoTAConfig
@@ -44,6 +45,10 @@ class LoTA(MaskedTraining):
             raise ConfigError(f"lotto.density={self.config.density} × {len(self.ctx.order)} tasks exceeds 1: "
                               "disjoint masks cannot all fit; lower lotto.density")
 
+    def mask_plan(self) -> MaskPlan:
+        """The masked methods' plan, after a dense calibration phase (whole masters of low-precision weights)."""
+        return replace(super().mask_plan(), dense_first=True)
+
     def phases(self, task: str, index: int) -> list[Phase]:
         train = self.train_phase()
         return [replace(train, name="calibrate", epochs=self.config.calibration_epochs), train]
@@ -59,8 +64,12 @@ class LoTA(MaskedTraining):
         if phase.name != "train":
             self.masks = {}  # calibration is dense
             return
-        masks, stats = {}, {}
+        # (planning: the selections the plan takes whole, no host copies, no statistics)
+        masks: dict[str, np.ndarray | torch.Tensor] = dict(self.unread_masks()) if self.planning() else {}
+        stats: dict[str, dict[str, Any]] = {}
         for n, p in self.masked_parameters().items():
+            if n in masks:
+                continue
             excluded = self.used(n, p) if self.config.disjoint else None
             mask = top_fraction_mask(self.ctx.trained_value(p) - self.task_start(n), self.config.density,
                                      excluded).cpu().numpy()

@@ -176,10 +176,23 @@ class MaskedTraining(Method):
         return [self.train_phase()]
 
     # -- masks ----------------------------------------------------------------------
-    def set_masks(self, masks: dict[str, np.ndarray], stats: dict[str, dict[str, Any]]) -> None:
+    def set_masks(self, masks: Mapping[str, np.ndarray | Tensor], stats: dict[str, dict[str, Any]]) -> None:
         params = self.masked_parameters()
-        self.masks = {n: torch.from_numpy(m).to(params[n].device).reshape(params[n].shape) for n, m in masks.items()}
+        self.masks = {
+            n: (m if isinstance(m, Tensor) else torch.from_numpy(m)).to(params[n].device).reshape(params[n].shape)
+            for n, m in masks.items()
+        }
         self._pending_stats = stats
+
+    def planning(self) -> bool:
+        """Whether this is the memory plan's run on the meta device: a mask's values are then never read (the plan
+        takes every selection whole and counts the masks at their density, :meth:`mask_plan`), so none is drawn
+        (an 8B model's would be 7.5 G booleans drawn and checked on the host)."""
+        return self.ctx.device.type == "meta"
+
+    def unread_masks(self) -> dict[str, Tensor]:
+        """Masks of the right shapes whose values nothing reads (:meth:`planning`)."""
+        return {n: torch.empty(p.shape, dtype=torch.bool, device="meta") for n, p in self.masked_parameters().items()}
 
     def earlier(self, name: str) -> list[np.ndarray]:
         return [h[name] for h in self.history if name in h]
@@ -265,7 +278,7 @@ class MaskedTraining(Method):
                     f = f * self.masks[n]  # F_k restricted to the active coordinates m_k (Alg. 1 line 13)
                 self.fisher[n] = keep(read(self.fisher[n]) + f if n in self.fisher else f)
         self.anchor = self._anchor_now()
-        self.history.append({n: pack(m.cpu().numpy()) for n, m in self.masks.items()})
+        self.history.append({n: pack(m.cpu().numpy()) for n, m in self.masks.items() if not m.is_meta})
         self.stats.append({"task": task, "layers": self._pending_stats})
 
     def footprint(self, task: str, index: int) -> TaskFootprint:
@@ -309,6 +322,11 @@ class ExpanderEWC(MaskedTraining):
 
     def before_task(self, task: str, index: int) -> None:
         super().before_task(task, index)
+        if self.planning():
+            self.set_masks(self.unread_masks(), {})
+            if self.anchor_at_masks:
+                self.anchor.pack(self.masks)
+            return
         spec = self.config.mask_spec()
         masks, stats = {}, {}
         for i, (n, p) in enumerate(self.masked_parameters().items()):
