@@ -190,11 +190,10 @@ def _make_cell(
     )
     train = cfg.apply(cfg.TrainConfig, None, layers.scope("train"), "train")
     if train.capture:
-        from clbench._exec.capture import capture_refusal
         from clbench.distributed import resolve_device
 
-        why = capture_refusal(
-            all(m.static_step for m in mspecs), label, resolve_device(train.device).type, train.grad_accum, 1
+        why = _capture_refusal(
+            all(m.static_step for m in mspecs), label, resolve_device(train.device).type, train.grad_accum
         )
         if why:
             return why
@@ -218,6 +217,20 @@ def _make_cell(
         sweep=dict(sweep),
         tasks=tuple(stream.order(order)),
     )
+
+
+def _capture_refusal(static_step: bool, method: str, device_type: str, grad_accum: int) -> str | None:
+    """Why ``train.capture`` cannot record this cell's step, or None."""
+    if device_type != "cuda":
+        return f"train.capture records the step as a CUDA graph: this cell runs on {device_type}"
+    if not static_step:
+        return (
+            f"train.capture: {method}'s step is not declared static (MethodSpec.static_step): its loss terms or hooks "
+            "may decide on values or keep state outside tensors, which a recorded graph would replay unchanged"
+        )
+    if grad_accum > 1:  # (--nproc > 1 is refused when the cell starts: the plan does not know it)
+        return "train.capture records one whole step: it cannot run with train.grad_accum > 1"
+    return None
 
 
 def _model_hint(regs: Registries, sspec: StreamSpec) -> str:

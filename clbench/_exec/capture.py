@@ -5,7 +5,7 @@ A small model's step on a GPU costs the launches of its kernels more than their 
 replays the kernels recorded with the tensors they touched, so what it records must be the same tensor program every
 step: the same input shapes, no Python decision on a value, no state kept outside tensors. A method declares that of
 its step (``MethodSpec.static_step``); the plan refuses capture for any other, on a device other than CUDA, with
-gradient accumulation or data parallelism (:func:`capture_refusal`).
+gradient accumulation or data parallelism (``clbench._core.cells._capture_refusal``).
 
 How a phase runs under capture (:class:`CapturedStep`): its first ``WARMUP`` full-size batches step eagerly (the
 optimizer's state is created, the CUDA libraries' handles too, as torch's graph capture requires); the next full-size
@@ -130,17 +130,3 @@ class CapturedStep:
         self.recorded = self._graph()
         self._out = self.recorded.record(lambda: self._step(*inputs))
         self.recordings += 1
-
-
-def capture_refusal(static_step: bool, method: str, device_type: str, grad_accum: int, nproc: int) -> str | None:
-    """Why ``train.capture`` cannot record this cell's step, or None."""
-    if device_type != "cuda":
-        return f"train.capture records the step as a CUDA graph: this cell runs on {device_type}"
-    if not static_step:
-        return (
-            f"train.capture: {method}'s step is not declared static (MethodSpec.static_step): its loss terms or hooks "
-            "may decide on values or keep state outside tensors, which a recorded graph would replay unchanged"
-        )
-    if grad_accum > 1 or nproc > 1:
-        return "train.capture records one whole step: it cannot run with train.grad_accum > 1 or --nproc > 1"
-    return None
