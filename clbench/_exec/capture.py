@@ -96,7 +96,6 @@ class CapturedStep:
         self.shape: tuple[torch.Size, torch.Size] | None = None  # the full batch's: the first batch seen
         self.eager = 0  # full-size steps taken eagerly so far
         self.recorded: Graph | None = None
-        self.recordings = 0
         self._inputs: tuple[Tensor, Tensor] | None = None
         self._out: StepOutputs = None
         self._at_lr: float | None = None
@@ -129,4 +128,3 @@ class CapturedStep:
         inputs = self._inputs
         self.recorded = self._graph()
         self._out = self.recorded.record(lambda: self._step(*inputs))
-        self.recordings += 1
