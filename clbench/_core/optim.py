@@ -188,8 +188,8 @@ class PackedState:
     optimizer, by projections or masks, are always read fresh), lets the inner optimizer update the
     packed vector, and scatters it back. Parameters without a mask are passed to the inner optimizer
     as they are, except low-precision ones, which get a whole fp32 master (masked ones: a master of their masks'
-    coordinates, :class:`Masters`; with ``masters`` None, ``train.fp32_masters=false``, they are packed and stepped in their
-    own dtype like fp32 ones). Memory: per masked parameter nnz indices and nnz values plus the inner
+    coordinates, :class:`Masters`; with ``masters`` None, ``train.fp32_masters=false``, they are packed and stepped
+    in their own dtype like fp32 ones). Memory: per masked parameter nnz indices and nnz values plus the inner
     optimizer's nnz-sized state, instead of numel-sized state.
 
     The values of a low-precision parameter are its fp32 master: read fresh only where the weight no
@@ -235,9 +235,8 @@ class PackedState:
                     if where is None:  # the master holds just these coordinates: the inner optimizer steps it
                         values = master
                     else:
-                        values = master.detach().index_select(
-                            0, where
-                        )  # (a fresh leaf: the master may be a whole one an earlier phase stepped)
+                        # a fresh leaf: the master may be a whole one an earlier phase's optimizer stepped
+                        values = master.detach().index_select(0, where)
                         self.masters[id(p)] = (master, where)
                 else:
                     values = p.detach().reshape(-1).index_select(0, index)

@@ -15,9 +15,9 @@ from torch.utils._pytree import tree_flatten
 from clbench.errors import ConfigError
 
 HOST_COPY_EXPANDED_BYTES = 2**20
-"""A meta tensor's host copy above this size is a stride-0 zero (:meth:`LiveBytes._host_copy`): planning paper-expander's
-Llama-3-8B Expander-EWC cell held 11 GB of host memory with real zeros up to 64 MiB (its q/o projections' float32
-footprint baselines and Fisher are 64 MiB each), 0.6 GB with this bound, the same plan."""
+"""A meta tensor's host copy above this size is a stride-0 zero (:meth:`LiveBytes._host_copy`): planning
+paper-expander's Llama-3-8B Expander-EWC cell held 11 GB of host memory with real zeros up to 64 MiB (its q/o
+projections' float32 footprint baselines and Fisher are 64 MiB each), 0.6 GB with this bound, the same plan."""
 
 _ITEM = torch.ops.aten._local_scalar_dense.default
 _TO_COPY = torch.ops.aten._to_copy.default

@@ -2,9 +2,10 @@
 
 How: the cell's own model and method run its own code for two optimizer steps of each phase of the first task (the
 second with the optimizer's state), the method's ``after_task``, two steps of each phase of the second task (where a
-method's penalties and its state weigh) and one evaluation batch, on PyTorch's meta device, which gives every tensor its size and computes nothing. A dispatch mode
-(:class:`LiveBytes`) counts the bytes of every tensor storage alive, from the model's weights on, and keeps the
-peak: what a device allocator holds, without its rounding and fragmentation. The same mode on real CPU tensors
+method's penalties and its state weigh) and one evaluation batch, on PyTorch's meta device, which gives every tensor
+its size and computes nothing. A dispatch mode (:class:`LiveBytes`) counts the bytes of every tensor storage alive,
+from the model's weights on, and keeps the peak: what a device allocator holds, without its rounding and
+fragmentation. The same mode on real CPU tensors
 measures a run (tests compare the two, and benchmarks/bench_memory.py compares them with the process's RSS).
 
 Why not a formula per method: the state a method keeps (an anchor, a Fisher, masks, masters, a penalty's gradients
@@ -297,10 +298,11 @@ def whole_selection_excess(
     low-precision (bf16) weights, whose fp32 masters hold the coordinates of the masks' union over the planned tasks
     (its density; disjoint masks of two tasks: 2 × ``density``): for each coordinate outside the union also the
     master's value and int32 index, and for each coordinate outside the masks the int32 position of a mask's coordinate
-    in the union. ``anchor``: the bytes of a weight's element when the method keeps its anchor at
-    the masks only (``anchor_at_masks``: Expander-EWC); ``fisher``: 4 when its float32 Fisher's device copy is at the
-    masks only (``fisher_at_masks``); ``grad``: the bytes of a gradient's element (the weight's), whose packed copy
-    a step leaves to the next (0 for weights stepped through masters, whose cast copy each step drops). tests/test_memory.py checks these forms against real masks on the CPU."""
+    in the union. ``anchor``: the bytes of a weight's element when the method keeps its anchor at the masks only
+    (``anchor_at_masks``: Expander-EWC); ``fisher``: 4 when its float32 Fisher's device copy is at the masks only
+    (``fisher_at_masks``); ``grad``: the bytes of a gradient's element (the weight's), whose packed copy a step leaves
+    to the next (0 for weights stepped through masters, whose cast copy each step drops). tests/test_memory.py checks
+    these forms against real masks on the CPU."""
     excess = (1 - density) * (4 + value * (1 + moments) + anchor + fisher + grad) * masked
     if union is not None:  # the masters outside the union, and the int32 positions of a mask's coordinates in it
         excess += (1 - union) * 8 * masked + (1 - density) * 4 * masked
@@ -332,7 +334,8 @@ def _masks_at_density(regs: Registries, cell: Cell, peak: int, notes: list[str])
         layers = build_model(regs, cell, stream).adaptable_layers().values()
     masked = sum(cast(torch.Tensor, layer.weight).numel() for layer in layers)  # Linear/Conv2d weights
     phase = method.phases(order[0], 0)[-1]  # the masked phase (a calibration one comes first)
-    anchor = cast(torch.Tensor, next(iter(layers)).weight).element_size() if plan.anchor_at_masks else 0
+    element = cast(torch.Tensor, next(iter(layers)).weight).element_size()  # bytes of a masked weight's element
+    anchor = element if plan.anchor_at_masks else 0
     # the optimizer moments of each packed coordinate: torch's Adam two, RMSProp one (+ a momentum buffer), SGD its
     # momentum buffer
     moments = 2 if phase.optimizer in ("adam", "adamw") else int(phase.optimizer == "rmsprop") + int(phase.momentum > 0)
@@ -342,10 +345,10 @@ def _masks_at_density(regs: Registries, cell: Cell, peak: int, notes: list[str])
         if cell.train.fp32_masters and not plan.dense_first:  # (after a dense phase the masters are whole)
             union = min(1.0, tasks * d) if plan.disjoint else 1 - (1 - d) ** tasks
         else:  # packed and stepped in the weights' own dtype
-            value = cast(torch.Tensor, next(iter(layers)).weight).element_size()
+            value = element
     fisher = 4 if plan.fisher_at_masks else 0
     # a packed gradient left by the previous step; masters' steps cast it and drop it (PackedState._step_cast)
-    grad = 0 if union is not None else cast(torch.Tensor, next(iter(layers)).weight).element_size()
+    grad = 0 if union is not None else element
     excess = min(whole_selection_excess(masked, d, moments, union, anchor, value, fisher, grad), peak)
     masters = "" if union is None else f"; float32 masters over the masks' union at task {tasks}, {union:.0%}"
     notes.append(

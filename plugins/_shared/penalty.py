@@ -73,6 +73,10 @@ class Offload:
         host = t.to("cpu", copy=True)
         return host.pin_memory() if self.device.type == "cuda" else host
 
+    def copy(self, t: Tensor) -> Tensor:
+        """A copy of ``t`` (a tensor the caller keeps using: a weight) where the state lives."""
+        return self.keep(t) if self.on else t.clone()
+
     def load(self, t: Tensor) -> Tensor:
         """A checkpoint's tensor where the state lives."""
         return self.keep(t) if self.on else t.to(self.device)

@@ -34,7 +34,9 @@ class EWC(Method):
         self.fisher: dict[str, Tensor] = {}
         self.anchor: dict[str, Tensor] = {}
         self._lambda_fisher: Mapping[str, Tensor] = {}
-        self._anchor: Mapping[str, Tensor] = Weighted(lambda: self.anchor.keys(), lambda n: self.offload.read(self.anchor[n]))
+        self._anchor: Mapping[str, Tensor] = Weighted(  # θ* on the device, a parameter at a time
+            lambda: self.anchor.keys(), lambda n: self.offload.read(self.anchor[n])
+        )
         self._penalized: dict[str, nn.Parameter] | None = None
 
     def penalized(self) -> dict[str, nn.Parameter]:
@@ -71,7 +73,7 @@ class EWC(Method):
         for n in list(fk):
             f = fk.pop(n)  # (each task's Fisher leaves the device as it is kept: one whole copy at most)
             self.fisher[n] = keep(self.config.decay * read(self.fisher[n]) + f if n in self.fisher else f)
-        self.anchor = {n: keep(p.detach()) if self.offload.on else p.detach().clone() for n, p in params.items()}
+        self.anchor = {n: self.offload.copy(p.detach()) for n, p in params.items()}
         self._weigh()
 
     def _weigh(self) -> None:

@@ -55,8 +55,7 @@ class LoTA(MaskedTraining):
 
     def before_task(self, task: str, index: int) -> None:
         super().before_task(task, index)
-        keep = self.offload.keep if self.offload.on else torch.Tensor.clone  # (read once, at the reset)
-        self._start = {n: keep(p.detach()) for n, p in self.penalized().items()}
+        self._start = {n: self.offload.copy(p.detach()) for n, p in self.penalized().items()}  # (read at the reset)
         self.masks = {}
 
     def before_phase(self, phase: Phase, task: str, index: int) -> None:

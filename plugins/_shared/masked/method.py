@@ -139,8 +139,8 @@ class MaskedTraining(Method):
     def _anchor_now(self) -> Anchor:
         """θ_ref ← θ: the weights themselves for the masked weights an anchor packs at its next masks, copies else."""
         masked = self.masked_parameters() if self.anchor_at_masks else {}
-        keep = self.offload.keep if self.offload.on else torch.Tensor.clone
-        return Anchor({n: None if n in masked else keep(p.detach()) for n, p in self.penalized().items()},
+        copy = self.offload.copy
+        return Anchor({n: None if n in masked else copy(p.detach()) for n, p in self.penalized().items()},
                       self.penalized, self.offload.read)
 
     def penalized(self) -> dict[str, nn.Parameter]:
