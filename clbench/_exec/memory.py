@@ -41,7 +41,7 @@ from clbench._exec.step import batch_loss, cell_masters, step_hooks, task_phases
 from clbench.cell import Cell
 from clbench.data import Batch, Split
 from clbench.errors import ClbenchError
-from clbench.method import CellContext, Method
+from clbench.method import CellContext, Method, derive_seed, seed_torch
 from clbench.model import CLModel
 
 TERMS = ("weights", "gradients", "optimizer", "method", "activations", "evaluation", "workspace")
@@ -97,6 +97,7 @@ def _task(
         ctx.device
     )
     after_backward, after_step = step_hooks(method.method)
+    seed_torch(derive_seed(ctx.seed, index + 1))  # as the runner seeds a task: what a step draws (a replay batch)
     for _, _, params, opt in task_phases(model, method.method, ctx, index):
         before = mode.now
         for _ in range(2):
@@ -135,6 +136,7 @@ def _measure(
             for t in (getattr(split, "x", None), getattr(split, "y", None)):
                 if isinstance(t, torch.Tensor):
                     mode.host.add(id(t.untyped_storage()))
+    seed_torch(derive_seed(cell.seed, 0))  # as the runner seeds a cell, so that a plan is the same every time
     try:
         with torch.device(device):
             model = build_model(regs, cell, stream)
