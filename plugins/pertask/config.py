@@ -7,9 +7,15 @@ from clbench.config import bounded, setting
 
 
 @dataclass(frozen=True)
+class PerTaskFTConfig:
+    """PerTaskFT (N-LoRA Table 1, §4.2 (i) "trains a separate model for each task"): every task fine-tunes the whole
+    model from the base weights with the cell's training settings; no settings of its own."""
+
+
+@dataclass(frozen=True)
 class PerTaskConfig(LoRAConfig):
-    """PerTaskFT with LoRA (the N-LoRA tables' PerTaskFT row): a separate LoRA per task, each trained
-    from the base model and evaluated with its own adapter (task identity at test time)."""
+    """PerTaskFT's LoRA form: a separate LoRA per task, each trained from the base model and evaluated with its own
+    adapter (task identity at test time); ``pertaskft`` fine-tunes the whole model per task, Table 1's row."""
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ from clbench_plugins._shared.tuned import tuned
 from clbench import hookimpl
 from clbench.specs import MethodSpec
 
-from .config import PerTaskConfig, PerTaskMaskConfig, PerTaskRandomConfig
+from .config import PerTaskConfig, PerTaskFTConfig, PerTaskMaskConfig, PerTaskRandomConfig
+from .fullft import PerTaskFT
 from .masked import PerTaskMasked
 from .method import PerTask
 
@@ -20,7 +21,10 @@ MASK_PRESETS = {**PAPER_PRESETS, "paper-expander/glue-cl": PAPER_PRESETS["paper-
 
 @hookimpl
 def clbench_add_methods() -> list[MethodSpec]:
-    return [MethodSpec("pertask", PerTask, PerTaskConfig, "a separate LoRA per task, each evaluated with its own adapter",
+    return [MethodSpec("pertaskft", PerTaskFT, PerTaskFTConfig,
+                       "a separate fully fine-tuned model per task, each evaluated with its own weights (N-LoRA Table 1)",
+                       footprint_kind="dense", tags=frozenset({"reference"}), scenarios=TASK_ID),
+            MethodSpec("pertask", PerTask, PerTaskConfig, "a separate LoRA per task, each evaluated with its own adapter",
                        footprint_kind="lowrank", requires=frozenset({"lora"}), presets=BASELINE,
                        tags=frozenset({"reference"}), scenarios=TASK_ID),
             MethodSpec("pertask-expander", PerTaskMasked, PerTaskMaskConfig,
