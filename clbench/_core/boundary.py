@@ -255,10 +255,17 @@ def compute_metrics(
     specs: Iterable[MetricSpec], inp: MetricInput, origins: Mapping[str, Origin] | None = None
 ) -> tuple[dict[str, float | None], dict[str, str]]:
     """Run every metric; one that raises or returns something other than a finite number or None is
-    recorded as an error naming its plugin (value None), never as a number, and never stops the others."""
+    recorded as an error naming its plugin (value None), never as a number, and never stops the others.
+
+    A metric that reads footprints is n/a (None) when no task has one: a method that moves no weight of the model
+    (the soft-prompt methods) has nothing whose overlap or sparsity could be 0."""
     values: dict[str, float | None] = {}
     errors: dict[str, str] = {}
+    no_footprint = not any(inp.footprints or [])
     for spec in specs:
+        if no_footprint and spec.needs in ("footprint", "lowrank"):
+            values[spec.name] = None
+            continue
         try:
             values[spec.name] = metric_value(spec.fn(inp))
         except Exception as exc:

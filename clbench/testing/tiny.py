@@ -6,7 +6,7 @@ and the ``test`` profile (:data:`clbench.cell.TEST_PROFILE`) the kit plans its c
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -104,7 +104,9 @@ class TinyTextModel(CLModel):
     """A bag-of-words text model with attention-like ``q``/``v`` Linear layers for LoRA plumbing tests.
 
     Logits are the similarity of the pooled text feature with each label word's feature, as the
-    ``encoder`` plugin does with a real sentence encoder. It provides ``lora_targets``.
+    ``encoder`` plugin does with a real sentence encoder. It provides ``lora_targets`` and takes a soft prompt
+    (``soft_prompt``, :mod:`clbench_plugins._shared.soft_prompt`'s contract): the prompt's vectors are pooled with
+    the words' embeddings.
     """
 
     def __init__(self, info: StreamInfo, dim: int = 16) -> None:
@@ -116,17 +118,46 @@ class TinyTextModel(CLModel):
             nn.ModuleDict({"q": nn.Linear(dim, dim), "v": nn.Linear(dim, dim)}) for _ in range(2)
         )
         self.lora_targets = [f"blocks.{i}.{n}" for i in range(2) for n in ("q", "v")]
+        self.soft_prompt: Callable[[Tensor, Tensor], Tensor | None] | None = None
+        self.embedding_dim = dim
         for p in self.parameters():
             p.requires_grad_(False)
 
-    def _encode(self, texts: list[str]) -> Tensor:
-        ids = [[self.vocab.get(w, len(_WORDS)) for w in t.split()] or [len(_WORDS)] for t in texts]
-        offsets = torch.tensor([0] + [len(i) for i in ids[:-1]]).cumsum(0)
+    def vocabulary_ids(self) -> Tensor:
+        return torch.arange(len(_WORDS))
+
+    def token_embeddings(self, ids: Tensor) -> Tensor:
+        return self.embed.weight[ids]
+
+    def _ids(self, texts: list[str]) -> tuple[Tensor, Tensor]:
+        """Right-padded word ids (an unknown word: the last row) and their mask."""
+        rows = [[self.vocab.get(w, len(_WORDS)) for w in t.split()] or [len(_WORDS)] for t in texts]
+        width = max(len(r) for r in rows)
         device = self.embed.weight.device
-        h = self.embed(torch.tensor([j for i in ids for j in i], device=device), offsets.to(device))
+        ids = torch.tensor([r + [0] * (width - len(r)) for r in rows], device=device)
+        return ids, torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows], device=device)
+
+    def _encode(self, texts: list[str], prompted: bool = False) -> Tensor:
+        ids, mask = self._ids(texts)
+        prompt = self.soft_prompt(ids, mask) if prompted and self.soft_prompt is not None else None
+        if prompt is None:
+            flat = ids[mask.bool()]  # the words alone, averaged by the bag
+            offsets = torch.cat([mask.new_zeros(1), mask.sum(1)[:-1]]).cumsum(0)
+            h = self.embed(flat, offsets)
+        else:
+            m = mask.unsqueeze(-1).to(self.embed.weight.dtype)
+            h = ((self.embed.weight[ids] * m).sum(1) + prompt.sum(1)) / (m.sum(1) + prompt.shape[1])
         for block in cast("Iterable[nn.ModuleDict]", self.blocks):
             h = h + torch.tanh(block["v"](h) * torch.sigmoid(block["q"](h)))
         return h
+
+    @torch.no_grad()
+    def query_features(self, input_ids: Tensor, attention: Tensor) -> Tensor:
+        words = [
+            " ".join(_WORDS[i] if i < len(_WORDS) else "?" for i, on in zip(r, a, strict=True) if on)
+            for r, a in zip(input_ids.tolist(), attention.tolist(), strict=True)
+        ]
+        return self._encode(words)
 
     def forward(self, x: list[str], task: str) -> Tensor:
         labels = list(self.info.tasks[[t.name for t in self.info.tasks].index(task)].labels)
@@ -134,7 +165,7 @@ class TinyTextModel(CLModel):
             self.tokens_seen += sum(len(s.split()) for s in x)
         return (
             4.0
-            * nn.functional.normalize(self._encode(x), dim=-1)
+            * nn.functional.normalize(self._encode(list(x), prompted=True), dim=-1)
             @ nn.functional.normalize(self._encode(labels), dim=-1).T
         )
 
@@ -184,7 +215,7 @@ class TinyPlugin:
                 TinyTextConfig,
                 "bag-of-words model with q/v layers (tests only)",
                 modalities=frozenset({"text"}),
-                provides=frozenset({"lora"}),
+                provides=frozenset({"lora", "soft-prompt"}),
             )
         ]
 

@@ -9,7 +9,7 @@ from clbench import hookimpl
 from clbench.specs import ModelSpec
 
 _TEXT = frozenset({"text"})
-_LORA = frozenset({"lora"})
+_PROVIDES = frozenset({"lora", "soft-prompt"})  # LoRA targets; model.soft_prompt (plugins/_shared/hf/model.py)
 
 
 @hookimpl
@@ -17,11 +17,11 @@ def clbench_add_models() -> list[ModelSpec]:
     return [
         ModelSpec("encoder", build_encoder, EncoderConfig,
                   "sentence encoder scoring prompt vs label-word embeddings (default all-MiniLM-L6-v2, offline)",
-                  modalities=_TEXT, provides=_LORA),
+                  modalities=_TEXT, provides=_PROVIDES),
         ModelSpec("causal-lm", build_causal_lm, GenerativeConfig,
                   "decoder-only LM, label log-likelihoods / generation + EM (default SmolLM2-135M-Instruct)",
-                  modalities=_TEXT, provides=_LORA),
+                  modalities=_TEXT, provides=_PROVIDES),
         ModelSpec("t5", build_t5, GenerativeConfig,
                   "encoder-decoder LM, label log-likelihoods / generation + EM (default google-t5/t5-large)",
-                  modalities=_TEXT, provides=_LORA),
+                  modalities=_TEXT, provides=_PROVIDES),
     ]

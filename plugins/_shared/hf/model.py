@@ -20,6 +20,11 @@ Contract (stable; the LoRA-family methods build on it):
   :meth:`predict` generate greedily and exact-match the answer against the labels (-1 when none
   matches: counted wrong); ``model.eval=rank`` predicts the argmax of the logits.
   ``model.loss=lm`` (default) trains with the papers' loss, cross-entropy on the gold label's tokens.
+* Soft prompts (capability ``soft-prompt``; ProgPrompt, L2P): a method sets ``model.soft_prompt``, a callable from
+  the batch's ``(input_ids, attention_mask)`` to ``(B, P, d)`` embeddings that go in front of the input's token
+  embeddings (T5: the encoder's input), the attention mask extended to cover them; ``model.query_features`` is the
+  frozen model's mean-pooled representation of an input without any prompt (L2P's query). The encoder puts the
+  prompt before the sentence, never before the label words it is scored against.
 * Loading: ``model.name_or_path`` (hub name or local folder; local folders load with
   ``local_files_only``); ``trust_remote_code`` only with ``model.trust_remote_code=true``.
 """
@@ -27,6 +32,7 @@ Contract (stable; the LoRA-family methods build on it):
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -42,6 +48,10 @@ from .config import EncoderConfig, GenerativeConfig, HFConfig
 from .prompts import format_prompts, match_label
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+# (input_ids (B, T), attention_mask (B, T)) -> the (B, P, d) soft prompt put in front of those tokens' embeddings,
+# or None for no prompt
+SoftPrompt = Callable[[Tensor, Tensor], Tensor | None]
 
 
 def minilm_path() -> str:
@@ -144,6 +154,7 @@ class HFTextModel(CLModel):
         if config.gradient_checkpointing:
             _checkpoint_activations(backbone)
         self.lora_targets = find_targets(self, config.lora_modules or default_targets(backbone))
+        self.soft_prompt: SoftPrompt | None = None
 
     def task_info(self, task: str) -> TaskInfo:
         try:
@@ -157,6 +168,57 @@ class HFTextModel(CLModel):
     @property
     def device(self) -> torch.device:
         return next(self.backbone.parameters()).device
+
+    @property
+    def embedding_dim(self) -> int:
+        return int(self.backbone.get_input_embeddings().embedding_dim)
+
+    def vocabulary_ids(self) -> Tensor:
+        """The token ids a soft prompt may start from: the vocabulary less its special tokens."""
+        special = set(self.tokenizer.all_special_ids)
+        rows = self.backbone.get_input_embeddings().weight.shape[0]
+        return torch.tensor([i for i in range(min(rows, len(self.tokenizer))) if i not in special])
+
+    def token_embeddings(self, ids: Tensor) -> Tensor:
+        return self.backbone.get_input_embeddings()(ids)
+
+    def with_soft_prompt(self, input_ids: Tensor, attention: Tensor,
+                         prompt_of: tuple[Tensor, Tensor] | None = None) -> tuple[dict[str, Tensor], Tensor]:
+        """The backbone's input keyword and the attention mask that covers it: ``input_ids`` as they are without a
+        soft prompt; with one, ``inputs_embeds`` = the prompt, then the tokens' embeddings. ``prompt_of``: the ids
+        and mask the prompt is asked for, when the input holds more than the example (a causal LM's prompt and
+        target in one row: L2P's query must not see the answer).
+
+        PEFT's prompt tuners (``PromptTuningConfig`` and its ``PeftModel`` wrapper) hold one prompt per forward: they
+        cannot concatenate a stack of frozen per-task prompts (ProgPrompt) or pick a prompt per example from a pool
+        (L2P), and the wrapper replaces the backbone whose KV-cache and encoder calls the models here make; so the
+        prompt is put in front here, where every forward of the three models builds its input."""
+        prompt = None if self.soft_prompt is None else self.soft_prompt(*(prompt_of or (input_ids, attention)))
+        if prompt is None:  # no prompt method, or one with no prompt for this input (a task not trained yet)
+            return {"input_ids": input_ids}, attention
+        tokens = self.backbone.get_input_embeddings()(input_ids)
+        B, P = prompt.shape[0], prompt.shape[1]
+        if self.training:
+            self.tokens_seen += B * P
+        embeds = torch.cat([prompt.to(tokens.dtype), tokens], dim=1)
+        return {"inputs_embeds": embeds}, torch.cat([attention.new_ones(B, P), attention], dim=1)
+
+    @torch.no_grad()
+    def query_features(self, input_ids: Tensor, attention: Tensor) -> Tensor:
+        """``(B, d)`` float32: the last hidden states without any soft prompt, mean-pooled over the tokens (L2P's
+        query)."""
+        was = self.backbone.training
+        self.backbone.eval()  # the frozen model's representation: no dropout, the same in training and in test
+        try:
+            hidden = self.hidden_states(input_ids, attention)
+        finally:
+            self.backbone.train(was)
+        mask = attention.unsqueeze(-1).to(hidden.dtype)
+        return ((hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)).float()
+
+    def hidden_states(self, input_ids: Tensor, attention: Tensor) -> Tensor:
+        """The last hidden states of the tokens (T5: its encoder's), no soft prompt."""
+        return self.backbone(input_ids=input_ids, attention_mask=attention).last_hidden_state
 
     def tokenize(self, texts: list[str], max_length: int, **kw: Any) -> Any:
         enc = self.tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt", **kw)
@@ -179,17 +241,23 @@ class EncoderModel(HFTextModel):
             dim = int(backbone.config.hidden_size)
             self.heads = nn.ModuleDict({t.name.replace(".", "_"): nn.Linear(dim, t.num_classes) for t in info.tasks})
 
-    def embed(self, texts: list[str], max_length: int) -> Tensor:
-        """Mean-pooled, L2-normalised embeddings (all-MiniLM-L6-v2's sentence-transformers pooling)."""
+    def embed(self, texts: list[str], max_length: int, prompted: bool = False) -> Tensor:
+        """Mean-pooled, L2-normalised embeddings (all-MiniLM-L6-v2's sentence-transformers pooling); ``prompted``:
+        after the soft prompt, if a method set one (its positions pooled with the sentence's)."""
         enc = self.tokenize(texts, max_length)
-        hidden = self.backbone(**enc).last_hidden_state
-        mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        if prompted and self.soft_prompt is not None:
+            inputs, attention = self.with_soft_prompt(enc["input_ids"], enc["attention_mask"])
+            hidden = self.backbone(**inputs, attention_mask=attention).last_hidden_state
+        else:
+            attention = enc["attention_mask"]
+            hidden = self.backbone(**enc).last_hidden_state
+        mask = attention.unsqueeze(-1).to(hidden.dtype)
         pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
         return F.normalize(pooled.float(), dim=-1)
 
     def forward(self, x: list[str], task: str) -> Tensor:
         info = self.task_info(task)
-        h = self.embed(self.prompts(list(x), info), self.config.max_length)
+        h = self.embed(self.prompts(list(x), info), self.config.max_length, prompted=True)
         if self.config.head == "linear":
             return self.heads[task.replace(".", "_")](h)
         labels = self.embed(list(info.labels), self.config.label_max_length)
@@ -334,11 +402,11 @@ class CausalLMModel(GenerativeModel):
         pad = int(self.tokenizer.pad_token_id)
         input_ids = pad_rows(p_ids, pad, left=True).to(self.device)
         attention = pad_rows([[1] * len(p) for p in p_ids], 0, left=True).to(self.device)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
         if self.training:
             self.tokens_seen += sum(len(p) for p in p_ids) + B * sum(len(lab) for lab in labels)
-        out = self.backbone.base_model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
-                                       use_cache=True)
+        inputs, attention = self.with_soft_prompt(input_ids, attention)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        out = self.backbone.base_model(**inputs, attention_mask=attention, position_ids=positions, use_cache=True)
         head = self.backbone.get_output_embeddings()
         first = torch.tensor([lab[0] for lab in labels], device=self.device)
         lp_first = torch.log_softmax(head(out.last_hidden_state[:, -1]).float(), dim=-1)[:, first]  # (B, L)
@@ -379,15 +447,21 @@ class CausalLMModel(GenerativeModel):
         attention = pad_rows([[1] * len(r) for r in rows], 0).to(self.device)
         if self.training:
             self.tokens_seen += sum(len(r) for r in rows)
+        example = None
+        if self.soft_prompt is not None:  # the prompt is chosen for the example alone, left-padded as elsewhere
+            example = (pad_rows(p_ids, pad, left=True).to(self.device),
+                       pad_rows([[1] * len(p) for p in p_ids], 0, left=True).to(self.device))
+        inputs, attention = self.with_soft_prompt(input_ids, attention, prompt_of=example)
+        shift = attention.shape[1] - input_ids.shape[1]  # the soft prompt's length
         # Only the positions that predict target tokens go through the LM head (vocab-wide logits for a
         # whole (N, T) batch would dominate memory).
         pos_b, pos_t, target = [], [], []
         for r, (p, t) in enumerate(zip(p_ids, targets, strict=True)):
             for k, tok in enumerate(t):
                 pos_b.append(r)
-                pos_t.append(len(p) + k - 1)
+                pos_t.append(shift + len(p) + k - 1)
                 target.append(tok)
-        hidden = self.backbone.base_model(input_ids=input_ids, attention_mask=attention).last_hidden_state
+        hidden = self.backbone.base_model(**inputs, attention_mask=attention).last_hidden_state
         logits = self.backbone.get_output_embeddings()(hidden[pos_b, pos_t])
         lp = token_logprobs(logits, torch.tensor(target, device=self.device))
         row = torch.tensor(pos_b, device=self.device)
@@ -398,53 +472,68 @@ class CausalLMModel(GenerativeModel):
         pad = int(self.tokenizer.pad_token_id)
         input_ids = pad_rows(p_ids, pad, left=True).to(self.device)
         attention = pad_rows([[1] * len(p) for p in p_ids], 0, left=True).to(self.device)
-        out = self.backbone.generate(input_ids=input_ids, attention_mask=attention, do_sample=False, num_beams=1,
+        inputs, attention = self.with_soft_prompt(input_ids, attention)
+        out = self.backbone.generate(**inputs, attention_mask=attention, do_sample=False, num_beams=1,
                                      max_new_tokens=self.config.max_new_tokens, pad_token_id=pad,
                                      eos_token_id=self.eos_id)
-        texts = self.tokenizer.batch_decode(out[:, input_ids.shape[1]:], skip_special_tokens=True)
+        # from input_ids generate returns the prompt and the answer, from inputs_embeds the answer alone
+        answer = out[:, input_ids.shape[1]:] if "input_ids" in inputs else out
+        texts = self.tokenizer.batch_decode(answer, skip_special_tokens=True)
         return [t.rsplit("Answer:", 1)[-1].strip() for t in texts]  # skip_instructions (docs/reference-code.md §1.8)
 
     def generation_peak(self, prompts: list[str]) -> Any:
         p_ids = self.prompt_ids(prompts)
         new = self.config.max_new_tokens
         ids = pad_rows([p + [0] * new for p in p_ids], int(self.tokenizer.pad_token_id), left=True).to(self.device)
-        return self.backbone(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True, logits_to_keep=1)
+        inputs, attention = self.with_soft_prompt(ids, torch.ones_like(ids))
+        return self.backbone(**inputs, attention_mask=attention, use_cache=True, logits_to_keep=1)
+
+    def hidden_states(self, input_ids: Tensor, attention: Tensor) -> Tensor:
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)  # left padding: each prompt's own positions
+        return self.backbone.base_model(input_ids=input_ids, attention_mask=attention,
+                                        position_ids=positions).last_hidden_state
 
 
 class Seq2SeqModel(GenerativeModel):
     """An encoder-decoder (T5): the prompt (cut to ``max_length``) in, the label words + EOS out."""
 
     def label_loglik(self, prompts: list[str], labels: list[list[int]]) -> tuple[Tensor, Tensor]:
-        enc = self.tokenize(prompts, self.config.max_length)
+        inputs, attention = self.encoder_inputs(prompts)
         L = len(labels)
-        states = self.backbone.get_encoder()(input_ids=enc["input_ids"],
-                                             attention_mask=enc["attention_mask"]).last_hidden_state
+        states = self.backbone.get_encoder()(**inputs, attention_mask=attention).last_hidden_state
         targets = pad_rows(labels, -100).to(self.device).repeat(len(prompts), 1)
         out = self.backbone(encoder_outputs=(states.repeat_interleave(L, dim=0),),
-                            attention_mask=enc["attention_mask"].repeat_interleave(L, dim=0), labels=targets)
+                            attention_mask=attention.repeat_interleave(L, dim=0), labels=targets)
         sums = token_logprobs(out.logits, targets).sum(-1)
         lengths = torch.tensor([len(lab) for lab in labels])
         return sums.view(len(prompts), L), lengths
 
-    def target_loglik(self, prompts: list[str], targets: list[list[int]]) -> Tensor:
+    def encoder_inputs(self, prompts: list[str]) -> tuple[dict[str, Tensor], Tensor]:
         enc = self.tokenize(prompts, self.config.max_length)
+        return self.with_soft_prompt(enc["input_ids"], enc["attention_mask"])
+
+    def hidden_states(self, input_ids: Tensor, attention: Tensor) -> Tensor:
+        return self.backbone.get_encoder()(input_ids=input_ids, attention_mask=attention).last_hidden_state
+
+    def target_loglik(self, prompts: list[str], targets: list[list[int]]) -> Tensor:
+        inputs, attention = self.encoder_inputs(prompts)
         labels = pad_rows(targets, -100).to(self.device)
-        out = self.backbone(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], labels=labels)
+        out = self.backbone(**inputs, attention_mask=attention, labels=labels)
         return token_logprobs(out.logits, labels).sum(-1)
 
     def generate(self, prompts: list[str]) -> list[str]:
-        enc = self.tokenize(prompts, self.config.max_length)
-        out = self.backbone.generate(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], do_sample=False, num_beams=1, max_new_tokens=self.config.max_new_tokens)
+        inputs, attention = self.encoder_inputs(prompts)
+        out = self.backbone.generate(**inputs, attention_mask=attention, do_sample=False, num_beams=1,
+                                     max_new_tokens=self.config.max_new_tokens)
         return [t.strip() for t in self.tokenizer.batch_decode(out, skip_special_tokens=True)]
 
     def generation_peak(self, prompts: list[str]) -> Any:
-        enc = self.tokenize(prompts, self.config.max_length)
-        states = self.backbone.get_encoder()(input_ids=enc["input_ids"],
-                                             attention_mask=enc["attention_mask"]).last_hidden_state
+        inputs, attention = self.encoder_inputs(prompts)
+        states = self.backbone.get_encoder()(**inputs, attention_mask=attention).last_hidden_state
         start = int(self.backbone.config.decoder_start_token_id or 0)
         dec = torch.full((len(prompts), self.config.max_new_tokens), start, device=self.device)
         out = self.backbone.get_decoder()(input_ids=dec, encoder_hidden_states=states,
-                                          encoder_attention_mask=enc["attention_mask"], use_cache=True)
+                                          encoder_attention_mask=attention, use_cache=True)
         return self.backbone.lm_head(out.last_hidden_state[:, -1:]), out, states  # (out holds the KV cache)
 
 
