@@ -2,6 +2,7 @@
 one batch without accumulation (what the presets did before the scripts' micro-batches), by the memory plan.
 
     python benchmarks/bench_paper_memory.py
+    python benchmarks/bench_paper_memory.py --methods seqft,replay,ewc,lwf,pertaskft,progprompt,l2p --presets-only
 
 T5-large (fp32) and LLaMA-7B (bf16) are built from their config.json shapes (no weights: the memory plan reads
 none), with MiniLM's tokenizer standing in (the texts are longer than the source length, so every example fills
@@ -19,6 +20,30 @@ Measured 2026-11-26 (torch 2.13.0+cpu; sizes, so the machine does not matter):
 | paper-llama | olora | 64 | 64 micro-batches of 1 | 17.8 GiB | 208.9 GiB |
 | paper-llama | nlora | 48 | 8 micro-batches of 6 | 31.0 GiB | 159.8 GiB |
 
+N-LoRA Table 1's other rows (`--methods seqft,replay,ewc,lwf,pertaskft,progprompt,l2p --presets-only`, settings
+from plugins/_shared/table1.py; measured 2026-11-27):
+
+| profile | method | batch | as the presets run it | peak |
+|---|---|---|---|---|
+| paper-t5 | seqft | 64 | 8 micro-batches of 8 | 24.9 GiB |
+| paper-t5 | replay | 64 | 8 micro-batches of 8 | 49.3 GiB |
+| paper-t5 | ewc | 64 | 8 micro-batches of 8 | 30.4 GiB |
+| paper-t5 | lwf | 64 | 8 micro-batches of 8 | 35.5 GiB |
+| paper-t5 | pertaskft | 64 | 8 micro-batches of 8 | 30.4 GiB |
+| paper-t5 | progprompt | 8 | 1 micro-batches of 8 | 17.3 GiB |
+| paper-t5 | l2p | 64 | 8 micro-batches of 8 | 17.7 GiB |
+| paper-llama | seqft | 64 | 64 micro-batches of 1 + checkpointing | 127.0 GiB |
+| paper-llama | replay | 64 | 64 micro-batches of 1 + checkpointing | 127.0 GiB |
+| paper-llama | ewc | 64 | 64 micro-batches of 1 + checkpointing | 164.6 GiB |
+| paper-llama | lwf | 64 | 64 micro-batches of 1 + checkpointing | 139.5 GiB |
+| paper-llama | pertaskft | 64 | 64 micro-batches of 1 + checkpointing | 152.1 GiB |
+| paper-llama | progprompt | 8 | 1 micro-batches of 8 | 29.8 GiB |
+| paper-llama | l2p | 64 | 64 micro-batches of 1 | 18.0 GiB |
+
+Every T5-large row fits 80 GiB. On LLaMA-7B the prompt rows do; full fine-tuning with float32 masters and AdamW's
+moments (16 bytes a weight before activations) does not, and EWC (its Fisher pass forms one float32 Fisher on the
+device) and PerTaskFT exceed even 141 GiB. The paper's Table 2 runs no such row on LLaMA (O-LoRA and N-LoRA only).
+
 The T5 cells peak in their evaluation (128 prompts of 512 tokens: the cross-attention cache of 24 layers, 14.1 GiB
 beyond the weights); the LLaMA cells in training. An H200 measured T5-large cells of this kind at 0.94–1.06× their
 plan (docs/scale-out.md, "Measured on a GPU").
@@ -26,6 +51,7 @@ plan (docs/scale-out.md, "Measured on a GPU").
 
 from __future__ import annotations
 
+import argparse
 import json
 import tempfile
 from pathlib import Path
@@ -45,6 +71,12 @@ CELLS = [("paper-t5", "olora", "t5"), ("paper-t5", "nlora", "t5"), ("paper-llama
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--methods", help="comma-separated: these methods' cells of both profiles instead of the four above")
+    ap.add_argument("--presets-only", action="store_true", help="leave out the one-batch column")
+    args = ap.parse_args()
+    cells = CELLS if not args.methods else [(p, m, model) for p, model in (("paper-t5", "t5"), ("paper-llama", "llama"))
+                                             for m in args.methods.split(",")]
     regs = harness_registry()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -66,18 +98,19 @@ def main() -> None:
                 (folder / f"{split}.json").write_text(json.dumps(rows))
         print("| profile | method | batch | as the presets run it | peak | one batch, no accumulation |")
         print("|---|---|---|---|---|---|")
-        for profile, method, model in CELLS:
+        for profile, method, model in cells:
             peaks = []
-            for sets in ({}, {"train.grad_accum": [1], "model.gradient_checkpointing": [False]}):
+            whole_batch = {"train.grad_accum": [1], "model.gradient_checkpointing": [False]}
+            for sets in ({},) if args.presets_only else ({}, whole_batch):
                 req = RunRequest(profile=profile, methods=method, streams=["standard"], orders=["1"], seeds=[0],
                                  data_dir=str(data), model_path=models[model], out=root / "out",
                                  sets={"train.device": ["cpu"], **sets})
                 cell = make_plan(regs, req).cells[0]
                 peaks.append((cell, estimate(regs, cell, cpu_fallback=False)))
-            (cell, est), (_, whole) = peaks
+            (cell, est), whole = peaks[0], (fmt_bytes(peaks[1][1].peak) if len(peaks) > 1 else "—")
             ckpt = " + checkpointing" if cell.model_cfg.gradient_checkpointing else ""
             print(f"| {profile} | {method} | {cell.train.batch_size} | {cell.train.grad_accum} micro-batches of "
-                  f"{cell.train.micro_batch_size}{ckpt} | {fmt_bytes(est.peak)} | {fmt_bytes(whole.peak)} |")
+                  f"{cell.train.micro_batch_size}{ckpt} | {fmt_bytes(est.peak)} | {whole} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -77,14 +77,19 @@ def _tuned(method: str) -> dict:
 # ------------------------------------------------------------------------------------------- the rows
 def test_ewc_settings(regs):
     rows = {r.name: r for r in settings_mod.settings(regs, "ewc")}
-    assert list(rows) == ["lambda", "fisher_samples", "fisher_batch_size", "decay", "train.lr"]
+    from clbench_plugins._shared.table1 import FULL_FT  # the paper profiles' full-fine-tuning rows
+
+    assert list(rows)[:5] == ["lambda", "fisher_samples", "fisher_batch_size", "decay", "train.optimizer"]
+    assert set(rows) == {"lambda", "fisher_samples", "fisher_batch_size", "decay"} | {
+        k for values in FULL_FT.values() for k in values}
     lam = rows["lambda"]
     assert (lam.key, lam.type, lam.default, lam.range, lam.in_config) == ("ewc.lambda", "float", 100.0, ">= 0", True)
     assert lam.help.startswith("the paper tunes λ per benchmark; the quick presets come from `clbench tune`")
     tuned = _tuned("ewc")  # quick's four streams and bench's four
     assert dict(lam.presets) == {k: v["lambda"] for k, v in tuned.items()} and len(tuned) == 8
     lr = rows["train.lr"]  # a preset outside the method's config, shown under its key
-    assert not lr.in_config and dict(lr.presets) == {k: v["train.lr"] for k, v in tuned.items()}
+    assert not lr.in_config and dict(lr.presets) == {
+        **{k: v["train.lr"] for k, v in tuned.items()}, **{k: v["train.lr"] for k, v in FULL_FT.items()}}
     assert rows["decay"].range == ">= 0 and <= 1" and rows["decay"].help == "γ of online EWC: F ← γ·F + F_k"
     assert rows["fisher_samples"].presets == {}
 

@@ -274,3 +274,31 @@ def test_prompt_methods_have_no_footprint_and_say_how_they_are_scored(method: st
     assert all(result.metrics.get(name) is None for name in ("OO", "AWOM", "GSR", "ACR"))
     assert "task identity" in result.report["protocol"] if method == "progprompt" else "task-agnostic" in \
         result.report["protocol"]
+
+
+# ----------------------------------------------------------------------------------------- paper profiles
+@pytest.mark.parametrize("profile", ["paper-t5", "paper-llama"])
+def test_the_paper_profiles_plan_table_1s_rows_with_their_documented_settings(profile: str, tmp_path) -> None:  # noqa: ANN001
+    """Twelve of Table 1's thirteen rows (LFPT5 is not built), each with plugins/_shared/table1.py's settings: the
+    full-fine-tuning rows train the model whole at their lr, ProgPrompt runs its T5 command, L2P the scripts' batch."""
+    from clbench_plugins.cl_benchmark.presets import PAPER_METHODS
+    from test_hf_models import fabricated_standard
+
+    from clbench._core.plan import RunRequest, make_plan
+
+    data = fabricated_standard(tmp_path / "data")
+    plan = make_plan(testing.registry(), RunRequest(profile=profile, streams=["standard"], orders=["1"], seeds=[0],
+                                                    data_dir=str(data), out=tmp_path / "out"))
+    cells = {c.method: c for c in plan.cells}
+    assert set(cells) == set(PAPER_METHODS) and len(PAPER_METHODS) == 14  # 12 rows + pertask (LoRA) + olora+nlora
+    full_lr = 1e-4 if profile == "paper-t5" else 2e-5
+    for method in ("seqft", "replay", "ewc", "lwf", "pertaskft"):
+        cell = cells[method]
+        assert cell.model_config["train_base"] is True, method
+        assert (cell.train_config["lr"], cell.train_config["batch_size"], cell.train_config["epochs"]) == (
+            full_lr, 64, 1), method
+    prog = cells["progprompt"].train_config
+    assert (prog["optimizer"], prog["lr"], prog["batch_size"], prog["epochs"]) == ("adamw", 0.3, 8, 10)
+    assert cells["progprompt"].method_config["progprompt"]["length"] == 10
+    assert cells["l2p"].train_config["lr"] == 0.3 and cells["l2p"].train_config["batch_size"] == 64
+    assert all(cells[m].model_config["train_base"] is False for m in ("progprompt", "l2p", "olora", "nlora"))

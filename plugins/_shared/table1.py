@@ -25,12 +25,12 @@ _T5_FT = {**BASELINE["paper-t5/standard"], "train.lr": 1e-4, "model.train_base":
 _LLAMA_FT = {**BASELINE["paper-llama/standard"], "train.lr": 2e-5, "train.offload_state": True,
              "model.gradient_checkpointing": True, "model.train_base": True}
 FULL_FT: dict[str, dict[str, Any]] = {
-    # the CPU text profiles: MiniLM trained whole (on cl-quick the lr comes from `clbench tune`, laid over this)
-    "quick/cl-quick": {**QUICK_TRAIN, "model.train_base": True},
     "paper-t5/standard": _T5_FT,
     "paper-t5/long": _T5_FT,
     "paper-llama/standard": _LLAMA_FT,
 }
+# PerTaskFT in the quick profile's cl-quick: MiniLM trained whole (its lr from `clbench tune`, laid over this)
+QUICK_FULL_FT = {**QUICK_TRAIN, "model.train_base": True}
 
 # ProgPrompt's T5-large script (arazd/ProgressivePrompts README): AdamW at lr 0.3, batch 8, 10 epochs, the prompt
 # alone trained. L2P on text has no released configuration: the O-LoRA scripts' batch and epoch, at the prompt-tuning

@@ -16,9 +16,19 @@ from clbench.specs import ProfileSpec
 
 # The LoRA family and the generic composition of Table 4 (issue 4).
 LORA_METHODS = ("seqlora", "inclora", "olora", "nlora", "olora+nlora", "mtl", "pertask")
+# N-LoRA Table 1's other rows (presets: plugins/_shared/table1.py): full fine-tuning, then the per-task and prompt
+# rows. The paper profiles run all thirteen (LFPT5 is not built yet: docs/prompt-family.md).
+TABLE1_OTHER = ("seqft", "replay", "ewc", "lwf", "pertaskft", "progprompt", "l2p")
+PAPER_METHODS = LORA_METHODS + TABLE1_OTHER
 # What the CPU profiles run by default: the upper bounds (mtl, pertask) only when named (mtl retrains every
 # earlier task's data).
 CPU_LORA_METHODS = LORA_METHODS[:5]
+# The quick profile's cl-quick adds Table 1's per-task and prompt rows: PerTaskFT (MiniLM trained whole, a task at
+# a time from the base), ProgPrompt and L2P. The full-fine-tuning continual rows (seqft, replay, ewc, lwf) run when
+# named (--methods seqft --stream cl-quick).
+QUICK_TEXT_METHODS = (*CPU_LORA_METHODS, "pertaskft", "progprompt", "l2p")
+# smol (SmolLM2, minutes a cell): the LoRA family and the prompt rows, whose model stays frozen as the LoRA rows' does
+SMOL_METHODS = (*CPU_LORA_METHODS, "progprompt", "l2p")
 
 # ------------------------------------------------------------------ paper profiles (GPU)
 # Shared by every method of the paper profiles; the method presets override the training values.
@@ -76,9 +86,8 @@ LONG_PRESETS: dict[str, dict[str, Any]] = {
 # MiniLM, prompt = instruction + sentence (the header and the option list would use up 64 tokens).
 QUICK_PRESETS: dict[str, dict[str, Any]] = {
     "quick": {
-        # `--methods all` means the LoRA family here: full fine-tuning and mask methods train MiniLM's whole
-        # matrices (minutes per task on a CPU); name them (--methods seqft --stream cl-quick) to run them.
-        "methods": CPU_LORA_METHODS,
+        # `--methods all` means the LoRA family and Table 1's per-task and prompt rows here (QUICK_TEXT_METHODS).
+        "methods": QUICK_TEXT_METHODS,
         # 64 training examples a task (stratified, fixed seed) and 50 test examples: a cell takes 39-46 s on
         # 2 cores (measured 2026-11-23, docs/text-streams-and-models.md). --set
         # stream.train_per_task=0 train.eval_limit=0 trains and scores on everything shipped.
@@ -164,16 +173,17 @@ def claims_profiles() -> list[ProfileSpec]:
 
 
 def smol_profile() -> ProfileSpec:
-    return ProfileSpec("smol", "the LoRA family on cl-quick with SmolLM2-135M-Instruct, generation + exact match "
-                       "(the papers' protocol), CPU, offline", methods=CPU_LORA_METHODS, streams=("cl-quick",))
+    return ProfileSpec("smol", "the LoRA family and the prompt rows on cl-quick with SmolLM2-135M-Instruct, "
+                       "generation + exact match (the papers' protocol), CPU, offline", methods=SMOL_METHODS,
+                       streams=("cl-quick",))
 
 
 def paper_profiles() -> list[ProfileSpec]:
     return [
         ProfileSpec("paper-t5", "the N-LoRA paper's T5-large runs: standard orders 1-3 and long orders 4-6, "
                     "scripts' hyperparameters, generation + EM, 3 seeds (GPU)", seeds=(0, 1, 2),
-                    methods=LORA_METHODS, streams=("standard", "long"), requires_gpu=True),
+                    methods=PAPER_METHODS, streams=("standard", "long"), requires_gpu=True),
         ProfileSpec("paper-llama", "the N-LoRA paper's LLaMA-7B runs: standard orders 1-3, scripts' hyperparameters, "
-                    "bf16, generation + EM, 3 seeds (GPU)", seeds=(0, 1, 2), methods=LORA_METHODS,
+                    "bf16, generation + EM, 3 seeds (GPU)", seeds=(0, 1, 2), methods=PAPER_METHODS,
                     streams=("standard",), requires_gpu=True),
     ]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from clbench_plugins._shared.table1 import FULL_FT
 from clbench_plugins._shared.tuned import tuned
 
 from clbench import hookimpl
@@ -15,4 +16,4 @@ from .method import EWC
 def clbench_add_methods() -> list[MethodSpec]:
     return [MethodSpec("ewc", EWC, EWCConfig, "elastic weight consolidation, diagonal Fisher (Kirkpatrick 2017)",
                        footprint_kind="dense", composable=True,
-                       presets=tuned("ewc", {}), tune={"lambda": (1.0, 1e4)})]
+                       presets=tuned("ewc", FULL_FT), tune={"lambda": (1.0, 1e4)})]

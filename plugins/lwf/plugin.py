@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from clbench_plugins._shared.table1 import FULL_FT
 from clbench_plugins._shared.tuned import tuned
 
 from clbench import hookimpl
@@ -14,5 +15,5 @@ from .method import LwF
 @hookimpl
 def clbench_add_methods() -> list[MethodSpec]:
     return [MethodSpec("lwf", LwF, LwFConfig, "learning without forgetting: distil the previous model (Li & Hoiem 2016)",
-                       footprint_kind="dense", composable=True, presets=tuned("lwf", {}),
+                       footprint_kind="dense", composable=True, presets=tuned("lwf", FULL_FT),
                        tune={"lambda": (0.1, 10.0)})]

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from clbench_plugins._shared.lora.presets import BASELINE
 from clbench_plugins._shared.masked.config import PAPER_PRESETS
+from clbench_plugins._shared.table1 import FULL_FT, QUICK_FULL_FT
 from clbench_plugins._shared.tuned import tuned
 
 from clbench import hookimpl
@@ -23,7 +24,8 @@ MASK_PRESETS = {**PAPER_PRESETS, "paper-expander/glue-cl": PAPER_PRESETS["paper-
 def clbench_add_methods() -> list[MethodSpec]:
     return [MethodSpec("pertaskft", PerTaskFT, PerTaskFTConfig,
                        "a separate fully fine-tuned model per task, each evaluated with its own weights (N-LoRA Table 1)",
-                       footprint_kind="dense", tags=frozenset({"reference"}), scenarios=TASK_ID),
+                       footprint_kind="dense", tags=frozenset({"reference"}), scenarios=TASK_ID,
+                       presets=tuned("pertaskft", {**FULL_FT, "quick/cl-quick": QUICK_FULL_FT})),
             MethodSpec("pertask", PerTask, PerTaskConfig, "a separate LoRA per task, each evaluated with its own adapter",
                        footprint_kind="lowrank", requires=frozenset({"lora"}), presets=BASELINE,
                        tags=frozenset({"reference"}), scenarios=TASK_ID),

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from clbench_plugins._shared.table1 import FULL_FT
 from clbench_plugins._shared.tuned import tuned
 
 from clbench import hookimpl
@@ -14,4 +15,4 @@ from .method import Replay
 @hookimpl
 def clbench_add_methods() -> list[MethodSpec]:
     return [MethodSpec("replay", Replay, ReplayConfig, "experience replay from a reservoir buffer of past examples",
-                       footprint_kind="dense", composable=True, presets=tuned("replay", {}))]
+                       footprint_kind="dense", composable=True, presets=tuned("replay", FULL_FT))]

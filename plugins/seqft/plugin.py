@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from clbench_plugins._shared.table1 import FULL_FT
 from clbench_plugins._shared.tuned import tuned
 
 from clbench import hookimpl
@@ -14,4 +15,4 @@ from .method import SeqFT
 @hookimpl
 def clbench_add_methods() -> list[MethodSpec]:
     return [MethodSpec("seqft", SeqFT, SeqFTConfig, "sequential fine-tuning of all weights (lower bound)",
-                       footprint_kind="dense", presets=tuned("seqft", {}), static_step=True)]
+                       footprint_kind="dense", presets=tuned("seqft", FULL_FT), static_step=True)]
