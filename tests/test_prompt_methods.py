@@ -22,6 +22,7 @@ from test_hf_models import AG, INFO, MINILM, SST, TEXTS, needs_minilm, tiny_llam
 from clbench import testing
 from clbench._exec.step import train_task
 from clbench.config import TrainConfig
+from clbench.data import Batch
 from clbench.errors import ConfigError
 from clbench.method import CellContext
 from clbench.model import StreamInfo
@@ -279,8 +280,8 @@ def test_prompt_methods_have_no_footprint_and_say_how_they_are_scored(method: st
 # ----------------------------------------------------------------------------------------- paper profiles
 @pytest.mark.parametrize("profile", ["paper-t5", "paper-llama"])
 def test_the_paper_profiles_plan_table_1s_rows_with_their_documented_settings(profile: str, tmp_path) -> None:  # noqa: ANN001
-    """Twelve of Table 1's thirteen rows (LFPT5 is not built), each with plugins/_shared/table1.py's settings: the
-    full-fine-tuning rows train the model whole at their lr, ProgPrompt runs its T5 command, L2P the scripts' batch."""
+    """Table 1's thirteen rows, each with plugins/_shared/table1.py's settings: the full-fine-tuning rows train the
+    model whole at their lr, ProgPrompt runs its T5 command, L2P and LFPT5 the scripts' batch at their lr."""
     from clbench_plugins.cl_benchmark.presets import PAPER_METHODS
     from test_hf_models import fabricated_standard
 
@@ -290,7 +291,7 @@ def test_the_paper_profiles_plan_table_1s_rows_with_their_documented_settings(pr
     plan = make_plan(testing.registry(), RunRequest(profile=profile, streams=["standard"], orders=["1"], seeds=[0],
                                                     data_dir=str(data), out=tmp_path / "out"))
     cells = {c.method: c for c in plan.cells}
-    assert set(cells) == set(PAPER_METHODS) and len(PAPER_METHODS) == 14  # 12 rows + pertask (LoRA) + olora+nlora
+    assert set(cells) == set(PAPER_METHODS) and len(PAPER_METHODS) == 15  # 13 rows + pertask (LoRA) + olora+nlora
     full_lr = 1e-4 if profile == "paper-t5" else 2e-5
     for method in ("seqft", "replay", "ewc", "lwf", "pertaskft"):
         cell = cells[method]
@@ -301,4 +302,117 @@ def test_the_paper_profiles_plan_table_1s_rows_with_their_documented_settings(pr
     assert (prog["optimizer"], prog["lr"], prog["batch_size"], prog["epochs"]) == ("adamw", 0.3, 8, 10)
     assert cells["progprompt"].method_config["progprompt"]["length"] == 10
     assert cells["l2p"].train_config["lr"] == 0.3 and cells["l2p"].train_config["batch_size"] == 64
-    assert all(cells[m].model_config["train_base"] is False for m in ("progprompt", "l2p", "olora", "nlora"))
+    assert cells["lfpt5"].train_config["lr"] == 0.5 and cells["lfpt5"].method_config["lfpt5"]["length"] == 300
+    assert all(cells[m].model_config["train_base"] is False for m in ("progprompt", "l2p", "lfpt5", "olora", "nlora"))
+
+
+# ----------------------------------------------------------------------------------------- LFPT5
+def test_lfpt5_parses_a_pseudo_sample_only_as_one_input_and_an_exact_label() -> None:
+    from clbench_plugins.lfpt5.method import parse
+
+    labels = ("World", "Sports")
+    assert parse("a match in Paris __ans__ Sports", labels) == ("a match in Paris", 1)
+    assert parse("a match __ans__ sports", labels) is None  # the code's case-sensitive match
+    assert parse("a __ans__ b __ans__ World", labels) is None  # exactly two parts
+    assert parse("  __ans__ World", labels) is None  # no input
+    assert parse("no answer marker", labels) is None
+
+
+def test_lfpt5_writes_pseudo_samples_with_the_prompt_the_last_task_left_and_keeps_a_few_a_label() -> None:
+    from clbench_plugins.lfpt5.config import LFPT5Config
+    from clbench_plugins.lfpt5.method import LFPT5
+
+    method, model, ctx = tiny_cell(LFPT5, LFPT5Config(length=3, samples=40, per_class=2))
+    first, second = ctx.order
+    calls: list[tuple[list[str], torch.Tensor, list[str]]] = []
+    sample = model.sample
+
+    def recording(prompts, *args):  # noqa: ANN001, ANN202
+        texts = sample(prompts, *args)
+        calls.append((prompts, method.prompt.detach().clone(), texts))
+        return texts
+
+    model.sample = recording  # type: ignore[method-assign]
+    run_task(method, model, ctx, 0)
+    assert calls == []  # nothing to remember before the first task
+    ended_first = method.prompt.detach().clone()
+    method.before_task(second, 1)
+    [(prompts, prompt_then, texts)] = calls
+    assert prompts == [f"classify{first}"] * 40 and torch.equal(prompt_then, ended_first)
+    assert torch.equal(method.teacher, ended_first)
+    labels = ctx.data(first).info.labels
+    parsed = [(t.split("__ans__")[0].strip(), labels.index(t.split("__ans__")[1].strip())) for t in texts
+              if t.split("__ans__")[1].strip() in labels]
+    assert method.pool and all((x, y) in parsed and t == 0 for t, x, y in method.pool)
+    for y in range(len(labels)):  # per label: every one found, or per_class of them
+        found = sum(1 for _, label in parsed if label == y)
+        assert sum(1 for _, _, label in method.pool if label == y) == min(2, found)
+    train_task(model, method, ctx, 1)
+    assert torch.equal(method.teacher, ended_first)  # the teacher never trains
+    assert not torch.equal(method.prompt.detach(), ended_first)  # the one prompt goes on training
+
+
+def test_lfpt5_loss_terms_are_the_stated_weights_of_losses_computed_another_way() -> None:
+    from clbench_plugins.lfpt5.config import LFPT5Config
+    from clbench_plugins.lfpt5.method import LFPT5
+
+    config = LFPT5Config(length=3, samples=40, lm_lambda=0.25, kd_lambda=0.1)
+    method, model, ctx = tiny_cell(LFPT5, config)
+    first, second = ctx.order
+    run_task(method, model, ctx, 0)
+    method.before_task(second, 1)
+    with torch.no_grad():
+        method.prompt.add_(0.3)  # the student has moved away from the teacher
+    data = ctx.data(second).train
+    batch = Batch(data.x[:6], data.y[:6], second)
+    torch.manual_seed(7)
+    terms = method.loss_terms(batch, None)
+    torch.manual_seed(7)
+    pick = torch.randint(len(method.pool), (min(6, len(method.pool)),)).tolist()
+    rows = [method.pool[i] for i in pick]
+    labels2, labels1 = ctx.data(second).info.labels, ctx.data(first).info.labels
+    lm = model.generation_loss([f"classify{second}"] * 6,
+                               [f"{x} __ans__ {labels2[int(y)]}" for x, y in zip(batch.x, batch.y, strict=True)])
+    assert float(terms["lm"].detach()) == pytest.approx(0.25 * float(lm.detach()), rel=1e-6)
+    x, y = [r[1] for r in rows], torch.tensor([r[2] for r in rows])  # every pseudo sample is of task 1 here
+    student = model(x, first)
+    assert float(terms["pseudo"].detach()) == pytest.approx(float(F.cross_entropy(student, y).detach()), rel=1e-6)
+    pseudo_lm = model.generation_loss([f"classify{first}"] * len(x),
+                                      [f"{t} __ans__ {labels1[label]}" for t, label in zip(x, y.tolist(), strict=True)])
+    assert float(terms["pseudo_lm"].detach()) == pytest.approx(0.25 * float(pseudo_lm.detach()), rel=1e-6)
+    with torch.no_grad():
+        live = method.prompt.detach().clone()
+        method.prompt.copy_(method.teacher)
+        teacher = model(x, first)
+        method.prompt.copy_(live)
+    p, q = teacher.softmax(-1), student.detach().softmax(-1)
+    kl = float((p * (p.log() - q.log())).sum())  # KL(teacher ‖ student), summed over the pseudo samples
+    assert kl > 0 and float(terms["kd"].detach()) == pytest.approx(0.1 * kl, rel=1e-4)
+    total = sum(terms.values())
+    total.backward()
+    assert method.prompt.grad is not None and method.prompt.grad.abs().sum() > 0
+
+
+def test_generative_models_sample_after_the_prompt_and_score_any_text(tiny_llama: str) -> None:  # noqa: F811
+    model = build_causal_lm(GenerativeConfig(name_or_path=tiny_llama), INFO)
+    model.eval()
+    prompt = fixed_prompt(model.embedding_dim, seed=3) * 20
+    set_prompt(model, prompt)
+    backbone, tok = model.backbone, model.tokenizer
+    ids = tok("classifyagnews", add_special_tokens=True)["input_ids"]
+    target = tok("a goal in extra time __ans__ Sports", add_special_tokens=False)["input_ids"] + [tok.sep_token_id]
+    embeds = torch.cat([prompt, backbone.get_input_embeddings()(torch.tensor(ids + target))]).unsqueeze(0)
+    labels = torch.tensor([[-100] * (P + len(ids)) + target])
+    with torch.no_grad():
+        expected = backbone(inputs_embeds=embeds, labels=labels).loss  # HF's mean cross-entropy over the target
+        got = model.generation_loss(["classifyagnews"], ["a goal in extra time __ans__ Sports"])
+    assert float(got) == pytest.approx(float(expected), rel=1e-5)
+    torch.manual_seed(0)
+    texts = model.sample(["classifyagnews"] * 3, 5, 64, 2.5)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        out = backbone.generate(inputs_embeds=embeds[:, : P + len(ids)].expand(3, -1, -1),
+                                attention_mask=torch.ones(3, P + len(ids), dtype=torch.long), do_sample=True,
+                                top_k=64, num_beams=1, repetition_penalty=2.5, max_new_tokens=5,
+                                pad_token_id=tok.pad_token_id, eos_token_id=tok.sep_token_id)
+    assert texts == [t.strip() for t in tok.batch_decode(out, skip_special_tokens=True)]

@@ -104,9 +104,9 @@ class TinyTextModel(CLModel):
     """A bag-of-words text model with attention-like ``q``/``v`` Linear layers for LoRA plumbing tests.
 
     Logits are the similarity of the pooled text feature with each label word's feature, as the
-    ``encoder`` plugin does with a real sentence encoder. It provides ``lora_targets`` and takes a soft prompt
-    (``soft_prompt``, :mod:`clbench_plugins._shared.soft_prompt`'s contract): the prompt's vectors are pooled with
-    the words' embeddings.
+    ``encoder`` plugin does with a real sentence encoder. It provides ``lora_targets``, takes a soft prompt
+    (``soft_prompt``, :mod:`clbench_plugins._shared.soft_prompt`'s contract: the prompt's vectors are pooled with
+    the words' embeddings) and stands in for a generative model (``sample``, ``generation_loss``).
     """
 
     def __init__(self, info: StreamInfo, dim: int = 16) -> None:
@@ -158,6 +158,24 @@ class TinyTextModel(CLModel):
             for r, a in zip(input_ids.tolist(), attention.tolist(), strict=True)
         ]
         return self._encode(words)
+
+    @torch.no_grad()
+    def sample(self, prompts: list[str], max_new_tokens: int, top_k: int, repetition_penalty: float) -> list[str]:
+        """Capability ``generation``: words drawn from torch's RNG, then ``__ans__`` and one more word (a stand-in
+        for an LM's pseudo samples: some name a task's label, some do not)."""
+        words = torch.randint(len(_WORDS), (len(prompts), max(1, min(max_new_tokens, 4)) + 1)).tolist()
+        return [" ".join(_WORDS[w] for w in row[:-1]) + " __ans__ " + _WORDS[row[-1]] for row in words]
+
+    def generation_loss(self, prompts: list[str], targets: list[str]) -> Tensor:
+        """A bag-of-words LM: each known word of a target scored against the vocabulary from the prompt's
+        feature (soft prompt included); the mean cross-entropy."""
+        h = self._encode(list(prompts), prompted=True)
+        logits = h @ self.embed.weight[: len(_WORDS)].T
+        rows = [(b, self.vocab[w]) for b, t in enumerate(targets) for w in t.split() if w in self.vocab]
+        if not rows:
+            return logits.sum() * 0
+        b, w = zip(*rows, strict=True)
+        return nn.functional.cross_entropy(logits[list(b)], torch.tensor(w, device=logits.device))
 
     def forward(self, x: list[str], task: str) -> Tensor:
         labels = list(self.info.tasks[[t.name for t in self.info.tasks].index(task)].labels)
@@ -215,7 +233,7 @@ class TinyPlugin:
                 TinyTextConfig,
                 "bag-of-words model with q/v layers (tests only)",
                 modalities=frozenset({"text"}),
-                provides=frozenset({"lora", "soft-prompt"}),
+                provides=frozenset({"lora", "soft-prompt", "generation"}),
             )
         ]
 

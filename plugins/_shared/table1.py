@@ -1,5 +1,5 @@
 """Presets of the N-LoRA paper's Table 1 rows outside the LoRA family, in the paper profiles: full fine-tuning
-(SeqFT, Replay, EWC, LwF, PerTaskFT) and the prompt methods (ProgPrompt, L2P).
+(SeqFT, Replay, EWC, LwF, PerTaskFT) and the prompt methods (ProgPrompt, L2P, LFPT5).
 
 Neither the paper nor the released N-LoRA/O-LoRA code configures these rows (Table 1 quotes their numbers from the
 O-LoRA paper; docs/reference-code.md). The protocol (docs/prompt-family.md): the O-LoRA scripts' training settings
@@ -8,7 +8,8 @@ O-LoRA paper; docs/reference-code.md). The protocol (docs/prompt-family.md): the
 * the learning rate of full fine-tuning, which the LoRA scripts' 1e-3 is not: T5 with AdamW 1e-4 (the lower end of
   "1e-4 and 3e-4 work well" in the transformers T5 documentation's training tips), LLaMA-7B 2e-5 (Stanford Alpaca's
   full fine-tuning of LLaMA-7B);
-* a prompt method's own script where it has one (ProgPrompt: arazd/ProgressivePrompts README, T5-large).
+* a prompt method's own script where it has one (ProgPrompt: arazd/ProgressivePrompts README, T5-large; LFPT5:
+  qcwthu/Lifelong-Fewshot-Language-Learning, Classification.sh).
 """
 
 from __future__ import annotations
@@ -40,9 +41,16 @@ _PROGPROMPT_PAPER = {"train.optimizer": "adamw", "train.lr": 0.3, "train.epochs"
                      "train.grad_accum": 1}
 _L2P_T5 = {**BASELINE["paper-t5/standard"], "train.lr": 0.3}
 _L2P_LLAMA = {**BASELINE["paper-llama/standard"], "train.lr": 0.3}
+# LFPT5's classification script (qcwthu/Lifelong-Fewshot-Language-Learning Classification.sh) trains 421 epochs of
+# 16 examples a class at batch 8 with Adafactor at lr 0.5; here the O-LoRA scripts' batch and epoch with AdamW at
+# that lr. On smol 20 prompt tokens: its 300 would quadruple a CPU step's tokens.
+_LFPT5_T5 = {**BASELINE["paper-t5/standard"], "train.lr": 0.5}
+_LFPT5_LLAMA = {**BASELINE["paper-llama/standard"], "train.lr": 0.5}
 PROMPT: dict[str, dict[str, dict[str, Any]]] = {
     "progprompt": {"quick": QUICK_TRAIN, "smol": SMOL_TRAIN, "paper-t5": _PROGPROMPT_PAPER,
                    "paper-llama": _PROGPROMPT_PAPER},
     "l2p": {"quick": QUICK_TRAIN, "smol": SMOL_TRAIN, "paper-t5/standard": _L2P_T5, "paper-t5/long": _L2P_T5,
             "paper-llama/standard": _L2P_LLAMA},
+    "lfpt5": {"smol": {**SMOL_TRAIN, "length": 20}, "paper-t5/standard": _LFPT5_T5, "paper-t5/long": _LFPT5_T5,
+              "paper-llama/standard": _LFPT5_LLAMA},
 }

@@ -9,7 +9,9 @@ from clbench import hookimpl
 from clbench.specs import ModelSpec
 
 _TEXT = frozenset({"text"})
-_PROVIDES = frozenset({"lora", "soft-prompt"})  # LoRA targets; model.soft_prompt (plugins/_shared/hf/model.py)
+# LoRA targets, model.soft_prompt and, for the generative models, model.sample (plugins/_shared/hf/model.py)
+_PROVIDES = frozenset({"lora", "soft-prompt"})
+_GENERATIVE = _PROVIDES | {"generation"}
 
 
 @hookimpl
@@ -20,8 +22,8 @@ def clbench_add_models() -> list[ModelSpec]:
                   modalities=_TEXT, provides=_PROVIDES),
         ModelSpec("causal-lm", build_causal_lm, GenerativeConfig,
                   "decoder-only LM, label log-likelihoods / generation + EM (default SmolLM2-135M-Instruct)",
-                  modalities=_TEXT, provides=_PROVIDES),
+                  modalities=_TEXT, provides=_GENERATIVE),
         ModelSpec("t5", build_t5, GenerativeConfig,
                   "encoder-decoder LM, label log-likelihoods / generation + EM (default google-t5/t5-large)",
-                  modalities=_TEXT, provides=_PROVIDES),
+                  modalities=_TEXT, provides=_GENERATIVE),
     ]

@@ -25,6 +25,9 @@ Contract (stable; the LoRA-family methods build on it):
   embeddings (T5: the encoder's input), the attention mask extended to cover them; ``model.query_features`` is the
   frozen model's mean-pooled representation of an input without any prompt (L2P's query). The encoder puts the
   prompt before the sentence, never before the label words it is scored against.
+* Generation (capability ``generation``; ``causal-lm`` and ``t5``; LFPT5): ``model.sample`` continues raw prompts by
+  top-k sampling and ``model.generation_loss`` is the LM loss of any target text after a raw prompt, both after the
+  soft prompt when one is set.
 * Loading: ``model.name_or_path`` (hub name or local folder; local folders load with
   ``local_files_only``); ``trust_remote_code`` only with ``model.trust_remote_code=true``.
 """
@@ -32,6 +35,7 @@ Contract (stable; the LoRA-family methods build on it):
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -335,7 +339,36 @@ class GenerativeModel(HFTextModel):
 
     def generate(self, prompts: list[str]) -> list[str]:
         """Greedy answers (new tokens only, special tokens skipped)."""
+        return [self.answer_text(t) for t in self.decode_new(prompts, do_sample=False, num_beams=1,
+                                                              max_new_tokens=self.config.max_new_tokens)]
+
+    def answer_text(self, text: str) -> str:
+        return text.strip()
+
+    def decode_new(self, prompts: list[str], **generate_kw: Any) -> list[str]:
+        """The text the backbone's ``generate`` adds after each prompt (soft prompt in front, special tokens
+        skipped)."""
         raise NotImplementedError
+
+    @torch.no_grad()
+    def sample(self, prompts: list[str], max_new_tokens: int, top_k: int, repetition_penalty: float) -> list[str]:
+        """Sampled continuations of raw prompts (capability ``generation``; LFPT5's pseudo samples): top-k sampling
+        from torch's RNG (the runner seeds it per task). The repetition penalty weighs the new tokens only, as an
+        encoder-decoder's does: with a soft prompt the causal LM's input is embeddings, which transformers says once
+        per call; the warning is left out."""
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Passing `repetition_penalty` with `inputs_embeds`")
+            texts = self.decode_new(prompts, do_sample=True, top_k=top_k, num_beams=1,
+                                    repetition_penalty=repetition_penalty, max_new_tokens=max_new_tokens)
+        return [t.strip() for t in texts]
+
+    def generation_loss(self, prompts: list[str], targets: list[str]) -> Tensor:
+        """The mean cross-entropy of each target text's tokens (then EOS) after its raw prompt (capability
+        ``generation``): the LM loss the model is trained with, on any text."""
+        eos = [] if self.eos_id is None else [self.eos_id]
+        ids = [list(i)[: self.config.max_length] + eos for i in
+               self.tokenizer(targets, add_special_tokens=False)["input_ids"]]
+        return -self.target_loglik(prompts, ids).sum() / sum(len(i) for i in ids)
 
     @torch.no_grad()
     def predict_peak(self, x: Any, task: str) -> Any:
@@ -467,19 +500,20 @@ class CausalLMModel(GenerativeModel):
         row = torch.tensor(pos_b, device=self.device)
         return torch.zeros(len(rows), device=self.device, dtype=lp.dtype).index_add(0, row, lp)
 
-    def generate(self, prompts: list[str]) -> list[str]:
+    def decode_new(self, prompts: list[str], **generate_kw: Any) -> list[str]:
         p_ids = self.prompt_ids(prompts)
         pad = int(self.tokenizer.pad_token_id)
         input_ids = pad_rows(p_ids, pad, left=True).to(self.device)
         attention = pad_rows([[1] * len(p) for p in p_ids], 0, left=True).to(self.device)
         inputs, attention = self.with_soft_prompt(input_ids, attention)
-        out = self.backbone.generate(**inputs, attention_mask=attention, do_sample=False, num_beams=1,
-                                     max_new_tokens=self.config.max_new_tokens, pad_token_id=pad,
-                                     eos_token_id=self.eos_id)
+        out = self.backbone.generate(**inputs, attention_mask=attention, pad_token_id=pad, eos_token_id=self.eos_id,
+                                     **generate_kw)
         # from input_ids generate returns the prompt and the answer, from inputs_embeds the answer alone
         answer = out[:, input_ids.shape[1]:] if "input_ids" in inputs else out
-        texts = self.tokenizer.batch_decode(answer, skip_special_tokens=True)
-        return [t.rsplit("Answer:", 1)[-1].strip() for t in texts]  # skip_instructions (docs/reference-code.md §1.8)
+        return self.tokenizer.batch_decode(answer, skip_special_tokens=True)
+
+    def answer_text(self, text: str) -> str:
+        return text.rsplit("Answer:", 1)[-1].strip()  # skip_instructions (docs/reference-code.md §1.8)
 
     def generation_peak(self, prompts: list[str]) -> Any:
         p_ids = self.prompt_ids(prompts)
@@ -521,11 +555,10 @@ class Seq2SeqModel(GenerativeModel):
         out = self.backbone(**inputs, attention_mask=attention, labels=labels)
         return token_logprobs(out.logits, labels).sum(-1)
 
-    def generate(self, prompts: list[str]) -> list[str]:
+    def decode_new(self, prompts: list[str], **generate_kw: Any) -> list[str]:
         inputs, attention = self.encoder_inputs(prompts)
-        out = self.backbone.generate(**inputs, attention_mask=attention, do_sample=False, num_beams=1,
-                                     max_new_tokens=self.config.max_new_tokens)
-        return [t.strip() for t in self.tokenizer.batch_decode(out, skip_special_tokens=True)]
+        out = self.backbone.generate(**inputs, attention_mask=attention, **generate_kw)
+        return self.tokenizer.batch_decode(out, skip_special_tokens=True)
 
     def generation_peak(self, prompts: list[str]) -> Any:
         inputs, attention = self.encoder_inputs(prompts)
