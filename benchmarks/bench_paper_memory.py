@@ -2,7 +2,7 @@
 one batch without accumulation (what the presets did before the scripts' micro-batches), by the memory plan.
 
     python benchmarks/bench_paper_memory.py
-    python benchmarks/bench_paper_memory.py --methods seqft,replay,ewc,lwf,pertaskft,progprompt,l2p --presets-only
+    python benchmarks/bench_paper_memory.py --methods seqft,replay,ewc,lwf,pertaskft,progprompt,l2p,lfpt5 --presets-only
 
 T5-large (fp32) and LLaMA-7B (bf16) are built from their config.json shapes (no weights: the memory plan reads
 none), with MiniLM's tokenizer standing in (the texts are longer than the source length, so every example fills
@@ -20,8 +20,8 @@ Measured 2026-11-26 (torch 2.13.0+cpu; sizes, so the machine does not matter):
 | paper-llama | olora | 64 | 64 micro-batches of 1 | 17.8 GiB | 208.9 GiB |
 | paper-llama | nlora | 48 | 8 micro-batches of 6 | 31.0 GiB | 159.8 GiB |
 
-N-LoRA Table 1's other rows (`--methods seqft,replay,ewc,lwf,pertaskft,progprompt,l2p --presets-only`, settings
-from plugins/_shared/table1.py; measured 2026-11-27):
+N-LoRA Table 1's other rows (`--methods seqft,replay,ewc,lwf,pertaskft,progprompt,l2p,lfpt5 --presets-only`,
+settings from plugins/_shared/table1.py; measured 2026-11-27):
 
 | profile | method | batch | as the presets run it | peak |
 |---|---|---|---|---|
@@ -39,6 +39,11 @@ from plugins/_shared/table1.py; measured 2026-11-27):
 | paper-llama | pertaskft | 64 | 64 micro-batches of 1 + checkpointing | 152.1 GiB |
 | paper-llama | progprompt | 8 | 1 micro-batches of 8 | 29.8 GiB |
 | paper-llama | l2p | 64 | 64 micro-batches of 1 | 18.0 GiB |
+| paper-t5 | lfpt5 | 64 | 8 micro-batches of 8 + checkpointing | 24.9 GiB |
+| paper-llama | lfpt5 | 64 | 64 micro-batches of 1 | 37.0 GiB |
+
+(LFPT5 on T5-large without activation checkpointing plans at 104.2 GiB: 300 prompt tokens before 512, and the
+pseudo batch's student, LM and teacher forwards.)
 
 Every T5-large row fits 80 GiB. On LLaMA-7B the prompt rows do; full fine-tuning with float32 masters and AdamW's
 moments (16 bytes a weight before activations) does not, and EWC (its Fisher pass forms one float32 Fisher on the

@@ -303,6 +303,8 @@ def test_the_paper_profiles_plan_table_1s_rows_with_their_documented_settings(pr
     assert cells["progprompt"].method_config["progprompt"]["length"] == 10
     assert cells["l2p"].train_config["lr"] == 0.3 and cells["l2p"].train_config["batch_size"] == 64
     assert cells["lfpt5"].train_config["lr"] == 0.5 and cells["lfpt5"].method_config["lfpt5"]["length"] == 300
+    # T5-large recomputes activations: 300 prompt tokens and the pseudo batch's forwards plan past 80 GiB without
+    assert cells["lfpt5"].model_config["gradient_checkpointing"] is (profile == "paper-t5")
     assert all(cells[m].model_config["train_base"] is False for m in ("progprompt", "l2p", "lfpt5", "olora", "nlora"))
 
 

@@ -1,5 +1,5 @@
-"""What the soft-prompt methods (``progprompt``, ``l2p``) share: the model they need, how a prompt starts, and the
-rest of a method that trains prompts in front of a frozen model.
+"""What the soft-prompt methods (``progprompt``, ``l2p``, ``lfpt5``) share: the model they need, how a prompt starts,
+and the rest of a method that trains prompts in front of a frozen model.
 
 A prompt method trains no weight of the model: its footprint is empty (``footprint_kind="none"``: OO, AWOM, GSR and
 ACR are n/a), and everything it learns is in its own tensors, saved with its state for resume.

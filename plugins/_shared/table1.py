@@ -43,8 +43,10 @@ _L2P_T5 = {**BASELINE["paper-t5/standard"], "train.lr": 0.3}
 _L2P_LLAMA = {**BASELINE["paper-llama/standard"], "train.lr": 0.3}
 # LFPT5's classification script (qcwthu/Lifelong-Fewshot-Language-Learning Classification.sh) trains 421 epochs of
 # 16 examples a class at batch 8 with Adafactor at lr 0.5; here the O-LoRA scripts' batch and epoch with AdamW at
-# that lr. On smol 20 prompt tokens: its 300 would quadruple a CPU step's tokens.
-_LFPT5_T5 = {**BASELINE["paper-t5/standard"], "train.lr": 0.5}
+# that lr. On T5-large activations are recomputed: 300 prompt tokens before 512 and the pseudo batch's three more
+# forwards would not fit one 80 GiB card (benchmarks/bench_paper_memory.py). On smol 20 prompt tokens: its 300 would
+# quadruple a CPU step's tokens.
+_LFPT5_T5 = {**BASELINE["paper-t5/standard"], "train.lr": 0.5, "model.gradient_checkpointing": True}
 _LFPT5_LLAMA = {**BASELINE["paper-llama/standard"], "train.lr": 0.5}
 PROMPT: dict[str, dict[str, dict[str, Any]]] = {
     "progprompt": {"quick": QUICK_TRAIN, "smol": SMOL_TRAIN, "paper-t5": _PROGPROMPT_PAPER,
