@@ -70,9 +70,10 @@ def test_source_digest_of_a_package_plugin_hashes_every_module_of_its_folder_the
     h = hashlib.sha256()
     for f in sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts):
         h.update(f.relative_to(folder).as_posix().encode() + b"\0" + _sha(f.read_bytes()).encode() + b"\n")
-    # method.py imports clbench_plugins._shared.params and .penalty, plugin.py ._shared.tuned; their package's
-    # __init__ runs on the way
-    for rel in ("_shared/__init__.py", "_shared/params.py", "_shared/penalty.py", "_shared/tuned/__init__.py"):
+    # method.py imports clbench_plugins._shared.params and .penalty, plugin.py ._shared.table1 (the paper profiles'
+    # presets, from ._shared.lora.presets) and ._shared.tuned; their packages' __init__ run on the way
+    for rel in ("_shared/__init__.py", "_shared/lora/__init__.py", "_shared/lora/presets.py", "_shared/params.py",
+                "_shared/penalty.py", "_shared/table1.py", "_shared/tuned/__init__.py"):
         h.update(f"clbench_plugins/{rel}".encode() + b"\0" + _sha((root / rel).read_bytes()).encode() + b"\n")
     assert provenance.source_digest(ewc) == h.hexdigest()
 

@@ -296,7 +296,8 @@ def test_stream_preset_sets_the_streams_own_config_and_user_sets_win(tmp_path):
                                           out=tmp_path)).cells
 
     quick = cells({})
-    assert sorted(c.method for c in quick) == ["inclora", "nlora", "olora", "olora+nlora", "seqlora"]
+    assert sorted(c.method for c in quick) == ["inclora", "l2p", "nlora", "olora", "olora+nlora", "pertaskft",
+                                               "progprompt", "seqlora"]
     assert {c.stream_config["train_per_task"] for c in quick} == {64}
     assert {c.stream_config["train_per_task"] for c in cells({"stream.train_per_task": [0]})} == {0}
 
