@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from clbench_plugins._shared.soft_prompt import PromptInit
 
 from clbench.config import bounded, setting
+from clbench.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,5 @@ class L2PConfig:
         "l2p-pytorch's prompt_init for a ViT); the keys always start U(-1, 1) as there"))
 
     def __post_init__(self) -> None:
-        from clbench.errors import ConfigError
-
         if self.top_k > self.pool_size:
             raise ConfigError(f"top_k={self.top_k} is more than pool_size={self.pool_size}")

@@ -127,14 +127,14 @@ class LFPT5(PromptMethod):
             rows = [self.pool[i] for i in pick if self.pool[i][0] == t]
             name, share = self.ctx.order[t], len(rows) / len(pick)
             x, y = [r[1] for r in rows], [r[2] for r in rows]
-            student = self.model(x, name)  # type: ignore[misc]
+            student = self.lm(x, name)
             target = torch.tensor(y, device=student.device)
             task_loss = task_loss + self.lm.task_loss(student, target) * share
             lm = lm + self.lm_loss(name, x, y, self.labels(t)) * share
             with torch.no_grad():
                 self._teaching = True
                 try:
-                    teacher = self.model(x, name)  # type: ignore[misc]
+                    teacher = self.lm(x, name)
                 finally:
                     self._teaching = False
             kd = kd + F.kl_div(F.log_softmax(student.float(), -1), F.log_softmax(teacher.float(), -1),
