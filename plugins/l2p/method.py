@@ -31,8 +31,7 @@ class L2P(PromptMethod):
         dim = self.lm.embedding_dim
         start = initial_prompt(self.lm, (c.pool_size, c.length, dim), c.init, self.ctx.generator(0, 1))
         self.prompts = nn.Parameter(start)
-        keys = torch.rand(c.pool_size, dim, generator=self.ctx.generator(0, 2)) * 2 - 1
-        self.keys = nn.Parameter(keys.to(start.device))
+        self.keys = nn.Parameter(initial_prompt(self.lm, (c.pool_size, dim), "uniform", self.ctx.generator(0, 2)))
         self._key_loss: Tensor | None = None
 
     def parameters(self, model: CLModel, phase: Phase) -> list[nn.Parameter]:

@@ -200,7 +200,7 @@ class HFTextModel(CLModel):
         prompt = None if self.soft_prompt is None else self.soft_prompt(*(prompt_of or (input_ids, attention)))
         if prompt is None:  # no prompt method, or one with no prompt for this input (a task not trained yet)
             return {"input_ids": input_ids}, attention
-        tokens = self.backbone.get_input_embeddings()(input_ids)
+        tokens = self.token_embeddings(input_ids)
         B, P = prompt.shape[0], prompt.shape[1]
         if self.training:
             self.tokens_seen += B * P
@@ -323,7 +323,11 @@ class GenerativeModel(HFTextModel):
         info = self.task_info(task)
         labels = self.label_ids(info)
         gold = [labels[i] for i in y.tolist()]
-        return None, -self.target_loglik(self.prompts(list(x), info), gold).sum() / sum(len(t) for t in gold)
+        return None, self.lm_loss(self.prompts(list(x), info), gold)
+
+    def lm_loss(self, prompts: list[str], targets: list[list[int]]) -> Tensor:
+        """The papers' LM loss: the cross-entropy of every target token after its prompt, over the tokens' count."""
+        return -self.target_loglik(prompts, targets).sum() / sum(len(t) for t in targets)
 
     def target_loglik(self, prompts: list[str], targets: list[list[int]]) -> Tensor:
         """``(B,)`` summed log-likelihood of ``targets[b]`` after ``prompts[b]``."""
@@ -368,7 +372,7 @@ class GenerativeModel(HFTextModel):
         eos = [] if self.eos_id is None else [self.eos_id]
         ids = [list(i)[: self.config.max_length] + eos for i in
                self.tokenizer(targets, add_special_tokens=False)["input_ids"]]
-        return -self.target_loglik(prompts, ids).sum() / sum(len(i) for i in ids)
+        return self.lm_loss(prompts, ids)
 
     @torch.no_grad()
     def predict_peak(self, x: Any, task: str) -> Any:
@@ -422,6 +426,11 @@ class CausalLMModel(GenerativeModel):
         tail = len(self._tail) + self._suffix
         return [list(i) if len(i) <= keep else list(i[: keep - tail]) + list(i[-tail:]) for i in ids]
 
+    def left_padded(self, p_ids: list[list[int]]) -> tuple[Tensor, Tensor]:
+        """Token ids left-padded to the longest (the last token of every row in the last column) and their mask."""
+        ids = pad_rows(p_ids, int(self.tokenizer.pad_token_id), left=True).to(self.device)
+        return ids, pad_rows([[1] * len(p) for p in p_ids], 0, left=True).to(self.device)
+
     def label_loglik(self, prompts: list[str], labels: list[list[int]]) -> tuple[Tensor, Tensor]:
         if self.config.gradient_checkpointing and self.training:  # checkpointing turns the KV cache off
             return self._label_loglik_full(prompts, labels)
@@ -433,8 +442,7 @@ class CausalLMModel(GenerativeModel):
         p_ids = self.prompt_ids(prompts)
         B, L = len(p_ids), len(labels)
         pad = int(self.tokenizer.pad_token_id)
-        input_ids = pad_rows(p_ids, pad, left=True).to(self.device)
-        attention = pad_rows([[1] * len(p) for p in p_ids], 0, left=True).to(self.device)
+        input_ids, attention = self.left_padded(p_ids)
         if self.training:
             self.tokens_seen += sum(len(p) for p in p_ids) + B * sum(len(lab) for lab in labels)
         inputs, attention = self.with_soft_prompt(input_ids, attention)
@@ -480,10 +488,8 @@ class CausalLMModel(GenerativeModel):
         attention = pad_rows([[1] * len(r) for r in rows], 0).to(self.device)
         if self.training:
             self.tokens_seen += sum(len(r) for r in rows)
-        example = None
-        if self.soft_prompt is not None:  # the prompt is chosen for the example alone, left-padded as elsewhere
-            example = (pad_rows(p_ids, pad, left=True).to(self.device),
-                       pad_rows([[1] * len(p) for p in p_ids], 0, left=True).to(self.device))
+        # the prompt is chosen for the example alone, left-padded as elsewhere
+        example = self.left_padded(p_ids) if self.soft_prompt is not None else None
         inputs, attention = self.with_soft_prompt(input_ids, attention, prompt_of=example)
         shift = attention.shape[1] - input_ids.shape[1]  # the soft prompt's length
         # Only the positions that predict target tokens go through the LM head (vocab-wide logits for a
@@ -503,8 +509,7 @@ class CausalLMModel(GenerativeModel):
     def decode_new(self, prompts: list[str], **generate_kw: Any) -> list[str]:
         p_ids = self.prompt_ids(prompts)
         pad = int(self.tokenizer.pad_token_id)
-        input_ids = pad_rows(p_ids, pad, left=True).to(self.device)
-        attention = pad_rows([[1] * len(p) for p in p_ids], 0, left=True).to(self.device)
+        input_ids, attention = self.left_padded(p_ids)
         inputs, attention = self.with_soft_prompt(input_ids, attention)
         out = self.backbone.generate(**inputs, attention_mask=attention, pad_token_id=pad, eos_token_id=self.eos_id,
                                      **generate_kw)
