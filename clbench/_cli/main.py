@@ -102,6 +102,7 @@ def build_cli(regs: Registries | None) -> click.Group:
         metrics.command,
         verify.command,
         verify.compare,
+        verify.stale,
         doctor.command,
         tune.command,
     ):

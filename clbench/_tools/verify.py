@@ -243,6 +243,41 @@ def sample(results: Sequence[CellResult], per_stream: int) -> list[CellResult]:
     return out
 
 
+def stale(regs: Registries, results: Sequence[CellResult]) -> list[tuple[CellResult, list[str]]]:
+    """The results not made by the code, data and settings resolution installed now, each with why
+    (:func:`clbench._core.provenance.changes`, and a recorded configuration that no longer hashes to the cell's
+    recorded hash). A result that records no provenance is listed too: nothing shows what made it."""
+    out: list[tuple[CellResult, list[str]]] = []
+    code: dict[tuple[object, ...], tuple[dict[str, str], dict[str, str]]] = {}
+    for result in results:
+        try:
+            cell = cell_from_result(regs, result, result.path.parent if result.path else Path("."))
+        except ClbenchError as exc:
+            out.append((result, [f"its settings no longer resolve: {exc}"]))
+            continue
+        why: list[str] = []
+        if result.config_hash is not None and cell.config_hash != result.config_hash:
+            why.append(
+                f"its recorded settings now hash to {cell.config_hash[:12]}, not {result.config_hash[:12]} "
+                "(a setting's meaning or default changed)"
+            )
+        key = (cell.parts, cell.model, cell.stream)
+        if key not in code:
+            code[key] = provenance.code_record(regs, cell)
+        changed = provenance.changes(
+            result.provenance,
+            result.metrics if result.status == "complete" else None,
+            regs,
+            cell,
+            code[key],
+            result.tasks,
+        )
+        why += ["it records no provenance"] if changed is None else changed
+        if why:
+            out.append((result, why))
+    return out
+
+
 def rerun(regs: Registries, results: Sequence[CellResult], out: Path | None = None) -> list[CellResult]:
     """Run each result's cell again from its recorded settings into ``out`` (a temp dir by default). A result
     whose settings no longer resolve to its recorded config hash is a ConfigError: the code changed what

@@ -68,6 +68,32 @@ def command(regs: Registries, run_dir: Path, per_stream: int, atol: float, rtol:
     sys.exit(code or (1 if bad else 0))
 
 
+@click.command(name="stale")
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(min=0), help="Cells listed per tree.")
+@click.pass_obj
+def stale(regs: Registries, run_dirs: tuple[Path, ...], limit: int) -> None:
+    """List the results made by other code, data or settings resolution than what is installed.
+
+    Exit 1 when any is found (rerun them: `clbench run ... --out DIR --on-change rerun`), 0 when every result
+    of every tree was made by what is installed now."""
+    from clbench._core.results import scan
+    from clbench._tools.verify import stale as stale_results
+
+    total = bad = 0
+    for run_dir in run_dirs:
+        found = scan(run_dir)
+        bad += unusable(found.problems)
+        listed = stale_results(regs, found.results)
+        total += len(listed)
+        for result, why in listed[:limit]:
+            click.echo(f"stale: {result.path.parent if result.path else result.key}: {'; '.join(why)}")
+        if len(listed) > limit:
+            click.echo(f"stale: ... and {len(listed) - limit} more under {run_dir}")
+        click.echo(f"{run_dir}: {len(listed)} of {len(found.results)} results made by other code or data", err=True)
+    sys.exit(1 if total or bad else 0)
+
+
 @click.command(name="compare")
 @click.argument("old", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("new", type=click.Path(exists=True, file_okay=False, path_type=Path))
