@@ -345,3 +345,21 @@ def test_the_runner_discards_a_checkpoint_with_a_warning_of_its_own_class(tmp_pa
     assert result.status == "complete"
     assert [w.message.reason for w in record if isinstance(w.message, CheckpointDiscardedWarning)] == ["unreadable"]
     assert set(method_checks._CHECKPOINT_FIXES) == set(CheckpointDiscardedWarning.REASONS)
+
+
+def test_kit_without_pytest_names_the_extra_that_brings_it(tmp_path):
+    """Importing the kit where pytest is not installed fails with the extra to install, not a bare
+    ``No module named 'pytest'``; and that extra is declared and brings pytest."""
+    import subprocess
+    import sys
+    import tomllib
+    from pathlib import Path
+
+    code = "import sys; sys.modules['pytest'] = None\nimport clbench.testing"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 1
+    assert "needs pytest: pip install 'clbench[testing]'" in done.stderr
+    extras = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert any(req.startswith("pytest") for req in extras["testing"])
