@@ -64,7 +64,7 @@ def test_gem_projection_is_the_qp_optimum_and_meets_every_constraint():
     memory = rng.standard_normal((3, 12))
     g = -memory.sum(axis=0) + 0.1 * rng.standard_normal(12)  # violates the constraints
     assert (memory @ g < 0).any()
-    z = project_gem(g, memory, margin=0.0)
+    z = project_gem(g, memory, margin=0.0, ridge=0.0)  # the paper's eq. 10 exactly: no ridge
     assert (memory @ z >= -1e-9).all()
     # the primal: the closest gradient to g that raises no past task's loss (eq. 10), by a general solver
     primal = minimize(lambda x: 0.5 * np.sum((x - g) ** 2), g, jac=lambda x: x - g, method="SLSQP",
@@ -73,6 +73,37 @@ def test_gem_projection_is_the_qp_optimum_and_meets_every_constraint():
     np.testing.assert_allclose(z, primal.x, atol=1e-6)
     agreeing = np.array([1.0, 1.0])
     assert project_gem(agreeing, np.eye(2), 0.5) is agreeing  # raises no past loss: stepped as it is
+
+
+def test_gem_ridge_on_an_ill_conditioned_memory_is_the_released_codes_qp():
+    """Nearly collinear and duplicated past-task gradients (M Mᵀ singular to working precision): the projection is
+    the ridged dual's optimum (GEM's project2cone2: P = M Mᵀ + 1e-3·I, v ≥ margin) found by a general bounded solver,
+    meets every constraint up to the ridge's relaxation (KKT: M z ≥ −ridge·v) and stays bounded."""
+    from clbench_plugins.gem.config import GEMConfig
+
+    assert GEMConfig().ridge == 1e-3  # the released code's default eps
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal(40), rng.standard_normal(40)
+    memory = np.stack([a, a + 1e-9 * b, a, -0.2 * a + 0.05 * b])
+    assert np.linalg.cond(memory @ memory.T) > 1e15
+    g = -1.5 * a + 0.3 * rng.standard_normal(40)
+    assert (memory @ g < 0).any()
+    margin, ridge = 0.5, 1e-3
+    z = project_gem(g, memory, margin, ridge)
+    # the reference: the dual of eq. 11 as the released code poses it, by L-BFGS-B on v ≥ margin
+    gram = memory @ memory.T + ridge * np.eye(4)
+    lin = memory @ g
+    dual = minimize(lambda v: 0.5 * v @ gram @ v + lin @ v, np.full(4, margin), jac=lambda v: gram @ v + lin,
+                    method="L-BFGS-B", bounds=[(margin, None)] * 4, options={"ftol": 1e-15, "gtol": 1e-12})
+    np.testing.assert_allclose(z, memory.T @ dual.x + g, atol=1e-6)
+    v = dual.x
+    assert (memory @ z >= -ridge * v - 1e-6).all()  # every constraint, up to the ridge's own slack
+    # bounded: ‖z‖² + ridge‖v‖² ≤ ‖g + margin·Mᵀ1‖² + ridge·t·margin² (u = 0 is feasible in the NNLS form)
+    w = g + margin * memory.sum(axis=0)
+    assert np.linalg.norm(z) <= np.sqrt(w @ w + ridge * 4 * margin**2) + 1e-9
+    assert np.linalg.norm(z) < 2 * np.linalg.norm(w)
+    # without the ridge the duplicated rows make the dual degenerate: a different (unregularised) step
+    assert not np.allclose(project_gem(g, memory, margin, 0.0), z, atol=1e-6)
 
 
 def test_gem_margin_is_the_dual_lower_bound():

@@ -11,6 +11,9 @@ class GEMConfig:
 
     memory_per_task: int = bounded(256, ge=1, help="§6: 256 examples a task on MNIST (the code's --n_memories)")
     margin: float = bounded(0.5, ge=0, help="the code's memory_strength: the dual variables' lower bound (γ of §3)")
+    ridge: float = bounded(1e-3, ge=0, help=(
+        "added to the dual's Gram matrix M Mᵀ (the released code's project2cone2 eps = 1e-3, as Avalanche's GEMPlugin; "
+        "the paper's eq. 11 has none): keeps the QP strictly convex when past tasks' gradients are nearly collinear"))
 
 
 @dataclass(frozen=True)

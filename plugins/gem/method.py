@@ -21,15 +21,21 @@ from clbench.model import CLModel
 from .config import AGEMConfig, GEMConfig
 
 
-def project_gem(g: np.ndarray, memory: np.ndarray, margin: float) -> np.ndarray:
+def project_gem(g: np.ndarray, memory: np.ndarray, margin: float, ridge: float = 1e-3) -> np.ndarray:
     """The gradient GEM steps with: ``g`` if no row of ``memory`` (one past task's gradient each) has a negative dot
     product with it, else ``memoryᵀ v + g`` with v the dual QP's solution (eq. 11 of the paper, as its code solves
-    it: min ½ vᵀ(M Mᵀ)v + (M g)ᵀ v subject to v ≥ margin). With v = margin + u that is the non-negative least
-    squares min_{u ≥ 0} ‖Mᵀu + (g + margin·Mᵀ1)‖², solved by scipy's NNLS (Lawson-Hanson, active set)."""
+    it: min ½ vᵀ(M Mᵀ + ridge·I)v + (M g)ᵀ v subject to v ≥ margin). The ridge is the released code's (project2cone2's
+    ``eps``, 1e-3; Avalanche's GEMPlugin adds the same): without it, nearly collinear memory gradients leave M Mᵀ
+    (nearly) singular and v unbounded along its null direction. With v = margin + u that is the non-negative least
+    squares min_{u ≥ 0} ‖A u − b‖², A = [Mᵀ; √ridge·I] and b = −[g + margin·Mᵀ1; √ridge·margin·1] (so that AᵀA is the
+    ridged Gram matrix and Aᵀb the linear term), solved by scipy's NNLS (Lawson-Hanson, active set)."""
     if (memory @ g >= 0).all():
         return g
-    shift = g + margin * memory.sum(axis=0)
-    u, _ = nnls(memory.T, -shift)
+    t = memory.shape[0]
+    root = np.sqrt(ridge)
+    a = np.concatenate([memory.T, root * np.eye(t)])
+    b = -np.concatenate([g + margin * memory.sum(axis=0), np.full(t, root * margin)])
+    u, _ = nnls(a, b)
     return memory.T @ (u + margin) + g
 
 
@@ -117,7 +123,8 @@ class GEM(_Episodic):
 
     def project(self, g: Tensor) -> Tensor:
         rows = torch.stack([self.memory_grad({t: idx}) for t, idx in sorted(self.memory.items())])
-        projected = project_gem(g.double().cpu().numpy(), rows.double().cpu().numpy(), self.config.margin)
+        projected = project_gem(g.double().cpu().numpy(), rows.double().cpu().numpy(), self.config.margin,
+                                self.config.ridge)
         return torch.from_numpy(projected).to(g.device, g.dtype)
 
 
