@@ -21,7 +21,7 @@ Measured 2026-11-26 (torch 2.13.0+cpu; sizes, so the machine does not matter):
 | paper-llama | nlora | 48 | 8 micro-batches of 6 | 31.0 GiB | 159.8 GiB |
 
 N-LoRA Table 1's other rows (`--methods seqft,replay,ewc,lwf,pertaskft,progprompt,l2p,lfpt5 --presets-only`,
-settings from plugins/_shared/table1.py; measured 2026-11-27):
+settings from plugins/_shared/table1_presets.py; measured 2026-11-27):
 
 | profile | method | batch | as the presets run it | peak |
 |---|---|---|---|---|

@@ -48,7 +48,7 @@ def commands(profile: str | None, track: str, sets: list[str]) -> list[list[str]
         return [base]
     if profile != "bench":
         sys.exit("--track equal-steps is defined for --profile bench (docs/bench.md)")
-    from clbench_plugins.vision_streams.plugin import BENCH_EQUAL_STEPS
+    from clbench_plugins.vision_streams.presets import BENCH_EQUAL_STEPS
 
     return [[*base, "--stream", ",".join(streams), f"--set=train.steps_per_task={steps}"]
             for steps, streams in BENCH_EQUAL_STEPS]

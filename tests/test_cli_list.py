@@ -77,7 +77,7 @@ def _tuned(method: str) -> dict:
 # ------------------------------------------------------------------------------------------- the rows
 def test_ewc_settings(regs):
     rows = {r.name: r for r in settings_mod.settings(regs, "ewc")}
-    from clbench_plugins._shared.table1 import FULL_FT  # the paper profiles' full-fine-tuning rows
+    from clbench_plugins._shared.table1_presets import FULL_FT  # the paper profiles' full-fine-tuning rows
 
     assert list(rows)[:5] == ["lambda", "fisher_samples", "fisher_batch_size", "decay", "train.optimizer"]
     assert set(rows) == {"lambda", "fisher_samples", "fisher_batch_size", "decay"} | {

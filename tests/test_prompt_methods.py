@@ -280,7 +280,7 @@ def test_prompt_methods_have_no_footprint_and_say_how_they_are_scored(method: st
 # ----------------------------------------------------------------------------------------- paper profiles
 @pytest.mark.parametrize("profile", ["paper-t5", "paper-llama"])
 def test_the_paper_profiles_plan_table_1s_rows_with_their_documented_settings(profile: str, tmp_path) -> None:  # noqa: ANN001
-    """Table 1's thirteen rows, each with plugins/_shared/table1.py's settings: the full-fine-tuning rows train the
+    """Table 1's thirteen rows, each with plugins/_shared/table1_presets.py's settings: the full-fine-tuning rows train the
     model whole at their lr, ProgPrompt runs its T5 command, L2P and LFPT5 the scripts' batch at their lr."""
     from clbench_plugins.cl_benchmark.presets import PAPER_METHODS
     from test_hf_models import fabricated_standard

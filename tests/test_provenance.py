@@ -70,10 +70,10 @@ def test_source_digest_of_a_package_plugin_hashes_every_module_of_its_folder_the
     h = hashlib.sha256()
     for f in sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts):
         h.update(f.relative_to(folder).as_posix().encode() + b"\0" + _sha(f.read_bytes()).encode() + b"\n")
-    # method.py imports clbench_plugins._shared.params and .penalty, plugin.py ._shared.table1 (the paper profiles'
-    # presets, from ._shared.lora.presets) and ._shared.tuned; their packages' __init__ run on the way
-    for rel in ("_shared/__init__.py", "_shared/lora/__init__.py", "_shared/lora/presets.py", "_shared/params.py",
-                "_shared/penalty.py", "_shared/table1.py", "_shared/tuned/__init__.py"):
+    # method.py imports clbench_plugins._shared.params and .penalty, plugin.py ._shared.tuned (code) and
+    # ._shared.table1_presets (the paper profiles' presets, from ._shared.lora.presets: settings, not hashed); the
+    # packages' __init__ run on the way (not ``_shared/lora``'s: only settings are imported from it)
+    for rel in ("_shared/__init__.py", "_shared/params.py", "_shared/penalty.py", "_shared/tuned/__init__.py"):
         h.update(f"clbench_plugins/{rel}".encode() + b"\0" + _sha((root / rel).read_bytes()).encode() + b"\n")
     assert provenance.source_digest(ewc) == h.hexdigest()
 
@@ -85,7 +85,8 @@ def _fake_package(root: Path) -> dict[str, Path]:
     files = {
         "__init__.py": "",
         "alpha/__init__.py": "",
-        "alpha/plugin.py": "from sharedpkg.shared.common import helper\n\n\ndef later():\n"
+        "alpha/plugin.py": "from sharedpkg.shared.common import helper\nfrom sharedpkg.shared.code_presets import scaled\n"
+                           "from .presets import QUICK\n\n\ndef later():\n"
                            "    from sharedpkg.shared import late\n    return late\n",
         "beta/__init__.py": "",
         "beta/plugin.py": "VALUE = 1\n",
@@ -94,6 +95,11 @@ def _fake_package(root: Path) -> dict[str, Path]:
         "shared/deep.py": "def depth():\n    return 1\n",
         "shared/late.py": "LATE = 1\n",
         "shared/unused.py": "UNUSED = 1\n",
+        # settings: alpha's own presets module and a shared one, data only; and one that defines code
+        "alpha/presets.py": '"""Presets of alpha."""\n\nfrom sharedpkg.shared.base_presets import BASE\n\n'
+                            'QUICK = {**BASE, "lr": 0.1}\n',
+        "shared/base_presets.py": 'from typing import Any\n\nBASE: dict[str, Any] = dict(epochs=1)\n',
+        "shared/code_presets.py": "def scaled(lr):\n    return {'lr': lr * 2}\n",
     }
     paths = {}
     for rel, text in files.items():
@@ -107,7 +113,8 @@ def _fake_package(root: Path) -> dict[str, Path]:
 def test_a_plugins_digest_follows_the_shared_modules_it_imports_and_no_others(tmp_path, monkeypatch):
     """Shared code (``clbench_plugins._shared``) changes what a plugin computes without a change in its folder:
     the digest covers every module of its top-level package that its files import, transitively, relative and
-    function-level imports included, and nothing else."""
+    function-level imports included, and nothing else; presets modules that hold data only are settings, not
+    code."""
     import importlib
     import sys
 
@@ -118,7 +125,11 @@ def test_a_plugins_digest_follows_the_shared_modules_it_imports_and_no_others(tm
         before = provenance.source_digest(alpha)
         for rel, changes in [("shared/unused.py", False), ("beta/plugin.py", False), ("__init__.py", False),
                              ("shared/common.py", True), ("shared/deep.py", True), ("shared/late.py", True),
-                             ("shared/__init__.py", True), ("alpha/plugin.py", True)]:
+                             ("shared/__init__.py", True), ("alpha/plugin.py", True),
+                             # presets are settings (every cell's configuration holds them), not code: a presets
+                             # module that defines a function is code all the same
+                             ("alpha/presets.py", False), ("shared/base_presets.py", False),
+                             ("shared/code_presets.py", True)]:
             paths[rel].write_text(paths[rel].read_text() + "# an edit\n")  # a longer file: a new (size, mtime) key
             now = provenance.source_digest(alpha)
             assert (now != before) is changes, rel
@@ -144,3 +155,30 @@ def test_a_stream_served_from_its_plugins_cache_records_the_files_of_the_first_l
     [second] = testing.run(regs, tmp_path / "b", "seqft", stream="permuted-digits", profile="quick", orders=["1"],
                            sets={"train.epochs": [1], "stream.tasks": [2]})
     assert first.provenance["data"] and second.provenance["data"] == first.provenance["data"]
+
+
+def test_settings_only_accepts_assignments_and_refuses_code_or_other_names(tmp_path):
+    cases = {
+        "presets.py": ('"""doc"""\nfrom typing import Any\n\nA: dict[str, Any] = {"x": 1}\nB = {**A, "y": dict(z=2)}\n', True),
+        "lora_presets.py": ("A = 1\n", True),
+        "presets_extra.py": ("A = 1\n", False),  # not a presets module by name
+        "config.py": ("A = 1\n", False),
+        "defs_presets.py": ("def f():\n    return 1\n", False),
+        "branch_presets.py": ("import os\nif os.name:\n    A = 1\n", False),
+        "class_presets.py": ("class A:\n    pass\n", False),
+        "broken_presets.py": ("A = (\n", False),
+    }
+    for name, (text, expected) in cases.items():
+        path = tmp_path / name
+        path.write_text(text)
+        assert provenance.settings_only(path) is expected, name
+
+
+def test_every_builtin_presets_module_is_settings_only():
+    """A built-in presets module that grew code would silently count in its plugins' digests again."""
+    import clbench_plugins
+
+    root = Path(next(iter(clbench_plugins.__path__)))
+    found = sorted(p for p in root.rglob("*.py") if p.stem == "presets" or p.stem.endswith("_presets"))
+    assert len(found) >= 9
+    assert [p for p in found if not provenance.settings_only(p)] == []

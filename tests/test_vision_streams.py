@@ -196,7 +196,7 @@ def test_bench_equal_steps_are_one_epoch_of_the_mean_task():
     """The equal-steps track's steps a task: one epoch at batch 128 of the stream's mean task, from the data."""
     import math
 
-    from clbench_plugins.vision_streams.plugin import BENCH_EQUAL_STEPS
+    from clbench_plugins.vision_streams.presets import BENCH_EQUAL_STEPS
     from clbench_plugins.vision_streams.streams import PermutedMNIST, PermutedMNISTConfig, SplitMNIST, SplitMNISTConfig
 
     permuted = PermutedMNIST(PermutedMNISTConfig(data_dir=str(MNIST), tasks=1))

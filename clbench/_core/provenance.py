@@ -8,7 +8,10 @@ plugin edited between them, or a data file replaced. So every result also record
   the sources of the plugin that registered it: its package's ``*.py`` files (or its one module), and the files of
   the modules of its top-level package outside that folder that they import, found in their ``import`` statements
   and followed transitively (``clbench_plugins._shared``, code several built-in plugins run): a change to shared
-  code changes the digest of every plugin that imports it, and of no other (:func:`source_digest`);
+  code changes the digest of every plugin that imports it, and of no other (:func:`source_digest`). Settings are
+  not code: a module named ``presets.py`` (or ``*_presets.py``) that only assigns values (:func:`settings_only`)
+  is left out, since every value it gives a cell is in the cell's resolved configuration, which ``config_hash``
+  names: editing a preset makes other cells, it does not make the old ones stale;
 - ``data``: per file a stream read while loading its tasks, the file's sha256. A file is named relative to the
   stream's ``data_dir`` (``data_dir:sst2/train.json``) or to the Python package it ships in
   (``pkg:clbench_plugins/digits/data/digits.npz``), so a committed result checks on another machine.
@@ -204,6 +207,39 @@ def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
                     yield from _statements(getattr(child, "body", []))
 
 
+_settings_only: dict[tuple[str, int, int], bool] = {}
+
+
+def settings_only(path: Path) -> bool:
+    """Whether ``path`` is a presets module: named ``presets.py`` or ``*_presets.py``, and nothing at its top level
+    but a docstring, imports and assignments (no function, class or statement that branches or loops). The values
+    such a module builds reach a cell only as its settings, which the cell's configuration records; a presets
+    module that defines code is hashed as code."""
+    if not (path.stem == "presets" or path.stem.endswith("_presets")):
+        return False
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _settings_only:
+        try:
+            body = ast.parse(path.read_bytes()).body
+        except (SyntaxError, ValueError):
+            body = [ast.Pass()]
+        allowed = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign)
+        _settings_only[key] = all(
+            isinstance(node, allowed)
+            or (
+                isinstance(node, ast.Expr)
+                and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)
+            )
+            for node in body
+        )
+    return _settings_only[key]
+
+
 # per version of a source file (path, size, mtime) and the folder of its top-level package: the files of that
 # package it imports, each with whether it is a package's __init__ standing for the package's every *.py
 _links: dict[tuple[str, int, int, str], tuple[tuple[Path, bool], ...]] = {}
@@ -269,16 +305,17 @@ class _Sources:
             path = todo.pop()
             for target, whole in self.links(path) or ():
                 for f in sorted(target.parent.rglob("*.py")) if whole else [target]:
-                    if f not in seen and "__pycache__" not in f.parts and self.inside not in f.parents:
-                        seen.add(f)
-                        files.add(f)
-                        todo.append(f)
+                    if f in seen or "__pycache__" in f.parts or self.inside in f.parents or settings_only(f):
+                        continue
+                    seen.add(f)
+                    files.add(f)
+                    todo.append(f)
         return sorted(f for f in files if f.is_file())
 
 
 def source_digest(plugin: object) -> str:
-    """sha256 of a plugin's sources: every ``*.py`` of its package folder (a plugin in a package), or its one
-    module; ``unknown`` when it has no source file (defined in an interactive session). A plugin in a package also
+    """sha256 of a plugin's sources: every ``*.py`` of its package folder but its presets modules
+    (:func:`settings_only`; a plugin in a package), or its one module; ``unknown`` when it has no source file (defined in an interactive session). A plugin in a package also
     runs what its files import from their top-level package outside that folder (``clbench_plugins._shared``, code
     several built-in plugins run): those files (:class:`_Sources`) are hashed after its own, named from the
     top-level package, so a change to shared code changes the digest of every plugin that imports it, and only
@@ -289,7 +326,11 @@ def source_digest(plugin: object) -> str:
         return "unknown"
     path = Path(file).resolve()
     package = getattr(module, "__package__", "") or ""
-    files = sorted(p for p in path.parent.rglob("*.py") if "__pycache__" not in p.parts) if package else [path]
+    files = (
+        sorted(p for p in path.parent.rglob("*.py") if "__pycache__" not in p.parts and not settings_only(p))
+        if package
+        else [path]
+    )
     h = hashlib.sha256()
     for f in files:
         h.update(f.relative_to(path.parent).as_posix().encode() + b"\0")

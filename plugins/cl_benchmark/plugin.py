@@ -7,12 +7,12 @@ from clbench import hookimpl
 from clbench.specs import ProfileSpec, StreamSpec
 
 from .presets import (
+    CLAIMS_PROFILES,
     LONG_PRESETS,
+    PAPER_PROFILES,
     QUICK_PRESETS,
+    SMOL_PROFILE,
     STANDARD_PRESETS,
-    claims_profiles,
-    paper_profiles,
-    smol_profile,
 )
 from .streams import CLBenchmarkConfig, QuickConfig, long_stream, quick_stream, standard_stream
 
@@ -34,4 +34,4 @@ def clbench_add_streams() -> list[StreamSpec]:
 
 @hookimpl
 def clbench_add_profiles() -> list[ProfileSpec]:
-    return [smol_profile(), *claims_profiles(), *paper_profiles()]
+    return [SMOL_PROFILE, *CLAIMS_PROFILES, *PAPER_PROFILES]

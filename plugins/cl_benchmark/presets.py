@@ -16,7 +16,7 @@ from clbench.specs import ProfileSpec
 
 # The LoRA family and the generic composition of Table 4 (issue 4).
 LORA_METHODS = ("seqlora", "inclora", "olora", "nlora", "olora+nlora", "mtl", "pertask")
-# N-LoRA Table 1's other rows (presets: plugins/_shared/table1.py): full fine-tuning, then the per-task and prompt
+# N-LoRA Table 1's other rows (presets: plugins/_shared/table1_presets.py): full fine-tuning, then the per-task and prompt
 # rows. The paper profiles run all thirteen.
 TABLE1_OTHER = ("seqft", "replay", "ewc", "lwf", "pertaskft", "progprompt", "l2p", "lfpt5")
 PAPER_METHODS = LORA_METHODS + TABLE1_OTHER
@@ -162,29 +162,26 @@ QUICK_PRESETS["cl-claims"] = {**_CLAIMS, "methods": CLAIMS_METHODS}
 QUICK_PRESETS["cl-claims-scripts"] = {**_CLAIMS, "methods": ("seqlora", "inclora", "olora", "mtl")}
 
 
-def claims_profiles() -> list[ProfileSpec]:
-    return [
-        ProfileSpec("cl-claims", "the N-LoRA paper's claims (Table 3, Figure 3) on CPU: the LoRA family on cl-quick "
-                    "with MiniLM, every method 10 epochs at batch 32 (100 steps a task), 3 seeds",
-                    seeds=(0, 1, 2), methods=CLAIMS_METHODS, streams=("cl-quick",)),
-        ProfileSpec("cl-claims-scripts", "cl-claims at the scripts' budgets: O-LoRA, its baselines and mtl 1 epoch "
-                    "at batch 64 (5 steps a task); N-LoRA's 10 epochs at 32 are cl-claims' cells, 3 seeds",
-                    seeds=(0, 1, 2), methods=("seqlora", "inclora", "olora", "mtl"), streams=("cl-quick",)),
-    ]
+CLAIMS_PROFILES = [
+    ProfileSpec("cl-claims", "the N-LoRA paper's claims (Table 3, Figure 3) on CPU: the LoRA family on cl-quick "
+                "with MiniLM, every method 10 epochs at batch 32 (100 steps a task), 3 seeds",
+                seeds=(0, 1, 2), methods=CLAIMS_METHODS, streams=("cl-quick",)),
+    ProfileSpec("cl-claims-scripts", "cl-claims at the scripts' budgets: O-LoRA, its baselines and mtl 1 epoch "
+                "at batch 64 (5 steps a task); N-LoRA's 10 epochs at 32 are cl-claims' cells, 3 seeds",
+                seeds=(0, 1, 2), methods=("seqlora", "inclora", "olora", "mtl"), streams=("cl-quick",)),
+]
 
 
-def smol_profile() -> ProfileSpec:
-    return ProfileSpec("smol", "the LoRA family and the prompt rows on cl-quick with SmolLM2-135M-Instruct, "
-                       "generation + exact match (the papers' protocol), CPU, offline", methods=SMOL_METHODS,
-                       streams=("cl-quick",))
+SMOL_PROFILE = ProfileSpec("smol", "the LoRA family and the prompt rows on cl-quick with SmolLM2-135M-Instruct, "
+                           "generation + exact match (the papers' protocol), CPU, offline", methods=SMOL_METHODS,
+                           streams=("cl-quick",))
 
 
-def paper_profiles() -> list[ProfileSpec]:
-    return [
-        ProfileSpec("paper-t5", "the N-LoRA paper's T5-large runs: standard orders 1-3 and long orders 4-6, "
-                    "scripts' hyperparameters, generation + EM, 3 seeds (GPU)", seeds=(0, 1, 2),
-                    methods=PAPER_METHODS, streams=("standard", "long"), requires_gpu=True),
-        ProfileSpec("paper-llama", "the N-LoRA paper's LLaMA-7B runs: standard orders 1-3, scripts' hyperparameters, "
-                    "bf16, generation + EM, 3 seeds (GPU)", seeds=(0, 1, 2), methods=PAPER_METHODS,
-                    streams=("standard",), requires_gpu=True),
-    ]
+PAPER_PROFILES = [
+    ProfileSpec("paper-t5", "the N-LoRA paper's T5-large runs: standard orders 1-3 and long orders 4-6, "
+                "scripts' hyperparameters, generation + EM, 3 seeds (GPU)", seeds=(0, 1, 2),
+                methods=PAPER_METHODS, streams=("standard", "long"), requires_gpu=True),
+    ProfileSpec("paper-llama", "the N-LoRA paper's LLaMA-7B runs: standard orders 1-3, scripts' hyperparameters, "
+                "bf16, generation + EM, 3 seeds (GPU)", seeds=(0, 1, 2), methods=PAPER_METHODS,
+                streams=("standard",), requires_gpu=True),
+]

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from clbench_plugins._shared.table1 import FULL_FT
+from clbench_plugins._shared.table1_presets import FULL_FT
 from clbench_plugins._shared.tuned import tuned
 
 from clbench import hookimpl

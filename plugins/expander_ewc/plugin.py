@@ -3,32 +3,26 @@
 from __future__ import annotations
 
 from clbench_plugins._shared.masked.config import (
-    EWC_TUNE,
-    OWN_LR,
-    PAPER_PRESETS,
     DenseEWCConfig,
     ExpanderEWCConfig,
     ExpanderOnlyConfig,
     RandomMaskEWCConfig,
 )
 from clbench_plugins._shared.masked.method import ExpanderEWC
+from clbench_plugins._shared.masked.presets import EWC_TUNE, OWN_LR, PAPER_PRESETS
 from clbench_plugins._shared.tuned import tuned
 
 from clbench import hookimpl
 from clbench.specs import MethodSpec
 
-# Quick profile (digits, MLP): RMSProp needs a far smaller step than the streams' SGD; each method's own lr and λ
-# from `clbench tune` (plugins/_shared/tuned/quick.json, docs/tuning.md). Fisher on 64 examples keeps the cells
-# short; split-digits-cil runs the stream's own epochs with a Fisher on every example.
-_QUICK = {"fisher_samples": 64, "train.epochs": 2}
-_STREAMS = ("permuted-digits", "permuted-digits-til", "split-digits")
+from .presets import QUICK, QUICK_STREAMS
 
 
 def presets(method: str) -> dict[str, dict[str, object]]:
     """The method's presets: the quick ones and its tuned values, then the paper profiles' (``expander``: without
     EWC's keys)."""
     drop = ("lambda", "fisher_samples") if method == "expander" else ()
-    quick = {f"quick/{stream}": dict(_QUICK) for stream in _STREAMS}
+    quick = {f"quick/{stream}": dict(QUICK) for stream in QUICK_STREAMS}
     return tuned(method, {k: {kk: vv for kk, vv in v.items() if kk not in drop}
                           for k, v in {**quick, **PAPER_PRESETS}.items()})
 

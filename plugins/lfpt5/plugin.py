@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from clbench_plugins._shared.soft_prompt import SOFT_PROMPT
-from clbench_plugins._shared.table1 import PROMPT
+from clbench_plugins._shared.table1_presets import PROMPT
 from clbench_plugins._shared.tuned import tuned
 
 from clbench import hookimpl

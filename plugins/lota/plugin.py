@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from clbench_plugins._shared.masked.config import OWN_LR, PAPER_PRESETS
+from clbench_plugins._shared.masked.presets import OWN_LR, PAPER_PRESETS
 from clbench_plugins._shared.tuned import tuned
 
 from clbench import hookimpl
@@ -11,14 +11,10 @@ from clbench.specs import MethodSpec
 
 from .config import LoTAConfig, LoTTOConfig
 from .method import LoTA
+from .presets import LOTTO_QUICK_STREAMS, QUICK
 
-# Quick profile: RMSProp as expander-ewc's quick preset, each method's own lr from `clbench tune`
-# (plugins/_shared/tuned/quick.json, docs/tuning.md); 10 % masks (the default) leave room for LoTTO's five disjoint
-# masks on every quick stream. LoTTO on split-digits-cil runs the stream's own epochs.
-_QUICK = {"train.epochs": 1, "calibration_epochs": 1}
-_QUICK_LOTA = tuned("lota", {"quick": dict(_QUICK), **PAPER_PRESETS})
-_QUICK_LOTTO = tuned("lotto", {**{f"quick/{s}": dict(_QUICK) for s in ("permuted-digits", "permuted-digits-til",
-                                                                       "split-digits")}, **PAPER_PRESETS})
+_QUICK_LOTA = tuned("lota", {"quick": dict(QUICK), **PAPER_PRESETS})
+_QUICK_LOTTO = tuned("lotto", {**{f"quick/{s}": dict(QUICK) for s in LOTTO_QUICK_STREAMS}, **PAPER_PRESETS})
 
 
 @hookimpl

@@ -1,8 +1,7 @@
 from __future__ import annotations
 
 from clbench_plugins._shared.lora.presets import BASELINE
-from clbench_plugins._shared.masked.config import PAPER_PRESETS
-from clbench_plugins._shared.table1 import FULL_FT, QUICK_FULL_FT
+from clbench_plugins._shared.table1_presets import FULL_FT, QUICK_FULL_FT
 from clbench_plugins._shared.tuned import tuned
 
 from clbench import hookimpl
@@ -12,12 +11,9 @@ from .config import PerTaskConfig, PerTaskFTConfig, PerTaskMaskConfig, PerTaskRa
 from .fullft import PerTaskFT
 from .masked import PerTaskMasked
 from .method import PerTask
+from .presets import MASK_PRESETS
 
 TASK_ID = frozenset({"task-incremental"})  # each task is evaluated with its own adapter or mask
-
-# Table 5 (§6.2): 99 % sparsity on GLUE, also on the offline GLUE-style tasks of the CL benchmark; on the quick
-# digits streams the lr of `clbench tune` (plugins/_shared/tuned/quick.json, docs/tuning.md).
-MASK_PRESETS = {**PAPER_PRESETS, "paper-expander/glue-cl": PAPER_PRESETS["paper-expander/glue-sparse"]}
 
 
 @hookimpl

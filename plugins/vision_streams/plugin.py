@@ -9,6 +9,7 @@ from clbench.specs import ModelSpec, ProfileSpec, StreamSpec
 
 from .model import CifarNetConfig
 from .model import build as build_cifarnet
+from .presets import BENCH, BENCH_PERMUTED, PAPER_TRAIN
 from .streams import (
     PermutedMNIST,
     PermutedMNISTConfig,
@@ -18,44 +19,29 @@ from .streams import (
     SplitMNISTConfig,
 )
 
-# LPS §V-A: "For all experiments, we use a batch size of 128 and Adam as an optimizer with default values
-# and initialize the learning rate to 0.001." Epochs per phase live in the methods' paper-lps presets.
-_PAPER_TRAIN = {"train.batch_size": 128, "train.optimizer": "adam", "train.lr": 1e-3, "orders": ["1"]}
-# The bench profile: full MNIST test sets, a small MLP and one epoch a task so that every method that applies runs
-# 10 cells a row (seeds 0-4 x orders 1, 2; order 3 is tuning's) and its tuning fits a working session on 2 CPU
-# cores. A cell's cost is its arithmetic (the 784-wide first layer), so the model and the permutations are what
-# shrink: MLP 2x50 and 3 permutations cost ~0.35x the 2x100, 5-permutation cells (docs/bench.md).
-_BENCH = {"model": "mlp", "model.hidden": [50, 50], "train.batch_size": 128, "train.optimizer": "adam",
-          "train.lr": 1e-3, "train.epochs": 1, "orders": ["1", "2"]}
-_BENCH_PERMUTED = {**_BENCH, "stream.tasks": 3}
-# The bench profile's equal-steps track: every method, every task, the optimizer steps of one epoch of the stream's
-# mean task at batch 128 (SeqFT's own budget): 54,000 / 128 -> 422 a permutation; the split pairs' 10,137-11,399
-# training images -> 80-90 steps, 85 on average. (steps, streams) a `clbench run` (benchmarks/bench_quick.py).
-BENCH_EQUAL_STEPS = ((422, ("permuted-mnist", "permuted-mnist-dil")), (85, ("split-mnist", "split-mnist-cil")))
-
 
 @hookimpl
 def clbench_add_streams() -> list[StreamSpec]:
     return [
         StreamSpec("permuted-mnist", PermutedMNIST, PermutedMNISTConfig,
                    "10 tasks of MNIST under fixed pixel permutations (LPS Table I); --data-dir or the hub",
-                   presets={"paper-lps": {**_PAPER_TRAIN, "model": "mlp",
+                   presets={"paper-lps": {**PAPER_TRAIN, "model": "mlp",
                                           "model.hidden": [2000, 2000],  # §V-A: two hidden layers of 2000, ReLU
                                           "model.multi_head": True},  # §III, Fig. 1: one head per task
-                            "bench": dict(_BENCH_PERMUTED)},
+                            "bench": dict(BENCH_PERMUTED)},
                    tags=frozenset({"image"})),
         StreamSpec("permuted-mnist-dil", functools.partial(PermutedMNIST, multi_head=False), PermutedMNISTConfig,
                    "permuted-mnist with one shared head (domain-incremental: no task identity at test time)",
-                   presets={"bench": dict(_BENCH_PERMUTED)}, tags=frozenset({"image"})),
+                   presets={"bench": dict(BENCH_PERMUTED)}, tags=frozenset({"image"})),
         StreamSpec("split-mnist", SplitMNIST, SplitMNISTConfig,
                    "MNIST in 5 tasks of two digits, one head per task (task-incremental); --data-dir or the hub",
-                   presets={"bench": dict(_BENCH)}, tags=frozenset({"image"})),
+                   presets={"bench": dict(BENCH)}, tags=frozenset({"image"})),
         StreamSpec("split-mnist-cil", functools.partial(SplitMNIST, class_incremental=True), SplitMNISTConfig,
                    "split-mnist class-incremental: one head over the ten digits, unseen digits masked, no task "
-                   "identity at test time", presets={"bench": dict(_BENCH)}, tags=frozenset({"image"})),
+                   "identity at test time", presets={"bench": dict(BENCH)}, tags=frozenset({"image"})),
         StreamSpec("split-cifar10-100", SplitCIFAR10_100, SplitCIFARConfig,
                    "CIFAR-10, then 5 tasks of 10 CIFAR-100 classes (LPS Table I); --data-dir or the hub",
-                   presets={"paper-lps": {**_PAPER_TRAIN, "model": "cifarnet",  # §V-A: Keras' CIFAR-10 network
+                   presets={"paper-lps": {**PAPER_TRAIN, "model": "cifarnet",  # §V-A: Keras' CIFAR-10 network
                                           "model.multi_head": True}},
                    tags=frozenset({"image"})),
     ]

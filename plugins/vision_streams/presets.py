@@ -1,0 +1,19 @@
+"""The MNIST and CIFAR streams' presets: paper-lps and bench (data:
+:func:`clbench._core.provenance.settings_only`)."""
+
+from __future__ import annotations
+
+# LPS §V-A: "For all experiments, we use a batch size of 128 and Adam as an optimizer with default values
+# and initialize the learning rate to 0.001." Epochs per phase live in the methods' paper-lps presets.
+PAPER_TRAIN = {"train.batch_size": 128, "train.optimizer": "adam", "train.lr": 1e-3, "orders": ["1"]}
+# The bench profile: full MNIST test sets, a small MLP and one epoch a task so that every method that applies runs
+# 10 cells a row (seeds 0-4 x orders 1, 2; order 3 is tuning's) and its tuning fits a working session on 2 CPU
+# cores. A cell's cost is its arithmetic (the 784-wide first layer), so the model and the permutations are what
+# shrink: MLP 2x50 and 3 permutations cost ~0.35x the 2x100, 5-permutation cells (docs/bench.md).
+BENCH = {"model": "mlp", "model.hidden": [50, 50], "train.batch_size": 128, "train.optimizer": "adam",
+          "train.lr": 1e-3, "train.epochs": 1, "orders": ["1", "2"]}
+BENCH_PERMUTED = {**BENCH, "stream.tasks": 3}
+# The bench profile's equal-steps track: every method, every task, the optimizer steps of one epoch of the stream's
+# mean task at batch 128 (SeqFT's own budget): 54,000 / 128 -> 422 a permutation; the split pairs' 10,137-11,399
+# training images -> 80-90 steps, 85 on average. (steps, streams) a `clbench run` (benchmarks/bench_quick.py).
+BENCH_EQUAL_STEPS = ((422, ("permuted-mnist", "permuted-mnist-dil")), (85, ("split-mnist", "split-mnist-cil")))
