@@ -273,3 +273,33 @@ def test_leaderboard_exports_the_summary_as_numbers_and_show_opens_a_multi_seed_
     assert out.count("seqft · split-digits · order 1 · seed") == 2
     df = leaderboard.load(tmp_path / "runs")  # the Python API the README names
     assert set(df["method"]) == {"seqft", "ewc"} and set(df["seed"]) == {0, 1}
+
+
+def test_stale_lists_results_of_other_code_data_or_settings_and_exits_1(grid, tmp_path, monkeypatch, capsys):
+    """`clbench stale` passes a tree made by the code installed, then names each cell whose recorded code digest,
+    data file or settings no longer match, and exits 1."""
+    grid_copy(grid, tmp_path, monkeypatch)
+    code, out, err = clbench(capsys, "stale", "runs")
+    assert (code, out) == (0, ""), err
+    assert "runs: 0 of 8 results made by other code or data" in err
+
+    def tamper(cell: str, edit) -> None:
+        path = tmp_path / "runs" / "split-digits" / cell / "result.json"
+        data = json.loads(path.read_text())
+        edit(data)
+        path.write_text(json.dumps(data))
+
+    tamper("ewc/order-1/seed-0", lambda d: d["provenance"]["code"].update({"method:ewc": "0" * 64}))
+    tamper("ewc/order-2/seed-1", lambda d: d["provenance"]["data"].update(
+        {next(iter(d["provenance"]["data"])): "f" * 64}))
+    tamper("seqft/order-1/seed-1", lambda d: d.update(config_hash="a" * 64))
+    code, out, err = clbench(capsys, "stale", "runs", "--limit", "2")
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0] == "stale: runs/split-digits/ewc/order-1/seed-0: method ewc: its plugin's code changed"
+    assert lines[1].startswith("stale: runs/split-digits/ewc/order-2/seed-1: data file pkg:")
+    assert lines[1].endswith(" changed")
+    assert lines[2] == "stale: ... and 1 more under runs"
+    assert "runs: 3 of 8 results made by other code or data" in err
+    code, out, err = clbench(capsys, "stale", "runs")
+    assert "stale: runs/split-digits/seqft/order-1/seed-1: its recorded settings now hash to" in out
