@@ -115,6 +115,31 @@ def test_the_choice_is_the_best_complete_point_and_repeats(regs, tuned, tmp_path
     assert [p.best().point for p in again] == [p.best().point for p in pairs]  # type: ignore[union-attr]
 
 
+def test_a_choice_no_better_than_seqft_or_with_an_inert_strength_is_flagged():
+    """SI's committed quick choice on split-digits-cil: validation AA 18.13 against SeqFT's 17.87 (Δ 2.4), and its
+    strength at 0.5× and 2× moving nothing. Built by hand: the flag reads only the trials already there."""
+    done = ["complete", "complete"]
+    s_space = T.Space(("train.lr",), ((0.005, 0.2),))
+    seqft = T.Pair("s", "seqft", None, s_space, "2", [1000, 1001], [0, 1], ["1"], rounds=[list(s_space.ranges)])  # type: ignore[arg-type]
+    seqft.trials = [T.Trial({"train.lr": 0.0272}, [17.5, 18.24], done), T.Trial({"train.lr": 0.1}, [9.0, 11.0], done)]
+    si_space = T.Space(("train.lr", "si.c"), ((0.005, 0.2), (0.1, 1000.0)))
+    si = T.Pair("s", "si", None, si_space, "2", [1000, 1001], [0, 1], ["1"], rounds=[list(si_space.ranges)])  # type: ignore[arg-type]
+    chosen = {"train.lr": 0.02, "si.c": 1.0}
+    si.trials = [T.Trial(chosen, [17.0, 19.26], done), T.Trial({"train.lr": 0.1, "si.c": 50.0}, [5.0, 6.0], done)]
+    si.stability = {name: T.Trial(point, [17.0, 19.26], done) for name, point in si.variants(si.trials[0]).items()}
+    si.stability["lr×2"] = T.Trial(si.variants(si.trials[0])["lr×2"], [12.0, 13.0], done)
+    floors = T.lower_bounds([seqft, si])
+    assert floors == {"s": pytest.approx((17.5 + 18.24) / 2)}  # SeqFT's best, not its other trial
+    flagged = T.choice(si, 2.4, floors["s"])
+    gap = (17.0 + 19.26) / 2 - (17.5 + 18.24) / 2  # +0.26
+    assert flagged.at_lower_bound == [f"within Δ of seqft ({gap:+.2f})", "strength ×0.5 and ×2 move no AA"]
+    assert T.choice(si, 0.2, floors["s"]).at_lower_bound == ["strength ×0.5 and ×2 move no AA"]  # 0.26 > Δ = 0.2
+    si.stability["strength×2"] = T.Trial(si.variants(si.trials[0])["strength×2"], [20.0, 21.0], done)
+    assert T.choice(si, 0.2, floors["s"]).at_lower_bound == []  # the strength acts and beats SeqFT by more than Δ
+    assert T.choice(si, 2.4, None).at_lower_bound == []  # no SeqFT tuned on the stream: nothing to compare with
+    assert T.choice(seqft, 2.4, floors["s"]).at_lower_bound == []  # the lower bound is not flagged against itself
+
+
 def test_a_preset_that_is_not_the_choice_is_named(tuned):
     _, pairs, _ = tuned
     choices = [T.choice(p, 1.0) for p in pairs]

@@ -268,6 +268,9 @@ def read(pair: Pair, results: Sequence[CellResult], trials: int, extensions: int
     return [t.point for t in pair.stability.values() if len(t.statuses) < len(pair.seeds)]
 
 
+LOWER_BOUND = "seqft"  # sequential fine-tuning: what every continual-learning method must beat to be doing anything
+
+
 @dataclass(frozen=True)
 class Choice:
     """What the protocol chose for one pair, for tables and the preset check."""
@@ -277,19 +280,46 @@ class Choice:
     edges: dict[str, int]
     moves: dict[str, float | None]  # stability variant -> mean AA minus the choice's (None: a seed did not complete)
     margin: float
+    floor: float | None = None  # the lower bound's (SeqFT's) chosen validation AA on the stream; None: not tuned there
 
     @property
     def flagged(self) -> list[str]:
         """The 2× variants whose mean AA moved beyond the margin, or did not complete."""
         return [k for k, v in self.moves.items() if k.endswith("×2") and (v is None or abs(v) > self.margin)]
 
+    @property
+    def at_lower_bound(self) -> list[str]:
+        """Why the choice is indistinguishable from its lower bound (empty: it is not): its validation AA no more
+        than the margin Δ above SeqFT's choice on the same stream, tuning seeds and order (a method that does no
+        better than no method), or its strengths at 0.5× and 2× moving the AA not at all (the strength is a
+        no-op where it was chosen). Read from the tuning results already there: no extra cell."""
+        if self.chosen is None or self.pair.label == LOWER_BOUND:
+            return []
+        out = []
+        if self.floor is not None and self.chosen.mean - self.floor <= self.margin:
+            out.append(f"within Δ of {LOWER_BOUND} ({self.chosen.mean - self.floor:+.2f})")
+        inert = [self.moves.get(k) for k in ("strength×0.5", "strength×2")]
+        if self.pair.space.strength_keys and all(m is not None and abs(m) < 1e-9 for m in inert):
+            out.append("strength ×0.5 and ×2 move no AA")
+        return out
 
-def choice(pair: Pair, margin: float) -> Choice:
+
+def lower_bounds(pairs: Sequence[Pair]) -> dict[str, float]:
+    """Stream -> the lower bound's (SeqFT's) chosen mean validation AA, where it was tuned and something completed."""
+    out = {}
+    for p in pairs:
+        best = p.best() if p.label == LOWER_BOUND else None
+        if best is not None:
+            out[p.stream] = best.mean
+    return out
+
+
+def choice(pair: Pair, margin: float, floor: float | None = None) -> Choice:
     best = pair.best()
     moves: dict[str, float | None] = {}
     for name, t in pair.stability.items():
         moves[name] = t.mean - best.mean if best is not None and t.complete(len(pair.seeds)) else None
-    return Choice(pair, best, pair.edges(best) if best is not None else {}, moves, margin)
+    return Choice(pair, best, pair.edges(best) if best is not None else {}, moves, margin, floor)
 
 
 def preset_mismatches(choices: Sequence[Choice]) -> list[str]:

@@ -55,7 +55,7 @@ def command(
     strengths. Rerunning resumes; the table it prints is docs/tuning.md's. See docs/tuning.md.
     """
     from clbench._tools.tables import DEFAULT_MARGIN, read_margins
-    from clbench._tools.tune import choice, preset_mismatches, preset_table, tune
+    from clbench._tools.tune import choice, lower_bounds, preset_mismatches, preset_table, tune
     from clbench.config import parse_sets
 
     root = out or Path("results") / "tuning" / profile
@@ -76,13 +76,16 @@ def command(
         dry_run=check,
     )
     margin = read_margins(margins) if margins else {}
-    choices = [choice(p, margin.get(p.stream, DEFAULT_MARGIN)) for p in pairs]
+    floors = lower_bounds(pairs)  # SeqFT's choice per stream: a method no better than it is flagged
+    choices = [choice(p, margin.get(p.stream, DEFAULT_MARGIN), floors.get(p.stream)) for p in pairs]
     for c in choices:
         if c.chosen is None:
             continue
         point = ", ".join(f"{k}={v:g}" for k, v in c.chosen.point.items())
         edge = f"; on the edge: {', '.join(c.edges)}" if c.edges else ""
         flag = f"; 2× moves beyond Δ: {', '.join(c.flagged)}" if c.flagged else ""
+        if c.at_lower_bound:
+            flag += f"; indistinguishable from its lower bound: {', '.join(c.at_lower_bound)}"
         click.echo(
             f"{c.pair.key}: {point} (validation AA {c.chosen.mean:.2f} ± {c.chosen.sd:.2f}, "
             f"{len(c.pair.trials)} configurations){edge}{flag}"
