@@ -8,7 +8,7 @@ worker and collation overhead that dominates small CL streams (see benchmarks/be
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -120,6 +120,18 @@ SCENARIOS = {
     "domain-incremental": "no task identity at test time; every task shares one label set and one head",
     "class-incremental": "no task identity at test time; the label set grows with every task",
 }
+
+# Why a method that declares its scenarios (MethodSpec.scenarios) is built for each: what it relies on at test time.
+SCENARIO_NEEDS = {
+    "task-incremental": "built on the task identity at test time",
+    "domain-incremental": "built for one label set that every task shares, without the task identity",
+    "class-incremental": "built to predict among every label seen so far, without the task identity",
+}
+
+
+def scenario_needs(scenarios: Iterable[str]) -> str:
+    """Why a method runs only in ``scenarios`` (its MethodSpec.scenarios), for refusals and leaderboards."""
+    return "; ".join(SCENARIO_NEEDS.get(s, f"built for {s}") for s in sorted(scenarios))
 
 
 @dataclass

@@ -53,6 +53,7 @@ class MetricInput:
     delta_w: Literal["applied", "factors"] = MetricsConfig.delta_w
     device: str = MetricsConfig.device  # where AWOM's dense float64 linear algebra runs
     initial: list[float] | None = None  # the untrained model's score on every task (FWT's b_j); None: not recorded
+    scenario: str | None = None  # the stream's test-time scenario (clbench.data.SCENARIOS); None: not recorded
 
     @classmethod
     def with_settings(cls, settings: MetricsConfig, **fields: Any) -> MetricInput:
@@ -112,10 +113,16 @@ def average_incremental_accuracy(a: Sequence[Sequence[float]]) -> float:
     return sum(sum(a[i][: i + 1]) / (i + 1) for i in range(T)) / T
 
 
-def forward_transfer(a: Sequence[Sequence[float]], initial: Sequence[float | None] | None) -> float | None:
+def forward_transfer(
+    a: Sequence[Sequence[float]], initial: Sequence[float | None] | None, scenario: str | None = None
+) -> float | None:
     """FWT = (1/(T−1)) Σ_{j>1} (a[j−1][j] − b_j), b_j the untrained model's score on task j (Lopez-Paz & Ranzato
-    2017); None without b (a result recorded before it was) or with one task."""
+    2017); None without b (a result recorded before it was), with one task, or on a class-incremental stream: there
+    a model that has not seen task j's labels cannot predict them (its logits are clbench.model.MASKED), so a[j−1][j] is 0 by
+    construction and the number would be −mean(b_j) for every method, a property of the untrained model only."""
     T = len(a)
+    if scenario == "class-incremental":
+        return None
     if T < 2 or initial is None or len(initial) != T or any(initial[j] is None for j in range(1, T)):
         return None
     return sum(a[j - 1][j] - float(cast(float, initial[j])) for j in range(1, T)) / (T - 1)

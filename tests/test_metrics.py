@@ -39,6 +39,32 @@ def test_learning_incremental_and_forward_metrics_by_hand():
     assert m.forward_transfer([[50.0]], [10.0]) is None
 
 
+def test_fwt_is_na_on_a_class_incremental_stream(tmp_path):
+    """A class-incremental learner cannot predict the labels of a task it has not trained (their logits are masked),
+    so a[j−1][j] = 0 and FWT would be −mean(b_j) whatever the method: n/a there, as a number elsewhere."""
+    from clbench import testing
+    from clbench.metrics import MetricInput
+
+    regs = testing.registry()
+    cil = [[90.0, 0.0, 0.0], [70.0, 80.0, 0.0], [60.0, 75.0, 85.0]]  # the upper triangle is 0 by construction
+    b = [11.0, 12.0, 13.0]
+    assert m.forward_transfer(cil, b) == pytest.approx(-(12 + 13) / 2)  # the number the tables printed
+    assert m.forward_transfer(cil, b, "class-incremental") is None
+    assert m.forward_transfer(A, b, "task-incremental") == pytest.approx(2.5)
+    assert m.forward_transfer(A, b, "domain-incremental") == pytest.approx(2.5)
+    metrics, _ = compute_metrics(regs.metrics.values(), MetricInput(cil, initial=b, scenario="class-incremental"))
+    assert metrics["FWT"] is None and metrics["AA"] == pytest.approx((60 + 75 + 85) / 3)
+    metrics, _ = compute_metrics(regs.metrics.values(), MetricInput(A, initial=b, scenario="task-incremental"))
+    assert metrics["FWT"] == pytest.approx(2.5)
+    # end to end: a class-incremental cell records its scenario and FWT n/a; the task-incremental one a number
+    [r] = testing.run(regs, tmp_path / "cil", "seqft", stream="tiny-cil")
+    assert r.scenario == "class-incremental" and r.initial_row is not None
+    assert r.metrics["FWT"] is None and r.accuracy_matrix[0][1] == 0.0
+    [r] = testing.run(regs, tmp_path / "til", "seqft", stream="tiny-vector")
+    assert r.metrics["FWT"] == pytest.approx(
+        m.forward_transfer(r.accuracy_matrix, r.initial_row))  # type: ignore[arg-type]
+
+
 def test_normalised_overlaps_are_in_unit_range_and_free_of_scale():
     g = torch.Generator().manual_seed(5)
     fps = [{"q": LowRank(torch.randn(2, 8, generator=g), torch.randn(6, 2, generator=g), 2.0)} for _ in range(3)]

@@ -131,13 +131,18 @@ def test_two_scenarios_of_one_stream_are_never_ranked_together():
 
 def test_tags_and_methods_that_cannot_run_are_shown():
     specs = {"joint": MethodSpec("joint", Method, tags=frozenset({"upper-bound"})),  # the tag before "reference"
-             "packnet": MethodSpec("packnet", Method, scenarios=frozenset({"task-incremental"}))}
+             "packnet": MethodSpec("packnet", Method, scenarios=frozenset({"task-incremental"})),
+             "icarl": MethodSpec("icarl", Method, scenarios=frozenset({"class-incremental"}))}
     results = [_cell("joint", s, 95.0) for s in range(2)] + \
-              [_cell("packnet", s, 90.0, scenario="task-incremental", stream="t") for s in range(2)]
+              [_cell("packnet", s, 90.0, scenario="task-incremental", stream="t") for s in range(2)] + \
+              [_cell("icarl", s, 80.0, scenario="class-incremental", stream="c") for s in range(2)]
     text = render(results, [AA, FRA], "T", methods=specs)
     assert "joint (oracle, defaults)" in text and "Oracle rows" in text  # no preset for profile p either
-    section = text.split("## s — domain-incremental")[-1]
-    assert "Cannot run in this scenario (they use the task identity at test time): packnet." in section
+    section = text.split("## s — domain-incremental")[-1].split("## ")[0]
+    assert "Cannot run in this scenario (built on the task identity at test time): packnet." in section
+    # iCaRL is left out for the opposite reason: it never takes the task identity
+    assert ("Cannot run in this scenario (built to predict among every label seen so far, without the task "
+            "identity): icarl.") in section
 
 
 # --------------------------------------------------------------------------- scenarios at planning
@@ -163,6 +168,20 @@ def test_a_method_that_needs_the_task_identity_is_refused_or_reported_not_moved(
     assert skipped == {"lps", "packnet", "pertask-expander", "pertask-random", "pertaskft", "sm"}
     til = make_plan(regs, RunRequest(methods="all", streams=["permuted-digits-til"], out=tmp_path))
     assert {"packnet", "lps", "pertask-expander", "pertask-random", "ewc", "seqft"} <= {c.method for c in til.cells}
+
+
+def test_icarl_is_refused_on_a_task_incremental_stream_for_the_reason_it_has(tmp_path):
+    """iCaRL classifies by the nearest mean of exemplars among every class seen so far, never told the task: it is
+    refused where the task identity is given because it declares class-incremental, not because it needs one."""
+    regs = testing.registry()
+    with pytest.raises(ConfigError) as refused:
+        make_plan(regs, RunRequest(methods="icarl", streams=["split-digits"], out=tmp_path))
+    message = str(refused.value)
+    assert ("'icarl' cannot run on stream 'split-digits': runs only class-incremental (built to predict among every "
+            "label seen so far, without the task identity); 'split-digits' is task-incremental") in message
+    assert "uses the task identity" not in message
+    with pytest.raises(ConfigError, match=r"runs only task-incremental \(built on the task identity at test time\)"):
+        make_plan(regs, RunRequest(methods="packnet", streams=["permuted-digits"], out=tmp_path))
 
 
 def test_a_head_setting_that_changes_the_scenario_is_refused(tmp_path):

@@ -11,7 +11,7 @@ from typing import Any
 from clbench import config as cfg
 from clbench._core.registry import Registries
 from clbench.cell import Cell, CellResult
-from clbench.data import Stream
+from clbench.data import Stream, scenario_needs
 from clbench.errors import ConfigError
 from clbench.specs import MethodSpec, ModelSpec, StreamSpec
 
@@ -63,7 +63,7 @@ def _fits(method: MethodSpec, model: ModelSpec, stream: Stream) -> str | None:
         return f"model {model.name!r} does not take {stream.modality!r} inputs"
     if method.scenarios and stream.scenario not in method.scenarios:
         return (
-            f"runs only {' or '.join(sorted(method.scenarios))} (it uses the task identity at test time); "
+            f"runs only {' or '.join(sorted(method.scenarios))} ({scenario_needs(method.scenarios)}); "
             f"{stream.name!r} is {stream.scenario}"
         )
     return None

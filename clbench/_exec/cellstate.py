@@ -221,6 +221,7 @@ class CellState:
                 cell.metrics,
                 matrix=[list(map(float, r)) for r in self.rows],
                 initial=self.initial,
+                scenario=self.scenario,
                 footprints=self.footprints,
                 report=self.report,
                 tasks=self.tasks,

@@ -69,6 +69,7 @@ from clbench._tools.tables import (
     read_margins,
 )
 from clbench.cell import CellResult
+from clbench.data import scenario_needs
 from clbench.specs import MethodSpec, MetricSpec
 
 SCENARIO_WORDS = {
@@ -294,11 +295,13 @@ def render(
             f"## {section_title(stream, scenario)}\n\nseeds: {', '.join(str(s) for s in seeds)}; "
             f"cells: {sdf.drop_duplicates(['method', 'order', 'seed']).shape[0]}\n"
         )
-        excluded = cannot_run(df, scenario, methods)
-        if excluded:
-            parts.append(
-                f"Cannot run in this scenario (they use the task identity at test time): {', '.join(excluded)}.\n"
-            )
+        by_why: dict[str, list[str]] = {}  # the methods that cannot run here, by what they are built for
+        for label in cannot_run(df, scenario, methods):
+            specs = [methods[p] for p in _parts(label) if methods and p in methods]
+            why = "; ".join(dict.fromkeys(scenario_needs(p.scenarios) for p in specs if p.scenarios))
+            by_why.setdefault(why, []).append(label)
+        for why, names in by_why.items():
+            parts.append(f"Cannot run in this scenario ({why}): {', '.join(names)}.\n")
         parts.append(_forms_line([r for r in results if r.stream == stream and (r.scenario or "") == scenario]))
         parts.append((LEGEND if complete_seeds(sdf) else LEGEND_NO_CELL) + "\n")
         # a metric with neither a value nor an error for any method of the stream: no table; one that applies to

@@ -89,6 +89,7 @@ def _metric_input(result: CellResult) -> MetricInput:
         report=report,
         tasks=list(result.tasks),
         initial=result.initial_row,
+        scenario=result.scenario,
     )
 
 

@@ -36,7 +36,7 @@ def _aia(inp: MetricInput) -> float | None:
 
 
 def _fwt(inp: MetricInput) -> float | None:
-    return m.forward_transfer(inp.matrix, inp.initial)
+    return m.forward_transfer(inp.matrix, inp.initial, inp.scenario)  # n/a (None) on a class-incremental stream
 
 
 def _acr(inp: MetricInput) -> float | None:
@@ -112,7 +112,8 @@ def clbench_add_metrics() -> list[MetricSpec]:
         MetricSpec("LA", _la, "up", "matrix", "learning accuracy: each task's score just after training it"),
         MetricSpec("AIA", _aia, "up", "matrix", "average incremental accuracy: mean over the run of the seen tasks' mean"),
         MetricSpec("FWT", _fwt, "up", "matrix",
-                   "forward transfer: a[j−1][j] minus the untrained model's score on task j, mean over j > 1"),
+                   "forward transfer: a[j−1][j] minus the untrained model's score on task j, mean over j > 1 "
+                   "(n/a class-incremental: an unseen task's labels cannot be predicted)"),
         MetricSpec("unseen", _unseen, "up", "matrix", "score on the last task before training it, a[T-1][T]",
                    leaderboard=False),
         MetricSpec("ACR", _acr, "down", "footprint", "average collision rate of task updates (N-LoRA eq. 10)"),
