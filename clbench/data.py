@@ -8,6 +8,7 @@ worker and collation overhead that dominates small CL streams (see benchmarks/be
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -361,6 +362,32 @@ def batches(split: Split, batch_size: int, task: str, generator: torch.Generator
     else:
         for index in torch.randperm(n, generator=generator).split(batch_size):
             yield Batch(split.take(index), y[index], task)
+
+
+def mixed_batches(splits: Sequence[Split], batch_size: int, task: str, generator: torch.Generator) -> Iterator[Batch]:
+    """Mini-batches of the union of ``splits`` (several tasks' training splits), shuffled together, so that one batch
+    holds examples of several tasks; each batch is named ``task``. For a model whose one head every task shares (a
+    class- or domain-incremental stream, whose labels index one label set): a per-task head would need one task a
+    batch. Deterministic per generator; the splits' order and sizes fix which example each index is."""
+    sizes = [len(s) for s in splits]
+    n = sum(sizes)
+    if n == 0:
+        return
+    order = torch.randperm(n, generator=generator)  # on the CPU: the same order wherever the splits are
+    if all(isinstance(s.x, Tensor) for s in splits):
+        xs = [cast(Tensor, s.x) for s in splits if len(s)]
+        x = torch.cat(xs) if len(xs) > 1 else xs[0]  # one copy of the union an epoch; batches index it
+        y = torch.cat([s.y for s in splits if len(s)])
+        if x.device.type != "cpu":
+            order = order.to(x.device)
+        for index in order.split(batch_size):
+            yield Batch(x[index], y[index], task)
+        return
+    starts = torch.tensor([0, *itertools.accumulate(sizes)][:-1])  # list inputs (texts): gathered per batch
+    for index in order.split(batch_size):
+        which = torch.searchsorted(starts, index, right=True) - 1
+        picks = list(zip(which.tolist(), (index - starts[which]).tolist(), strict=True))
+        yield Batch([splits[i].x[j] for i, j in picks], torch.stack([splits[i].y[j] for i, j in picks]), task)
 
 
 def stratified_split(y: Tensor, fraction: float, generator: torch.Generator) -> tuple[Tensor, Tensor]:

@@ -214,6 +214,11 @@ class Method:
     # ``p.grad`` in ``after_backward`` (EWC's quadratic penalty, whose autograd graph would hold two more copies of
     # every penalised weight). Any other term must carry its gradient; the plugin kit's checks hold methods to it.
     value_only_terms: frozenset[str] = frozenset()
+    # Where ``train_tasks`` names several tasks: True draws each batch from their union, shuffled together, when the
+    # model's one head is shared by every task (class- and domain-incremental; clbench.data.mixed_batches), as a
+    # multi-task learner trains; with a head per task (task-incremental), or False, each batch holds one task and the
+    # tasks' batches are interleaved at random (each batch goes to one head).
+    mix_tasks: bool = False
 
     def __init__(self, config: Any, ctx: CellContext) -> None:
         self.config = config

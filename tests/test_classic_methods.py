@@ -334,3 +334,65 @@ def test_der_logits_at_task_end_are_the_trained_models():
     der.after_task("t0", 0)
     order = [int((x == row).all(dim=1).nonzero()) for row in der.buffer.x]
     assert torch.allclose(der.buffer.logits, model(x, "t0").detach()[order])
+
+
+# --------------------------------------------------------------------------- joint training's batches
+def test_mixed_batches_hold_every_example_once_and_mix_tasks():
+    from clbench.data import Split, mixed_batches
+
+    a = Split(torch.arange(0, 20).float().unsqueeze(1), torch.zeros(20, dtype=torch.long))
+    b = Split(torch.arange(100, 130).float().unsqueeze(1), torch.ones(30, dtype=torch.long))
+    empty = Split(torch.zeros(0, 1), torch.zeros(0, dtype=torch.long))
+    got = list(mixed_batches([a, empty, b], 8, "t1", torch.Generator().manual_seed(0)))
+    assert [len(x) for x in got] == [8] * 6 + [2] and {x.task for x in got} == {"t1"}
+    xs = torch.cat([x.x for x in got]).flatten()
+    assert sorted(xs.tolist()) == [*range(0, 20), *range(100, 130)]  # the union, each example once
+    for x in got:  # each label is its own example's: 0 below 100, 1 from 100
+        assert torch.equal(x.y, (x.x.flatten() >= 100).long())
+    assert sum(len(set(x.y.tolist())) == 2 for x in got) >= 4  # batches mix the two tasks
+    again = list(mixed_batches([a, empty, b], 8, "t1", torch.Generator().manual_seed(0)))
+    assert all(torch.equal(p.x, q.x) for p, q in zip(got, again, strict=True))  # deterministic per generator
+    # list inputs (texts) take the same order, example by example
+    texts = [Split([f"a{i}" for i in range(20)], a.y), empty, Split([f"b{i}" for i in range(30)], b.y)]
+    listed = list(mixed_batches(texts, 8, "t1", torch.Generator().manual_seed(0)))
+    as_names = [f"a{int(v)}" if v < 100 else f"b{int(v) - 100}" for v in xs.tolist()]
+    assert [s for x in listed for s in x.x] == as_names
+    assert torch.equal(torch.cat([x.y for x in listed]), torch.cat([x.y for x in got]))
+
+
+def _joint_batches(monkeypatch, tmp_path, stream: str, mix: bool = True):
+    """The (task, labels) of every training batch of a Joint cell on ``stream``, and its result."""
+    from clbench_plugins.joint.method import Joint
+
+    from clbench.model import CLModel
+
+    seen: list[tuple[str, set[int]]] = []
+    original = CLModel.training_loss
+
+    def spy(self, x, task, y, need_logits=True):
+        seen.append((task, set(y.tolist())))
+        return original(self, x, task, y, need_logits)
+
+    monkeypatch.setattr(CLModel, "training_loss", spy)
+    monkeypatch.setattr(Joint, "mix_tasks", mix)
+    [r] = testing.run(testing.registry(), tmp_path, "joint", stream=stream)
+    assert r.status == "complete"
+    return seen, r
+
+
+def test_joint_mixes_tasks_in_a_batch_on_a_class_incremental_stream(monkeypatch, tmp_path):
+    # tiny-cil: task t0 holds labels a, b (0, 1) and t1 c, d (2, 3) of one shared head
+    seen, _ = _joint_batches(monkeypatch, tmp_path / "mixed", "tiny-cil")
+    both = [labels for _, labels in seen if labels & {0, 1} and labels & {2, 3}]
+    assert both, "no batch held labels of both tasks"
+    seen, _ = _joint_batches(monkeypatch, tmp_path / "per-task", "tiny-cil", mix=False)
+    assert not [labels for _, labels in seen if labels & {0, 1} and labels & {2, 3}]  # the old behaviour
+
+
+def test_joint_keeps_one_task_a_batch_with_a_head_per_task(monkeypatch, tmp_path):
+    # tiny-vector is task-incremental: a head per task, each batch to one head; its second task trains both tasks'
+    # batches, interleaved, each named by its own task (as before: the same accuracy matrix with mixing off)
+    seen, r = _joint_batches(monkeypatch, tmp_path / "til", "tiny-vector")
+    assert {task for task, _ in seen} == {"t0", "t1"}
+    _, off = _joint_batches(monkeypatch, tmp_path / "til-off", "tiny-vector", mix=False)
+    assert r.accuracy_matrix == off.accuracy_matrix

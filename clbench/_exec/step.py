@@ -23,7 +23,7 @@ from clbench._core.boundary import CheckedMethod
 from clbench._core.optim import Masters, make_optimizer, torch_optimizer_of
 from clbench._exec.capture import CapturedStep, CudaGraph, Graph
 from clbench._exec.stats import PhaseStats, TaskStats
-from clbench.data import Batch, batches
+from clbench.data import Batch, batches, mixed_batches
 from clbench.distributed import Dist
 from clbench.errors import ClbenchError, ConfigError, Diverged
 from clbench.method import MASTERS, CellContext, Method, Phase, StashKey
@@ -35,15 +35,21 @@ LOSS_FLOOR = 1.0
 SYNC_EVERY = 32  # train.sync_every's default on an accelerator: steps between reads of the step losses
 
 
-def _epoch_batches(ctx: CellContext, tasks: list[str], batch_size: int, *salt: int) -> Iterator[Batch]:
+def _epoch_batches(
+    ctx: CellContext, tasks: list[str], batch_size: int, *salt: int, mix: bool = False
+) -> Iterator[Batch]:
     """One epoch's batches of ``tasks``, on the cell's device where the stream keeps the split there
-    (``train.device_data``); the same batches, in the same order, as from the CPU."""
+    (``train.device_data``); the same batches, in the same order, as from the CPU. ``mix`` (Method.mix_tasks, with
+    one head shared by every task): several tasks' batches drawn from their union, each mixing tasks."""
     fraction = ctx.train.device_data
     if len(tasks) == 1:  # the split's own generator: no second generator frame a step
         return batches(
             ctx.stream.on_device(tasks[0], "train", ctx.device, fraction), batch_size, tasks[0], ctx.generator(*salt)
         )
-    # Joint training: every batch holds one task; batches of all tasks interleaved at random.
+    if mix:  # named the newest task: a shared head does not read a batch's task
+        splits = [ctx.stream.on_device(t, "train", ctx.device, fraction) for t in tasks]
+        return mixed_batches(splits, batch_size, tasks[-1], ctx.generator(*salt, -2))
+    # Joint training with a head per task: every batch holds one task; batches of all tasks interleaved at random.
     pool = [
         b
         for i, t in enumerate(tasks)
@@ -324,6 +330,15 @@ class _PhaseRun:
     first: float | None = None  # the blow-up reference: the loss the phase starts from (its first step's)
     captured: _Captured | None = None  # train.capture's recorded step (built by train_task)
 
+    @property
+    def mix(self) -> bool:
+        """Whether a batch of several tasks mixes them: the method asks (Method.mix_tasks), the model's one head is
+        shared by every task (a head per task takes one task a batch) and the inputs are not texts (a text model
+        reads a batch's task for its instruction)."""
+        info = getattr(self.model, "info", None)
+        shared = info is not None and not info.multi_head and info.modality != "text"
+        return self.method.method.mix_tasks and shared
+
     def epochs(self) -> list[float | None]:
         """Every epoch of the phase: each one's mean loss; raises Diverged on a blow-up (train.diverge_factor)."""
         phase, blowup, task = self.phase, self.ctx.train.diverge_factor, self.ctx.order[self.index]
@@ -380,7 +395,7 @@ class _PhaseRun:
         # is cheap; on an accelerator each read waits for the device to finish the step
         sync, pending = ctx.train.sync_every or (1 if ctx.device.type == "cpu" else SYNC_EVERY), []
         epoch_batches: Iterable[Batch] = _epoch_batches(
-            ctx, self.train_tasks, ctx.train.batch_size, self.index, self.p_i, epoch
+            ctx, self.train_tasks, ctx.train.batch_size, self.index, self.p_i, epoch, mix=self.mix
         )
         if self.limit is not None:  # the phase's share of train.steps_per_task: cut here, not counted in the loop
             epoch_batches = itertools.islice(epoch_batches, self.limit - self.steps)
