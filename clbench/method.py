@@ -5,7 +5,8 @@ The runner owns the loop; a method only answers questions at fixed points:
 =====================  ==============================================================
 ``setup``              once per cell, after the model is built (inject adapters, masks)
 ``train_tasks``        which tasks' data to train on for this step (joint training: all seen)
-``phases``             the training phases of a task (default: one, from the cell's TrainConfig)
+``phases``             the training phases of a task (default: one, from the cell's TrainConfig); a phase may
+                       bring its own batches and loss (GDumb's memory, DGR's generator): see :class:`Phase`
 ``before_task``        before the first phase of a task
 ``before_phase``       before each phase (a fresh optimizer is built after it)
 ``parameters``         what the optimizer of a phase updates
@@ -28,7 +29,7 @@ adapters two composed methods act on) lives in ``ctx.stash``.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -155,6 +156,14 @@ class Phase:
     from 1; torch's MultiStepLR, stepped once per epoch). ``optimizer_group``: consecutive phases of a task
     with the same non-empty group share one optimizer, built for the first of them, its state (momentum,
     Adam's moments and step count) carried on; they must train the same parameters.
+
+    A method fits on data of its own through the harness's step by declaring a phase for it, so the step budget
+    (``train.steps_per_task``, shared among a task's phases by their epochs), fp32 masters, clipping, the divergence
+    check, data parallelism and the steps counted in the result's timings apply to it as to any phase:
+    ``batches(epoch)``: the phase's own batches for that epoch (GDumb's memory), deterministic per epoch (every
+    rank and a resumed cell draw the same); None: the task's training data (:meth:`Method.train_tasks`).
+    ``task_loss=False``: the model is not run on the batch and the loss is the method's loss terms alone
+    (``loss_terms(batch, None)``; DGR's generator, whose parameters :meth:`Method.parameters` gives for the phase).
     """
 
     name: str
@@ -166,6 +175,8 @@ class Phase:
     lr_milestones: tuple[int, ...] = ()
     lr_gamma: float = 0.1
     optimizer_group: str = ""
+    batches: Callable[[int], Iterable[Batch]] | None = field(default=None, compare=False, repr=False)
+    task_loss: bool = True
 
     def __post_init__(self) -> None:
         if list(self.lr_milestones) != sorted(set(self.lr_milestones)) or any(m < 1 for m in self.lr_milestones):
@@ -183,11 +194,10 @@ class Phase:
     def torch_optimizer(
         self, params: list[Tensor], fused: bool = False, capturable: bool = False
     ) -> torch.optim.Optimizer:
-        """The phase's torch optimizer over ``params`` (what the runner builds for it; a method that trains outside
-        the phases, as GDumb does, builds its own this way); ``fused`` (``train.fused`` on a GPU): torch's fused
-        implementation for Adam, AdamW and SGD, where every parameter is a floating-point CUDA tensor;
-        ``capturable`` (``train.capture``): Adam's, AdamW's and RMSProp's form that a CUDA graph can record (its step
-        count on the device), where every parameter is a CUDA tensor."""
+        """The phase's torch optimizer over ``params`` (what the runner builds for it); ``fused`` (``train.fused`` on
+        a GPU): torch's fused implementation for Adam, AdamW and SGD, where every parameter is a floating-point CUDA
+        tensor; ``capturable`` (``train.capture``): Adam's, AdamW's and RMSProp's form that a CUDA graph can record (its
+        step count on the device), where every parameter is a CUDA tensor."""
         cuda = bool(params) and all(p.is_cuda and p.is_floating_point() for p in params)
         kw: dict[str, Any] = {"fused": True} if fused and cuda else {}
         if capturable and cuda and self.optimizer != "sgd":  # (SGD keeps no step count: recordable as it is)

@@ -67,6 +67,12 @@ class MethodSpec:
     # Python decision on a value and keep no state outside tensors. Only such a step may be recorded as a CUDA graph
     # and replayed (``train.capture``; clbench/_exec/capture.py).
     static_step: bool = False
+    # Whether a data-parallel cell (``--nproc N``, torchrun) gives the numbers of one process accumulating the ranks'
+    # micro-batches (``train.grad_accum=N``). False for a method whose state is built per rank from what that rank
+    # saw: a buffer filled from its own micro-batches (DER, ER-ACE), a random draw per micro-batch from each rank's own
+    # generator (DGR's samples). Such a method is refused before any cell starts, naming it; tests/test_ddp.py holds
+    # every registered method that says True to the one-process numbers.
+    data_parallel: bool = True
 
     @property
     def trains_model(self) -> bool:

@@ -269,10 +269,19 @@ def test_dgr_replays_generated_samples_labelled_by_the_frozen_previous_solver():
     replay = F.cross_entropy(model(fake, "t0"), labels)
     expected = 0.5 * (replay - F.cross_entropy(logits, batch.y))
     torch.manual_seed(7)
-    before = [p.detach().clone() for p in dgr.generator.parameters()]
     term = dgr.loss_terms(batch, logits)["dgr"]
     assert float(term.detach()) == pytest.approx(float(expected.detach()), rel=1e-6)
-    assert any(not torch.equal(a, p) for a, p in zip(before, dgr.generator.parameters(), strict=True))  # the generator trained
+    # the generator phase: the VAE's loss on the batch and the previous generator's samples, weighed r and 1 − r
+    [_, generator] = dgr.phases("t1", 1)
+    dgr.before_phase(generator, "t1", 1)
+    assert not generator.task_loss and dgr.parameters(model, generator) == list(dgr.generator.parameters())
+    torch.manual_seed(7)
+    [(name, own)] = dgr.loss_terms(batch, None).items()
+    torch.manual_seed(7)  # the same draws in the same order: the samples, then each loss's latent noise
+    fake = dgr.previous.decoder(torch.randn(4, 2))
+    by_hand = 0.5 * dgr.generator.loss(batch.x) + 0.5 * dgr.generator.loss(fake)
+    assert name == "generator" and own.requires_grad
+    assert float(own.detach()) == pytest.approx(float(by_hand.detach()), rel=1e-6)
 
 
 @pytest.mark.parametrize("stored", ["all", "seen"])

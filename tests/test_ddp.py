@@ -1,5 +1,6 @@
 """Data-parallel cells (`clbench run --nproc N`): two gloo ranks on the CPU give the numbers of one process at the
-same global batch, for every method; rank 0 alone writes; a killed cell resumes; bad settings are refused.
+same global batch, for every registered method that declares it can run data-parallel (``MethodSpec.data_parallel``),
+and every other is refused before a cell starts; rank 0 alone writes; a killed cell resumes; bad settings are refused.
 
 Two ranks run micro-batches 0 and 1 of the global batch and sum their gradients: the arithmetic of one process
 with train.grad_accum=2, so the results must be *bit-identical* to that run. Against one process without
@@ -9,6 +10,7 @@ for accumulation itself).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import subprocess
@@ -25,7 +27,7 @@ from clbench._core.plan import make_plan
 from clbench._exec.executors import execute
 from clbench.cell import CHECKPOINT_FILE, FOOTPRINT_FILE, RESULT_FILE, CellResult, config_diff, identity
 from clbench.errors import ClbenchError
-from clbench.testing.running import _request
+from clbench.testing.running import _request, fitting_stream
 
 # Every method the quick profile runs on split-digits (replay runs on tiny-vector, see REPLAY), and the LoRA family
 # on the tiny text stream (O-LoRA's earlier adapters, IncLoRA's merges, MTL's joint data, per-task adapters).
@@ -56,6 +58,75 @@ def grids(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, CellR
     root = tmp_path_factory.mktemp("ddp")
     return {"two ranks": _grid(root / "n2", 2, 1), "accumulated": _grid(root / "n1k2", None, 2),
             "one": _grid(root / "n1", None, 1)}
+
+
+# Every registered method, from the registry (not a hand list): a method a plugin adds is covered when it registers.
+REGISTERED = sorted(testing.registry().methods)
+
+
+def _data_parallel(method: str) -> bool:
+    return testing.registry().methods.get(method).data_parallel
+
+
+def _tiny_grid(out: Path, methods: list[str], nproc: int | None, accum: int) -> dict[str, CellResult]:
+    """``methods`` on the tiny stream that fits each (the kit's test profile), on ``nproc`` ranks or one process
+    accumulating ``accum`` micro-batches; a dropout a method's config has is off (each rank would draw its masks
+    for other examples than one process does)."""
+    regs = testing.registry()
+    by_stream: dict[str, list[str]] = {}
+    for m in methods:
+        stream = fitting_stream(regs, m)
+        assert stream is not None, f"no tiny stream fits method {m!r}"
+        by_stream.setdefault(stream, []).append(m)
+    out_results: dict[str, CellResult] = {}
+    for stream, ms in sorted(by_stream.items()):
+        sets: dict[str, list[object]] = {"train.grad_accum": [accum]}
+        for m in ms:
+            if any(f.name == "dropout" for f in dataclasses.fields(regs.methods.get(m).config_cls)):
+                sets[f"{m}.dropout"] = [0.0]
+        for r in testing.run(regs, out / stream, ",".join(ms), stream, sets=sets, nproc=nproc):
+            out_results[r.method] = r
+    return out_results
+
+
+@pytest.fixture(scope="module")
+def tiny_grids(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, CellResult]]:
+    root = tmp_path_factory.mktemp("ddp-registry")
+    methods = [m for m in REGISTERED if _data_parallel(m)]
+    return {"two ranks": _tiny_grid(root / "n2", methods, 2, 1), "accumulated": _tiny_grid(root / "n1k2", methods,
+                                                                                             None, 2)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", [m for m in REGISTERED if _data_parallel(m)])
+def test_every_data_parallel_method_gives_the_numbers_of_one_process_accumulating(method, tiny_grids):
+    """Two gloo ranks and one process with train.grad_accum=2 do the same arithmetic: bit for bit, the report too
+    (a buffer filled on each rank from its own micro-batches would differ: DER's, ER-ACE's)."""
+    two, accumulated = tiny_grids["two ranks"][method], tiny_grids["accumulated"][method]
+    assert two.status == accumulated.status == "complete", (two.error, accumulated.error)
+    assert two.env["world_size"] == 2 and accumulated.env["world_size"] == 1
+    assert two.accuracy_matrix == accumulated.accuracy_matrix
+    assert two.metrics == accumulated.metrics
+    assert two.footprints.get("sha256") == accumulated.footprints.get("sha256")
+    assert two.report == accumulated.report
+
+
+@pytest.mark.parametrize("method", REGISTERED)
+def test_a_method_that_cannot_run_data_parallel_is_refused_before_any_cell_starts(method, tmp_path):
+    regs = testing.registry()
+    stream = fitting_stream(regs, method)
+    assert stream is not None
+    plan = make_plan(regs, _request(tmp_path, method, stream))
+    if _data_parallel(method):  # the refusal names only the methods that declare it
+        from clbench._exec.executors import check_data_parallel
+
+        check_data_parallel(plan, regs, 2, "local", {"rank_plugins": ["clbench.testing:TinyPlugin"]})
+        return
+    with pytest.raises(ClbenchError) as refused:
+        testing.run(regs, tmp_path, method, stream, nproc=2)
+    assert str(refused.value).startswith(f"--nproc 2: method {method!r} cannot run data-parallel")
+    assert "\n" not in str(refused.value)
+    assert not any(tmp_path.rglob(RESULT_FILE)) and not any(tmp_path.rglob(CHECKPOINT_FILE))
 
 
 def _footprints(result: CellResult) -> dict[str, torch.Tensor]:

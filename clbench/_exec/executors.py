@@ -64,10 +64,19 @@ def _name_of(spec: str) -> str:
 
 
 def check_data_parallel(plan: Plan, regs: Registries, nproc: int, executor: str, options: Mapping[str, Any]) -> None:
-    """Refuse, before anything runs, a data-parallel run whose global batches do not split into ``nproc`` ranks ×
-    ``train.grad_accum`` equal micro-batches, or whose plugins the rank processes could not load."""
+    """Refuse, before anything runs, a data-parallel run of a method that cannot run on ranks
+    (``MethodSpec.data_parallel``), whose global batches do not split into ``nproc`` ranks × ``train.grad_accum``
+    equal micro-batches, or whose plugins the rank processes could not load."""
     if nproc == 1:
         return
+    for cell in plan.cells:
+        for part in cell.parts:
+            if part in regs.methods and not regs.methods.get(part).data_parallel:
+                raise ClbenchError(
+                    f"--nproc {nproc}: method {part!r} cannot run data-parallel (its state is kept per rank: the "
+                    "ranks would not give one process's numbers); run it with --nproc 1 (train.grad_accum for a "
+                    "larger global batch)"
+                )
     for cell in plan.cells:
         batch, accum = cell.train.batch_size, cell.train.grad_accum
         if batch % (nproc * accum):

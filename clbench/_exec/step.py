@@ -147,17 +147,28 @@ def micro_batches(batch: Batch, parts: int) -> list[Batch]:
     return [Batch(batch.x[a:b], batch.y[a:b], batch.task) for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
-def batch_loss(model: CLModel, method: CheckedMethod, batch: Batch) -> Losses:
-    """The loss of ``batch`` (the model's task loss plus the method's loss terms), the task loss and the terms."""
-    logits, task_loss = model.training_loss(batch.x, batch.task, batch.y, method.method.needs_logits)
+def batch_loss(model: CLModel, method: CheckedMethod, batch: Batch, task_loss: bool = True) -> Losses:
+    """The loss of ``batch`` (the model's task loss plus the method's loss terms), the task loss and the terms.
+    ``task_loss=False`` (a phase that fits the method's own objective, :class:`~clbench.method.Phase`): the model is
+    not run, the loss is the terms alone and the task loss reads 0."""
+    if not task_loss:
+        terms = method.loss_terms(batch, None)
+        if not terms:
+            raise ClbenchError("a phase with task_loss=False needs loss terms: the method's loss_terms returned none")
+        values = list(terms.values())
+        loss = values[0]
+        for term in values[1:]:
+            loss = loss + term
+        return loss, loss.new_zeros(()), terms
+    logits, model_loss = model.training_loss(batch.x, batch.task, batch.y, method.method.needs_logits)
     terms = method.loss_terms(batch, logits)
-    loss = task_loss
+    loss = model_loss
     for term in terms.values():
         loss = loss + term
-    return loss, task_loss, terms
+    return loss, model_loss, terms
 
 
-def accumulate(model: CLModel, method: CheckedMethod, batch: Batch, parts: int) -> Losses:
+def accumulate(model: CLModel, method: CheckedMethod, batch: Batch, parts: int, task_loss: bool = True) -> Losses:
     """Forward and backward of ``batch`` in ``parts`` micro-batches (``train.grad_accum``); returns the batch's
     loss, task loss and loss terms (detached), as one pass over the whole batch would.
 
@@ -167,16 +178,18 @@ def accumulate(model: CLModel, method: CheckedMethod, batch: Batch, parts: int) 
     micro-batches) has shares summing to one: it counts once per optimizer step, as without accumulation.
     """
     pieces = micro_batches(batch, parts)
-    return _backward(model, method, pieces, [len(micro) / len(batch) for micro in pieces])
+    return _backward(model, method, pieces, [len(micro) / len(batch) for micro in pieces], task_loss)
 
 
-def _backward(model: CLModel, method: CheckedMethod, pieces: list[Batch], shares: list[float]) -> Losses:
+def _backward(
+    model: CLModel, method: CheckedMethod, pieces: list[Batch], shares: list[float], task_loss: bool = True
+) -> Losses:
     """Forward and backward of each micro-batch of ``pieces``, its loss scaled by its share; the shared sums."""
     losses: list[torch.Tensor] = []
     task_losses: list[torch.Tensor] = []
     terms: dict[str, list[torch.Tensor]] = {}
     for micro, share in zip(pieces, shares, strict=True):
-        part, part_loss, part_terms = batch_loss(model, method, micro)
+        part, part_loss, part_terms = batch_loss(model, method, micro, task_loss)
         (part * share).backward()
         losses.append(part.detach() * share)
         task_losses.append(part_loss.detach() * share)
@@ -190,7 +203,13 @@ def _backward(model: CLModel, method: CheckedMethod, pieces: list[Batch], shares
 
 
 def data_parallel_step(
-    model: CLModel, method: CheckedMethod, batch: Batch, accum: int, params: Sequence[torch.nn.Parameter], dist: Dist
+    model: CLModel,
+    method: CheckedMethod,
+    batch: Batch,
+    accum: int,
+    params: Sequence[torch.nn.Parameter],
+    dist: Dist,
+    task_loss: bool = True,
 ) -> Losses:
     """This rank's part of a step on the global ``batch``: micro-batches rank, rank+N, ... of ``batch`` cut into
     N × ``accum`` (each scaled by its share of the global batch, as :func:`accumulate` does), then the gradients
@@ -199,11 +218,11 @@ def data_parallel_step(
     pieces = micro_batches(batch, accum * dist.world_size)
     mine = dist.shard(pieces)
     if mine:
-        loss, task_loss, terms = _backward(model, method, mine, [len(m) / len(batch) for m in mine])
+        loss, model_loss, terms = _backward(model, method, mine, [len(m) / len(batch) for m in mine], task_loss)
     else:  # a short last batch, fewer micro-batches than ranks: piece 0 at weight 0 adds nothing, and this rank
         # reduces the same loss terms and gradients as the others (a missing one would leave them waiting)
-        loss, task_loss, terms = _backward(model, method, pieces[:1], [0.0])
-    total = dist.sum(torch.stack([loss.float(), task_loss.float(), *(t.float() for t in terms.values())]))
+        loss, model_loss, terms = _backward(model, method, pieces[:1], [0.0], task_loss)
+    total = dist.sum(torch.stack([loss.float(), model_loss.float(), *(t.float() for t in terms.values())]))
     dist.all_reduce_grads(params)  # before after_backward: a method edits (and adds to) the global gradient
     return total[0], total[1], dict(zip(terms, total[2:], strict=True))
 
@@ -234,7 +253,7 @@ def train_task(
             if ctx.dist.active:
                 raise ConfigError("train.capture records one whole step: it cannot run with --nproc > 1")
             run.captured = _Captured(
-                model, checked, opt, params, ctx.train.grad_clip, ctx.stash.get(GRAPH) or CudaGraph
+                model, checked, opt, params, ctx.train.grad_clip, ctx.stash.get(GRAPH) or CudaGraph, phase.task_loss
             )
         t0, tokens0 = time.perf_counter(), model.tokens_seen
         epoch_loss = run.epochs()
@@ -276,8 +295,10 @@ class _Captured:
         params: list[torch.nn.Parameter],
         clip: float,
         graph: Callable[[], Graph],
+        task_loss: bool = True,
     ) -> None:
         self.model, self.method, self.opt, self.params, self.clip, self.graph = model, method, opt, params, clip, graph
+        self.task_loss = task_loss
         self.after_backward, self.after_step = step_hooks(method.method)
         self.by_task: dict[str, CapturedStep] = {}
 
@@ -297,7 +318,7 @@ class _Captured:
     def _step(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor], Any]:
         # zeroes gradients that exist (0 + g is g); records nothing where the recording starts without any
         self.opt.zero_grad(set_to_none=False)
-        loss, task_loss, terms = batch_loss(self.model, self.method, batch)
+        loss, task_loss, terms = batch_loss(self.model, self.method, batch, self.task_loss)
         loss.backward()
         if self.after_backward is not None:
             self.after_backward()
@@ -386,6 +407,7 @@ class _PhaseRun:
             self.on_step,
         )
         phase, dist, accum, clip = self.phase, ctx.dist, ctx.train.grad_accum, ctx.train.grad_clip
+        with_task = phase.task_loss  # False: the method's own objective alone (Phase.task_loss)
         every = ctx.train.log_every if on_step is not None else 0
         # a batch not already on the device (a split kept on the host) is copied there; on the CPU it is used as is
         move, parallel = ctx.device.type != "cpu", dist.active
@@ -394,8 +416,10 @@ class _PhaseRun:
         # the step losses read at once every `sync` steps (train.sync_every): every step on the CPU, where reading one
         # is cheap; on an accelerator each read waits for the device to finish the step
         sync, pending = ctx.train.sync_every or (1 if ctx.device.type == "cpu" else SYNC_EVERY), []
-        epoch_batches: Iterable[Batch] = _epoch_batches(
-            ctx, self.train_tasks, ctx.train.batch_size, self.index, self.p_i, epoch, mix=self.mix
+        epoch_batches: Iterable[Batch] = (
+            _epoch_batches(ctx, self.train_tasks, ctx.train.batch_size, self.index, self.p_i, epoch, mix=self.mix)
+            if phase.batches is None
+            else phase.batches(epoch)  # the method's own data (GDumb's memory)
         )
         if self.limit is not None:  # the phase's share of train.steps_per_task: cut here, not counted in the loop
             epoch_batches = itertools.islice(epoch_batches, self.limit - self.steps)
@@ -416,12 +440,12 @@ class _PhaseRun:
             else:
                 opt.zero_grad(set_to_none=True)
                 if parallel:  # the losses summed over the ranks: every rank diverges at the same step or none
-                    loss, task_loss, terms = data_parallel_step(model, method, batch, accum, params, dist)
+                    loss, task_loss, terms = data_parallel_step(model, method, batch, accum, params, dist, with_task)
                 elif accum == 1:
-                    loss, task_loss, terms = batch_loss(model, method, batch)
+                    loss, task_loss, terms = batch_loss(model, method, batch, with_task)
                     loss.backward()
                 else:
-                    loss, task_loss, terms = accumulate(model, method, batch, accum)
+                    loss, task_loss, terms = accumulate(model, method, batch, accum, with_task)
                 step += 1
                 logged = every and step % every == 0
                 pending.append(loss.detach())

@@ -22,5 +22,5 @@ class DGRConfig:
     temperature: float = bounded(2.0, gt=0, help="the soft targets' temperature (van de Ven & Tolias 2018: 2)")
     latent_dim: int = bounded(32, ge=1, help="the VAE's latent size")
     hidden: int = bounded(400, ge=1, help="the VAE's one hidden layer (encoder and decoder)")
-    generator_lr: float = bounded(1e-3, gt=0, help="the generator's Adam step, one step per solver step")
+    generator_lr: float = bounded(1e-3, gt=0, help="the generator's Adam step, in its own phase of as many epochs as the solver's")
     replay_batch_size: int = bounded(0, ge=0, help="0: the training batch size")

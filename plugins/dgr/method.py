@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from clbench.data import Batch, seen_labels
 from clbench.errors import ConfigError
-from clbench.method import Method
+from clbench.method import Method, Phase
 from clbench.model import CLModel
 
 from .config import DGRConfig
@@ -44,7 +44,15 @@ class VAE(nn.Module):
 
 class DGR(Method):
     """Shin et al. 2017 with a VAE generator (see :class:`DGRConfig`). On a stream of one head per task the replayed
-    samples carry no task: each earlier task's head labels them, and the replay loss averages over those heads."""
+    samples carry no task: each earlier task's head labels them, and the replay loss averages over those heads.
+
+    A task has two phases through the harness's step: ``train``, the solver (the task's batches and the replay term),
+    then ``generator``, the VAE on the same task's batches and the previous generator's samples (its own loss, its own
+    parameters and Adam at ``generator_lr``; as many epochs as the solver's). Both read the scholar as it was when
+    the task began, so training one after the other is training them side by side (§3.1, §3.2); the generator's steps
+    are counted, share ``train.steps_per_task`` with the solver's and are clipped and checked for divergence."""
+
+    GENERATOR = "generator"  # the generator phase's name
 
     config: DGRConfig
 
@@ -70,17 +78,31 @@ class DGR(Method):
             if self.ctx.stream.scenario == "class-incremental":  # it answers among the classes it was trained on
                 self.teacher.see_labels(seen_labels([self.ctx.stream.task(t) for t in self.old_tasks]))
             self.previous = copy.deepcopy(self.generator).eval().requires_grad_(False)
-        self.optimizer = torch.optim.Adam(self.generator.parameters(), lr=self.config.generator_lr)
         self.r = self.config.new_weight or 1.0 / (index + 1)
+        self.phase = ""
+
+    def phases(self, task: str, index: int) -> list[Phase]:
+        solver = Phase.from_train(self.ctx.train)
+        return [solver, Phase(self.GENERATOR, solver.epochs, self.config.generator_lr, "adam", task_loss=False)]
+
+    def before_phase(self, phase: Phase, task: str, index: int) -> None:
+        self.phase = phase.name
+
+    def parameters(self, model: CLModel, phase: Phase) -> list[nn.Parameter]:
+        if phase.name == self.GENERATOR:
+            return list(self.generator.parameters())
+        return super().parameters(model, phase)
 
     def loss_terms(self, batch: Batch, logits: Tensor | None) -> dict[str, Tensor]:
-        assert self.model is not None and logits is not None
+        assert self.model is not None
         k = self.config.replay_batch_size or len(batch)
         real = batch.x.flatten(1).float()
         fake = self.previous.sample(k, real.device) if self.previous is not None else None
-        self._generator_step(real, fake)
+        if self.phase == self.GENERATOR:
+            return {"generator": self._generator_loss(real, fake)}
         if fake is None or self.teacher is None:
             return {}
+        assert logits is not None
         replayed = fake.view(k, *self.shape).to(batch.x.dtype)
         heads = self.old_tasks if self.model.info.multi_head else [batch.task]
         replay = logits.new_zeros(())
@@ -94,16 +116,13 @@ class DGR(Method):
         # eq. 2, r·L(new) + (1 − r)·L(replay), as the runner's L(new) plus this term
         return {"dgr": (1 - self.r) * (replay - self.model.task_loss(logits, batch.y))}
 
-    def _generator_step(self, real: Tensor, fake: Tensor | None) -> None:
-        """One Adam step of the generator on the task's batch and the previous generator's samples, weighed as the
-        solver weighs them (r and 1 − r)."""
-        with torch.enable_grad():
-            loss = self.generator.loss(real)
-            if fake is not None:
-                loss = self.r * loss + (1 - self.r) * self.generator.loss(fake)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            self.optimizer.step()
+    def _generator_loss(self, real: Tensor, fake: Tensor | None) -> Tensor:
+        """The generator's loss on the task's batch and the previous generator's samples, weighed as the solver
+        weighs them (r and 1 − r)."""
+        loss = self.generator.loss(real)
+        if fake is not None:
+            loss = self.r * loss + (1 - self.r) * self.generator.loss(fake)
+        return loss
 
     def after_task(self, task: str, index: int) -> None:
         self.teacher = self.previous = None  # the next task copies the scholar afresh

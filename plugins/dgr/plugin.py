@@ -16,4 +16,4 @@ from .method import DGR
 @hookimpl
 def clbench_add_methods() -> list[MethodSpec]:
     return [MethodSpec("dgr", DGR, DGRConfig, "deep generative replay, a VAE generator (Shin 2017)",
-                       footprint_kind="dense", presets=tuned("dgr", {}))]
+                       footprint_kind="dense", presets=tuned("dgr", {}), data_parallel=False)]

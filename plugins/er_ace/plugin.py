@@ -14,4 +14,4 @@ from .method import ERACE
 @hookimpl
 def clbench_add_methods() -> list[MethodSpec]:
     return [MethodSpec("er-ace", ERACE, ERACEConfig, "experience replay, asymmetric cross-entropy (Caccia 2022)",
-                       footprint_kind="dense", presets=tuned("er-ace", {}))]
+                       footprint_kind="dense", presets=tuned("er-ace", {}), data_parallel=False)]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from clbench.data import Batch, Split, batches
+from clbench.data import Batch, Split, batches, mixed_batches
 from clbench.method import Method, Phase
 from clbench.model import CLModel
 
@@ -33,10 +35,30 @@ def greedy_balanced(memory: list[tuple[int, int, int]], offer: tuple[int, int, i
     memory[slots[int(torch.randint(len(slots), (1,), generator=generator))]] = offer
 
 
+def class_key(index: int, label: int) -> int:
+    """The memory's class of label ``label`` in task ``index``: the pair (task, label), as one integer.
+
+    Keyed by the label alone, a domain-incremental stream (every task the same labels) would have its first task
+    fill a balanced memory, after which no later example holds a class smaller than the largest: every one would be
+    turned away (``memory_per_task [200, 0, 0, 0, 0]`` on permuted-digits). Each task's examples of a label are a
+    distribution of their own there (another permutation, another domain), so they are a class of their own, and
+    the memory stays balanced over every task's classes. On a class-incremental stream a label belongs to one task:
+    the pair is the label. On a task-incremental one a label means its task's class."""
+    return index * 100_000 + label
+
+
 class GDumb(Method):
-    """The stream's tasks train nothing (no phase); after each task its examples are offered to the memory, the model
-    goes back to its initial weights and trains ``epochs`` epochs on the memory, and is then evaluated. The memory
-    keys a class by (task, label): the label's meaning in a task-incremental stream is its task's."""
+    """The stream's tasks train nothing directly. When a task begins, its examples are offered to the memory (in a
+    random order, :func:`greedy_balanced`, a class being a (task, label) pair: :func:`class_key`) and the model goes
+    back to its initial weights; the task's one phase, ``memory``, then trains ``epochs`` epochs on the memory alone
+    through the harness's step (the step budget, clipping, divergence check and data parallelism apply, its steps
+    are counted). On a task-incremental stream a batch holds one task's examples (one head a task); on a stream of
+    one shared head every epoch shuffles the whole memory, so a batch mixes the tasks as the paper's does (but for
+    texts, whose model reads a batch's task for its instruction).
+
+    Avalanche's GDumbPlugin (0.6) keys a class by its label alone and keeps a reservoir sample of each class's
+    examples: later tasks' examples join their label's reservoir in proportion to their count, which on a
+    domain-incremental stream also keeps every task, in expectation rather than by construction."""
 
     needs_logits = False
     config: GDumbConfig
@@ -46,40 +68,41 @@ class GDumb(Method):
         self.initial = {n: p.detach().clone() for n, p in model.named_parameters()}
         self.memory: list[tuple[int, int, int]] = []  # (class key, task index, example index)
 
-    def phases(self, task: str, index: int) -> list[Phase]:
-        return []  # GDumb learns from its memory only
-
-    def after_task(self, task: str, index: int) -> None:
+    def before_task(self, task: str, index: int) -> None:
+        super().before_task(task, index)  # (the footprint: from the model as the last task's retraining left it)
+        assert self.model is not None
         data = self.ctx.data(task).train
         g = self.ctx.generator(index, 2020)
-        shared = self.ctx.stream.scenario != "task-incremental"  # one label space: a label is a class everywhere
         for i in torch.randperm(len(data), generator=g).tolist():
-            label = int(data.y[i])
-            key = label if shared else index * 100_000 + label
-            greedy_balanced(self.memory, (key, index, i), self.config.memory_size, g)
-        self._retrain(index)
-
-    def _retrain(self, index: int) -> None:
-        assert self.model is not None
-        with torch.no_grad():
+            greedy_balanced(self.memory, (class_key(index, int(data.y[i])), index, i), self.config.memory_size, g)
+        with torch.no_grad():  # retrained from scratch (fp32 masters follow the weights: Masters.of)
             for n, p in self.model.named_parameters():
                 p.copy_(self.initial[n])
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        opt = Phase.from_train(self.ctx.train, "memory").torch_optimizer(params, self.ctx.train.fused)
+
+    def phases(self, task: str, index: int) -> list[Phase]:
+        base = Phase.from_train(self.ctx.train, "memory", epochs=self.config.epochs)
+        return [replace(base, batches=lambda epoch: self._memory_batches(index, epoch))]
+
+    def _memory_batches(self, index: int, epoch: int) -> Iterator[Batch]:
+        """One epoch's batches of the memory, shuffled by a generator of (task, epoch): the same on every rank and
+        after a resume."""
+        size = self.ctx.train.batch_size
         splits = self._memory_splits()
-        self.model.train()
-        for epoch in range(self.config.epochs):
-            pool = [b for t, split in splits.items()
-                    for b in batches(split, self.ctx.train.batch_size, self.ctx.order[t],
-                                     self.ctx.generator(index, 2021, epoch, t))]
-            for i in torch.randperm(len(pool), generator=self.ctx.generator(index, 2022, epoch)).tolist():
-                batch: Batch = pool[i].to(self.ctx.device)
-                opt.zero_grad(set_to_none=True)
-                self.model.task_loss(self.model(batch.x, batch.task), batch.y).backward()
-                opt.step()
+        assert self.model is not None
+        # one shared head (and inputs that are no texts, whose model reads a batch's task for its instruction): the
+        # whole memory shuffled together
+        if self.ctx.stream.scenario != "task-incremental" and self.model.info.modality != "text":
+            # a batch mixes tasks; it carries the newest task's name, which a shared head does not read
+            yield from mixed_batches(list(splits.values()), size, self.ctx.order[index],
+                                     self.ctx.generator(index, 2021, epoch))
+            return
+        pool = [b for t, split in splits.items()
+                for b in batches(split, size, self.ctx.order[t], self.ctx.generator(index, 2021, epoch, t))]
+        for i in torch.randperm(len(pool), generator=self.ctx.generator(index, 2022, epoch)).tolist():
+            yield pool[i]
 
     def _memory_splits(self) -> dict[int, Split]:
-        """The memory as one split a task (its examples' inputs and labels), for batching per task's head."""
+        """The memory as one split a task (its examples' inputs and labels)."""
         out: dict[int, Split] = {}
         for t in sorted({t for _, t, _ in self.memory}):
             rows = torch.tensor(sorted(i for _, u, i in self.memory if u == t))
@@ -96,5 +119,3 @@ class GDumb(Method):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         memory: Tensor | None = state.get("memory")
         self.memory = [tuple(row) for row in memory.tolist()] if memory is not None else []  # type: ignore[misc]
-
-

@@ -15,4 +15,5 @@ from .method import ICaRL
 def clbench_add_methods() -> list[MethodSpec]:
     return [MethodSpec("icarl", ICaRL, ICaRLConfig,
                        "herding exemplars, distillation, nearest-mean classifier (Rebuffi 2017)",
-                       footprint_kind="dense", presets=tuned("icarl", {}), scenarios=frozenset({"class-incremental"}))]
+                       footprint_kind="dense", presets=tuned("icarl", {}), scenarios=frozenset({"class-incremental"}),
+                       data_parallel=False)]
