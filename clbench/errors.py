@@ -76,6 +76,11 @@ class Diverged(RuntimeError):
         self.where = dict(where or {})
 
 
+class PluginSkippedWarning(UserWarning):
+    """An installed plugin failed to import and was skipped: commands that do not need it go on; a name it would
+    have registered is then unknown, and that error names the plugin too."""
+
+
 class CheckpointDiscardedWarning(UserWarning):
     """A cell's resume checkpoint was not used, and the cell starts over (right numbers, lost time). ``reason`` says
     why: ``unreadable`` (``torch.load(weights_only=True)`` failed), ``other-settings`` (another config hash),

@@ -1696,9 +1696,11 @@ def sweep_named(tmp: Path) -> Outcome:
 sweep_named.check(_nothing_written)
 
 
-@fault("threads-oversubscribed", "`--set train.threads=3` where the process may use 2 CPUs", 0,
-       "warning: train.threads=3 is more threads than the 2 CPUs this process may use",
-       "the cell runs and completes (its threads are a setting: numbers depend on them)")
+@fault("threads-oversubscribed", "`--set train.threads=3` where the process may use 2 CPUs (64 threads on 2 CPUs "
+       "ran for minutes)", 2,
+       "error: train.threads=3 (tiny-vector/seqft/order-1/seed-0) is more threads than the 2 CPUs this process may "
+       "use: its cells would run oversubscribed, many times slower; set train.threads to at most 2",
+       "nothing: refused before any cell (not clamped: the threads are a setting of the cell's identity)")
 def threads_over(tmp: Path) -> Outcome:
     from clbench._exec import local
 
@@ -1709,7 +1711,7 @@ def threads_over(tmp: Path) -> Outcome:
 
 @threads_over.check
 def _(o: Outcome) -> None:
-    assert result(o.tmp, "tiny-vector/seqft/order-1/seed-0")["status"] == "complete"
+    assert not list(out_of(o.tmp).rglob("seed-0")), sorted(out_of(o.tmp).rglob("*"))
 
 
 @fault("model-is-a-file", "`--model afile` (a file that is not a model plugin)", 2,
@@ -1853,6 +1855,160 @@ def duplicate_stream(tmp: Path) -> Outcome:
 @duplicate_stream.check
 def _(o: Outcome) -> None:
     assert not out_of(o.tmp).exists()
+
+
+# ---- 10. tampered files, sweeps with no table, tuning inputs, a broken plugin (issue 55) -------------------
+NOT_UTF8_MARGIN = b"tiny-vector=2\xe9\n"  # latin-1 "é" after the number
+
+
+def _margin_not_utf8_then(*command: str, run_first: bool = True) -> Callable[[Path], Outcome]:
+    def scenario(tmp: Path) -> Outcome:
+        if run_first:
+            ok(tiny(tmp, "--methods", "seqft"))
+        out_of(tmp).mkdir(exist_ok=True)
+        (out_of(tmp) / "MARGIN").write_bytes(NOT_UTF8_MARGIN)
+        snapshot(tmp)
+        return clbench(tmp, *[a.replace("<out>", str(out_of(tmp))).replace("<tmp>", str(tmp)) for a in command])
+
+    return scenario
+
+
+def _unchanged_no_board(o: Outcome) -> None:
+    unchanged(o.tmp)
+    assert not (o.tmp / "boards").exists()
+
+
+FAULTS += [
+    Fault("margin-not-utf8-leaderboard", "`clbench leaderboard DIR` whose `MARGIN` holds a byte that is not UTF-8",
+          _margin_not_utf8_then("leaderboard", "<out>", "--out", "<tmp>/boards", "--no-plots"), 2,
+          "error: <out>/MARGIN: not UTF-8 text (byte 0xe9 at offset 13, line 1); save it as UTF-8",
+          "every file as it was; no leaderboard written", _unchanged_no_board),
+    Fault("margin-not-utf8-run", "`clbench run --out DIR` whose `MARGIN` holds a byte that is not UTF-8 (it was read "
+          "after the last cell, for the run's table)",
+          _margin_not_utf8_then("run", *TINY, "--methods", "seqft", "--out", "<out>", run_first=False), 2,
+          "error: <out>/MARGIN: not UTF-8 text (byte 0xe9 at offset 13, line 1); save it as UTF-8",
+          "nothing: refused before any cell", lambda o: unchanged(o.tmp)),
+]
+
+
+@fault("examples-not-base64", "a result whose `examples` entry is not base64, then `clbench leaderboard`", 2,
+       "error: <out>/tiny-vector/seqft/order-1/seed-0/result.json: examples[1] of task 't0' is not base64 of zlib "
+       "data", "every file as it was; no leaderboard written")
+def examples_not_base64(tmp: Path) -> Outcome:
+    ok(tiny(tmp, "--methods", "seqft"))
+    path = out_of(tmp) / "tiny-vector/seqft/order-1/seed-0" / RESULT_FILE
+    data = json.loads(path.read_text())
+    entry = data["examples"][-1][0]
+    entry["bits" if "bits" in entry else "f16"] = "!!!notbase64"  # what an edit by hand leaves
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    snapshot(tmp)
+    return clbench(tmp, "leaderboard", str(out_of(tmp)), "--out", str(tmp / "boards"), "--no-plots")
+
+
+examples_not_base64.check(_unchanged_no_board)
+
+
+def _tune(*args: str) -> Callable[[Path], Outcome]:
+    def scenario(tmp: Path) -> Outcome:
+        (tmp / "tree").mkdir()  # a result tree without a MARGIN file
+        return clbench(tmp, "tune", "--profile", TEST_PROFILE, "--stream", "tiny-vector", "--no-progress",
+                       "--out", str(out_of(tmp)), *[a.replace("<tmp>", str(tmp)) for a in args])
+
+    return scenario
+
+
+def _nothing_tuned(o: Outcome) -> None:
+    assert not out_of(o.tmp).exists(), sorted(str(p) for p in out_of(o.tmp).rglob("*"))
+
+
+FAULTS += [
+    Fault("tune-zero-trials", "`clbench tune --trials 0` (or a negative count: `math domain error`)",
+          _tune("--methods", "seqft", "--trials", "0"), 2,
+          "Invalid value for '--trials': 0: give a power of two (1, 2, 4, 8, ...)", "nothing: refused before any cell",
+          _nothing_tuned),
+    Fault("tune-combined-method", "`clbench tune --methods seqft+ewc` (it tuned 0 pairs and exited 0)",
+          _tune("--methods", "seqft+ewc"), 2,
+          "error: --methods seqft+ewc: seqft+ewc combines methods, and a combination is not tuned (it trains with its "
+          "parts' choices); tune its parts: --methods seqft,ewc", "nothing: refused before any cell", _nothing_tuned),
+    Fault("tune-margins-missing", "`clbench tune --margins PATH` where PATH does not exist (it was accepted)",
+          _tune("--methods", "seqft", "--margins", "<tmp>/nowhere"), 2,
+          "Invalid value for '--margins': Path '<tmp>/nowhere' does not exist", "nothing: refused before any cell",
+          _nothing_tuned),
+    Fault("tune-margins-no-file", "`clbench tune --margins DIR` where DIR holds no MARGIN file",
+          _tune("--methods", "seqft", "--margins", "<tmp>/tree"), 2,
+          "error: --margins <tmp>/tree: no MARGIN file there", "nothing: refused before any cell", _nothing_tuned),
+]
+
+
+FAULTS += [
+    Fault("sweep-eval-split", "`--set train.eval_split=val,test` (every cell trained, then `ValueError: task ... "
+          "the rows were not scored on one test set`)",
+          lambda tmp: tiny(tmp, "--methods", "seqft", "--set", "train.eval_split=val,test"), 2,
+          "error: the cells of stream 'tiny-vector' would be scored on different test sets (train.eval_split: val, "
+          "test), and a leaderboard table ranks rows scored on one; run each value into its own --out",
+          "nothing: refused before any cell", _nothing_written),
+    Fault("sweep-eval-limit", "`--set train.eval_limit=0,5`",
+          lambda tmp: tiny(tmp, "--methods", "seqft", "--set", "train.eval_limit=0,5"), 2,
+          "error: the cells of stream 'tiny-vector' would be scored on different test sets (train.eval_limit: 0, 5)",
+          "nothing: refused before any cell", _nothing_written),
+]
+
+
+@fault("mixed-test-sets-leaderboard", "`clbench leaderboard DIR` where one run scored on `train.eval_split=val`, "
+       "another on the test split", 2,
+       "error: the results of stream 'tiny-vector' were scored on different test sets (train.eval_split=test, "
+       "train.eval_limit=0 in <out>/tiny-vector/ewc/order-1/seed-0/result.json; train.eval_split=val, "
+       "train.eval_limit=0 in <out>/tiny-vector/seqft/order-1/seed-0/result.json)",
+       "every file as it was; no leaderboard written")
+def mixed_test_sets(tmp: Path) -> Outcome:
+    ok(tiny(tmp, "--methods", "seqft", "--set", "train.eval_split=val"))
+    ok(tiny(tmp, "--methods", "ewc"))
+    snapshot(tmp)
+    return clbench(tmp, "leaderboard", str(out_of(tmp)), "--out", str(tmp / "boards"), "--no-plots")
+
+
+mixed_test_sets.check(_unchanged_no_board)
+
+
+def _broken_plugin(*methods: str) -> Callable[[Path], Outcome]:
+    """An installed distribution, ``clbench-gone``, whose entry point names a module that is gone."""
+    def scenario(tmp: Path) -> Outcome:
+        info = tmp / "site" / "clbench_gone-0.3.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: clbench-gone\nVersion: 0.3\n")
+        (info / "entry_points.txt").write_text("[clbench]\nclbench_gone = clbench_gone\n")
+        with pytest.MonkeyPatch.context() as mp:
+            mp.syspath_prepend(str(tmp / "site"))
+            return tiny(tmp, "--methods", *methods)
+
+    return scenario
+
+
+BROKEN = ("warning: plugin 'clbench_gone' from distribution 'clbench-gone' failed to import (clbench_gone): "
+          "ModuleNotFoundError: No module named 'clbench_gone'; skipped. Disable it with -p no:clbench_gone, or "
+          "remove it with `pip uninstall clbench-gone`")
+
+
+def _ran_despite_broken(o: Outcome) -> None:
+    assert result(o.tmp, "tiny-vector/seqft/order-1/seed-0")["status"] == "complete"
+    assert sum(BROKEN in line for line in lines(o.stderr)) == 1, o.stderr
+
+
+def _refused_naming_broken(o: Outcome) -> None:
+    assert not out_of(o.tmp).exists()
+    assert lines(o.stderr) == [BROKEN, lines(o.stderr)[-1]], o.stderr  # the warning, then the error
+
+
+FAULTS += [
+    Fault("broken-plugin-not-needed", "an installed plugin distribution whose module is gone, then `clbench run` of a "
+          "method it does not provide (it exited 2 for every command)", _broken_plugin("seqft"), 0, BROKEN,
+          "the run: its cell complete, after the one-line warning", _ran_despite_broken),
+    Fault("broken-plugin-needed", "the same broken plugin, then `clbench run --methods shrink` (a method it would "
+          "register)", _broken_plugin("shrink"), 2,
+          "error: unknown method 'shrink'; plugin 'clbench_gone' from distribution 'clbench-gone' failed to import "
+          "(warning above) and may register it: reinstall clbench-gone, or remove it with `pip uninstall "
+          "clbench-gone`.", "nothing: refused before any cell", _refused_naming_broken),
+]
 
 
 def render(base: Path) -> str:

@@ -243,3 +243,31 @@ def test_unknown_name_plurals():
     msg = str(UnknownNameError("registry", "methodz", ["methods", "models"]))
     assert msg == "unknown registry 'methodz' — did you mean 'methods'? Known registries: methods, models"
     assert "Known people: a" in str(UnknownNameError("person", "b", ["a"], plural="people"))
+
+
+# ------------------------------------------------------------------------------------ result files
+def test_examples_that_do_not_decode_to_their_n_scores_are_result_file_errors():
+    """A result.json's per-example scores edited by hand: not base64, cut, or a count that does not match. Each
+    was a binascii.Error, a zlib.error, or silently fewer (or zero-padded) scores in the verdicts' bootstrap."""
+    import torch
+
+    from clbench._core.examples import decode, encode, final_row
+    from clbench.errors import ResultFileError
+
+    bits = encode(torch.tensor([1.0, 0.0, 1.0]))
+    f16 = encode(torch.tensor([0.5, 0.25]))
+    assert bits is not None and f16 is not None and "bits" in bits and "f16" in f16
+    assert decode(bits).tolist() == [1.0, 0.0, 1.0]
+    for entry, message in [
+        ({**bits, "bits": "!!!notbase64"}, "is not base64 of zlib data"),
+        ({**bits, "bits": "AAAA"}, "is not base64 of zlib data"),  # base64, but not zlib
+        ({**bits, "n": 30}, "holds 8 bits for its n=30 scores"),  # was: 30 scores, 27 of them zero padding
+        ({**f16, "n": 5}, "holds 4 bytes of float16 for its n=5 scores"),  # was: 2 scores for 5
+        ({"n": 2}, "holds neither `bits` nor `f16`"),  # was: KeyError
+    ]:
+        with pytest.raises(ResultFileError, match=re.escape(message)):
+            decode(entry)
+    with pytest.raises(ResultFileError, match=r"examples\[1\] of task 'b' is not base64"):
+        final_row([[bits, None], [bits, {**bits, "bits": "!"}]], ["a", "b"])
+    with pytest.raises(ResultFileError, match=r"examples\[1\] holds 1 entries for its 2 tasks"):
+        final_row([[bits, None], [bits]], ["a", "b"])  # was: a ValueError of zip(strict=True)

@@ -125,17 +125,22 @@ def test_third_party_distribution_is_listed_and_runs(tmp_path):
 
 
 @pytest.mark.slow
-def test_plugin_failing_at_import_names_its_distribution(tmp_path):
+def test_plugin_failing_at_import_is_skipped_with_a_warning_naming_its_distribution(tmp_path):
+    # It used to stop every command (exit 2); a command that does not need it now goes on, warned in one line
+    # that says how to disable or remove it (tests/faultsuite.py: broken-plugin-*)
     site = tmp_path / "site"
     site.mkdir()
     _write_distribution(site, "clbench_broken", "raise ImportError('no module named foo')\n", "clbench_broken")
-    out = _clbench(["list"], tmp_path, site)
-    assert out.returncode == 2
-    assert "clbench-broken" in out.stderr and "failed to import" in out.stderr
+    out = _clbench(["list", "methods"], tmp_path, site)
+    assert out.returncode == 0 and "seqft" in out.stdout, out.stderr
+    warning = [line for line in out.stderr.splitlines() if "failed to import" in line]
+    assert warning == ["warning: plugin 'clbench_broken' from distribution 'clbench-broken' failed to import "
+                       "(clbench_broken): ImportError: no module named foo; skipped. Disable it with "
+                       "-p no:clbench_broken, or remove it with `pip uninstall clbench-broken`"], out.stderr
     assert "Traceback" not in out.stderr
-    # and it can be switched off by name
+    # and it can be switched off by name, silently
     out = _clbench(["-p", "no:clbench_broken", "list", "methods"], tmp_path, site)
-    assert out.returncode == 0 and "seqft" in out.stdout
+    assert out.returncode == 0 and "seqft" in out.stdout and "failed to import" not in out.stderr
 
 
 def _import_graph():

@@ -9,12 +9,15 @@ and base64-encoded: a 10-task stream of 10,000 test images a task takes ~50 KB a
 from __future__ import annotations
 
 import base64
+import binascii
 import zlib
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
+
+from clbench.errors import ResultFileError
 
 Entry = dict[str, Any] | None
 
@@ -30,14 +33,22 @@ def encode(scores: torch.Tensor | None) -> Entry:
 
 
 def decode(entry: Entry) -> np.ndarray | None:
-    """The scores of one entry as float32 (None stays None)."""
+    """The scores of one entry as float32 (None stays None). An entry that does not decode to its ``n`` scores
+    (a result.json edited by hand or cut) is a :class:`~clbench.errors.ResultFileError` saying what is wrong."""
     if entry is None:
         return None
     n = int(entry["n"])
     if "bits" in entry:
         raw = np.frombuffer(_unpack(entry["bits"]), dtype=np.uint8)
+        if len(raw) != (n + 7) // 8:
+            raise ResultFileError(f"holds {len(raw) * 8} bits for its n={n} scores")
         return np.unpackbits(raw, count=n).astype(np.float32)
-    return np.frombuffer(_unpack(entry["f16"]), dtype="<f2").astype(np.float32)[:n]
+    if "f16" not in entry:
+        raise ResultFileError("holds neither `bits` nor `f16`")
+    data = _unpack(entry["f16"])
+    if len(data) != 2 * n:
+        raise ResultFileError(f"holds {len(data)} bytes of float16 for its n={n} scores")
+    return np.frombuffer(data, dtype="<f2").astype(np.float32)
 
 
 def encode_row(row: Sequence[torch.Tensor | None]) -> list[Entry]:
@@ -48,7 +59,15 @@ def final_row(examples: Sequence[Sequence[Entry]] | None, tasks: Sequence[str]) 
     """Task → per-example scores of the last evaluation, or None unless every task of it has them."""
     if not examples or len(examples) != len(tasks):
         return None
-    decoded = [decode(e) for e in examples[-1]]
+    last = len(examples) - 1
+    if len(examples[last]) != len(tasks):
+        raise ResultFileError(f"examples[{last}] holds {len(examples[last])} entries for its {len(tasks)} tasks")
+    decoded = []
+    for task, entry in zip(tasks, examples[last], strict=True):
+        try:
+            decoded.append(decode(entry))
+        except ResultFileError as exc:  # the caller names the file
+            raise ResultFileError(f"examples[{last}] of task {task!r} {exc}") from None
     if any(d is None for d in decoded):
         return None
     return {t: d for t, d in zip(tasks, decoded, strict=True) if d is not None}
@@ -59,4 +78,7 @@ def _pack(data: bytes) -> str:
 
 
 def _unpack(text: str) -> bytes:
-    return zlib.decompress(base64.b64decode(text))
+    try:
+        return zlib.decompress(base64.b64decode(text, validate=True))
+    except (binascii.Error, zlib.error) as exc:
+        raise ResultFileError(f"is not base64 of zlib data ({exc})") from None

@@ -73,6 +73,7 @@ def make_plan(regs: Registries, req: RunRequest) -> Plan:
             cells += _label_cells(regs, req, profile, sspec, stream, label, methods, sweep, orders, seeds, skipped)
     _check_presets(regs, streams, {p: regs.methods.get(p) for p in methods.in_run}, known_orders)
     _check_ignored(regs, req, cells, skipped, streams)
+    _check_one_test_set(cells)
     return Plan(cells=place(regs, cells), profile=profile.name, out=Path(req.out), skipped=skipped)
 
 
@@ -316,6 +317,29 @@ def _check_ignored(
             f"--data-dir {req.data_dir}: no planned stream reads a data directory "
             f"({', '.join(s.name for s in streams)})"
         )
+
+
+TEST_SET_KEYS = ("eval_split", "eval_limit")  # the train.* settings that choose the examples a matrix is scored on
+
+
+def _check_one_test_set(cells: Sequence[Cell]) -> None:
+    """The cells a leaderboard table ranks together (one stream, one track) must be scored on one test set: rows
+    of a table are compared example by example, so a sweep of ``train.eval_split`` or ``train.eval_limit`` would
+    train every cell and then have no table to go in. Refused here, before any cell."""
+    tables: dict[tuple[str, bool], list[Cell]] = {}
+    for c in cells:
+        tables.setdefault((c.stream, bool(c.train.steps_per_task)), []).append(c)
+    for (stream, _), group in tables.items():
+        differ = [k for k in TEST_SET_KEYS if len({getattr(c.train, k) for c in group}) > 1]
+        if differ:
+            values = "; ".join(
+                f"train.{k}: {', '.join(map(str, dict.fromkeys(getattr(c.train, k) for c in group)))}" for k in differ
+            )
+            raise ConfigError(
+                f"the cells of stream {stream!r} would be scored on different test sets ({values}), and a "
+                "leaderboard table ranks rows scored on one; run each value into its own --out (e.g. --set "
+                f"train.{differ[0]}={getattr(group[0].train, differ[0])} --out runs-{getattr(group[0].train, differ[0])})"
+            )
 
 
 def _check_presets(

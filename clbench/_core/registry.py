@@ -9,14 +9,15 @@ from __future__ import annotations
 import functools
 import importlib.metadata as md
 import os
-from collections.abc import Iterable, Iterator
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import pluggy
 
 from clbench import hookspecs
-from clbench.errors import PluginError, UnknownNameError, did_you_mean  # noqa: F401 (re-exported)
+from clbench.errors import PluginError, PluginSkippedWarning, UnknownNameError, did_you_mean  # noqa: F401
 from clbench.specs import (
     ExecutorSpec,
     MethodSpec,
@@ -62,6 +63,7 @@ class Registry(Generic[T]):
     items: dict[str, T] = field(default_factory=dict)
     origins: dict[str, Origin] = field(default_factory=dict)
     disabled: tuple[str, ...] = ()  # the plugins -p no:NAME turned off: an unknown name may be theirs
+    failed: Mapping[str, str] = field(default_factory=dict)  # plugin -> distribution, of those that failed to import
 
     def add(self, spec: T, origin: Origin) -> None:
         name = getattr(spec, "name", None)
@@ -91,6 +93,14 @@ class Registry(Generic[T]):
         except KeyError:
             off = [d for d in self.disabled if d == name or d.endswith(f".{name}")]
             hint = f"; is it plugin {off[0]!r}, disabled by -p no:{off[0]}?" if off else ""
+            if not hint and self.failed:  # a plugin that did not load may be the one that registers it
+                match = did_you_mean(name, list(self.items))
+                broken = "; ".join(
+                    f"plugin {p!r} from distribution {d!r} failed to import (warning above) and may register it: "
+                    f"reinstall {d}, or remove it with `pip uninstall {d}`"
+                    for p, d in sorted(self.failed.items())
+                )
+                hint = (f" — did you mean {match!r}?" if match else "") + f"; {broken}."
             raise UnknownNameError(self.kind, name, sorted(self.items), hint=hint) from None
 
     def __contains__(self, name: object) -> bool:
@@ -130,6 +140,13 @@ class Registries:
     executors: Registry[ExecutorSpec]
     options: Registry[OptionSpec]
     disabled: tuple[str, ...] = ()  # -p no:NAME, so remote workers can rebuild the same registries
+    failed: Mapping[str, str] = field(default_factory=dict)  # plugin -> distribution, of those that failed to import
+
+    @property
+    def not_loaded(self) -> tuple[str, ...]:
+        """The plugins a worker rebuilding these registries leaves out: those disabled, and those that failed to
+        import here (the worker would meet the same failure, and warn again)."""
+        return (*self.disabled, *sorted(set(self.failed) - set(self.disabled)))
 
     def plugin(self, name: str) -> object | None:
         """The plugin object (a module, an instance) registered under ``name`` as :func:`plugin_name` gives it."""
@@ -145,10 +162,12 @@ def new_plugin_manager() -> pluggy.PluginManager:
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
     setattr(pm, _DISTS_ATTR, {})  # id(plugin) -> (distribution, version), for `clbench list` and errors
+    setattr(pm, _FAILED_ATTR, {})  # entry point name -> distribution, of the plugins that failed to import
     return pm
 
 
 _DISTS_ATTR = "_clbench_dists"
+_FAILED_ATTR = "_clbench_failed"
 
 
 def _dist_of(plugin: object, pm: pluggy.PluginManager) -> tuple[str, str]:
@@ -186,7 +205,10 @@ def _own_version() -> str:
 
 
 def load_entry_points(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) -> None:
-    """Load every ``clbench`` entry point not disabled; a failure names the distribution."""
+    """Load every ``clbench`` entry point not disabled. One that fails to import is skipped with a
+    :class:`PluginSkippedWarning` naming its distribution, the error, and how to disable or remove it: a broken
+    third-party package must not block the commands that do not need it (a name it would have registered is
+    unknown, and that error names it: :meth:`Registry.get`)."""
     blocked = set(disabled)
     for name in blocked:
         pm.set_blocked(name)
@@ -203,11 +225,18 @@ def load_entry_points(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) ->
         dist, version = dists[id(ep.dist)] if ep.dist is not None else ("unknown distribution", "-")
         try:
             plugin = ep.load()
-        except Exception as exc:  # a broken third-party package must not look like our bug
-            raise PluginError(
-                f"plugin {ep.name!r} from distribution {dist!r} failed to import ({ep.value}): "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
+        except Exception as exc:  # a broken third-party package must not look like our bug, nor stop every command
+            getattr(pm, _FAILED_ATTR)[ep.name] = dist
+            why = " ".join(str(exc).split())  # one line
+            warnings.warn(
+                PluginSkippedWarning(
+                    f"plugin {ep.name!r} from distribution {dist!r} failed to import ({ep.value}): "
+                    f"{type(exc).__name__}: {why}; skipped. Disable it with -p no:{ep.name}, or remove it "
+                    f"with `pip uninstall {dist}`"
+                ),
+                stacklevel=2,
+            )
+            continue
         try:
             pm.register(plugin, name=ep.name)
         except pluggy.PluginValidationError as exc:
@@ -267,7 +296,10 @@ def build_plugin_manager(
 def collect(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) -> Registries:
     """Call every registration hook on every plugin, one plugin at a time, so errors name it."""
     disabled = tuple(disabled)
-    regs: dict[str, Registry[Any]] = {kind: Registry(kind.rstrip("s"), disabled=disabled) for kind in _HOOKS}
+    failed = dict(getattr(pm, _FAILED_ATTR, {}))
+    regs: dict[str, Registry[Any]] = {
+        kind: Registry(kind.rstrip("s"), disabled=disabled, failed=failed) for kind in _HOOKS
+    }
     for plugin in pm.get_plugins():
         name = plugin_name(pm, plugin)
         dist, version = _dist_of(plugin, pm)
@@ -297,7 +329,7 @@ def collect(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) -> Registrie
                     )
                 _check_spec(spec, origin)
                 regs[kind].add(spec, origin)
-    return Registries(pm=pm, disabled=disabled, **regs)
+    return Registries(pm=pm, disabled=disabled, failed=failed, **regs)
 
 
 def _check_spec(spec: object, origin: Origin) -> None:

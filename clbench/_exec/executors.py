@@ -329,7 +329,7 @@ def _execute(
         ExecutorContext(
             worker=Workers(worker.start, worker.run, run_one),
             options=options,
-            disabled=tuple(regs.disabled),
+            disabled=regs.not_loaded,
             fail_fast=fail_fast,
             requires_gpu=regs.profiles.get(plan.profile).requires_gpu,
             in_process_plugins=tuple(in_process_plugins(regs.pm)),
@@ -373,7 +373,7 @@ def _execute(
     nproc = int(options.get("nproc") or 1)
     # --nproc N: each cell on N rank processes (started at the first cell that runs, kept for the next ones)
     pool = (
-        RankPool(runner, nproc, regs.disabled, tuple(options.get("rank_plugins", ())))
+        RankPool(runner, nproc, regs.not_loaded, tuple(options.get("rank_plugins", ())))
         if nproc > 1 and not dist.active
         else None
     )

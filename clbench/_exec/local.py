@@ -11,12 +11,11 @@ import multiprocessing
 import os
 import queue
 import sys
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from clbench._core.registry import Registries, build_registry
-from clbench.errors import ClbenchError
+from clbench.errors import ClbenchError, ConfigError
 from clbench.hookspecs import hookimpl
 from clbench.specs import ExecutorContext, ExecutorSpec, ProfileSpec, Workers
 
@@ -75,13 +74,18 @@ class LocalExecutor:
         cells = list(cells)
         jobs = self.workers(cells)
         cpus = usable_cpus()
-        wide = sorted({c.train.threads for c in cells if c.train.threads > cpus})
+        # Refused, not clamped: the threads are a setting of the cell's identity (numbers depend on them), and
+        # oversubscribed cores make a cell many times slower (64 threads on 2 CPUs: minutes for seconds' work).
+        # Cells share the CPUs (--jobs starts one only while the running cells' threads leave room for it), so
+        # each cell may ask for all of them, never more.
+        wide = [c for c in cells if c.train.threads > cpus]
         if wide and self.nproc == 1:
-            warnings.warn(
-                f"train.threads={wide[-1]} is more threads than the {cpus} CPUs this process may use: "
-                "its cells run oversubscribed, several times slower (the setting is kept: numbers "
-                "depend on it)",
-                stacklevel=2,
+            most = max(wide, key=lambda c: c.train.threads)
+            raise ConfigError(
+                f"train.threads={most.train.threads} ({most.key}) is more threads than the {cpus} CPUs this "
+                f"process may use: its cells would run oversubscribed, many times slower; set train.threads to "
+                f"at most {cpus} (--jobs shares the {cpus} CPUs between cells, never gives a cell more), or run "
+                "on a machine with more CPUs"
             )
         if jobs == 1:
             for cell in cells:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pandas as pd
 from tabulate import tabulate
@@ -70,6 +70,7 @@ from clbench._tools.tables import (
 )
 from clbench.cell import CellResult
 from clbench.data import scenario_needs
+from clbench.errors import ClbenchError
 from clbench.specs import MethodSpec, MetricSpec
 
 SCENARIO_WORDS = {
@@ -165,11 +166,30 @@ def sections(df: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
 
 
 def section_results(results: Iterable[CellResult]) -> dict[tuple[str, str], list[CellResult]]:
-    """The results of each (stream, scenario), sorted by key."""
+    """The results of each (stream, scenario), sorted by key. A section's rows are compared example by example:
+    results scored on different test sets (``train.eval_split``, ``train.eval_limit``) are refused."""
     out: dict[tuple[str, str], list[CellResult]] = {}
     for r in results:
         out.setdefault((r.stream, r.scenario or ""), []).append(r)
+    for (stream, _), section in out.items():
+        _one_test_set(stream, section)
     return dict(sorted(out.items()))
+
+
+def _one_test_set(stream: str, section: Sequence[CellResult]) -> None:
+    first: dict[tuple[str, Any], CellResult] = {}  # (eval_split, eval_limit) -> the first result scored so
+    for r in section:
+        train = r.config.get("train", {})
+        first.setdefault((str(train.get("eval_split", "test")), train.get("eval_limit", 0)), r)
+    if len(first) > 1:
+        seen = "; ".join(
+            f"train.eval_split={split}, train.eval_limit={limit} in {r.path or r.key}"
+            for (split, limit), r in list(first.items())[:2]
+        )
+        raise ClbenchError(
+            f"the results of stream {stream!r} were scored on different test sets ({seen}), and a table ranks rows "
+            "scored on one; make a leaderboard of each test set's results (one result tree each)"
+        )
 
 
 def section_title(stream: str, scenario: str) -> str:

@@ -21,6 +21,7 @@ from clbench._tools.tables import (
     label_key,
 )
 from clbench.cell import CellResult
+from clbench.errors import ResultFileError
 from clbench.specs import MethodSpec
 
 RANK_BY, SECOND = "AA", "F.Ra"  # the summary ranks by AA (higher is better) and shows F.Ra beside it
@@ -113,7 +114,12 @@ def summarise(
         }
         examples = {}
         for r in complete:
-            per_task = final_row(r.examples, r.tasks)
+            try:
+                per_task = final_row(r.examples, r.tasks)
+            except ResultFileError as exc:  # edited or cut by hand: its verdicts cannot be computed
+                raise ResultFileError(
+                    f"{r.path or r.key}: {exc}; restore the file, or move its cell folder away and rerun the cell"
+                ) from None
             if per_task is not None:
                 examples[f"{r.order}/{r.seed}"] = per_task
         if aa and not note:

@@ -15,6 +15,7 @@ from tabulate import tabulate
 from clbench import verdicts as V
 from clbench.cell import CellResult
 from clbench.errors import ResultFileError
+from clbench.files import read_text
 from clbench.specs import MethodSpec, MetricSpec
 
 NA = "n/a"
@@ -328,7 +329,7 @@ def read_margins(root: Path) -> dict[str, float]:
     if not path.exists():
         return {}
     out: dict[str, float] = {}
-    for n, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, raw in enumerate(read_text(path).splitlines(), 1):  # a non-UTF-8 byte: a DataError naming it
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue

@@ -392,6 +392,13 @@ def tune(
             profile=profile, methods=methods, streams=streams, sets=sets, out=root / "reporting", data_dir=data_dir
         ),
     )
+    named = sorted({c.method for c in reporting.cells if "+" in c.method})
+    if named and methods not in (None, "all"):  # the profile's own composites are skipped as pairs_of says
+        parts = ",".join(dict.fromkeys(p for label in named for p in label.split("+")))
+        raise ConfigError(
+            f"--methods {methods}: {', '.join(named)} combine{'s' if len(named) == 1 else ''} methods, and a "
+            f"combination is not tuned (it trains with its parts' choices); tune its parts: --methods {parts}"
+        )
     pairs = pairs_of(regs, reporting.cells, offset, tuning_seeds)
     seen: set[tuple[str, ...]] = set()
     while True:

@@ -230,6 +230,9 @@ def command(
             options={**options, "jobs": 1, "nproc": nproc, "on_change": on_change},
         )
         sys.exit(summary(results, getattr(results, "faults", ()))[1])
+    from clbench._tools.leaderboard import read_margins
+
+    margins = read_margins(out)  # a malformed MARGIN file is refused before any cell, not after the last
     for line in _plan_lines(regs, plan, verbose):
         click.echo(line, err=True)
     _memory_plan(regs, plan.cells, dry_run, device_memory, progress)
@@ -247,12 +250,12 @@ def command(
         gc.unfreeze()  # (main() may be called in a process that goes on)
     lines, code = summary(results, getattr(results, "faults", ()))
     if results:
-        from clbench._tools.leaderboard import console_summary, read_margins
+        from clbench._tools.leaderboard import console_summary
 
-        table = console_summary(results, regs.methods.items, read_margins(out))
+        table = console_summary(results, regs.methods.items, margins)
         if table:
             click.echo("\n" + table)
-        line, written = _leaderboard_line(regs, results, plan.profile, out, write_board)
+        line, written = _leaderboard_line(regs, results, plan.profile, out, write_board, margins)
         lines.insert(len(lines) - 1, line)  # the last line stays the count and the exit code
         code = code or (0 if written else 2)
     for line in lines:
@@ -356,7 +359,7 @@ def _chosen_settings(regs: Registries, cells: Sequence[Any]) -> list[str]:
 
 
 def _leaderboard_line(
-    regs: Registries, results: Sequence[CellResult], profile: str, out: Path, write: bool
+    regs: Registries, results: Sequence[CellResult], profile: str, out: Path, write: bool, margins: Mapping[str, float]
 ) -> tuple[str, bool]:
     """Where this run's leaderboard is: written to OUT/leaderboard.md (``--leaderboard``), or the command
     that makes one; and false when it was asked for and could not be written (the run then exits 2, not 0)."""
@@ -364,7 +367,7 @@ def _leaderboard_line(
         return (
             f"results: {out}/; leaderboard: clbench leaderboard {shlex.quote(str(out))} (writes {out / 'leaderboard'}/)"
         ), True
-    from clbench._tools.leaderboard import read_margins, render
+    from clbench._tools.leaderboard import render
     from clbench.data import atomic_write_text
 
     path = out / LEADERBOARD_FILE
@@ -374,7 +377,7 @@ def _leaderboard_line(
         f"profile `{profile}` ({out})",
         out.resolve(),
         regs.methods.items,
-        read_margins(out),
+        margins,
     )
     try:
         atomic_write_text(path, text)

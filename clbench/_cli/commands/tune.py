@@ -13,6 +13,12 @@ from clbench._core.registry import Registries
 from clbench.errors import ClbenchError
 
 
+def _power_of_two(ctx: click.Context, param: click.Parameter, value: int) -> int:
+    if value < 1 or value & (value - 1):
+        raise click.BadParameter(f"{value}: give a power of two (1, 2, 4, 8, ...): a Sobol sequence is balanced there")
+    return value
+
+
 @click.command(name="tune")
 @click.option("--profile", default="quick", show_default=True, help="The profile whose presets are tuned.")
 @click.option("--stream", "streams", help="Comma-separated streams (default: the profile's).")
@@ -20,11 +26,27 @@ from clbench.errors import ClbenchError
 @click.option("--set", "sets", multiple=True, metavar="SCOPE.KEY=VALUE", help="A setting for every tuning cell.")
 @click.option("--out", type=click.Path(path_type=Path), help="Tuning results (default: results/tuning/PROFILE).")
 @click.option("--data-dir", type=click.Path(exists=True, file_okay=False), help="As clbench run --data-dir.")
-@click.option("--trials", default=8, show_default=True, help="Configurations a method × stream (a power of 2).")
-@click.option("--extensions", default=1, show_default=True, help="Searches past a range's edge, at most.")
+@click.option(
+    "--trials",
+    default=8,
+    show_default=True,
+    callback=_power_of_two,
+    help="Configurations a method × stream (a power of 2).",
+)
+@click.option(
+    "--extensions",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Searches past a range's edge, at most.",
+)
 @click.option("--offset", default=1000, show_default=True, help="Tuning seed = reported seed + OFFSET.")
 @click.option("--tuning-seeds", type=click.IntRange(min=1), help="Tune on the first N twins (default: every one).")
-@click.option("--margins", type=click.Path(path_type=Path), help="A result tree whose MARGIN file gives Δ per stream.")
+@click.option(
+    "--margins",
+    type=click.Path(exists=True, path_type=Path),
+    help="A result tree whose MARGIN file gives Δ per stream (or that file).",
+)
 @click.option("-j", "--jobs", type=Jobs(), default="auto", show_default=True, help="Cells at once (as clbench run).")
 @click.option("--write", type=click.Path(path_type=Path), help="Write the choices as a presets file (JSON) there.")
 @click.option("--check", is_flag=True, help="Run nothing; exit 1 when a preset is not what the results choose.")
@@ -54,11 +76,12 @@ def command(
     AA; a choice on a range's edge searches past it; the choice is rerun at 0.5× and 2× its learning rate and
     strengths. Rerunning resumes; the table it prints is docs/tuning.md's. See docs/tuning.md.
     """
-    from clbench._tools.tables import DEFAULT_MARGIN, read_margins
+    from clbench._tools.tables import DEFAULT_MARGIN
     from clbench._tools.tune import choice, lower_bounds, preset_mismatches, preset_table, tune
     from clbench.config import parse_sets
 
     root = out or Path("results") / "tuning" / profile
+    margin = _margins(margins) if margins else {}  # read before any cell runs
     pairs, left = tune(
         regs,
         profile,
@@ -75,7 +98,6 @@ def command(
         progress=progress,
         dry_run=check,
     )
-    margin = read_margins(margins) if margins else {}
     floors = lower_bounds(pairs)  # SeqFT's choice per stream: a method no better than it is flagged
     choices = [choice(p, margin.get(p.stream, DEFAULT_MARGIN), floors.get(p.stream)) for p in pairs]
     for c in choices:
@@ -111,3 +133,17 @@ def command(
         err=True,
     )
     sys.exit(1 if check and (bad or left) else 0)
+
+
+def _margins(path: Path) -> dict[str, float]:
+    """Δ per stream from ``--margins``: a result tree holding a MARGIN file, or that file; neither is an error (the
+    default Δ would otherwise be used silently)."""
+    from clbench._tools.tables import MARGIN_FILE, read_margins
+
+    root = path.parent if path.is_file() and path.name == MARGIN_FILE else path
+    if not (root / MARGIN_FILE).is_file():
+        raise ClbenchError(
+            f"--margins {path}: no {MARGIN_FILE} file there; give the result tree whose {MARGIN_FILE} "
+            "(`stream=<margin in pp>` lines) gives Δ per stream, or leave --margins out for the default Δ"
+        )
+    return read_margins(root)
