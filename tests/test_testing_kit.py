@@ -352,8 +352,9 @@ def test_kit_without_pytest_names_the_extra_that_brings_it(tmp_path):
     ``No module named 'pytest'``; and that extra is declared and brings pytest."""
     import subprocess
     import sys
-    import tomllib
     from pathlib import Path
+
+    import tomllib
 
     code = "import sys; sys.modules['pytest'] = None\nimport clbench.testing"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)

@@ -29,9 +29,7 @@ profile), :mod:`~clbench.testing.running` (``registry``, ``run``, ``KillAfterTas
 try:  # the kit is a pytest plugin: its checks fail, skip and patch through pytest
     import pytest  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess by tests/test_testing_kit.py
-    raise ImportError(
-        "clbench.testing is a pytest plugin and needs pytest: pip install 'clbench[testing]'"
-    ) from exc
+    raise ImportError("clbench.testing is a pytest plugin and needs pytest: pip install 'clbench[testing]'") from exc
 
 from clbench.testing.fixtures import clbench_registry, run_cell
 from clbench.testing.method_checks import check_method
