@@ -304,3 +304,16 @@ def test_stale_lists_results_of_other_code_data_or_settings_and_exits_1(grid, tm
     assert "runs: 3 of 8 results made by other code or data" in err
     code, out, err = clbench(capsys, "stale", "runs")
     assert "stale: runs/split-digits/seqft/order-1/seed-1: its recorded settings now hash to" in out
+    # the leaderboard of such a tree says it is a record of other code; a current tree's says nothing of it
+    code, out, err = clbench(capsys, "leaderboard", "runs", "--out", "boards", "--no-plots")
+    assert code == 0, err
+    page = next((tmp_path / "boards").glob("*.md")).read_text()
+    assert "**A record of other code**: 3 of 8 cells were made by other code" in page
+    shutil.rmtree(tmp_path / "boards")
+    (tmp_path / "runs" / "split-digits" / "ewc").rename(tmp_path / "ewc")
+    code, out, err = clbench(capsys, "leaderboard", "runs", "--out", "boards", "--no-plots")
+    assert "A record of other code**: 1 of 4 cells" in next((tmp_path / "boards").glob("*.md")).read_text()
+    shutil.rmtree(tmp_path / "runs" / "split-digits" / "seqft" / "order-1" / "seed-1")
+    code, out, err = clbench(capsys, "leaderboard", "runs", "--out", "boards", "--no-plots")
+    assert code == 0, err
+    assert "A record of other code" not in next((tmp_path / "boards").glob("*.md")).read_text()

@@ -207,6 +207,7 @@ def _write_leaderboards(
     regs: Registries, results: list[Any], out: Path, plots: bool, heatmaps: bool, check: bool, margins: dict[str, float]
 ) -> list[Path]:
     from clbench._tools.leaderboard import board_title, by_profile, render
+    from clbench._tools.verify import stale as other_code
 
     stale = []
     for profile, group in by_profile(results).items():
@@ -218,6 +219,7 @@ def _write_leaderboards(
             out.resolve(),
             regs.methods.items,
             margins,
+            other_code=len(other_code(regs, group)),
         )
         if check:
             if not path.exists():
