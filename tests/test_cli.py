@@ -310,7 +310,7 @@ def test_stale_lists_results_of_other_code_data_or_settings_and_exits_1(grid, tm
     page = next((tmp_path / "boards").glob("*.md")).read_text()
     assert "**A record of other code**: 3 of 8 cells were made by other code" in page
     shutil.rmtree(tmp_path / "boards")
-    (tmp_path / "runs" / "split-digits" / "ewc").rename(tmp_path / "ewc")
+    shutil.rmtree(tmp_path / "runs" / "split-digits" / "ewc")
     code, out, err = clbench(capsys, "leaderboard", "runs", "--out", "boards", "--no-plots")
     assert "A record of other code**: 1 of 4 cells" in next((tmp_path / "boards").glob("*.md")).read_text()
     shutil.rmtree(tmp_path / "runs" / "split-digits" / "seqft" / "order-1" / "seed-1")
