@@ -1028,7 +1028,9 @@ def main(argv: list[str] | None = None) -> int:
     # the margins first: the documents' verdicts read them. The bench tracks share one Δ a stream, measured on the
     # own-budget track's rerun.
     stale = [write_margins(args.results, args.check) if (args.results.parent / "reproducibility").is_dir() else 0]
-    if (ROOT / "results" / "reproducibility" / "bench-sse").is_dir():
+    # (the committed bench trees only when the documents are generated from the committed results: a run on another
+    # tree, a test's, must not write the repository's MARGIN files)
+    if args.results.resolve() == RESULTS.resolve() and (ROOT / "results" / "reproducibility" / "bench-sse").is_dir():
         stale += [write_margins(BENCH, args.check, BENCH_REPRO_RUNS, into=tree)
                   for tree in (BENCH, ROOT / "results" / "bench-equal-steps")]
     memo: dict[str, Any] = {}
