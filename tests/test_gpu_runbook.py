@@ -177,7 +177,7 @@ def test_limit_smoke_run_on_cpu_cuts_the_data_and_reports_it(runbook, tmp_path: 
     out = tmp_path / "out"
     args = ["--data-dir", str(data), "--model-path", str(model), "--out", str(out), "--methods", "olora",
             "--set", "model.max_length=32", "--set", "model.max_new_tokens=3", "--set", "train.batch_size=1", "--set", "train.grad_accum=1",
-            "--set", "train.device=cpu"]
+            "--set", "train.device=cpu", "--set", "train.threads=1"]  # (the profile's 8 are the GPU machine's)
     assert runbook.main([*args, "--limit", "2", "--allow-cpu"]) == 0
     text = capsys.readouterr().out
     assert "SMOKE RUN (stream.train_per_task=2, stream.test_per_task=2)" in text

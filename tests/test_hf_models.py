@@ -261,7 +261,8 @@ def test_paper_profile_builds_and_trains_one_step_per_task_on_cpu(
     data = fabricated_standard(tmp_path / "data")
     regs = testing.registry()
     sets = {"stream.data_dir": [str(data)], "model.name_or_path": [path], "model.max_new_tokens": [3],
-            "model.max_length": [32], "train.device": ["cpu"], "train.eval_limit": [1]}
+            "model.max_length": [32], "train.device": ["cpu"], "train.eval_limit": [1],
+            "train.threads": [1]}  # (the profiles' 8 threads are a GPU machine's host cores: refused on 2)
     [result] = testing.run(regs, tmp_path / "runs", "olora", stream="standard", profile=profile, sets=sets,
                            orders=["1"])
     assert result.status == "complete", result.error
