@@ -329,9 +329,12 @@ def profile_size(tree: Path, goal: str) -> str:
     if w["cells"] != len(cells):
         raise DocsTableError(f"{_shown(wall)}: timed {w['cells']} cells, the tree holds {len(cells)}; time it again")
     minutes, seconds = divmod(round(w["wall_s"]), 60)
+    # a record of a run that shared the machine says so ("beside": what ran beside it): its time is an upper bound
+    how = (f"measured beside {w['beside']}: an upper bound" if w.get("beside")
+           else "`benchmarks/bench_quick.py --record`")
     return text + (f" On {w['cpu']} ({w['cpus']} CPUs, `--jobs {w['jobs']}`) `{w['command']}` took {minutes} min "
-                   f"{seconds:02d} s from the command to its last line ({w['date']}, `benchmarks/bench_quick.py "
-                   f"--record`; the goal is {goal} on 2 cores).")
+                   f"{seconds:02d} s from the command to its last line ({w['date']}, {how}; the goal is {goal} on 2 "
+                   "cores).")
 
 
 def quick_size(results: Path, regs: Any) -> str:
