@@ -795,7 +795,7 @@ def _choices(regs: Any, profile: str) -> list[Any]:
     """A profile's tuning, read back from results/tuning/PROFILE (`clbench tune`; nothing is trained)."""
     from clbench._core.results import iter_results
     from clbench._tools.tables import DEFAULT_MARGIN, read_margins
-    from clbench._tools.tune import choice, tune
+    from clbench._tools.tune import choice, lower_bounds, tune
 
     tuning = _tuning(profile)
     if not tuning.is_dir():
@@ -805,7 +805,8 @@ def _choices(regs: Any, profile: str) -> list[Any]:
     if left:
         raise DocsTableError(f"{_shown(tuning)}: {left} tuning cells still to run (`clbench tune --profile {profile}`)")
     margins = read_margins(ROOT / "results" / profile)
-    return [choice(p, margins.get(p.stream, DEFAULT_MARGIN)) for p in pairs]
+    floors = lower_bounds(pairs)
+    return [choice(p, margins.get(p.stream, DEFAULT_MARGIN), floors.get(p.stream)) for p in pairs]
 
 
 def _g(x: float | None) -> str:
@@ -820,8 +821,9 @@ def tuning_choices(results: Path, regs: Any, profile: str = "quick") -> str:
     """Per stream × method of ``profile``: what was searched, the choice and its validation AA, whether it sits on an
     edge, and how the AA moves at 0.5× and 2× its learning rate and strengths (results/tuning/PROFILE)."""
     lines = ["| stream | method | searched (log ranges of every round) | choice | configurations | validation AA "
-             "(tuning seeds) | on an edge | lr ×0.5 | lr ×2 | strength ×0.5 | strength ×2 | Δ | 2× beyond Δ |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "(tuning seeds) | on an edge | lr ×0.5 | lr ×2 | strength ×0.5 | strength ×2 | Δ | 2× beyond Δ | "
+             "at its lower bound |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in sorted(_choices(regs, profile), key=lambda c: (c.pair.stream, c.pair.label)):
         p = c.pair
         if c.chosen is None:
@@ -833,7 +835,7 @@ def tuning_choices(results: Path, regs: Any, profile: str = "quick") -> str:
         moves = [_pp(c.moves[k]) if k in c.moves else "—" for k in ("lr×0.5", "lr×2", "strength×0.5", "strength×2")]
         lines.append(f"| {p.stream} | {p.label} | {searched} | **{point}** | {len(p.trials)} | "
                      f"{c.chosen.mean:.2f} ± {c.chosen.sd:.2f} | {', '.join(c.edges) or 'no'} | {' | '.join(moves)} | "
-                     f"{_g(c.margin)} | {', '.join(c.flagged) or 'no'} |")
+                     f"{_g(c.margin)} | {', '.join(c.flagged) or 'no'} | {'; '.join(c.at_lower_bound) or 'no'} |")
     return "\n".join(lines)
 
 
