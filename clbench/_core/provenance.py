@@ -315,7 +315,8 @@ class _Sources:
 
 def source_digest(plugin: object) -> str:
     """sha256 of a plugin's sources: every ``*.py`` of its package folder but its presets modules
-    (:func:`settings_only`; a plugin in a package), or its one module; ``unknown`` when it has no source file (defined in an interactive session). A plugin in a package also
+    (:func:`settings_only`; a plugin in a package), or its one module; ``unknown`` when it has no source file
+    (defined in an interactive session). A plugin in a package also
     runs what its files import from their top-level package outside that folder (``clbench_plugins._shared``, code
     several built-in plugins run): those files (:class:`_Sources`) are hashed after its own, named from the
     top-level package, so a change to shared code changes the digest of every plugin that imports it, and only

@@ -246,10 +246,12 @@ def sample(results: Sequence[CellResult], per_stream: int) -> list[CellResult]:
 
 def stale(regs: Registries, results: Sequence[CellResult]) -> list[tuple[CellResult, list[str]]]:
     """The results not made by the code, data and settings resolution installed now, each with why
-    (:func:`clbench._core.provenance.changes`, and a recorded configuration that no longer hashes to the cell's
+    (:meth:`clbench._exec.runner.Runner.changes`, and a recorded configuration that no longer hashes to the cell's
     recorded hash). A result that records no provenance is listed too: nothing shows what made it."""
+    from clbench._exec.runner import Runner
+
+    runner = Runner(regs, progress=False)  # its code record is computed once per set of components
     out: list[tuple[CellResult, list[str]]] = []
-    code: dict[tuple[object, ...], tuple[dict[str, str], dict[str, str]]] = {}
     for result in results:
         try:
             cell = cell_from_result(regs, result, result.path.parent if result.path else Path("."))
@@ -262,17 +264,7 @@ def stale(regs: Registries, results: Sequence[CellResult]) -> list[tuple[CellRes
                 f"its recorded settings now hash to {cell.config_hash[:12]}, not {result.config_hash[:12]} "
                 "(a setting's meaning or default changed)"
             )
-        key = (cell.parts, cell.model, cell.stream)
-        if key not in code:
-            code[key] = provenance.code_record(regs, cell)
-        changed = provenance.changes(
-            result.provenance,
-            result.metrics if result.status == "complete" else None,
-            regs,
-            cell,
-            code[key],
-            result.tasks,
-        )
+        changed = runner.changes(result, cell)
         why += ["it records no provenance"] if changed is None else changed
         if why:
             out.append((result, why))
