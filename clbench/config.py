@@ -125,6 +125,34 @@ class TrainConfig:
             "docs/tuning.md)."
         ),
     )
+    init: Literal["model", "xavier"] = setting(
+        "model",
+        help=(
+            'The weights training starts from: "model", as the model plugin initialises them (torch\'s layer defaults '
+            'for mlp and cnn); "xavier", every Linear and Conv2d weight redrawn Xavier-uniform (gain 1) and its bias '
+            "zeroed, heads included (the DER paper's code, Mammoth's backbones). Only for models trained from scratch."
+        ),
+    )
+    head: Literal["masked", "full"] = setting(
+        "masked",
+        help=(
+            'The shared head of a class-incremental stream: "masked", the logits of classes not seen yet are masked '
+            "while a task trains and is scored (a head that grows with the classes, :meth:`CLModel.see_labels`); "
+            '"full", one fixed head over every class of the stream from the first task, trained and scored unmasked '
+            "(the DER paper's code, Mammoth: a later class's logit is pushed down by every earlier task's loss, and "
+            "DER's buffer stores all of them). Only on class-incremental streams."
+        ),
+    )
+    scoring: Literal["stream", "task"] = setting(
+        "stream",
+        help=(
+            'How a class-incremental model is scored: "stream", among every label the head shows (no task identity at '
+            'test time: class-incremental); "task", each task among its own classes, the other logits of the same '
+            "model masked (task identity at test time: the DER paper's Task-IL column of its class-incremental runs, "
+            "Mammoth's mask_classes). Only on class-incremental streams; cells scored differently go in different "
+            "trees, as they rank on different questions."
+        ),
+    )
     device: str = setting("auto", help="auto | cpu | cuda | cuda:N")
     threads: int = bounded(
         1,
@@ -259,6 +287,9 @@ class TrainConfig:
         "steps_per_task": 0,
         "fp32_masters": True,
         "capture": False,
+        "init": "model",
+        "head": "masked",
+        "scoring": "stream",
     }
 
     def __post_init__(self) -> None:

@@ -86,6 +86,15 @@ def seen_labels(tasks: Sequence[TaskInfo]) -> frozenset[str]:
     return frozenset(label for t in tasks for label in t.own_labels)
 
 
+def shown_labels(stream: Stream, known: Sequence[str], head: str = "masked") -> frozenset[str] | None:
+    """What a model scores once the tasks ``known`` (names, in the order trained) are known: on a class-incremental
+    stream under the ``masked`` head (``train.head``), their labels alone; else None, every label (a ``full`` head,
+    and every other scenario)."""
+    if stream.scenario != "class-incremental" or head == "full":
+        return None
+    return seen_labels([stream.task(t) for t in known])
+
+
 @dataclass
 class TaskData:
     info: TaskInfo

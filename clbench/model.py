@@ -42,6 +42,17 @@ class StreamInfo:
 MASKED = -1e4
 
 
+@torch.no_grad()
+def xavier_(model: nn.Module) -> None:
+    """Redraw every Linear and Conv2d weight of ``model`` Xavier-uniform (Glorot & Bengio 2010, gain 1: U(−a, a),
+    a = √(6 / (fan_in + fan_out))) and zero its bias (``train.init="xavier"``)."""
+    for m in model.modules():
+        if isinstance(m, (nn.Linear, nn.Conv2d)):
+            nn.init.xavier_uniform_(m.weight)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+
+
 class CLModel(nn.Module):
     """Base class of every model plugin's network."""
 

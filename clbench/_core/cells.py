@@ -189,6 +189,12 @@ def _make_cell(
         sspec.config_cls, layers.stream_scope(), sspec.data_dir_field, req.data_dir, _select(layers.user, "stream")
     )
     train = cfg.apply(cfg.TrainConfig, None, layers.scope("train"), "train")
+    _check_class_incremental(train, stream)
+    if train.init != "model" and mspec.weights_field and hasattr(model_cfg, mspec.weights_field):
+        raise ConfigError(
+            f"train.init={train.init} redraws every weight, and model {mspec.name!r} loads trained weights "
+            f"(model.{mspec.weights_field}): the setting is for models trained from scratch"
+        )
     if train.capture:
         from clbench.distributed import resolve_device
 
@@ -217,6 +223,20 @@ def _make_cell(
         sweep=dict(sweep),
         tasks=tuple(stream.order(order)),
     )
+
+
+def _check_class_incremental(train: cfg.TrainConfig, stream: Stream) -> None:
+    """``train.head`` and ``train.scoring`` choose among conventions of a class-incremental stream's shared head;
+    set on another stream they would change nothing, so they are refused rather than recorded as if they had."""
+    if stream.scenario == "class-incremental":
+        return
+    for key, default in (("head", "masked"), ("scoring", "stream")):
+        value = getattr(train, key)
+        if value != default:
+            raise ConfigError(
+                f"train.{key}={value}: stream {stream.name!r} is {stream.scenario}, and the setting applies to "
+                "the shared head of a class-incremental stream alone"
+            )
 
 
 def _capture_refusal(static_step: bool, method: str, device_type: str, grad_accum: int) -> str | None:

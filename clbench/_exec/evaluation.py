@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Collection, Iterator
+
 import torch
 from torch import Tensor
 
@@ -21,20 +24,24 @@ def evaluate(
     train: TrainConfig,
     device: torch.device,
     dist: Dist = SINGLE,
+    shown: Collection[str] | None = None,
 ) -> tuple[list[float], list[Tensor | None]]:
     """Score (0-100, by the stream's :meth:`Stream.score`) on every task of ``tasks`` with the model as it is now,
     and each task's per-example scores (:meth:`Stream.example_scores`; None where the stream has none).
 
     Data-parallel (``dist``), each rank predicts its share of the test batches (:meth:`Stream.predictions`) and
     every rank scores all predictions gathered: the same batches, predictions and score as one process. A
-    stream with an evaluation of its own (an overridden :meth:`Stream.evaluate`) is run whole on rank 0."""
+    stream with an evaluation of its own (an overridden :meth:`Stream.evaluate`) is run whole on rank 0.
+
+    ``shown``: the labels the model is told it knows now (:func:`clbench._exec.runner.show_labels`); with
+    ``train.scoring="task"`` each task is scored among its own classes and the model is shown ``shown`` again after."""
     was_training = model.training
     model.eval()
     row: list[float] = []
     examples: list[Tensor | None] = []
     if not dist.active or type(stream).evaluate is not Stream.evaluate:
         for task in tasks if dist.is_main else ():
-            with method.evaluating(task):
+            with method.evaluating(task), _scored_within(model, stream, task, train, shown):
                 score, per_example = stream.evaluate_examples(
                     model,
                     task,
@@ -50,7 +57,7 @@ def evaluate(
     else:
         mine = {}
         for task in tasks:
-            with method.evaluating(task):
+            with method.evaluating(task), _scored_within(model, stream, task, train, shown):
                 mine[task] = stream.predictions(
                     model,
                     task,
@@ -71,3 +78,19 @@ def evaluate(
             examples.append(per_example)
     model.train(was_training)
     return row, examples
+
+
+@contextlib.contextmanager
+def _scored_within(
+    model: CLModel, stream: Stream, task: str, train: TrainConfig, shown: Collection[str] | None
+) -> Iterator[None]:
+    """Under ``train.scoring="task"``, the model shown ``task``'s own classes alone while it is scored (its other
+    logits masked: task identity at test time), then ``shown`` again; otherwise nothing."""
+    if train.scoring != "task":
+        yield
+        return
+    model.see_labels(stream.task(task).own_labels)
+    try:
+        yield
+    finally:
+        model.see_labels(shown)

@@ -39,11 +39,11 @@ from clbench._exec.evaluation import evaluate
 from clbench._exec.stats import epoch_losses, steps_done
 from clbench._exec.step import StepObserver, train_task
 from clbench.cell import CHECKPOINT_FILE, ERROR_LOG, FOOTPRINT_FILE, RESULT_FILE, Cell, CellResult
-from clbench.data import Stream, atomic_write_text, atomic_write_with, seen_labels
+from clbench.data import Stream, atomic_write_text, atomic_write_with, shown_labels
 from clbench.distributed import SINGLE, Dist, resolve_device
 from clbench.errors import ClbenchError, Diverged, HubUnreachable, PluginError, ResultFileError
 from clbench.method import CellContext, Method, derive_seed, seed_torch
-from clbench.model import CLModel, StreamInfo
+from clbench.model import CLModel, StreamInfo, xavier_
 
 FINAL_STATUSES = ("complete", "diverged")  # deterministic outcomes: rerunning gives the same
 
@@ -67,6 +67,8 @@ def build_model(regs: Registries, cell: Cell, stream: Stream) -> CLModel:
     spec = regs.models.get(cell.model)
     model = spec.factory(cell.model_cfg, StreamInfo.of(stream, spec.setting(cell.model_cfg, "heads")))
     check_type(model, CLModel, f"model {cell.model!r}", "factory", regs.models.origins.get(cell.model))
+    if cell.train.init == "xavier":
+        xavier_(model)
     return model
 
 
@@ -101,11 +103,14 @@ def cell_device(cell: Cell, dist: Dist) -> torch.device:
     return device
 
 
-def show_labels(model: CLModel, stream: Stream, order: list[str], done: int) -> None:
-    """On a class-incremental stream, tell the model the labels of the first ``done`` tasks of the order (the task
-    about to train included): it trains and is scored on those alone (:meth:`CLModel.see_labels`)."""
+def show_labels(model: CLModel, stream: Stream, order: list[str], done: int, head: str) -> frozenset[str] | None:
+    """On a class-incremental stream, tell the model the labels it trains and is scored on once the first ``done``
+    tasks of the order are known (the task about to train included): theirs under the ``masked`` head, every
+    label under the ``full`` one (:func:`clbench.data.shown_labels`, :meth:`CLModel.see_labels`). Returns them."""
+    labels = shown_labels(stream, order[:done], head)
     if stream.scenario == "class-incremental":
-        model.see_labels(seen_labels([stream.task(t) for t in order[:done]]))
+        model.see_labels(labels)
+    return labels
 
 
 def release(cell: Cell) -> None:
@@ -319,7 +324,9 @@ class Runner:
         device = cell_device(cell, dist)
         stream = build_stream(self.regs, cell)
         order = stream.order(cell.order)
-        state.tasks, state.scenario, state.stream = order, stream.scenario, stream
+        # scored among each task's own classes, a class-incremental model answers a task-incremental question
+        scenario = "task-incremental" if train.scoring == "task" else stream.scenario
+        state.tasks, state.scenario, state.stream = order, scenario, stream
         model, method = self._build(cell, stream, order, device)
         state.base = fingerprints(model)  # what a fresh build reproduces: checkpoints leave out what still equals it
         state.env = environment(str(device), train, dict(self._versions), world_size=dist.world_size)
@@ -339,7 +346,7 @@ class Runner:
                 task = order[index]
                 self._notify("clbench_task_start", cell=cell, task=task, index=index)
                 seed_torch(derive_seed(cell.seed, index + 1))
-                show_labels(model, stream, order, index + 1)
+                shown = show_labels(model, stream, order, index + 1, train.head)
                 if device.type == "cuda":
                     torch.cuda.reset_peak_memory_stats(device)
                 t0 = time.perf_counter()
@@ -349,7 +356,7 @@ class Runner:
                 method.after_task(task, index)
                 state.footprints.append(checked.footprint(task, index, kind))
                 t1 = time.perf_counter()
-                row, per_example = evaluate(model, method, stream, order, train, device, dist)
+                row, per_example = evaluate(model, method, stream, order, train, device, dist, shown)
                 stats.task, stats.train_s, stats.eval_s = task, t1 - t0, time.perf_counter() - t1
                 if device.type == "cuda":
                     stats.peak_memory_bytes = torch.cuda.max_memory_allocated(device)  # this task's peak

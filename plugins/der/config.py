@@ -15,10 +15,12 @@ class DERConfig:
     beta: float = bounded(0.0, ge=0, help="DER++'s label replay weight (DER: 0)")
     replay_batch_size: int = bounded(0, ge=0, help="0: the training batch size")
     stored_logits: Literal["all", "seen"] = setting("all", help=(
-        "Class-incremental streams, where the model masks the logits of classes not seen yet: \"all\" stores every "
-        "class's logit as the head computes it (the paper's network has no mask, so the match also holds down the "
-        "classes an example did not belong to when it was stored); \"seen\" stores the masked logits and matches the "
-        "seen ones only"))
+        "Class-incremental streams under the masked head (train.head=masked), where the model masks the logits of "
+        "classes not seen yet while it trains: \"all\" stores every class's logit as the unmasked head computes it, "
+        "\"seen\" the masked ones and matches the seen ones only. Neither is the paper's: its network has no mask, "
+        "so its later classes' logits were trained down by every task's loss before they were stored, which the "
+        "masked head's were not; the paper's form is train.head=full, under which this setting has no effect "
+        "(docs/parity.md)"))
     logits_at: Literal["insertion", "task_end"] = setting("insertion", help=(
         "When an example's logits are stored: \"insertion\", as it is trained on (the paper's Algorithm 1), or "
         "\"task_end\", recomputed for the task's examples in the buffer when the task ends (Avalanche 0.6's DER "

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from clbench_plugins._shared.reservoir import Reservoir
 from torch import Tensor
 
-from clbench.data import Batch, seen_labels
+from clbench.data import Batch, shown_labels
 from clbench.errors import ConfigError
 from clbench.method import Method
 from clbench.model import MASKED, CLModel
@@ -21,8 +21,9 @@ from .config import DERConfig
 
 class DER(Method):
     """Buzzega et al. 2020. Examples enter the buffer as they are trained on, with their logits then: on a
-    class-incremental stream every class's (``stored_logits="all"``, the default), or the seen classes' only (a logit
-    masked for a class not seen yet, :data:`~clbench.model.MASKED`, is left out of the match). One replayed batch
+    class-incremental stream under the masked head every class's (``stored_logits="all"``, the default), or the seen
+    classes' only (a logit masked for a class not seen yet, :data:`~clbench.model.MASKED`, is left out of the match);
+    under the full head (``train.head="full"``) the logits are unmasked as they are computed. One replayed batch
     gives α·MSE of the logits (the classes seen now); DER++ adds β·CE of the labels of a second one. Tensor inputs
     (images, vectors)."""
 
@@ -43,8 +44,8 @@ class DER(Method):
         self._generator = self.ctx.generator(index, 3131)  # the buffer's admissions: the same path after a resume
         self._index = index
         stream = self.ctx.stream
-        self._labels = (seen_labels([stream.task(t) for t in self.ctx.order[:index + 1]])
-                        if stream is not None and stream.scenario == "class-incremental" else None)
+        # the labels the model shows now: the seen ones under a masked class-incremental head, else None (every one)
+        self._labels = shown_labels(stream, self.ctx.order[:index + 1], self.ctx.train.head) if stream else None
 
     @contextlib.contextmanager
     def _every_label(self) -> Iterator[None]:

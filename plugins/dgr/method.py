@@ -11,7 +11,7 @@ import torch
 from clbench_plugins._shared.losses import distillation
 from torch import Tensor, nn
 
-from clbench.data import Batch, seen_labels
+from clbench.data import Batch, shown_labels
 from clbench.errors import ConfigError
 from clbench.method import Method, Phase
 from clbench.model import CLModel
@@ -75,8 +75,8 @@ class DGR(Method):
         self.teacher = self.previous = None
         if index > 0:  # the scholar as it is now: after task index−1, or as resumed from its checkpoint
             self.teacher = copy.deepcopy(self.model).eval().requires_grad_(False)
-            if self.ctx.stream.scenario == "class-incremental":  # it answers among the classes it was trained on
-                self.teacher.see_labels(seen_labels([self.ctx.stream.task(t) for t in self.old_tasks]))
+            if self.ctx.stream.scenario == "class-incremental":  # it answers as the model did on the old tasks
+                self.teacher.see_labels(shown_labels(self.ctx.stream, self.old_tasks, self.ctx.train.head))
             self.previous = copy.deepcopy(self.generator).eval().requires_grad_(False)
         self.r = self.config.new_weight or 1.0 / (index + 1)
         self.phase = ""
