@@ -204,7 +204,10 @@ class ProfileSpec:
 
     The streams of a profile are those whose ``StreamSpec.presets`` name it (unless ``streams`` lists
     them); its methods are ``methods`` (``"all"``: every registered method that fits the stream).
-    ``sets`` are ``--set``-style overrides applied before the user's own.
+    ``sets`` are ``--set``-style overrides applied before the user's own. ``rows`` give a method label its own
+    settings on one stream, ``{stream: {label: {"train.lr": 0.03, "der.alpha": 0.2}}}``: the settings a paper's
+    table used for each of its rows (its code's per-method arguments), laid over the stream's and the method's
+    presets and under ``sets`` and ``--set``.
     """
 
     name: str
@@ -215,6 +218,10 @@ class ProfileSpec:
     streams: tuple[str, ...] | None = None
     sets: Mapping[str, Any] = field(default_factory=dict)
     requires_gpu: bool = False
+    rows: Mapping[str, Mapping[str, Mapping[str, Any]]] = field(default_factory=dict)
+    # the paper's published numbers for these rows (clbench._tools.parity: its file format and the verdict rule);
+    # `clbench leaderboard` shows them beside clbench's
+    targets: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -101,11 +101,13 @@ def _label(label: str, sweep: Mapping[str, Any]) -> str:
 
 @dataclass
 class _Layers:
-    """The settings of one cell, lowest first: the stream's presets, each method part's, the profile's ``sets`` and
-    the user's ``--set``; each scoped (``{"train": {...}, "ewc": {...}, "": {"model": ...}}``)."""
+    """The settings of one cell, lowest first: the stream's presets, each method part's, the profile's row for the
+    label (``ProfileSpec.rows``), the profile's ``sets`` and the user's ``--set``; each scoped (``{"train": {...},
+    "ewc": {...}, "": {"model": ...}}``)."""
 
     stream: dict[str, dict[str, Any]]
     methods: list[dict[str, dict[str, Any]]]
+    row: dict[str, dict[str, Any]]
     profile: dict[str, dict[str, Any]]
     user: dict[str, dict[str, Any]]
 
@@ -118,10 +120,12 @@ class _Layers:
         order: str,
         mspecs: Sequence[MethodSpec],
         user_sets: Mapping[str, Any],
+        row: Mapping[str, Any] = {},  # noqa: B006 (read, never written)
     ) -> _Layers:
         return cls(
             cfg.split_scoped(cfg.preset_values(sspec.presets, profile, sspec.name, order)),
             [cfg.split_scoped(cfg.preset_values(m.presets, profile, sspec.name, order)) for m in mspecs],
+            cfg.split_scoped(row),
             cfg.split_scoped(profile_sets),
             cfg.split_scoped(user_sets),
         )
@@ -137,14 +141,14 @@ class _Layers:
         values = _select(self.stream, scope)
         for mp in self.methods:
             values.update(_select(mp, scope))
-        return {**values, **_select(self.profile, scope), **_select(self.user, scope)}
+        return {**values, **_select(self.row, scope), **_select(self.profile, scope), **_select(self.user, scope)}
 
     def stream_scope(self) -> dict[str, Any]:
         return {**_select(self.stream, "stream"), **_select(self.profile, "stream"), **_select(self.user, "stream")}
 
     def method(self, index: int, name: str) -> dict[str, Any]:
         values = {k: v for k, v in self.methods[index].get("", {}).items() if k != "model"}
-        return {**values, **_select(self.profile, name), **_select(self.user, name)}
+        return {**values, **_select(self.row, name), **_select(self.profile, name), **_select(self.user, name)}
 
 
 def _make_cell(
@@ -160,9 +164,11 @@ def _make_cell(
     user_sets: Mapping[str, Any],
     sweep: Mapping[str, Any],
     req: RunRequest,
+    row: Mapping[str, Any] = {},  # noqa: B006 (read, never written)
 ) -> Cell | str:
-    """The cell of one method label, stream order, seed and sweep point, or why its methods do not fit."""
-    layers = _Layers.of(profile, profile_sets, sspec, order, mspecs, user_sets)
+    """The cell of one method label, stream order, seed and sweep point, or why its methods do not fit; ``row``: the
+    profile's settings for the label on this stream (``ProfileSpec.rows``)."""
+    layers = _Layers.of(profile, profile_sets, sspec, order, mspecs, user_sets, row)
     model_name = req.model or layers.model_name()
     if model_name is None:
         raise ConfigError(f"stream {sspec.name!r} names no model for profile {profile!r}; {_model_hint(regs, sspec)}")

@@ -272,6 +272,13 @@ def _label_cells(
     parts = methods.parts_of[label]
     mspecs = [regs.methods.get(p) for p in parts]
     keys, points = sweep.points(parts)
+    row = profile.rows.get(sspec.name, {}).get(label, {})
+    stray = [k for k in row if k.split(".", 1)[0] not in {*RESERVED_SCOPES, *parts} - {"stream"}]
+    if stray:  # a key no setting of the cell reads would be recorded nowhere and change nothing
+        raise ConfigError(
+            f"profile {profile.name!r}: its row {label!r} on stream {sspec.name!r} sets {', '.join(stray)}, which "
+            f"no setting of the cell reads (a row sets train.*, model.*, metrics.* or {', '.join(parts)}.*)"
+        )
     cells = []
     for order, seed, point in itertools.product(orders, seeds, points):
         swept = dict(zip(keys, point, strict=True))
@@ -288,6 +295,7 @@ def _label_cells(
             {**sweep.single, **swept},
             swept,
             req,
+            row,
         )
         if isinstance(cell, str):
             if methods.explicit and req.streams:  # both named: the user asked for exactly this cell

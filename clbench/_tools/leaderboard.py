@@ -268,13 +268,15 @@ def render(
     methods: Mapping[str, MethodSpec] | None = None,
     margins: Mapping[str, float] | None = None,
     other_code: int = 0,
+    targets: Mapping[str, Any] | None = None,
 ) -> str:
     """The markdown leaderboard of one profile's results: per stream and scenario, the ranked summary, then one
     table per objective (rows as in the summary; objectives that are n/a for most rows last), then the
     diagnostics per footprint type. ``methods`` (the registry's method specs) marks the oracles, the footprint types
     and the methods that cannot run in a scenario; ``margins`` is Δ per stream (:func:`read_margins`);
     ``other_code`` is how many of the results were made by other code, data or settings than installed
-    (:func:`clbench._tools.verify.stale`): the page then says it is a record of that code."""
+    (:func:`clbench._tools.verify.stale`): the page then says it is a record of that code; ``targets``: the
+    profile's published numbers (:mod:`clbench._tools.parity`), shown beside clbench's after the summary."""
     results = list(results)
     df = frame(results)
     shown = [m for m in metrics if m.leaderboard]
@@ -314,6 +316,10 @@ def render(
                 f"### {section_title(stream, scenario)}\n\n{summary_caption(summary)}\n\n"
                 f"{summary_table(summary, labels)}"
             )
+    if targets:
+        from clbench._tools.parity import section
+
+        parts.append(section(results, targets))
     for stream, scenario, sdf in sections(df):
         seeds = sorted(sdf["seed"].unique())
         section_summary = summaries.get((stream, scenario))
