@@ -71,7 +71,7 @@ from clbench._tools.tables import (
 from clbench.cell import CellResult
 from clbench.data import scenario_needs
 from clbench.errors import ClbenchError
-from clbench.specs import MethodSpec, MetricSpec
+from clbench.specs import MethodSpec, MetricSpec, ProfileSpec
 
 SCENARIO_WORDS = {
     "task-incremental": "task-incremental: the task identity is given at test time",
@@ -213,14 +213,22 @@ def method_labels(
     specs: Mapping[str, MethodSpec] | None,
     profile: str | None = None,
     stream: str | None = None,
+    rows: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
     """``joint (oracle)``, ``mymethod (defaults)``: a method label with what a reader must see: an oracle, or (with
-    ``profile`` and ``stream``) a method none of whose parts has a preset for them, so that it ran on the training
-    defaults beside methods whose presets were chosen for this stream (docs/tuning.md)."""
+    ``profile`` and ``stream``) a method none of whose parts has a preset for them and that is not a row of the
+    profile (``rows``: the profile's rows on the stream), so that it ran on the training defaults beside methods
+    whose presets were chosen for this stream (docs/tuning.md)."""
     out = {}
     for label in methods:
         notes = ["oracle"] if is_oracle(label, specs) else []
-        if specs and profile and stream and not _has_preset(label, specs, profile, stream):
+        if (
+            specs
+            and profile
+            and stream
+            and label not in (rows or {})
+            and not _has_preset(label, specs, profile, stream)
+        ):
             notes.append("defaults")
         out[label] = f"{label} ({', '.join(notes)})" if notes else label
     return out
@@ -248,14 +256,18 @@ def console_summary(
     results: Iterable[CellResult],
     methods: Mapping[str, MethodSpec] | None = None,
     margins: Mapping[str, float] | None = None,
+    rows: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> str:
-    """What ``clbench run`` prints at its end: the leaderboard's summary, one plain table per stream and scenario."""
+    """What ``clbench run`` prints at its end: the leaderboard's summary, one plain table per stream and scenario
+    (``rows``: the profile's rows, ``ProfileSpec.rows``)."""
     blocks = []
     for (stream, scenario), section in section_results(results).items():
         if not any(RANK_BY in r.metrics for r in section):
             continue
         summary = summarise(section, methods, margin_of(stream, margins))
-        labels = method_labels([r.method for r in summary.rows], methods, _profile_of(section), stream)
+        labels = method_labels(
+            [r.method for r in summary.rows], methods, _profile_of(section), stream, (rows or {}).get(stream, {})
+        )
         blocks.append(f"{section_title(stream, scenario)}\n{summary_table(summary, labels, 'simple', cost=False)}")
     return "\n".join(blocks)
 
@@ -268,15 +280,17 @@ def render(
     methods: Mapping[str, MethodSpec] | None = None,
     margins: Mapping[str, float] | None = None,
     other_code: int = 0,
-    targets: Mapping[str, Any] | None = None,
+    profile: ProfileSpec | None = None,
 ) -> str:
     """The markdown leaderboard of one profile's results: per stream and scenario, the ranked summary, then one
     table per objective (rows as in the summary; objectives that are n/a for most rows last), then the
     diagnostics per footprint type. ``methods`` (the registry's method specs) marks the oracles, the footprint types
     and the methods that cannot run in a scenario; ``margins`` is Δ per stream (:func:`read_margins`);
     ``other_code`` is how many of the results were made by other code, data or settings than installed
-    (:func:`clbench._tools.verify.stale`): the page then says it is a record of that code; ``targets``: the
-    profile's published numbers (:mod:`clbench._tools.parity`), shown beside clbench's after the summary."""
+    (:func:`clbench._tools.verify.stale`): the page then says it is a record of that code; ``profile``: the
+    results' profile, whose rows (``ProfileSpec.rows``) are a method's settings, and whose published numbers
+    (``ProfileSpec.targets``, :mod:`clbench._tools.parity`) are shown beside clbench's after the summary."""
+    rows = profile.rows if profile is not None else {}
     results = list(results)
     df = frame(results)
     shown = [m for m in metrics if m.leaderboard]
@@ -310,16 +324,20 @@ def render(
         parts.append("## Summary\n\n" + SUMMARY_LEGEND + "\n")
         for (stream, scenario), summary in summaries.items():
             labels = method_labels(
-                [r.method for r in summary.rows], methods, _profile_of(by_section[stream, scenario]), stream
+                [r.method for r in summary.rows],
+                methods,
+                _profile_of(by_section[stream, scenario]),
+                stream,
+                rows.get(stream, {}),
             )
             parts.append(
                 f"### {section_title(stream, scenario)}\n\n{summary_caption(summary)}\n\n"
                 f"{summary_table(summary, labels)}"
             )
-    if targets:
+    if profile is not None and profile.targets:
         from clbench._tools.parity import section
 
-        parts.append(section(results, targets))
+        parts.append(section(results, profile.targets))
     for stream, scenario, sdf in sections(df):
         seeds = sorted(sdf["seed"].unique())
         section_summary = summaries.get((stream, scenario))
@@ -328,7 +346,9 @@ def render(
             if section_summary is not None
             else sorted(sdf["method"].unique(), key=label_key)
         )
-        labels = method_labels(order, methods, _profile_of(by_section.get((stream, scenario), [])), stream)
+        labels = method_labels(
+            order, methods, _profile_of(by_section.get((stream, scenario), [])), stream, rows.get(stream, {})
+        )
         parts.append(
             f"## {section_title(stream, scenario)}\n\nseeds: {', '.join(str(s) for s in seeds)}; "
             f"cells: {sdf.drop_duplicates(['method', 'order', 'seed']).shape[0]}\n"

@@ -61,8 +61,14 @@ class ParityRow:
 def targets(spec: Mapping[str, Any]) -> list[Target]:
     """The rows of a profile's target file, in its order."""
     return [
-        Target(r["stream"], r["method"], float(r["mean"]), None if r.get("sd") is None else float(r["sd"]),
-               str(r.get("source", "")), str(r.get("confirmed", "")))
+        Target(
+            r["stream"],
+            r["method"],
+            float(r["mean"]),
+            None if r.get("sd") is None else float(r["sd"]),
+            str(r.get("source", "")),
+            str(r.get("confirmed", "")),
+        )
         for r in spec.get("rows", ())
     ]
 
@@ -106,8 +112,7 @@ def table(rows: Sequence[ParityRow], causes: Mapping[tuple[str, str], str] | Non
     """A markdown table: per row the paper's number, clbench's (mean, 95 % interval of the mean, n), the difference,
     τ, the verdict and (``causes``) why a row is not reproduced."""
     head = "| stream | method | paper | clbench (95 % CI) | n | difference | τ | verdict |"
-    lines = [head + (" cause |" if causes is not None else ""),
-             "|---" * (8 + (causes is not None)) + "|"]
+    lines = [head + (" cause |" if causes is not None else ""), "|---" * (8 + (causes is not None)) + "|"]
     for row in rows:
         t = row.target
         paper = f"{t.mean:.2f}" + (f" ± {t.sd:.2f}" if t.sd is not None else "")
@@ -116,8 +121,16 @@ def table(rows: Sequence[ParityRow], causes: Mapping[tuple[str, str], str] | Non
         else:
             ci = t_interval(list(row.values), LEVEL)
             ours = f"{row.mean:.2f}" + (f" ({ci[0]:.2f}, {ci[1]:.2f})" if ci else "")
-        cells = [t.stream, t.method, paper, ours, str(len(row.values)), _num(row.difference, sign=True),
-                 _num(row.tau, 1), row.verdict]
+        cells = [
+            t.stream,
+            t.method,
+            paper,
+            ours,
+            str(len(row.values)),
+            _num(row.difference, sign=True),
+            _num(row.tau, 1),
+            row.verdict,
+        ]
         if causes is not None:
             cells.append(causes.get((t.stream, t.method), "") if row.verdict != "reproduces" else "")
         lines.append("| " + " | ".join(cells) + " |")

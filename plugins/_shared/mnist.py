@@ -30,7 +30,7 @@ def read_idx(path: Path) -> np.ndarray:
     dims = np.frombuffer(raw, dtype=">u4", count=raw[3], offset=4).astype(int)
     start, size = 4 + 4 * raw[3], int(np.prod(dims))
     if len(raw) - start != size:
-        raise DataError(f"{path}: header says {list(dims)} ({size} bytes) but {len(raw) - start} data bytes follow")
+        raise DataError(f"{path}: header says {dims.tolist()} ({size} bytes) but {len(raw) - start} data bytes follow")
     return np.frombuffer(raw, dtype=np.uint8, offset=start).reshape(dims)
 
 

@@ -159,8 +159,9 @@ def rotate(images: Tensor, degrees: float, mode: str = "nearest", chunk: int = 8
     a = torch.tensor(degrees, dtype=torch.float64).deg2rad()
     cos, sin = float(torch.cos(a)), float(torch.sin(a))
     # theta maps each output location to the input location it samples, in (x right, y down) coordinates: on screen
-    # [[cos, sin], [−sin, cos]] turns the sampling grid clockwise, so the image turns counter-clockwise
-    theta = torch.tensor([[[cos, sin, 0.0], [-sin, cos, 0.0]]], dtype=torch.float64)
+    # [[cos, −sin], [sin, cos]] turns the sampling grid clockwise, so the image turns counter-clockwise (90°: torch.rot90
+    # with k=1, as PIL's rotate(90))
+    theta = torch.tensor([[[cos, -sin, 0.0], [sin, cos, 0.0]]], dtype=torch.float64)
     n, c, h, w = images.shape
     grid = F.affine_grid(theta, [1, 1, h, w], align_corners=False)
     flat = images.reshape(1, n * c, h, w)  # every image a channel: one grid for all

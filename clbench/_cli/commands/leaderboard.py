@@ -220,7 +220,7 @@ def _write_leaderboards(
             regs.methods.items,
             margins,
             other_code=len(other_code(regs, group)),
-            targets=regs.profiles.items[profile].targets if profile in regs.profiles.items else None,
+            profile=regs.profiles.items.get(profile),
         )
         if check:
             if not path.exists():

@@ -252,7 +252,8 @@ def command(
     if results:
         from clbench._tools.leaderboard import console_summary
 
-        table = console_summary(results, regs.methods.items, margins)
+        spec = regs.profiles.items.get(plan.profile)
+        table = console_summary(results, regs.methods.items, margins, spec.rows if spec is not None else None)
         if table:
             click.echo("\n" + table)
         line, written = _leaderboard_line(regs, results, plan.profile, out, write_board, margins)
@@ -378,6 +379,7 @@ def _leaderboard_line(
         out.resolve(),
         regs.methods.items,
         margins,
+        profile=regs.profiles.items.get(profile),
     )
     try:
         atomic_write_text(path, text)

@@ -1,0 +1,56 @@
+"""Record how long a `clbench run` took into TREE/wall-time.json (what docs generators read): its command, wall
+seconds, the cells in the tree and their summed seconds, the CPU and the date. ``--add``: the run added cells to a
+tree that already has a record; its command and wall time are added to it.
+
+    /usr/bin/time -f %e -o t clbench run ... --out TREE; python scripts/wall_time.py TREE --command "..." --wall-s "$(cat t)"
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+from pathlib import Path
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return " ".join(line.split(":", 1)[1].split()[:2])
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tree", type=Path)
+    parser.add_argument("--command", required=True)
+    parser.add_argument("--wall-s", type=float, required=True)
+    parser.add_argument("--beside", default="", help="what else ran on the machine meanwhile (an upper bound then)")
+    parser.add_argument("--add", action="store_true")
+    args = parser.parse_args()
+    path = args.tree / "wall-time.json"
+    old = json.loads(path.read_text()) if args.add and path.is_file() else {}
+    results = [json.loads(p.read_text()) for p in args.tree.rglob("result.json")]
+    record = {
+        "command": "; ".join(c for c in (old.get("command"), args.command) if c),
+        "jobs": "2",
+        "cells": len(results),
+        "wall_s": round(old.get("wall_s", 0.0) + args.wall_s, 1),
+        "cells_s": round(sum(r["timings"]["total_s"] for r in results), 1),
+        "cpu": cpu_model(),
+        "cpus": os.cpu_count(),
+        "date": datetime.date.today().isoformat(),
+        **({"beside": "; ".join(b for b in (old.get("beside"), args.beside) if b)} if args.beside or old.get("beside")
+           else {}),
+    }
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
