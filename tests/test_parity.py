@@ -98,3 +98,15 @@ def test_a_row_key_no_setting_reads_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="its row 'seqft' on stream 'seq-mnist' sets der.alpha"):
         make_plan(testing.registry(Rows()), RunRequest(methods="seqft", streams=["seq-mnist"], profile="rows-test",
                                                        out=tmp_path, model="mlp"))
+
+
+def test_every_table_names_the_protocol_conventions_its_cells_ran_under():
+    from clbench._tools.leaderboard import _protocol_line
+
+    def cell(method, head):
+        return SimpleNamespace(method=method, config={"train": {"head": head, "init": "xavier"}})
+
+    line = _protocol_line([cell("der", "full"), cell("icarl", "masked"), cell("lwf", "masked")], "class-incremental")
+    assert "`train.head`: full (der); masked (icarl, lwf)" in line
+    assert "`train.scoring=stream`" in line and "`train.init=xavier`" in line
+    assert "train.head" not in _protocol_line([cell("der", "masked")], "domain-incremental")  # no growing head

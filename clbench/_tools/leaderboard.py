@@ -360,7 +360,9 @@ def render(
             by_why.setdefault(why, []).append(label)
         for why, names in by_why.items():
             parts.append(f"Cannot run in this scenario ({why}): {', '.join(names)}.\n")
-        parts.append(_forms_line([r for r in results if r.stream == stream and (r.scenario or "") == scenario]))
+        cells = [r for r in results if r.stream == stream and (r.scenario or "") == scenario]
+        parts.append(_protocol_line(cells, scenario))
+        parts.append(_forms_line(cells))
         parts.append((LEGEND if complete_seeds(sdf) else LEGEND_NO_CELL) + "\n")
         # a metric with neither a value nor an error for any method of the stream: no table; one that applies to
         # fewer than half of the rows goes below the others
@@ -379,6 +381,34 @@ def render(
         if errors:
             parts.append(_fence(errors))
     return "\n".join(parts)
+
+
+# the protocol conventions a reader must know to compare a table with a published one: (scope, setting, default)
+CONVENTIONS = (("train", "head", "masked"), ("train", "scoring", "stream"), ("train", "init", "model"))
+
+
+def _protocol_line(results: Sequence[CellResult], scenario: str) -> str:
+    """The protocol conventions these cells were run under (``train.head`` on class-incremental streams, and
+    ``train.scoring`` of their models, ``train.init``), per value the methods that used it when they differ."""
+    parts = []
+    for scope, key, default in CONVENTIONS:
+        if (
+            key == "head"
+            and scenario != "class-incremental"
+            and all(r.config.get(scope, {}).get("scoring", "stream") == "stream" for r in results)
+        ):
+            continue  # no shared head whose classes grow
+        by_value: dict[str, set[str]] = {}
+        for r in results:
+            by_value.setdefault(str(r.config.get(scope, {}).get(key, default)), set()).add(r.method)
+        if len(by_value) == 1:
+            parts.append(f"`{scope}.{key}={next(iter(by_value))}`")
+        else:
+            parts.append(
+                f"`{scope}.{key}`: "
+                + "; ".join(f"{v} ({', '.join(sorted(ms, key=label_key))})" for v, ms in sorted(by_value.items()))
+            )
+    return f"Protocol conventions: {', '.join(parts)} (docs/parity.md).\n"
 
 
 def _forms_line(results: Sequence[CellResult]) -> str:
