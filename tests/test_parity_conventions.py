@@ -206,3 +206,16 @@ def test_joint_final_trains_nothing_until_the_last_task_then_the_union_from_the_
     steps = [sum(t[p]["steps"] for p in t["phases"]) for t in r.timings["tasks"]]
     assert steps[:-1] == [0] * len(before) and steps[-1] > 0
     assert sum(last) / len(last) > sum(r.initial_row) / len(last) + 30
+
+
+def test_icarl_scored_within_each_task_answers_among_that_tasks_classes_alone(tmp_path):
+    """Under train.scoring=task iCaRL's nearest mean of exemplars ranks the task's own classes only: its task-scored
+    matrix is at least its class-scored one entry by entry, and higher somewhere (the same training)."""
+    regs = testing.registry()
+    [cil] = testing.run(regs, tmp_path / "cil", "icarl", stream="split-digits-cil", profile="quick", seeds=[0],
+                        orders=["1"])
+    [til] = testing.run(regs, tmp_path / "til", "icarl", stream="split-digits-cil", profile="quick", seeds=[0],
+                        orders=["1"], sets={"train.scoring": ["task"]})
+    pairs = [(a, b) for ra, rb in zip(til.accuracy_matrix, cil.accuracy_matrix, strict=True)
+             for a, b in zip(ra, rb, strict=True)]
+    assert all(a >= b for a, b in pairs) and til.metrics["AA"] > cil.metrics["AA"] + 1

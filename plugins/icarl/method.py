@@ -129,8 +129,8 @@ class ICaRL(Method):
 
     @contextlib.contextmanager
     def evaluating(self, task: str) -> Iterator[None]:
-        """The nearest mean of exemplars answers (Algorithm 1), among the classes with exemplars; before the first
-        task's end the model's own argmax."""
+        """The nearest mean of exemplars answers (Algorithm 1), among the classes with exemplars (under
+        ``train.scoring="task"``, those of ``task`` alone); before the first task's end the model's own argmax."""
         assert self.model is not None
         if self._means_due:
             with torch.no_grad():
@@ -140,6 +140,13 @@ class ICaRL(Method):
             yield
             return
         model, means, classes = self.model, self.means, torch.tensor(self.classes)
+        if self.ctx.train.scoring == "task":  # task identity at test time: the task's own classes alone answer
+            info = self.ctx.stream.task(task)
+            own = [i for i, c in enumerate(self.classes) if info.labels[c] in info.own_labels]
+            if not own:  # a task not trained yet has no exemplars: the model's argmax among its classes
+                yield
+                return
+            means, classes = means[own], classes[own]
 
         def nme(x: Any, task: str) -> Tensor:
             nearest = torch.cdist(self._features(x), means).argmin(dim=1)
