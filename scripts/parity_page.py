@@ -59,11 +59,6 @@ CAUSES: dict[tuple[str, str, str], str] = {
         "mode; clbench's LwF has no warm-up and distils from the previous model's logits of each batch. Which of "
         "them moves the Task-IL number is open (the Class-IL row, where both collapse, reproduces)"
     ),
-    ("paper-der", "seq-mnist-til", "icarl"): (
-        "a bug of clbench, found here and not yet fixed: iCaRL's nearest-mean-of-exemplars classifier ranks every "
-        "class with exemplars and ignores train.scoring=task, so this row repeats its class-incremental score; "
-        "fixing it changes no class-incremental number but makes every iCaRL cell stale (its plugin's code)"
-    ),
     ("paper-der", "seq-mnist", "derpp"): (
         "not separated with 5 seeds: the interval reaches past −τ. Known difference: while the buffer holds fewer "
         "than the 128 examples drawn (the first 13 steps), clbench draws with replacement, Mammoth draws every "
@@ -101,7 +96,7 @@ def _grouped(pairs: list[tuple[str, str]], by_method: bool = False) -> str:
 
 
 def _convention_lines(regs: Any) -> list[str]:
-    from clbench._tools.parity import parity
+    from clbench._tools.parity import _num, parity
 
     lines = []
     for name, (what, profile, stream) in CONVENTIONS.items():
@@ -110,9 +105,10 @@ def _convention_lines(regs: Any) -> list[str]:
         rows = [r for r in parity(_results(tree), spec) if r.values and r.target.stream == stream]
         if not rows:
             continue
+        own = {r.target.method: r for r in parity(_results(TREES[profile]), spec) if r.target.stream == stream}
         lines.append(f"Under {what} (`results/paper-der/conventions/{name}`, {profile}, {stream}):\n")
-        lines += [f"- {r.target.method}: {r.mean:.2f} over {len(r.values)} cells (paper {r.target.mean:.2f}; "
-                  f"{r.verdict} by the rule)" for r in rows]
+        lines += [f"- {r.target.method}: {r.mean:.2f} over {len(r.values)} cells, {r.verdict} by the rule (the "
+                  f"profile's own form: {_num(own[r.target.method].mean)}; paper {r.target.mean:.2f})" for r in rows]
         lines.append("")
     return lines
 
@@ -164,6 +160,11 @@ def render() -> str:
         rows = parity(_results(tree), spec)
         ran = [r for r in rows if r.values]
         tally = counts(ran)
+        if not ran:
+            out += [f"## `{profile}`: {spec['paper']}, {spec['table']}", "",
+                    f"Not run yet (`clbench run --profile {profile} --data-dir DIR --out "
+                    f"results/{tree.relative_to(ROOT / 'results').as_posix()}`).", ""]
+            continue
         out += [
             f"## `{profile}`: {spec['paper']}, {spec['table']}",
             "",
