@@ -59,6 +59,11 @@ CAUSES: dict[tuple[str, str, str], str] = {
         "mode; clbench's LwF has no warm-up and distils from the previous model's logits of each batch. Which of "
         "them moves the Task-IL number is open (the Class-IL row, where both collapse, reproduces)"
     ),
+    ("paper-der-500", "seq-mnist", "derpp"): (
+        "2 of 5 seeds: the run was stopped at the end of the session that made it (its wall time is therefore not "
+        "recorded); `clbench run --profile paper-der-500 --stream seq-mnist --data-dir DIR --out "
+        "results/paper-der/buffer-500` resumes it"
+    ),
     ("paper-der", "seq-mnist", "derpp"): (
         "not separated with 5 seeds: the interval reaches past −τ. Known difference: while the buffer holds fewer "
         "than the 128 examples drawn (the first 13 steps), clbench draws with replacement, Mammoth draws every "
