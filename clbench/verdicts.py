@@ -3,26 +3,32 @@
 The unit is a cell (order, seed). The cells of one table are paired across its rows: the same seed, data order,
 initialisation and test set. Per table:
 
-- **Reference**: the row with the best mean among the rows that are not oracles (joint training, one model per
-  task, ...). Oracles are judged against nothing and are never the reference.
-- **Test**: for each other row, the paired differences d over the cells both rows have (reference − row for a
-  metric where higher is better); a two-sided sign-flip permutation test of mean d = 0
-  (:func:`scipy.stats.permutation_test`, exact up to 2¹³ sign patterns); Holm–Bonferroni over the table's rows.
-- **Margin** Δ: the smallest difference that matters (at least 1 pp for a score in percent, and at least the
-  stream's cross-machine move of a row mean, see README "Reproducibility").
-- **Verdicts**: ``below`` when Holm's p < α and mean d ≥ Δ; ``equivalent`` when the 90 % interval of d lies
-  inside (−Δ, Δ); ``not separated`` otherwise. With n cells no two-sided p is below 2/2ⁿ: three seeds can never
-  separate two rows (p ≥ 0.25), which a table with three seeds says rather than inventing separation.
+- **Margin** Δ: the smallest difference that matters, fixed before any result: :data:`MARGINS` per scenario (AA in
+  percentage points), or what the user gives (``clbench leaderboard --margin``). Never derived from results.
+- **Reference**: a method the user declares (``--reference``, e.g. their own). Without one, every row is compared
+  with every other, so that picking the best row from the data cannot inflate the error rate (a best-observed
+  reference tested against the others rejects far more often than α when the rows are equal).
+- **Tests**: one-sided paired sign-flip permutation tests over the cells (exact up to 26 cells) of
+  "ahead by more than Δ" (a minimum-effect test: the mean difference minus Δ) and of "ahead" (Δ = 0), each family
+  Holm–Bonferroni-adjusted over the table's comparisons: with a declared reference, each row against it in both
+  directions; without, every ordered pair of rows.
+- **Verdicts** of a row: ``below`` (behind by more than Δ: the reference, or some row — then the best — leads it by
+  more than Δ), ``behind`` (a lead over it is shown, one of more than Δ is not), ``equivalent`` (the 90 % interval
+  of the difference to the reference — without one, of every other row's lead — lies under Δ), ``not separated``
+  otherwise; against a declared reference also ``above`` and ``ahead``, the same the other way. With n cells no
+  one-sided p is below 1/2ⁿ, and Holm multiplies the smallest by the number of comparisons: a table says when
+  that floor is above α (nothing in it can be separated).
 - **Intervals**: each row's mean with a 95 % two-level bootstrap interval — cells resampled, then the test
   examples of every task (Poisson weights, the same draw for every row and cell: they share the test set) from
   the per-example scores a result stores — and each row's rank interval from the same replicates. A cell without
-  per-example scores is resampled at the cell level only, and the table says so. The 90 % interval of d for
-  ``equivalent`` is the wider of the bootstrap's and the paired t-interval's, so that few cells never make an
+  per-example scores is resampled at the cell level only, and the table says so. The 90 % interval of a
+  difference is the wider of the bootstrap's and the paired t-interval's, so that few cells never make an
   equivalence claim easier.
 
 Claims tables (one method against another, with the paper's direction) use :func:`claim`: ``holds`` and
-``reversed`` take the place of ``below``, with the same test, margin and equivalence. docs/verdicts.md explains
-the rule for readers; tests/test_verdicts.py checks it against direct computations.
+``reversed`` are the minimum-effect tests in the claimed and the opposite direction, Holm over both for every
+claim of a table; ``equivalent`` as above. docs/verdicts.md explains the rule for readers; tests/test_verdicts.py
+checks it against direct computations.
 """
 
 from __future__ import annotations
@@ -37,27 +43,42 @@ from scipy import stats
 
 Direction = Literal["up", "down"]
 
-BELOW, EQUIVALENT, NOT_SEPARATED, REFERENCE, ORACLE = "below", "equivalent", "not separated", "reference", "—"
+BELOW, BEHIND, EQUIVALENT, NOT_SEPARATED = "below", "behind", "equivalent", "not separated"
+ABOVE, AHEAD = "above", "ahead"  # against a declared reference only
+REFERENCE, BEST, ORACLE = "reference", "best", "—"
 HOLDS, REVERSED = "holds", "reversed"
-EXACT_UP_TO = 13  # sign patterns 2^n enumerated exactly up to n = 13 (8,192 ≤ permutation_test's resamples)
+EXACT_UP_TO = 26  # every one of the 2^n sign patterns counted exactly up to n = 26 cells; beyond, random ones
+RANDOM_PATTERNS = 99_999
+
+# Δ per scenario for AA in pp, fixed before any result (docs/verdicts.md, "The margin", gives the reasons).
+MARGINS: dict[str, float] = {"class-incremental": 2.0, "task-incremental": 1.0, "domain-incremental": 1.0}
+DEFAULT_MARGIN = 1.0  # a scenario MARGINS does not name
+
+
+def margin_for(scenario: str | None) -> float:
+    """The default Δ (pp of AA) of a scenario."""
+    return MARGINS.get(scenario or "", DEFAULT_MARGIN)
 
 
 @dataclass(frozen=True)
 class Rule:
     """The rule's settings. ``margin`` is Δ in the metric's unit; 0 (a metric with no practical margin) never
-    gives ``equivalent``."""
+    gives ``equivalent``, and its minimum-effect test is the plain one-sided test. ``reference``: the declared
+    reference (a row's name); None compares every row with every other. ``margin_from`` says where Δ came from."""
 
     alpha: float = 0.05
-    margin: float = 1.0
+    margin: float = DEFAULT_MARGIN
     level: float = 0.95  # row intervals
     equivalence_level: float = 0.90  # the interval of d that must lie within ±Δ (two one-sided tests at 5 %)
     resamples: int = 2000  # bootstrap replicates
     seed: int = 0  # the bootstrap's and the permutation test's generator: a table is the same on every run
+    reference: str | None = None
+    margin_from: str = "fixed in advance"
 
     def describe(self, unit: str = "pp") -> str:
         return (
-            f"paired sign-flip permutation test over the cells, Holm across rows, α = {self.alpha:g}; "
-            f"Δ = {self.margin:g} {unit}; {_pct(self.level)} two-level bootstrap intervals"
+            f"one-sided paired sign-flip tests over the cells, Holm across the comparisons, α = {self.alpha:g}; "
+            f"Δ = {self.margin:g} {unit} ({self.margin_from}); {_pct(self.level)} two-level bootstrap intervals"
         )
 
 
@@ -75,8 +96,11 @@ class Row:
 
 @dataclass(frozen=True)
 class Judged:
-    """A row's numbers and verdict. ``diff`` is the mean paired difference to the reference, signed so that
-    positive means worse than the reference; ``pairs`` the cells it was computed over."""
+    """A row's numbers and verdict. ``diff`` is the mean paired difference to the reference (declared, else the
+    best row), signed so that positive means worse than it; ``pairs`` the cells it was computed over. ``p`` and
+    ``p_holm`` are the raw and Holm-adjusted one-sided p of the test that decides the verdict: of a lead at all for
+    ``behind``/``ahead``, the minimum-effect test otherwise; against the reference in the direction of ``diff``
+    or, without a declared reference, of the row whose lead over this one has the smallest adjusted p."""
 
     name: str
     oracle: bool
@@ -102,24 +126,42 @@ class Judged:
 
 @dataclass(frozen=True)
 class Table:
-    """A judged table: its rows (ranked first, best mean first; then the oracles), the reference and the rule."""
+    """A judged table: its rows (ranked first, best mean first; then the oracles), the reference (declared, else
+    the best row), the rule, whether the reference was declared, and ``min_p``: the smallest Holm-adjusted p its
+    comparisons can reach (the number of comparisons × 1/2ⁿ at n paired cells)."""
 
     rows: list[Judged]
     reference: str | None
     rule: Rule
-    min_p: float | None  # the smallest two-sided p the table's pairs can reach (2 / 2ⁿ at most n pairs)
+    min_p: float | None
+    declared: bool = False
+    comparisons: int = 0
 
     def caption(self, unit: str = "pp") -> str:
         n = max((r.pairs for r in self.rows), default=0)
-        text = (
-            f"Verdicts against the reference (best non-oracle mean): {self.rule.describe(unit)}. "
-            f"`below`: Holm p < {self.rule.alpha:g} and mean difference ≥ Δ; `equivalent`: the "
-            f"{_pct(self.rule.equivalence_level)} interval of the paired difference within ±Δ; else `not separated`."
-        )
+        if self.declared:
+            text = (
+                f"Verdicts against the declared reference {self.reference}: {self.rule.describe(unit)}. "
+                f"`below`/`above`: behind/ahead of it by more than Δ (a minimum-effect test); `behind`/`ahead`: "
+                f"behind/ahead, by more than Δ not shown; `equivalent`: the "
+                f"{_pct(self.rule.equivalence_level)} interval of the paired difference within ±Δ; else "
+                "`not separated`."
+            )
+        else:
+            text = (
+                f"No reference declared: every row against every other ({self.comparisons} ordered pairs), so "
+                f"that the best row being chosen from the data cannot inflate the error rate; "
+                f"{self.rule.describe(unit)}. `below`: some row leads it by more than Δ (it is behind the best by "
+                "more than Δ); `behind`: a lead over it is shown, one of more than Δ is not; `equivalent`: every "
+                f"other row's lead over it has its {_pct(self.rule.equivalence_level)} interval under Δ; else "
+                "`not separated`."
+            )
         if self.min_p is not None and self.min_p >= self.rule.alpha:
             text += (
-                f" With {n} paired cell{'s' if n != 1 else ''} no p can be below {self.min_p:.3g}: nothing here "
-                "can be separated; this table is a smoke test, not evidence of a ranking."
+                f" With {n} paired cell{'s' if n != 1 else ''} and {self.comparisons} comparisons no Holm-adjusted "
+                f"p can be below {self.min_p:.3g}: nothing here can be below, behind, ahead or above"
+                + ("" if self.declared else " (declaring a reference needs fewer comparisons)")
+                + "; more cells are needed for a ranking."
             )
         missing = [r.name for r in self.rows if not r.test_level]
         if missing and len(missing) < len(self.rows):
@@ -146,22 +188,54 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     return adjusted
 
 
-def sign_flip_p(diffs: Sequence[float], seed: int = 0) -> float:
-    """Two-sided p of mean(diffs) = 0 by flipping the signs of the paired differences (exact for ≤ 13 pairs)."""
-    d = np.asarray(diffs, dtype=float)
-    if len(d) < 2 or not np.any(d):  # one pair: its two sign patterns are equally extreme, p = 1
+def _half_sums(x: np.ndarray) -> np.ndarray:
+    """Every signed sum ±x₁ ± … ± x_k (2ᵏ of them), sorted."""
+    sums = np.zeros(1)
+    for v in x:
+        sums = np.concatenate([sums + v, sums - v])
+    return np.sort(sums)
+
+
+def sign_flip_p(
+    diffs: Sequence[float], seed: int = 0, alternative: Literal["two-sided", "greater"] = "two-sided", shift: float = 0
+) -> float:
+    """The p of mean(diffs) = ``shift`` by flipping the signs of diffs − shift: two-sided, or ``greater`` (the
+    alternative mean(diffs) > shift; with shift = Δ > 0, a minimum-effect test). Exact, every one of the 2ⁿ sign
+    patterns, up to :data:`EXACT_UP_TO` pairs; beyond, the identity and :data:`RANDOM_PATTERNS` random patterns.
+
+    Written here, not through ``scipy.stats.permutation_test``: that enumerates 2ⁿ patterns exactly only up to its
+    resampling budget (n ≈ 13), and a table without a declared reference runs two tests for each of hundreds of
+    ordered pairs. Meeting in the middle (the 2^(n/2) sums of each half, one sorted) counts the 2ⁿ patterns exactly
+    in O(2^(n/2) log 2^(n/2)), so 20 cells give their exact floor of 1/2²⁰ rather than a sampling floor."""
+    x = np.asarray(diffs, dtype=float) - shift
+    n = len(x)
+    if n == 0 or not np.any(x):
         return 1.0
-    res = stats.permutation_test(
-        (d,),
-        np.mean,
-        permutation_type="samples",
-        alternative="two-sided",
-        n_resamples=9999,
-        vectorized=True,
-        axis=-1,
-        rng=np.random.default_rng(seed),
-    )
-    return float(min(1.0, res.pvalue))
+    observed = float(x.sum())
+    tol = 1e-12 * float(np.abs(x).sum())  # equal sums in another order are as extreme
+    if n > EXACT_UP_TO:
+        rng = np.random.default_rng(seed)
+        flipped = np.vstack([np.ones((1, n)), rng.choice([-1.0, 1.0], size=(RANDOM_PATTERNS, n))]) @ x
+        hits = np.abs(flipped) >= abs(observed) - tol if alternative == "two-sided" else flipped >= observed - tol
+        return float(hits.mean())
+    left, right = _half_sums(x[: n // 2]), _half_sums(x[n // 2 :])
+    if alternative == "two-sided":
+        a = abs(observed) - tol
+        if a <= 0:
+            return 1.0
+        count = (len(right) - np.searchsorted(right, a - left, "left")) + np.searchsorted(right, -a - left, "right")
+    else:
+        count = len(right) - np.searchsorted(right, observed - tol - left, "left")
+    return float(count.sum() / 2**n)
+
+
+def smallest_p(pairs: int, alternative: Literal["two-sided", "greater"] = "two-sided") -> float:
+    """The smallest p a sign-flip test over ``pairs`` paired cells can give (beyond :data:`EXACT_UP_TO` pairs, the
+    random patterns' floor)."""
+    if pairs < 2:
+        return 1.0 if pairs == 0 or alternative == "two-sided" else 0.5
+    floor = 1 / 2**pairs if pairs <= EXACT_UP_TO else 1 / (RANDOM_PATTERNS + 1)
+    return min(1.0, floor * (2 if alternative == "two-sided" else 1))
 
 
 def t_interval(diffs: Sequence[float], level: float) -> tuple[float, float] | None:
@@ -260,8 +334,9 @@ def _ranks(reps: np.ndarray, ranked: Sequence[int], direction: Direction, level:
 
 
 def judge(rows: Sequence[Row], direction: Direction = "up", rule: Rule | None = None) -> Table:
-    """Judge a table's rows against its reference (see the module's docstring). Rows with no value are dropped;
-    the result lists the ranked rows best mean first, then the oracles best mean first."""
+    """Judge a table's rows (see the module's docstring). Rows with no value are dropped; the result lists the
+    ranked rows best mean first, then the oracles best mean first. A declared reference (``rule.reference``) that
+    is not a ranked row of this table leaves it judged as if none were declared."""
     rule = rule or Rule()
     rows = [r for r in rows if r.values]
     if not rows:
@@ -273,18 +348,23 @@ def judge(rows: Sequence[Row], direction: Direction = "up", rule: Rule | None = 
     oracles = [i for i in order if rows[i].oracle]
     reps = replicates(rows, rule)
     rank = _ranks(reps, ranked, direction, rule.level) if ranked else {}
-    ref = ranked[0] if ranked else None
-    tests: dict[int, tuple[list[float], float]] = {}
-    if ref is not None:
-        for i in ranked[1:]:
-            shared = sorted(set(rows[i].values) & set(rows[ref].values))
-            d = [sign * (rows[ref].values[c] - rows[i].values[c]) for c in shared]
-            tests[i] = (d, sign_flip_p(d, rule.seed))
-    adjusted = dict(zip(tests, holm([p for _, p in tests.values()]), strict=True))
+    declared = next((i for i in ranked if rows[i].name == rule.reference), None)
+    ref = declared if declared is not None else (ranked[0] if ranked else None)
+    # ordered pairs (j, i): "j is ahead of i"; against a declared reference both directions of each row
+    pairs: list[tuple[int, int]]
+    if declared is not None:
+        pairs = [p for i in ranked if i != declared for p in ((declared, i), (i, declared))]
+    else:
+        pairs = [(j, i) for i in ranked for j in ranked if j != i]
+    diffs = {(j, i): _paired(rows[j], rows[i], sign) for j, i in pairs}
+    raw_effect = {k: sign_flip_p(d, rule.seed, "greater", rule.margin) for k, d in diffs.items()}
+    raw_ahead = {k: sign_flip_p(d, rule.seed, "greater") for k, d in diffs.items()}
+    effect = dict(zip(pairs, holm([raw_effect[k] for k in pairs]), strict=True))
+    ahead = dict(zip(pairs, holm([raw_ahead[k] for k in pairs]), strict=True))
+    n_max = max((len(d) for d in diffs.values()), default=0)
     judged = []
     for i in ranked + oracles:
         row = rows[i]
-        test_level = bool(row.values) and all(c in row.examples for c in row.values)
         common = Judged(
             name=row.name,
             oracle=row.oracle,
@@ -293,25 +373,89 @@ def judge(rows: Sequence[Row], direction: Direction = "up", rule: Rule | None = 
             interval=_interval(reps[:, i], rule.level),
             rank=rank.get(i),
             verdict=ORACLE,
-            test_level=test_level,
+            test_level=bool(row.values) and all(c in row.examples for c in row.values),
         )
         if i == ref:
-            judged.append(replace(common, verdict=REFERENCE))
-        elif i in tests:
-            assert ref is not None  # tests holds rows only when there is a reference
-            d, p = tests[i]
-            diff = float(np.mean(d)) if d else None
-            interval = _difference_interval(reps, ref, i, d, sign, rule)
-            verdict = _verdict(diff, interval, adjusted[i], rule, (BELOW, None))
-            judged.append(
-                replace(
-                    common, verdict=verdict, diff=diff, diff_interval=interval, p=p, p_holm=adjusted[i], pairs=len(d)
-                )
-            )
-        else:
+            judged.append(replace(common, verdict=REFERENCE if declared is not None else BEST))
+            continue
+        if row.oracle or ref is None:
             judged.append(common)
-    pairs = max((len(d) for d, _ in tests.values()), default=0)
-    return Table(judged, rows[ref].name if ref is not None else None, rule, 2.0 / 2**pairs if pairs else None)
+            continue
+        d = diffs.get((ref, i)) or _paired(rows[ref], row, sign)
+        diff = float(np.mean(d)) if d else None
+        interval = _difference_interval(reps, ref, i, d, sign, rule)
+        leaders = [j for j, k in pairs if k == i]  # the rows tested for a lead over this one
+        if declared is not None:
+            verdict = _declared_verdict(i, ref, effect, ahead, interval, rule)
+            candidates = [(ref, i) if diff is None or diff >= 0 else (i, ref)]
+        else:
+            intervals = [_difference_interval(reps, j, i, diffs[(j, i)], sign, rule) for j in leaders]
+            verdict = _open_verdict(i, leaders, effect, ahead, intervals, rule)
+            candidates = [(j, i) for j in leaders]
+        # the p shown is the decisive test's: "ahead at all" for behind/ahead, the minimum-effect test otherwise
+        raw, adjusted = (raw_ahead, ahead) if verdict in (BEHIND, AHEAD) else (raw_effect, effect)
+        lead = min(candidates, key=lambda k: (adjusted[k], raw[k]))
+        p, p_holm = raw[lead], adjusted[lead]
+        judged.append(
+            replace(common, verdict=verdict, diff=diff, diff_interval=interval, p=p, p_holm=p_holm, pairs=len(d))
+        )
+    floor = min(1.0, len(pairs) * smallest_p(n_max, "greater")) if pairs else None
+    return Table(
+        judged,
+        rows[ref].name if ref is not None else None,
+        rule,
+        floor,
+        declared=declared is not None,
+        comparisons=len(pairs),
+    )
+
+
+def _paired(ahead: Row, behind: Row, sign: float) -> list[float]:
+    """d over the cells both rows have, positive where ``ahead`` is better."""
+    shared = sorted(set(ahead.values) & set(behind.values))
+    return [sign * (ahead.values[c] - behind.values[c]) for c in shared]
+
+
+def _declared_verdict(
+    i: int,
+    ref: int,
+    effect: Mapping[tuple[int, int], float],
+    ahead: Mapping[tuple[int, int], float],
+    interval: tuple[float, float] | None,
+    rule: Rule,
+) -> str:
+    if effect[(ref, i)] < rule.alpha:
+        return BELOW
+    if effect[(i, ref)] < rule.alpha:
+        return ABOVE
+    if ahead[(ref, i)] < rule.alpha:
+        return BEHIND
+    if ahead[(i, ref)] < rule.alpha:
+        return AHEAD
+    return EQUIVALENT if _within(interval, rule.margin) else NOT_SEPARATED
+
+
+def _open_verdict(
+    i: int,
+    leaders: Sequence[int],
+    effect: Mapping[tuple[int, int], float],
+    ahead: Mapping[tuple[int, int], float],
+    intervals: Sequence[tuple[float, float] | None],
+    rule: Rule,
+) -> str:
+    """Without a declared reference: behind the best by more than Δ when any row is; equivalent to the best when
+    every row's lead is shown under Δ."""
+    if any(effect[(j, i)] < rule.alpha for j in leaders):
+        return BELOW
+    if any(ahead[(j, i)] < rule.alpha for j in leaders):
+        return BEHIND
+    if rule.margin > 0 and intervals and all(iv is not None and iv[1] < rule.margin for iv in intervals):
+        return EQUIVALENT
+    return NOT_SEPARATED
+
+
+def _within(interval: tuple[float, float] | None, margin: float) -> bool:
+    return interval is not None and margin > 0 and -margin < interval[0] and interval[1] < margin
 
 
 def _difference_interval(
@@ -325,56 +469,58 @@ def _difference_interval(
     return min(boot[0], t[0]), max(boot[1], t[1])
 
 
-def _verdict(
-    diff: float | None, interval: tuple[float, float] | None, p_holm: float, rule: Rule, words: tuple[str, str | None]
-) -> str:
-    """``words[0]`` when d ≥ Δ is significant, ``words[1]`` when −d ≥ Δ is (None: never), ``equivalent`` when the
-    interval lies within ±Δ, else ``not separated``."""
-    if diff is None:
-        return NOT_SEPARATED
-    if p_holm < rule.alpha and diff >= rule.margin:
-        return words[0]
-    if words[1] is not None and p_holm < rule.alpha and -diff >= rule.margin:
-        return words[1]
-    if interval is not None and rule.margin > 0 and -rule.margin < interval[0] and interval[1] < rule.margin:
-        return EQUIVALENT
-    return NOT_SEPARATED
-
-
 @dataclass(frozen=True)
 class Claim:
     """One claim's test: ``ours`` against ``theirs`` over their paired cells, in the direction the claim states."""
 
     diff: float | None  # mean of (theirs − ours) for a lower-is-claimed metric, (ours − theirs) otherwise
     interval: tuple[float, float] | None
-    p: float
     pairs: int
+    d: tuple[float, ...] = ()
 
 
 def claim(ours: Mapping[str, float], theirs: Mapping[str, float], lower: bool, rule: Rule) -> Claim:
-    """The paired test of a claim that ``ours`` is lower (``lower``) or higher than ``theirs``; a positive
-    ``diff`` is in the claimed direction. Turn claims into verdicts with :func:`claim_verdicts` (Holm across the
-    table's claims). The interval for ``equivalent`` is the paired t-interval: claims compare recorded numbers
-    (footprint metrics too), not per-example scores."""
+    """The paired differences of a claim that ``ours`` is lower (``lower``) or higher than ``theirs``; a positive
+    ``diff`` is in the claimed direction. Turn claims into verdicts with :func:`claim_verdicts`. The interval for
+    ``equivalent`` is the paired t-interval: claims compare recorded numbers (footprint metrics too), not
+    per-example scores."""
     shared = sorted(set(ours) & set(theirs))
-    d = [(theirs[c] - ours[c]) if lower else (ours[c] - theirs[c]) for c in shared]
-    t = t_interval(d, rule.equivalence_level)
-    return Claim(float(np.mean(d)) if d else None, t, sign_flip_p(d, rule.seed), len(d))
+    d = tuple((theirs[c] - ours[c]) if lower else (ours[c] - theirs[c]) for c in shared)
+    return Claim(float(np.mean(d)) if d else None, t_interval(d, rule.equivalence_level), len(d), d)
 
 
 def claim_verdicts(claims: Sequence[Claim], rules: Sequence[Rule]) -> list[tuple[str, float]]:
-    """Per claim of one table: ``holds``, ``reversed``, ``equivalent``, ``not separated`` (``n/a`` without a pair),
-    and its Holm-adjusted p across the table's claims (each judged with its own rule: its metric's margin)."""
-    adjusted = holm([c.p for c in claims])
-    return [
-        (_verdict(c.diff, c.interval, p, rule, (HOLDS, REVERSED)) if c.pairs else "n/a", p)
-        for c, p, rule in zip(claims, adjusted, rules, strict=True)
-    ]
+    """Per claim of one table: ``holds`` (the claimed direction by more than Δ, a minimum-effect test),
+    ``reversed`` (the other direction by more than Δ), ``equivalent``, ``not separated`` (``n/a`` without a pair),
+    and the Holm-adjusted p of its test in the direction of its mean (Holm over both directions of every claim;
+    each judged with its own rule: its metric's margin)."""
+    raw = [sign_flip_p(c.d, r.seed, "greater", r.margin) for c, r in zip(claims, rules, strict=True)]
+    raw += [sign_flip_p([-x for x in c.d], r.seed, "greater", r.margin) for c, r in zip(claims, rules, strict=True)]
+    adjusted = holm(raw)
+    out = []
+    for k, (c, rule) in enumerate(zip(claims, rules, strict=True)):
+        holds, rev = adjusted[k], adjusted[k + len(claims)]
+        p = holds if c.diff is None or c.diff >= 0 else rev
+        if not c.pairs:
+            out.append(("n/a", p))
+        elif holds < rule.alpha:
+            out.append((HOLDS, p))
+        elif rev < rule.alpha:
+            out.append((REVERSED, p))
+        else:
+            out.append((EQUIVALENT if _within(c.interval, rule.margin) else NOT_SEPARATED, p))
+    return out
 
 
-def smallest_p(pairs: int) -> float:
-    """The smallest two-sided p a sign-flip test over ``pairs`` paired cells can give."""
-    return 1.0 if pairs == 0 else min(1.0, 2.0 / 2**pairs)
+def claims_floor(claims: int, pairs: int) -> float:
+    """The smallest Holm-adjusted p :func:`claim_verdicts` can give ``claims`` claims over ``pairs`` pairs each."""
+    return min(1.0, 2 * claims * smallest_p(pairs, "greater"))
+
+
+CLAIMS_RULE = (
+    "one-sided paired sign-flip tests of a difference beyond Δ in each direction, Holm across both directions of "
+    "every row"
+)
 
 
 def fmt_p(p: float | None) -> str:

@@ -282,9 +282,8 @@ def quick_excerpt(results: Path, regs: Any) -> str:
     from clbench._core.results import iter_results
     from clbench._tools.leaderboard import (
         SUMMARY_LEGEND,
-        margin_of,
+        Judging,
         method_labels,
-        read_margins,
         section_results,
         section_title,
         summarise,
@@ -293,14 +292,13 @@ def quick_excerpt(results: Path, regs: Any) -> str:
     )
 
     cells = list(iter_results(results))
-    margins = read_margins(results)
     seeds = sorted({r.seed for r in cells})
     orders = sorted({r.order for r in cells})
     head = (f"`clbench run --methods all`: seeds {', '.join(map(str, seeds))}, order{'s' * (len(orders) > 1)} "
             f"{', '.join(orders)}. {SUMMARY_LEGEND} Scores in percent.\n")
     blocks = []
     for (stream, scenario), section in section_results(cells).items():
-        summary = summarise(section, regs.methods.items, margin_of(stream, margins))
+        summary = summarise(section, regs.methods.items, Judging().rule(stream, scenario))
         labels = method_labels([r.method for r in summary.rows], regs.methods.items, "quick", stream)
         blocks.append(f"**{section_title(stream, scenario)}**\n\n{summary_caption(summary)}\n\n"
                       f"{summary_table(summary, labels)}")
@@ -358,29 +356,31 @@ def bench_size(results: Path, regs: Any) -> str:
 
 
 def bench_summary(results: Path, regs: Any) -> str:
-    """Per bench stream and track: the reference (best non-oracle mean AA) and how many rows the verdict rule puts
-    below it, equivalent to it or not separated; then the rows whose verdict differs between the two tracks."""
+    """Per bench stream and track: the best non-oracle mean AA, how many rows the verdict rule (no declared
+    reference: every row against every other) calls below, behind, equivalent or not separated, the smallest
+    Holm-adjusted p the table can reach; then the rows whose verdict differs between the two tracks."""
     from clbench import verdicts as V
     from clbench._core.results import iter_results
-    from clbench._tools.leaderboard import margin_of, read_margins, section_results, summarise
+    from clbench._tools.leaderboard import Judging, section_results, summarise
 
     tables: dict[str, dict[str, Any]] = {}
-    lines = ["| stream (scenario) | track | ranked rows | reference: AA (95 % CI) | below | equivalent | not separated "
-             "| oracles apart: AA |", "|---|---|---|---|---|---|---|---|"]
-    margins = read_margins(BENCH)  # one Δ a stream for both tracks
+    words_of = (V.BELOW, V.BEHIND, V.EQUIVALENT, V.NOT_SEPARATED)
+    lines = ["| stream (scenario) | track | ranked rows | Δ (pp) | best: AA (95 % CI) | "
+             + " | ".join(words_of) + " | smallest attainable p | oracles apart: AA |",
+             "|---|---|---|---|---|" + "---|" * len(words_of) + "---|---|"]
     for track, words in BENCH_TRACKS.items():
         for (stream, scenario), section in section_results(iter_results(ROOT / "results" / track)).items():
-            table = summarise(section, regs.methods.items, margin_of(stream, margins)).table
+            table = summarise(section, regs.methods.items, Judging().rule(stream, scenario)).table
             title = f"{stream} ({scenario})" if scenario else stream
             tables.setdefault(title, {})[track] = table
-            ref = next(r for r in table.rows if r.verdict == V.REFERENCE)
-            count = {v: sum(r.verdict == v for r in table.rows) for v in (V.BELOW, V.EQUIVALENT, V.NOT_SEPARATED)}
+            best = next(r for r in table.rows if r.verdict == V.BEST)
+            count = {v: sum(r.verdict == v for r in table.rows) for v in words_of}
             oracle = ", ".join(f"{r.name} {r.mean:.2f}" for r in table.rows if r.oracle) or "—"
-            lo, hi = ref.interval or (float("nan"), float("nan"))
+            lo, hi = best.interval or (float("nan"), float("nan"))
             ranked = sum(not r.oracle for r in table.rows)
-            lines.append(f"| {title} | {words} | {ranked} | `{ref.name}` "
-                         f"{ref.mean:.2f} ({lo:.2f}–{hi:.2f}) | {count[V.BELOW]} | {count[V.EQUIVALENT]} | "
-                         f"{count[V.NOT_SEPARATED]} | {oracle} |")
+            lines.append(f"| {title} | {words} | {ranked} | {table.rule.margin:g} | `{best.name}` "
+                         f"{best.mean:.2f} ({lo:.2f}–{hi:.2f}) | " + " | ".join(str(count[v]) for v in words_of)
+                         + f" | {V.fmt_p(table.min_p)} | {oracle} |")
     own, equal = BENCH_TRACKS
     changes = []
     for title, by_track in tables.items():
@@ -458,66 +458,6 @@ def reproducibility(results: Path, regs: Any, runs: Mapping[str, tuple[str, str 
 
 def bench_reproducibility(results: Path, regs: Any) -> str:
     return reproducibility(BENCH, regs, BENCH_REPRO_RUNS)
-
-
-def margin_text(results: Path, runs: Mapping[str, Any] = REPRO_RUNS) -> str:
-    """The ``MARGIN`` file of a committed tree: per stream the verdict rule's Δ, the largest move of a row's mean AA
-    (its cells pooled) under any change of ``runs``, rounded up to 0.1 pp, and at least 1 pp."""
-    import statistics as st
-
-    from clbench._core.results import iter_results
-    from clbench._tools.leaderboard import DEFAULT_MARGIN
-
-    def rows(root: Path) -> dict[tuple[str, str], dict[str, float]]:
-        out: dict[tuple[str, str], dict[str, float]] = {}
-        for r in iter_results(root):
-            if r.status == "complete" and r.metrics.get("AA") is not None:
-                out.setdefault((r.stream, r.method), {})[f"{r.order}/{r.seed}"] = float(r.metrics["AA"])
-        return out
-
-    committed = rows(results)
-    moves: dict[str, float] = {stream: 0.0 for stream, _ in committed}
-    rerun: dict[str, set[str]] = {stream: set() for stream in moves}  # the rows with a rerun, per stream
-    for folder in runs:
-        for key, cells in rows(results.parent / "reproducibility" / folder).items():
-            twin = committed.get(key, {})
-            shared = sorted(set(cells) & set(twin))
-            if shared:
-                move = abs(st.fmean(cells[c] for c in shared) - st.fmean(twin[c] for c in shared))
-                moves[key[0]] = max(moves[key[0]], move)
-                rerun[key[0]].add(key[1])
-    reruns = " or ".join(how.split(" instead")[0] for how, _ in runs.values())  # "SSE kernels or 2 threads"
-    lines = ["# The verdict rule's margin Δ (pp) per stream (clbench/verdicts.py, docs/verdicts.md): the largest move of a",
-             f"# row's mean AA between the committed cells and their reruns with {reruns}",
-             f"# (results/reproducibility/{', '.join(runs)}), rounded up to 0.1 pp, and at least 1 pp. Written and",
-             "# checked by scripts/docs_tables.py; `clbench leaderboard` reads it."]
-    for stream, move in sorted(moves.items()):
-        rows_here = {m for s, m in committed if s == stream}
-        measured = (f"largest move {move:.2f}" if rerun[stream] else "not measured: no rerun of its cells")
-        if rerun[stream] and rerun[stream] != rows_here:
-            measured += f" ({len(rerun[stream])} of its {len(rows_here)} rows rerun)"
-        lines.append(f"{stream}={max(DEFAULT_MARGIN, math.ceil(move * 10 - 1e-9) / 10):g}  # {measured}")
-    return "\n".join(lines) + "\n"
-
-
-def write_margins(results: Path, check: bool, runs: Mapping[str, Any] = REPRO_RUNS, into: Path | None = None) -> int:
-    """Write (or with ``check`` compare) the ``MARGIN`` of ``results`` (into ``into``, default ``results``); 0 up to
-    date or written, 1 stale."""
-    from clbench._tools.leaderboard import MARGIN_FILE
-
-    path = (into or results) / MARGIN_FILE
-    new = margin_text(results, runs)
-    if into is not None and into != results:
-        new = f"# The margins of {_shown(results)}, measured on its cells, for this tree too.\n" + new
-    old = path.read_text(encoding="utf-8") if path.exists() else None
-    if old == new:
-        return 0
-    if check:
-        print(f"docs_tables: {_shown(path)} is stale; run `python scripts/docs_tables.py`", file=sys.stderr)
-        return 1
-    path.write_text(new, encoding="utf-8")
-    print(f"docs_tables: wrote {_shown(path)}", file=sys.stderr)
-    return 0
 
 
 def _tolerance(path: Path) -> tuple[float, float]:
@@ -682,18 +622,21 @@ def claims_verdict(results: Path, regs: Any) -> str:
     head = ("| claim | methods | paper | metric form | budget | first (mean ± std (seeds)) | second | verdict |",
             "|---|---|---|---|---|---|---|---|")
     from clbench import verdicts as V
-    from clbench._tools.leaderboard import margin_of, read_margins
+    from clbench._tools.leaderboard import Judging
 
-    margin = margin_of(STREAM, read_margins(results))
+    scenario = next(r.scenario for rs in cells.values() for r in rs)
+    margin = Judging().rule(STREAM, scenario).margin
     rows = _claim_rows(cells, taus, margin)
     pairs = max(len(rs) for rs in cells.values())
+    floor = V.claims_floor(len(rows), pairs)
     lines = [f"_Generated by `python scripts/docs_tables.py` from `results/cl-claims/` (seeds {', '.join(map(str, seeds))}); "
              "verdicts by the one rule (docs/verdicts.md): the first method against the second paired by seed, a "
-             f"sign-flip permutation test, Holm across the table's {len(rows)} rows (the adjusted p in brackets), "
-             f"Δ = {margin:g} pp for AA and F.Ra and none for footprint metrics: **holds** / **reversed** when "
-             "significant and at least Δ in / against the claimed direction, **equivalent** when the 90 % interval "
-             f"of the difference lies within ±Δ, **not separated** otherwise. With {pairs} seeds no p is below "
-             f"{V.smallest_p(pairs):.2g}: no claim can hold or be reversed here. Forms other than the recorded ones "
+             f"{V.CLAIMS_RULE} ({len(rows)} rows; the adjusted p in brackets), Δ = {margin:g} pp for AA "
+             "and F.Ra (the scenario's, fixed in advance) and none for footprint metrics: **holds** / **reversed** "
+             "when the difference is shown to exceed Δ in / against the claimed direction, **equivalent** when the "
+             f"90 % interval of the difference lies within ±Δ, **not separated** otherwise. With {pairs} seeds no "
+             f"Holm-adjusted p is below {floor:.2g}" + (": no claim can hold or be reversed here. " if floor >= 0.05
+                                                          else ". ") + "Forms other than the recorded ones "
              "are recomputed from each cell's footprints.safetensors; ACR's calibrated τ puts the mean ACR of the "
              f"equal-steps `seqlora` cells at the paper's SeqLoRA {PAPER_SEQLORA_ACR}._", "", *head]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -794,7 +737,7 @@ def _tuning(profile: str) -> Path:
 def _choices(regs: Any, profile: str) -> list[Any]:
     """A profile's tuning, read back from results/tuning/PROFILE (`clbench tune`; nothing is trained)."""
     from clbench._core.results import iter_results
-    from clbench._tools.tables import DEFAULT_MARGIN, read_margins
+    from clbench._tools.tables import Judging
     from clbench._tools.tune import choice, lower_bounds, tune
 
     tuning = _tuning(profile)
@@ -804,9 +747,8 @@ def _choices(regs: Any, profile: str) -> list[Any]:
     pairs, left = tune(regs, profile, tuning, tuning_seeds=seeds, dry_run=True)
     if left:
         raise DocsTableError(f"{_shown(tuning)}: {left} tuning cells still to run (`clbench tune --profile {profile}`)")
-    margins = read_margins(ROOT / "results" / profile)
     floors = lower_bounds(pairs)
-    return [choice(p, margins.get(p.stream, DEFAULT_MARGIN), floors.get(p.stream)) for p in pairs]
+    return [choice(p, Judging().rule(p.stream, p.scenario).margin, floors.get(p.stream)) for p in pairs]
 
 
 def _g(x: float | None) -> str:
@@ -1030,16 +972,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", type=Path, default=RESULTS, help=f"the result tree (default {_shown(RESULTS)})")
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 when the document differs")
     args = ap.parse_args(argv)
-    # the margins first: the documents' verdicts read them. The bench tracks share one Δ a stream, measured on the
-    # own-budget track's rerun.
-    stale = [write_margins(args.results, args.check) if (args.results.parent / "reproducibility").is_dir() else 0]
-    # (the committed bench trees only when the documents are generated from the committed results: a run on another
-    # tree, a test's, must not write the repository's MARGIN files)
-    if args.results.resolve() == RESULTS.resolve() and (ROOT / "results" / "reproducibility" / "bench-sse").is_dir():
-        stale += [write_margins(BENCH, args.check, BENCH_REPRO_RUNS, into=tree)
-                  for tree in (BENCH, ROOT / "results" / "bench-equal-steps")]
     memo: dict[str, Any] = {}
-    return max(*stale, *(_one(doc, args.results, args.check, memo) for doc in args.doc or DOCUMENTS))
+    return max(0, *(_one(doc, args.results, args.check, memo) for doc in args.doc or DOCUMENTS))
 
 
 def _one(doc: Path, results: Path, check: bool, memo: dict[str, Any]) -> int:

@@ -113,6 +113,7 @@ def table(result: dict[str, Any]) -> str:
     claims = [V.claim(dict(zip(map(str, SEEDS), exp, strict=True)), dict(zip(map(str, SEEDS), rnd, strict=True)),
                       lower=False, rule=rule) for _, exp, rnd in rows]
     verdicts = V.claim_verdicts(claims, [rule] * len(claims))
+    floor = V.claims_floor(len(rows), len(SEEDS))
     lines = ["| task | random mask | expander mask | expander − random (Holm p) | verdict | training loss "
              "(random / expander) |", "|---|---|---|---|---|---|"]
     for (name, exp, rnd), (verdict, p_holm), loss in zip(rows, verdicts, losses, strict=True):
@@ -122,8 +123,9 @@ def table(result: dict[str, Any]) -> str:
     same = sum(s["expander"][t][str(k)] == s["random"][t][str(k)] for t in ORDER for k in SEEDS)
     return "\n".join(lines) + (f"\n\nThe two mask kinds score exactly the same in {same} of {len(ORDER) * len(SEEDS)} "
                                "(task, seed) pairs. Verdicts by the one rule (docs/verdicts.md): paired by seed, "
-                               f"sign-flip test, Holm across the {len(rows)} rows, Δ = {MARGIN:g} pp; with "
-                               f"{len(SEEDS)} seeds no p is below {V.smallest_p(len(SEEDS)):.2g}, so no row can hold.")
+                               f"{V.CLAIMS_RULE} ({len(rows)} rows), Δ = {MARGIN:g} pp; with {len(SEEDS)} seeds no "
+                               f"Holm-adjusted p is below {floor:.2g}"
+                               + (", so no row can hold." if floor >= rule.alpha else "."))
 
 
 def sections() -> dict[str, str]:

@@ -1858,17 +1858,11 @@ def _(o: Outcome) -> None:
 
 
 # ---- 10. tampered files, sweeps with no table, tuning inputs, a broken plugin (issue 55) -------------------
-NOT_UTF8_MARGIN = b"tiny-vector=2\xe9\n"  # latin-1 "é" after the number
-
-
-def _margin_not_utf8_then(*command: str, run_first: bool = True) -> Callable[[Path], Outcome]:
+def _leaderboard_with(*args: str) -> Callable[[Path], Outcome]:
     def scenario(tmp: Path) -> Outcome:
-        if run_first:
-            ok(tiny(tmp, "--methods", "seqft"))
-        out_of(tmp).mkdir(exist_ok=True)
-        (out_of(tmp) / "MARGIN").write_bytes(NOT_UTF8_MARGIN)
+        ok(tiny(tmp, "--methods", "seqft"))
         snapshot(tmp)
-        return clbench(tmp, *[a.replace("<out>", str(out_of(tmp))).replace("<tmp>", str(tmp)) for a in command])
+        return clbench(tmp, "leaderboard", str(out_of(tmp)), "--out", str(tmp / "boards"), "--no-plots", *args)
 
     return scenario
 
@@ -1879,15 +1873,14 @@ def _unchanged_no_board(o: Outcome) -> None:
 
 
 FAULTS += [
-    Fault("margin-not-utf8-leaderboard", "`clbench leaderboard DIR` whose `MARGIN` holds a byte that is not UTF-8",
-          _margin_not_utf8_then("leaderboard", "<out>", "--out", "<tmp>/boards", "--no-plots"), 2,
-          "error: <out>/MARGIN: not UTF-8 text (byte 0xe9 at offset 13, line 1); save it as UTF-8",
+    Fault("leaderboard-bad-margin", "`clbench leaderboard DIR --margin tiny-vector=two`",
+          _leaderboard_with("--margin", "tiny-vector=two"), 2,
+          "Invalid value for '--margin': 'tiny-vector=two': expected Δ ≥ 0 in the metric's unit",
           "every file as it was; no leaderboard written", _unchanged_no_board),
-    Fault("margin-not-utf8-run", "`clbench run --out DIR` whose `MARGIN` holds a byte that is not UTF-8 (it was read "
-          "after the last cell, for the run's table)",
-          _margin_not_utf8_then("run", *TINY, "--methods", "seqft", "--out", "<out>", run_first=False), 2,
-          "error: <out>/MARGIN: not UTF-8 text (byte 0xe9 at offset 13, line 1); save it as UTF-8",
-          "nothing: refused before any cell", lambda o: unchanged(o.tmp)),
+    Fault("leaderboard-unknown-reference", "`clbench leaderboard DIR --reference ewcc` (no cell of that method)",
+          _leaderboard_with("--reference", "ewcc"), 2,
+          "error: --reference ewcc: no cell of that method in these results; they hold seqft",
+          "every file as it was; no leaderboard written", _unchanged_no_board),
 ]
 
 
@@ -1910,7 +1903,6 @@ examples_not_base64.check(_unchanged_no_board)
 
 def _tune(*args: str) -> Callable[[Path], Outcome]:
     def scenario(tmp: Path) -> Outcome:
-        (tmp / "tree").mkdir()  # a result tree without a MARGIN file
         return clbench(tmp, "tune", "--profile", TEST_PROFILE, "--stream", "tiny-vector", "--no-progress",
                        "--out", str(out_of(tmp)), *[a.replace("<tmp>", str(tmp)) for a in args])
 
@@ -1930,13 +1922,9 @@ FAULTS += [
           _tune("--methods", "seqft+ewc"), 2,
           "error: --methods seqft+ewc: seqft+ewc combines methods, and a combination is not tuned (it trains with its "
           "parts' choices); tune its parts: --methods seqft,ewc", "nothing: refused before any cell", _nothing_tuned),
-    Fault("tune-margins-missing", "`clbench tune --margins PATH` where PATH does not exist (it was accepted)",
-          _tune("--methods", "seqft", "--margins", "<tmp>/nowhere"), 2,
-          "Invalid value for '--margins': Path '<tmp>/nowhere' does not exist", "nothing: refused before any cell",
-          _nothing_tuned),
-    Fault("tune-margins-no-file", "`clbench tune --margins DIR` where DIR holds no MARGIN file",
-          _tune("--methods", "seqft", "--margins", "<tmp>/tree"), 2,
-          "error: --margins <tmp>/tree: no MARGIN file there", "nothing: refused before any cell", _nothing_tuned),
+    Fault("tune-negative-margin", "`clbench tune --margin -1`",
+          _tune("--methods", "seqft", "--margin", "-1"), 2,
+          "Invalid value for '--margin': '-1': expected Δ ≥ 0", "nothing: refused before any cell", _nothing_tuned),
 ]
 
 

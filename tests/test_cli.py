@@ -199,7 +199,7 @@ def test_run_writes_its_leaderboard_when_asked(capsys, tmp_path, monkeypatch):
     code, out, err = clbench(capsys, *args, "--leaderboard")
     assert code == 0, err
     [row] = [line.split() for line in out.splitlines() if line.startswith("1 ")]
-    assert row[1] == "seqft" and row[-1] == "reference"  # one row: the reference of nothing
+    assert row[1] == "seqft" and row[-1] == "best"  # one row: the best of one
     assert err.splitlines()[-2:] == ["results: o/; leaderboard: wrote o/leaderboard.md", "clbench: 1 cell: 1 complete; 0 reused; exit 0"]
     text = (tmp_path / "o" / "leaderboard.md").read_text(encoding="utf-8")
     assert text.startswith("# profile `quick` (o)\n") and "#### AA" in text and "| seqft" in text

@@ -82,7 +82,7 @@ def test_a_diverged_row_is_shown_as_such_and_never_averaged():
     # the only judged row is seqft, the reference; ewc is listed after it, unranked, without an F.Ra
     table = summary_table(summarise(results), cost=False)
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
-    assert rows == [["1", "seqft", "52.00 (50.00–54.00)", "1.00 ± 0.00", "3", "reference", ""],
+    assert rows == [["1", "seqft", "52.00 (50.00–54.00)", "1.00 ± 0.00", "3", "best", ""],
                     ["—", "ewc", "diverged (1 of 3 cells)", "", "3", "", ""]]
 
 
@@ -92,8 +92,9 @@ def _eight(method: str, offset: float) -> list[CellResult]:
 
 
 def test_the_summary_ranks_by_aa_and_says_which_rows_are_separated():
-    # a leads b by 0.2 and c by 10 in every one of 8 paired cells: c is below (p = 2/2^8, Holm × 2 = 0.016),
-    # b is within Δ = 1 with an interval inside it: equivalent
+    # a leads b by 0.2 and c by 10 in every one of 8 paired cells, and b leads c: c is below (its deficit minus
+    # Δ = 1 has one sign in every cell: p = 1/2^8, Holm × 6 ordered pairs = 0.023); b is behind (p of a lead at
+    # all: the same), within Δ
     text = console_summary(_eight("c", 0.0) + _eight("a", 10.0) + _eight("b", 9.8))
     lines = text.splitlines()
     assert lines[0] == "s — domain-incremental: no task identity at test time, one shared head"
@@ -101,22 +102,22 @@ def test_the_summary_ranks_by_aa_and_says_which_rows_are_separated():
     # the cells are resampled together (paired): b trails a in every replicate, so the rank intervals are points
     assert [(r[0], r[1], r[2], r[3]) for r in ranked] == [
         ("1", "a", "60.25", "(58.00–62.25)"), ("2", "b", "60.05", "(57.80–62.05)"), ("3", "c", "50.25", "(48.00–52.25)")]
-    assert [r[8:] for r in ranked] == [["reference"], ["equivalent", "0.20", "(0.016)"], ["below", "10.00", "(0.016)"]]
+    assert [r[8:] for r in ranked] == [["best"], ["behind", "0.20", "(0.023)"], ["below", "10.00", "(0.023)"]]
 
 
 def test_three_seeds_separate_nothing_and_say_so():
     text = console_summary([_cell(m, s, v + s) for m, v in (("a", 80.0), ("b", 70.0)) for s in range(3)])
-    assert [line.split()[8:] for line in text.splitlines()[3:]] == [["reference"],
+    assert [line.split()[8:] for line in text.splitlines()[3:]] == [["best"],
                                                                     ["not", "separated", "10.00", "(0.25)"]]
     from clbench._tools.leaderboard import summarise, summary_caption
 
     caption = summary_caption(summarise([_cell(m, s, v) for m, v in (("a", 80.0), ("b", 70.0)) for s in range(3)]))
-    assert "With 3 paired cells no p can be below 0.25: nothing here can be separated" in caption
+    assert "With 3 paired cells and 2 comparisons no Holm-adjusted p can be below 0.25: nothing here can be" in caption
 
 
 def test_one_seed_separates_nothing():
     text = console_summary([_cell("a", 0, 80.0), _cell("b", 0, 70.0)])
-    assert [line.split()[5:] for line in text.splitlines()[3:]] == [["reference"],
+    assert [line.split()[5:] for line in text.splitlines()[3:]] == [["best"],
                                                                     ["not", "separated", "10.00", "(1)"]]
 
 

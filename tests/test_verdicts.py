@@ -29,8 +29,9 @@ def test_pairing_separates_a_consistent_gap_that_the_overlap_rule_calls_tied():
     assert _overlap_tied(list(ref), list(other))
     table = v.judge([v.Row("a", _cells(ref)), v.Row("b", _cells(other))])
     b = table.rows[1]
-    assert (table.reference, b.name, b.verdict, b.pairs) == ("a", "b", v.BELOW, 10)
-    assert b.p == pytest.approx(2 / 2**10)  # every difference has one sign: the most extreme of 2^10 patterns
+    assert (table.reference, table.rows[0].verdict, b.name, b.verdict, b.pairs) == ("a", v.BEST, "b", v.BELOW, 10)
+    # every difference minus Δ = 1 has one sign: the most extreme of 2^10 patterns; Holm over the two ordered pairs
+    assert (b.p, b.p_holm) == (pytest.approx(1 / 2**10), pytest.approx(2 / 2**10))
 
 
 def test_three_cells_never_separate_even_when_the_overlap_rule_does():
@@ -38,9 +39,9 @@ def test_three_cells_never_separate_even_when_the_overlap_rule_does():
     assert not _overlap_tied(ref, other)
     table = v.judge([v.Row("a", _cells(ref)), v.Row("b", _cells(other))])
     assert table.rows[1].verdict == v.NOT_SEPARATED
-    assert table.rows[1].p == pytest.approx(0.25)
-    assert table.min_p == pytest.approx(0.25)
-    assert "nothing here can be separated" in table.caption()
+    assert table.rows[1].p == pytest.approx(1 / 8)  # one-sided: the identity is the most extreme of 2^3 patterns
+    assert table.min_p == pytest.approx(2 / 8)  # two ordered pairs
+    assert "nothing here can be below" in table.caption()
 
 
 def test_sign_flip_p_is_the_exact_enumeration():
@@ -51,6 +52,19 @@ def test_sign_flip_p_is_the_exact_enumeration():
     expected = sum(f >= observed - 1e-12 for f in flips) / len(flips)
     assert v.sign_flip_p(d) == pytest.approx(expected)
     assert v.sign_flip_p([0.0, 0.0, 0.0]) == 1.0
+    # one-sided, shifted by Δ: the minimum-effect test of mean d > 0.5
+    x = [e - 0.5 for e in d]
+    shifted = [np.mean([s * e for s, e in zip(signs, x, strict=True)]) for signs in itertools.product((1, -1), repeat=6)]
+    assert v.sign_flip_p(d, alternative="greater", shift=0.5) == pytest.approx(
+        sum(f >= np.mean(x) - 1e-12 for f in shifted) / 64)
+    # 16 cells, beyond what scipy enumerates exactly: still every one of the 2^16 patterns (meeting in the middle)
+    rng = np.random.default_rng(9)
+    d16 = np.round(rng.normal(0.4, 1.0, size=16), 1)  # rounded: ties with the observed sum must count
+    patterns = 1 - 2 * ((np.arange(2**16)[:, None] >> np.arange(16)) & 1)
+    sums = patterns @ (d16 - 0.2)
+    assert v.sign_flip_p(d16, alternative="greater", shift=0.2) == pytest.approx(
+        np.mean(sums >= (d16 - 0.2).sum() - 1e-9))
+    assert v.sign_flip_p(d16) == pytest.approx(np.mean(np.abs(patterns @ d16) >= abs(d16.sum()) - 1e-9))
 
 
 def test_holm_matches_its_definition():
@@ -65,9 +79,13 @@ def test_equivalent_needs_the_interval_inside_the_margin():
     ref = 90 + rng.normal(0, 1.0, size=12)
     close = ref - 0.1 + rng.normal(0, 0.05, size=12)
     far = ref - 0.5 + rng.normal(0, 2.0, size=12)
-    table = v.judge([v.Row("a", _cells(ref)), v.Row("close", _cells(close)), v.Row("far", _cells(far))])
+    tied = ref + np.array([0.3, -0.2, 0.1, -0.4, 0.2, -0.1, 0.4, -0.3, 0.0, 0.1, -0.1, 0.0])
+    rows = [v.Row("a", _cells(ref)), v.Row("close", _cells(close)), v.Row("far", _cells(far)),
+            v.Row("tied", _cells(tied))]
+    table = v.judge(rows, rule=v.Rule(reference="a"))
     verdicts = {r.name: r.verdict for r in table.rows}
-    assert verdicts["close"] == v.EQUIVALENT
+    assert verdicts["tied"] == v.EQUIVALENT
+    assert verdicts["close"] == v.BEHIND  # behind in every cell, and within Δ: behind wins over equivalent
     assert verdicts["far"] == v.NOT_SEPARATED
     lo, hi = next(r.diff_interval for r in table.rows if r.name == "close")
     assert -1 < lo < 0.1 < hi < 1
@@ -81,7 +99,7 @@ def test_an_oracle_is_never_the_reference():
             v.Row("b", _cells([80, 81, 82]))]
     table = v.judge(rows)
     assert table.reference == "a"
-    assert [(r.name, r.verdict) for r in table.rows] == [("a", v.REFERENCE), ("b", v.NOT_SEPARATED),
+    assert [(r.name, r.verdict) for r in table.rows] == [("a", v.BEST), ("b", v.NOT_SEPARATED),
                                                          ("joint", v.ORACLE)]
     assert table.rows[2].rank is None
 
@@ -91,7 +109,7 @@ def test_lower_is_better_rows_are_judged_the_other_way():
     low = 5 + rng.normal(0, 1, size=10)
     high = low + 3 + rng.normal(0, 0.2, size=10)
     table = v.judge([v.Row("high", _cells(high)), v.Row("low", _cells(low))], direction="down")
-    assert [(r.name, r.verdict) for r in table.rows] == [("low", v.REFERENCE), ("high", v.BELOW)]
+    assert [(r.name, r.verdict) for r in table.rows] == [("low", v.BEST), ("high", v.BELOW)]
     assert table.rows[1].diff == pytest.approx(float(np.mean(high - low)))
 
 
@@ -156,3 +174,68 @@ def test_a_test_set_that_differs_between_rows_is_refused():
     b = v.Row("b", {"1/0": 50.0}, examples={"1/0": {"t": np.ones(5)}})
     with pytest.raises(ValueError, match="one test set"):
         v.judge([a, b])
+
+
+def test_below_means_behind_by_more_than_the_margin_not_only_behind():
+    """A deficit of mean 1.3 (> Δ) that the cells cannot show to exceed Δ = 1 is `behind`, not `below` (the rule before
+    tested d ≠ 0 and compared only the mean with Δ); its p is the exact one-sided p of mean(d) − Δ."""
+    ref = np.full(10, 80.0) + np.arange(10)
+    d = np.array([0.2, 2.5, 0.9, 1.8, 0.4, 2.2, 1.1, 0.6, 2.0, 1.3])
+    table = v.judge([v.Row("a", _cells(ref)), v.Row("b", _cells(ref - d))])
+    b = table.rows[1]
+    x = d - 1.0
+    flips = [np.mean(np.array(signs) * x) for signs in itertools.product((1, -1), repeat=10)]
+    exact = sum(f >= x.mean() - 1e-12 for f in flips) / 1024
+    assert v.sign_flip_p(d, alternative="greater", shift=1.0) == pytest.approx(exact)
+    assert exact > 0.05 and b.diff == pytest.approx(d.mean()) and b.diff >= 1.0
+    assert b.verdict == v.BEHIND  # every d > 0: behind is shown, and its p is that test's (1/1024, Holm × 2)
+    assert (b.p, b.p_holm) == (pytest.approx(1 / 1024), pytest.approx(2 / 1024))
+
+
+def test_a_declared_reference_is_judged_against_in_both_directions():
+    rng = np.random.default_rng(7)
+    base = 70 + rng.normal(0, 2.0, size=12)
+    rows = [v.Row("mine", _cells(base)), v.Row("far ahead", _cells(base + 3 + rng.normal(0, 0.2, 12))),
+            v.Row("just ahead", _cells(base + 0.4 + rng.normal(0, 0.05, 12))),
+            v.Row("far behind", _cells(base - 3 + rng.normal(0, 0.2, 12)))]
+    table = v.judge(rows, rule=v.Rule(reference="mine"))
+    assert table.declared and table.reference == "mine" and table.comparisons == 6
+    assert {r.name: r.verdict for r in table.rows} == {
+        "far ahead": v.ABOVE, "just ahead": v.AHEAD, "mine": v.REFERENCE, "far behind": v.BELOW}
+    assert "declared reference mine" in table.caption()
+    # a declared reference with no row in this table: judged as if none were declared
+    assert not v.judge(rows, rule=v.Rule(reference="absent")).declared
+
+
+def test_without_a_reference_the_best_row_being_chosen_does_not_inflate_the_error_rate():
+    """Five rows with the same true AA, 12 paired cells: how often some row is called `behind` (or worse). Judging
+    each row against every other keeps it at α; testing the best-observed row against the rest (the rule before,
+    computed here directly) does not."""
+    rng = np.random.default_rng(8)
+    tables, open_errors, selected_errors = 300, 0, 0
+    for _ in range(tables):
+        seed = rng.normal(0, 2.0, size=12)
+        values = [80 + seed + rng.normal(0, 1.0, size=12) for _ in range(5)]
+        rows = [v.Row(f"m{k}", _cells(x)) for k, x in enumerate(values)]
+        judged = v.judge(rows, rule=v.Rule(margin=0.5, resamples=20))
+        open_errors += any(r.verdict in (v.BELOW, v.BEHIND) for r in judged.rows)
+        best = int(np.argmax([x.mean() for x in values]))
+        p = [v.sign_flip_p(values[best] - x) for k, x in enumerate(values) if k != best]
+        selected_errors += min(v.holm(p)) < 0.05
+    assert open_errors / tables <= 0.08  # α = 0.05 plus three binomial sds of 300 tables
+    assert selected_errors > 2 * open_errors
+
+
+def test_margins_are_fixed_per_scenario_and_named_in_the_caption():
+    assert v.margin_for("class-incremental") == 2.0
+    assert v.margin_for("task-incremental") == v.margin_for("domain-incremental") == v.margin_for(None) == 1.0
+    from clbench._tools.tables import Judging, parse_margins
+
+    assert parse_margins(["3", "split-mnist-cil=0.5", "class-incremental=4"]) == {
+        "*": 3.0, "split-mnist-cil": 0.5, "class-incremental": 4.0}
+    judging = Judging(parse_margins(["split-mnist-cil=0.5", "class-incremental=4"]))
+    assert judging.rule("split-mnist-cil", "class-incremental").margin == 0.5
+    assert judging.rule("seq-mnist", "class-incremental").margin == 4.0
+    assert Judging().rule("seq-mnist", "class-incremental").margin_from == "the class-incremental default"
+    with pytest.raises(ValueError, match="expected Δ ≥ 0"):
+        parse_margins(["x=-1"])

@@ -3,14 +3,14 @@
 Per profile one markdown file. In it, per stream and scenario:
 
 - the **summary**: methods ranked by AA, each row with its mean and 95 % interval, rank interval, verdict against the
-  reference by the one verdict rule (:mod:`clbench.verdicts`), and what it cost (optimizer steps a task, seconds a
+  reference (declared, else every other row) by the one verdict rule (:mod:`clbench.verdicts`), and what it cost (optimizer steps a task, seconds a
   cell, the method's state, trained parameters; a step budget above 1.2× the table's median is flagged). Oracle
   rows (joint training, one model per task: methods tagged ``reference`` or ``upper-bound``) sit in their own block,
   never ranked and never the reference;
 - one table per **objective** (AA, F.Ra, BWT, LA, AIA, FWT, ...): methods as rows, orders as columns plus an
   average column. A cell shows mean ± std over seeds (sample std; a single seed shows the mean alone). The average
-  column pools every complete cell of the row (orders × seeds). Bold marks the reference and every row the rule
-  does not call ``below`` it, when some row is; nothing is bold otherwise;
+  column pools every complete cell of the row (orders × seeds). Bold marks every row the rule does not call
+  ``below``, when some row is; nothing is bold otherwise;
 - the **diagnostics** (OO, AWOM, GSR, ACR, NucNorm, what methods report): one table per footprint type, never bold,
   never ranked.
 
@@ -43,14 +43,13 @@ from clbench._tools.summary import (
 )
 from clbench._tools.tables import (
     BUDGET_FLAG,
-    DEFAULT_MARGIN,
     ERROR,
     ERROR_CHARS,
     LEGEND,
     LEGEND_NO_CELL,
-    MARGIN_FILE,
     NA,
     ORACLE_TAGS,
+    Judging,
     _fence,
     _has_error,
     _has_value,
@@ -64,9 +63,8 @@ from clbench._tools.tables import (
     frame,
     is_oracle,
     label_key,
-    margin_of,
     metric_table,
-    read_margins,
+    parse_margins,
 )
 from clbench.cell import CellResult
 from clbench.data import scenario_needs
@@ -83,7 +81,7 @@ SCENARIO_WORDS = {
 def summary_frame(
     results: Iterable[CellResult],
     specs: Mapping[str, MethodSpec] | None = None,
-    margins: Mapping[str, float] | None = None,
+    judging: Judging | None = None,
 ) -> pd.DataFrame:
     """The summary tables as numbers, one row per (profile, stream, scenario, method): rank interval, the label
     the tables print (with its tags), oracle, AA (mean, 95 % interval, sample std), the verdict, d and its p (raw
@@ -92,7 +90,7 @@ def summary_frame(
     rows = []
     for profile, group in by_profile(results).items():
         for (stream, scenario), section in section_results(group).items():
-            summary = summarise(section, specs, margin_of(stream, margins))
+            summary = summarise(section, specs, (judging or Judging()).rule(stream, scenario))
             labels = method_labels([r.method for r in summary.rows], specs, profile, stream)
             bold = bold_rows(summary.table)
             metrics = sorted({k for r in section if r.status == "complete" for k in r.metrics} - {RANK_BY})
@@ -117,6 +115,7 @@ def summary_frame(
                     "p": None if j is None else j.p,
                     "p holm": None if j is None else j.p_holm,
                     "margin": summary.table.rule.margin,
+                    "reference": summary.table.reference if summary.table.declared else None,
                     "bold": row.method in bold,
                 }
                 for name in metrics:
@@ -255,7 +254,7 @@ def _profile_of(results: Sequence[CellResult]) -> str | None:
 def console_summary(
     results: Iterable[CellResult],
     methods: Mapping[str, MethodSpec] | None = None,
-    margins: Mapping[str, float] | None = None,
+    judging: Judging | None = None,
     rows: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> str:
     """What ``clbench run`` prints at its end: the leaderboard's summary, one plain table per stream and scenario
@@ -264,7 +263,7 @@ def console_summary(
     for (stream, scenario), section in section_results(results).items():
         if not any(RANK_BY in r.metrics for r in section):
             continue
-        summary = summarise(section, methods, margin_of(stream, margins))
+        summary = summarise(section, methods, (judging or Judging()).rule(stream, scenario))
         labels = method_labels(
             [r.method for r in summary.rows], methods, _profile_of(section), stream, (rows or {}).get(stream, {})
         )
@@ -278,14 +277,14 @@ def render(
     title: str,
     link_root: Path | None = None,
     methods: Mapping[str, MethodSpec] | None = None,
-    margins: Mapping[str, float] | None = None,
+    judging: Judging | None = None,
     other_code: int = 0,
     profile: ProfileSpec | None = None,
 ) -> str:
     """The markdown leaderboard of one profile's results: per stream and scenario, the ranked summary, then one
     table per objective (rows as in the summary; objectives that are n/a for most rows last), then the
     diagnostics per footprint type. ``methods`` (the registry's method specs) marks the oracles, the footprint types
-    and the methods that cannot run in a scenario; ``margins`` is Δ per stream (:func:`read_margins`);
+    and the methods that cannot run in a scenario; ``judging``: ``--margin`` and ``--reference`` (:class:`Judging`);
     ``other_code`` is how many of the results were made by other code, data or settings than installed
     (:func:`clbench._tools.verify.stale`): the page then says it is a record of that code; ``profile``: the
     results' profile, whose rows (``ProfileSpec.rows``) are a method's settings, and whose published numbers
@@ -316,7 +315,7 @@ def render(
     ]
     by_section = section_results(results)
     summaries = {
-        key: summarise(section, methods, margin_of(key[0], margins))
+        key: summarise(section, methods, (judging or Judging()).rule(*key))
         for key, section in by_section.items()
         if any(RANK_BY in r.metrics for r in section)
     }
@@ -369,13 +368,13 @@ def render(
         present = sdf.loc[_has_value(sdf["value"]) | _has_error(sdf["error"])].groupby("metric")["method"].nunique()
         tabled = [m for m in objectives if m.name in present.index]
         few = [m for m in tabled if 2 * present[m.name] < len(order)]
-        margin = margin_of(stream, margins)
+        rule = (judging or Judging()).rule(stream, scenario)
         for metric in [m for m in tabled if m not in few]:
-            parts.append(metric_table(sdf, metric, link_root, order, labels, methods, margin))
+            parts.append(metric_table(sdf, metric, link_root, order, labels, methods, rule))
         if few:
             parts.append("Objectives that apply to fewer than half of the methods (n/a for the others):\n")
             for metric in few:
-                parts.append(metric_table(sdf, metric, link_root, order, labels, methods, margin))
+                parts.append(metric_table(sdf, metric, link_root, order, labels, methods, rule))
         parts += diagnostics_tables(sdf, [m for m in diagnostics if m.name in present.index], order, labels, methods)
         errors = error_lines(sdf, [m.name for m in shown if m.name in present.index])
         if errors:
@@ -501,13 +500,12 @@ def board_title(key: str, results: Sequence[CellResult]) -> str:
 __all__ = [  # the leaderboard's public names, wherever they are defined
     "BUDGET_FLAG",
     "Cost",
-    "DEFAULT_MARGIN",
     "EQUAL_STEPS",
+    "Judging",
     "ERROR",
     "ERROR_CHARS",
     "LEGEND",
     "LEGEND_NO_CELL",
-    "MARGIN_FILE",
     "NA",
     "ORACLE_TAGS",
     "RANK_BY",
@@ -529,10 +527,9 @@ __all__ = [  # the leaderboard's public names, wherever they are defined
     "is_oracle",
     "label_key",
     "load",
-    "margin_of",
     "method_labels",
     "metric_table",
-    "read_margins",
+    "parse_margins",
     "render",
     "render_cell",
     "section_results",

@@ -14,7 +14,6 @@ from clbench import verdicts as V
 from clbench._core.examples import final_row
 from clbench._tools.tables import (
     BUDGET_FLAG,
-    DEFAULT_MARGIN,
     NA,
     _fmt,
     is_oracle,
@@ -27,9 +26,11 @@ from clbench.specs import MethodSpec
 RANK_BY, SECOND = "AA", "F.Ra"  # the summary ranks by AA (higher is better) and shows F.Ra beside it
 SUMMARY_LEGEND = (
     "Rows ranked by mean AA over every cell (orders × seeds), with its 95 % two-level bootstrap "
-    "interval (cells, then test examples) and the rank interval those replicates give. `vs reference`: "
-    "the verdict of the one rule (docs/verdicts.md) against the reference, the best non-oracle row; "
-    "`d (p)`: the row's mean paired deficit in AA and its Holm-adjusted p. Oracle rows sit apart; "
+    "interval (cells, then test examples) and the rank interval those replicates give. `verdict`: the one "
+    "rule's (docs/verdicts.md), against the declared reference or, without one, against every other row; "
+    "`d (p)`: the row's mean paired deficit in AA to the reference (or the best row) and the Holm-adjusted p "
+    "of the test that decides its verdict (of a lead at all for `behind`, of one beyond Δ otherwise). Oracle "
+    "rows sit apart; "
     "`(defaults)` marks a method with no preset for the profile and stream: it ran on the training "
     "defaults, not on settings chosen for the stream as the built-ins' presets are (docs/tuning.md). "
     "Cost: optimizer steps a task (⚑: above 1.2× the table's median), wall seconds a cell, the method's "
@@ -95,7 +96,7 @@ class Summary:
 
 
 def summarise(
-    results: Sequence[CellResult], specs: Mapping[str, MethodSpec] | None = None, margin: float = DEFAULT_MARGIN
+    results: Sequence[CellResult], specs: Mapping[str, MethodSpec] | None = None, rule: V.Rule | None = None
 ) -> Summary:
     """The verdict rule on one section's AA (one stream, one scenario), with each row's F.Ra and cost."""
     by_method: dict[str, list[CellResult]] = {}
@@ -126,7 +127,7 @@ def summarise(
             rows.append(V.Row(method, aa, is_oracle(method, specs), examples))
         else:
             other.append(method)
-    table = V.judge(rows, "up", V.Rule(margin=margin))
+    table = V.judge(rows, "up", rule)
     judged = {j.name: j for j in table.rows}
     ordered = [j.name for j in table.rows] + other
 
@@ -204,7 +205,7 @@ def summary_table(
     """One section's answer to "which method is best, and by how much": the ranked rows, then the oracle rows
     (their own table in markdown, a block below in plain text), then rows that cannot be judged."""
     labels = labels or {}
-    head = ["rank", "method", f"{RANK_BY} ↑ (95 % CI)", f"{SECOND} ↓", "cells", "vs reference", "d (p)"]
+    head = ["rank", "method", f"{RANK_BY} ↑ (95 % CI)", f"{SECOND} ↓", "cells", "verdict", "d (p)"]
     if cost:
         head += ["steps/task", "s/cell", "state", "trained"]
         if any(r.cost.peak is not None for r in summary.rows):

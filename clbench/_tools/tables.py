@@ -1,5 +1,6 @@
 """The leaderboard's per-metric tables: cells into a frame, each metric's table by orders with its verdict marks,
-the diagnostics, error lines, and the per-stream margins (``MARGIN``) the verdict rule reads."""
+the diagnostics, error lines, and how a rendering's tables are judged (:class:`Judging`: ``--margin``,
+``--reference``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import math
 import os
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -14,21 +16,16 @@ from tabulate import tabulate
 
 from clbench import verdicts as V
 from clbench.cell import CellResult
-from clbench.errors import ResultFileError
-from clbench.files import read_text
 from clbench.specs import MethodSpec, MetricSpec
 
 NA = "n/a"
 ERROR = "error"
 ERROR_CHARS = 200  # a metric error's message is cut to this many characters in the leaderboard
 ORACLE_TAGS = frozenset({"reference", "upper-bound"})  # methods given what a continual learner is not
-DEFAULT_MARGIN = 1.0  # Δ in pp: the least margin of any stream (clbench.verdicts)
-MARGIN_FILE = "MARGIN"  # a result tree's per-stream margins (`stream=pp` lines), see read_margins
 BUDGET_FLAG = 1.2  # a row whose steps a task exceed this × the table's median is flagged
 LEGEND = (
-    "Bold `avg`: the reference (the best non-oracle mean) and every row the verdict rule does not call `below` "
-    "it (see the summary's caption); no bold: no row is separated from the reference. Oracle rows are never "
-    "bold."
+    "Bold `avg`: the rows the verdict rule does not call `below` (behind the best, or the declared reference, by "
+    "more than Δ; see the summary's caption); no bold: no row is. Oracle rows are never bold."
 )
 LEGEND_NO_CELL = "Bold `avg`: none, no cell is complete."
 
@@ -164,7 +161,7 @@ def _cell_values(values: pd.DataFrame) -> dict[str, float]:
 
 
 def _judge_metric(
-    df: pd.DataFrame, metric: MetricSpec, methods: Sequence[str], specs: Mapping[str, MethodSpec] | None, margin: float
+    df: pd.DataFrame, metric: MetricSpec, methods: Sequence[str], specs: Mapping[str, MethodSpec] | None, rule: V.Rule
 ) -> V.Table:
     """The verdict rule on one metric's pooled cells (rows with a diverged cell left out)."""
     values = df[df["metric"] == metric.name]
@@ -173,11 +170,11 @@ def _judge_metric(
         for m in methods
         if not diverged_note(df[df["method"] == m])
     ]
-    return V.judge(rows, metric.direction, V.Rule(margin=margin))
+    return V.judge(rows, metric.direction, rule)
 
 
 def bold_rows(table: V.Table) -> set[str]:
-    """The rows a table bolds: the reference and every ranked row not ``below`` it, when some row is below."""
+    """The rows a table bolds: every ranked row not ``below``, when some row is."""
     ranked = [r for r in table.rows if not r.oracle]
     if not any(r.verdict == V.BELOW for r in ranked):
         return set()
@@ -191,7 +188,7 @@ def metric_table(
     methods: Sequence[str] | None = None,
     labels: Mapping[str, str] | None = None,
     specs: Mapping[str, MethodSpec] | None = None,
-    margin: float = DEFAULT_MARGIN,
+    rule: V.Rule | None = None,
 ) -> str:
     """Markdown table of one objective on one stream (``df`` already filtered to the stream), rows in the order of
     ``methods`` (default: alphabetical), each named by ``labels`` (default: the method). A (method, order) or row
@@ -234,7 +231,7 @@ def metric_table(
             row.append(ERROR if row_errors else NA)
         table.append(row)
     if not metric.is_diagnostic:
-        bold = bold_rows(_judge_metric(df, metric, methods, specs, margin))
+        bold = bold_rows(_judge_metric(df, metric, methods, specs, rule or V.Rule()))
         for row, method in zip(table, methods, strict=True):
             if method in bold:
                 row[-1] = f"**{row[-1]}**"
@@ -322,27 +319,39 @@ def _fence(lines: Sequence[str]) -> str:
     return f"{fence}text\n" + "\n".join(lines) + f"\n{fence}\n"
 
 
-def read_margins(root: Path) -> dict[str, float]:
-    """A result tree's per-stream margins Δ (pp) from ``root/MARGIN``: lines ``stream=number``, ``#`` comments;
-    {} when the file is absent. Streams not named get :data:`DEFAULT_MARGIN`."""
-    path = Path(root) / MARGIN_FILE
-    if not path.exists():
-        return {}
+@dataclass(frozen=True)
+class Judging:
+    """How the tables of one rendering are judged: Δ given by the user (``--margin``: a stream, a scenario or
+    ``*`` → Δ; otherwise each scenario's default, :data:`clbench.verdicts.MARGINS`) and the declared reference
+    (``--reference``; None compares every row with every other)."""
+
+    margins: Mapping[str, float] = field(default_factory=dict)
+    reference: str | None = None
+
+    def rule(self, stream: str, scenario: str | None) -> V.Rule:
+        for key in (stream, scenario or "", "*"):
+            if key in self.margins:
+                where = "set by --margin" + ("" if key == "*" else f" {key}")
+                return V.Rule(margin=self.margins[key], reference=self.reference, margin_from=where)
+        where = f"the {scenario} default" if scenario in V.MARGINS else "the default"
+        return V.Rule(margin=V.margin_for(scenario), reference=self.reference, margin_from=where)
+
+
+def parse_margins(values: Iterable[str]) -> dict[str, float]:
+    """``--margin`` values into :attr:`Judging.margins`: ``2`` (every table) or ``NAME=2`` (a stream or a
+    scenario); ValueError naming the value that is neither."""
     out: dict[str, float] = {}
-    for n, raw in enumerate(read_text(path).splitlines(), 1):  # a non-UTF-8 byte: a DataError naming it
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        stream, sep, value = (part.strip() for part in line.partition("="))
+    for raw in values:
+        name, sep, value = raw.rpartition("=")
+        key = name.strip() if sep else "*"
         try:
             margin = float(value)
         except ValueError:
             margin = -1.0
-        if not sep or not stream or not margin >= 0 or stream in out:
-            raise ResultFileError(f"{path}:{n}: expected one `stream=<margin in pp ≥ 0>` line per stream, got {raw!r}")
-        out[stream] = margin
+        if not margin >= 0 or not key or key in out:
+            raise ValueError(
+                f"{raw!r}: expected Δ ≥ 0 in the metric's unit (pp for AA), alone for every table or as "
+                "STREAM=Δ or SCENARIO=Δ, each name once"
+            )
+        out[key] = margin
     return out
-
-
-def margin_of(stream: str, margins: Mapping[str, float] | None) -> float:
-    return max(DEFAULT_MARGIN, (margins or {}).get(stream, DEFAULT_MARGIN))

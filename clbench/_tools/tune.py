@@ -151,6 +151,7 @@ class Pair:
     rounds: list[list[tuple[float, float]]] = field(default_factory=list)
     trials: list[Trial] = field(default_factory=list)  # every round's, in draw order
     stability: dict[str, Trial] = field(default_factory=dict)
+    scenario: str | None = None  # the stream's, from its results (the verdict rule's Δ depends on it)
 
     @property
     def key(self) -> str:
@@ -240,6 +241,7 @@ def read(pair: Pair, results: Sequence[CellResult], trials: int, extensions: int
         and r.order == pair.order
         and r.seed in pair.seeds
     ]
+    pair.scenario = next((r.scenario for r in mine if r.scenario), pair.scenario)
 
     def trial(point: dict[str, float]) -> Trial:
         t = Trial(point)

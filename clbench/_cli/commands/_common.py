@@ -45,3 +45,13 @@ def skipping(problems: list[str]) -> int:
     for problem in problems:
         click.echo(f"warning: skipping {problem}", err=True)
     return len(problems)
+
+
+def margins_option(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> dict[str, float]:
+    """``--margin`` values (``2``, ``STREAM=2``, ``SCENARIO=2``) as :attr:`clbench._tools.tables.Judging.margins`."""
+    from clbench._tools.tables import parse_margins
+
+    try:
+        return parse_margins(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None

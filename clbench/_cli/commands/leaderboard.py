@@ -9,8 +9,9 @@ from typing import Any
 import click
 import pandas as pd
 
-from clbench._cli.commands._common import skipping
+from clbench._cli.commands._common import margins_option, skipping
 from clbench._core.registry import Registries
+from clbench._tools.tables import Judging
 from clbench.errors import ClbenchError
 
 FORMATS = {"md": ".md", "csv": ".csv", "json": ".json", "latex": ".tex"}
@@ -43,6 +44,20 @@ def _formats(ctx: click.Context, param: click.Parameter, value: str) -> list[str
 )
 @click.option("--plots/--no-plots", default=True, help="Accuracy-over-time plot per stream.")
 @click.option("--heatmaps", is_flag=True, help="Also an accuracy-matrix heatmap and a loss curve per cell.")
+@click.option(
+    "--margin",
+    "margins",
+    multiple=True,
+    callback=margins_option,
+    help="Δ of the verdict rule, fixed before you look: 2 (every table), or STREAM=2 or SCENARIO=2 (repeat the "
+    "option). Default: each scenario's (docs/verdicts.md).",
+)
+@click.option(
+    "--reference",
+    default=None,
+    help="Judge every row against this method (e.g. your own), declared in advance. Default: every row against "
+    "every other, valid whichever row turns out best.",
+)
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if the markdown on disk differs.")
 @click.pass_obj
 def command(
@@ -52,6 +67,8 @@ def command(
     formats: list[str],
     plots: bool,
     heatmaps: bool,
+    margins: dict[str, float],
+    reference: str | None,
     check: bool,
 ) -> None:
     """Markdown tables (and plots) from result directories (default: runs/), written beside them."""
@@ -62,13 +79,8 @@ def command(
             raise click.UsageError("several result folders: say where their leaderboard goes with --out")
         out = (runs[0] if runs else Path("runs")) / "leaderboard"
 
-    from clbench._tools.leaderboard import read_margins
-
     results, skipped = [], 0
-    margins: dict[str, float] = {}
     for root in runs or (Path("runs"),):
-        for stream, margin in read_margins(root).items():  # Δ per stream (the verdict rule); the largest wins
-            margins[stream] = max(margin, margins.get(stream, 0.0))
         found = scan(root)
         skipped += skipping(found.problems)
         results += found.results
@@ -102,17 +114,23 @@ def command(
             err=True,
         )
     results = unique
+    if reference is not None and reference not in {r.method for r in results}:
+        known = sorted({r.method for r in results})
+        raise ClbenchError(
+            f"--reference {reference}: no cell of that method in these results; they hold {', '.join(known)}"
+        )
+    judging = Judging(margins, reference)
     try:
-        stale = _write_leaderboards(regs, results, out, plots, heatmaps, check, margins)
+        stale = _write_leaderboards(regs, results, out, plots, heatmaps, check, judging)
         if not check:
-            _export(regs, results, out, [f for f in formats if f != "md"], margins)
+            _export(regs, results, out, [f for f in formats if f != "md"], judging)
     except OSError as exc:
         raise ClbenchError(f"cannot write leaderboards to {out}/: {exc.strerror or exc}") from None
     if stale:
         sys.exit(1)
 
 
-def _export(regs: Registries, results: list[Any], out: Path, formats: list[str], margins: dict[str, float]) -> None:
+def _export(regs: Registries, results: list[Any], out: Path, formats: list[str], judging: Judging) -> None:
     """The summary tables as numbers (csv, json) or LaTeX, one file per profile; pandas writes them."""
     if not formats:
         return
@@ -120,7 +138,7 @@ def _export(regs: Registries, results: list[Any], out: Path, formats: list[str],
     from clbench.data import atomic_write_text
 
     for profile, group in by_profile(results).items():
-        df = summary_frame(group, regs.methods.items, margins)
+        df = summary_frame(group, regs.methods.items, judging)
         for fmt in formats:
             path = out / f"{profile}{FORMATS[fmt]}"
             if fmt == "csv":
@@ -175,13 +193,27 @@ def _latex(df: Any) -> str:
                 "verdict": group["verdict"],
             }
         )
-        caption = (
-            f"{_tex(section_title(stream, scenario))}. AA: mean and 95\\% two-level bootstrap interval; "
-            f"verdicts by the one rule (docs/verdicts.md), margin {group['margin'].iloc[0]:g} pp."
+        reference = group["reference"].iloc[0]
+        against = (
+            f"against the declared reference {_tex(str(reference))}"
+            if isinstance(reference, str)
+            else "each row against every other (no reference declared)"
         )
+        caption = (
+            f"{_tex(section_title(stream, scenario))}. AA: mean and 95\\% two-level bootstrap interval over cells "
+            f"and test examples. Verdicts by clbench's rule, {against}: one-sided paired sign-flip tests over the "
+            f"cells, Holm-adjusted, $\\alpha = 0.05$; below/above: by more than "
+            f"$\\Delta = {group['margin'].iloc[0]:g}$ pp (fixed in advance); behind/ahead: a difference shown, "
+            "one above $\\Delta$ not; equivalent: the 90\\% interval within $\\pm\\Delta$."
+        )
+        label = "tab:" + "".join(c if c.isalnum() else "-" for c in f"{stream}-{scenario}")
         blocks.append(
             shown.to_latex(
-                index=False, escape=False, caption=caption, column_format="ll" + "r" * (len(shown.columns) - 2)
+                index=False,
+                escape=False,
+                caption=caption,
+                label=label,
+                column_format="ll" + "r" * (len(shown.columns) - 2),
             )
         )
     return "\n".join(blocks)
@@ -204,7 +236,7 @@ def _tex(text: str) -> str:
 
 
 def _write_leaderboards(
-    regs: Registries, results: list[Any], out: Path, plots: bool, heatmaps: bool, check: bool, margins: dict[str, float]
+    regs: Registries, results: list[Any], out: Path, plots: bool, heatmaps: bool, check: bool, judging: Judging
 ) -> list[Path]:
     from clbench._tools.leaderboard import board_title, by_profile, render
     from clbench._tools.verify import stale as other_code
@@ -218,7 +250,7 @@ def _write_leaderboards(
             board_title(profile, group),
             out.resolve(),
             regs.methods.items,
-            margins,
+            judging,
             other_code=len(other_code(regs, group)),
             profile=regs.profiles.items.get(profile),
         )

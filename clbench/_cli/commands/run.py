@@ -230,9 +230,6 @@ def command(
             options={**options, "jobs": 1, "nproc": nproc, "on_change": on_change},
         )
         sys.exit(summary(results, getattr(results, "faults", ()))[1])
-    from clbench._tools.leaderboard import read_margins
-
-    margins = read_margins(out)  # a malformed MARGIN file is refused before any cell, not after the last
     for line in _plan_lines(regs, plan, verbose):
         click.echo(line, err=True)
     _memory_plan(regs, plan.cells, dry_run, device_memory, progress)
@@ -253,10 +250,10 @@ def command(
         from clbench._tools.leaderboard import console_summary
 
         spec = regs.profiles.items.get(plan.profile)
-        table = console_summary(results, regs.methods.items, margins, spec.rows if spec is not None else None)
+        table = console_summary(results, regs.methods.items, rows=spec.rows if spec is not None else None)
         if table:
             click.echo("\n" + table)
-        line, written = _leaderboard_line(regs, results, plan.profile, out, write_board, margins)
+        line, written = _leaderboard_line(regs, results, plan.profile, out, write_board)
         lines.insert(len(lines) - 1, line)  # the last line stays the count and the exit code
         code = code or (0 if written else 2)
     for line in lines:
@@ -360,7 +357,7 @@ def _chosen_settings(regs: Registries, cells: Sequence[Any]) -> list[str]:
 
 
 def _leaderboard_line(
-    regs: Registries, results: Sequence[CellResult], profile: str, out: Path, write: bool, margins: Mapping[str, float]
+    regs: Registries, results: Sequence[CellResult], profile: str, out: Path, write: bool
 ) -> tuple[str, bool]:
     """Where this run's leaderboard is: written to OUT/leaderboard.md (``--leaderboard``), or the command
     that makes one; and false when it was asked for and could not be written (the run then exits 2, not 0)."""
@@ -378,7 +375,6 @@ def _leaderboard_line(
         f"profile `{profile}` ({out})",
         out.resolve(),
         regs.methods.items,
-        margins,
         profile=regs.profiles.items.get(profile),
     )
     try:

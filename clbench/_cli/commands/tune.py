@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from clbench._cli.commands._common import margins_option
 from clbench._cli.commands.run import Jobs
 from clbench._core.registry import Registries
 from clbench.errors import ClbenchError
@@ -43,9 +44,12 @@ def _power_of_two(ctx: click.Context, param: click.Parameter, value: int) -> int
 @click.option("--offset", default=1000, show_default=True, help="Tuning seed = reported seed + OFFSET.")
 @click.option("--tuning-seeds", type=click.IntRange(min=1), help="Tune on the first N twins (default: every one).")
 @click.option(
-    "--margins",
-    type=click.Path(exists=True, path_type=Path),
-    help="A result tree whose MARGIN file gives Δ per stream (or that file).",
+    "--margin",
+    "margins",
+    multiple=True,
+    callback=margins_option,
+    help="Δ that a 2× move must exceed to be flagged, as `clbench leaderboard --margin`: 2, STREAM=2 or "
+    "SCENARIO=2. Default: each scenario's (docs/verdicts.md).",
 )
 @click.option("-j", "--jobs", type=Jobs(), default="auto", show_default=True, help="Cells at once (as clbench run).")
 @click.option("--write", type=click.Path(path_type=Path), help="Write the choices as a presets file (JSON) there.")
@@ -64,7 +68,7 @@ def command(
     extensions: int,
     offset: int,
     tuning_seeds: int | None,
-    margins: Path | None,
+    margins: dict[str, float],
     jobs: int | str,
     write: Path | None,
     check: bool,
@@ -76,12 +80,11 @@ def command(
     AA; a choice on a range's edge searches past it; the choice is rerun at 0.5× and 2× its learning rate and
     strengths. Rerunning resumes; the table it prints is docs/tuning.md's. See docs/tuning.md.
     """
-    from clbench._tools.tables import DEFAULT_MARGIN
+    from clbench._tools.tables import Judging
     from clbench._tools.tune import choice, lower_bounds, preset_mismatches, preset_table, tune
     from clbench.config import parse_sets
 
     root = out or Path("results") / "tuning" / profile
-    margin = _margins(margins) if margins else {}  # read before any cell runs
     pairs, left = tune(
         regs,
         profile,
@@ -99,7 +102,8 @@ def command(
         dry_run=check,
     )
     floors = lower_bounds(pairs)  # SeqFT's choice per stream: a method no better than it is flagged
-    choices = [choice(p, margin.get(p.stream, DEFAULT_MARGIN), floors.get(p.stream)) for p in pairs]
+    judging = Judging(margins)
+    choices = [choice(p, judging.rule(p.stream, p.scenario).margin, floors.get(p.stream)) for p in pairs]
     for c in choices:
         if c.chosen is None:
             continue
@@ -133,17 +137,3 @@ def command(
         err=True,
     )
     sys.exit(1 if check and (bad or left) else 0)
-
-
-def _margins(path: Path) -> dict[str, float]:
-    """Δ per stream from ``--margins``: a result tree holding a MARGIN file, or that file; neither is an error (the
-    default Δ would otherwise be used silently)."""
-    from clbench._tools.tables import MARGIN_FILE, read_margins
-
-    root = path.parent if path.is_file() and path.name == MARGIN_FILE else path
-    if not (root / MARGIN_FILE).is_file():
-        raise ClbenchError(
-            f"--margins {path}: no {MARGIN_FILE} file there; give the result tree whose {MARGIN_FILE} "
-            "(`stream=<margin in pp>` lines) gives Δ per stream, or leave --margins out for the default Δ"
-        )
-    return read_margins(root)
