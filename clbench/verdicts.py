@@ -489,14 +489,43 @@ def claim(ours: Mapping[str, float], theirs: Mapping[str, float], lower: bool, r
     return Claim(float(np.mean(d)) if d else None, t_interval(d, rule.equivalence_level), len(d), d)
 
 
+def _both_ways(ds: Sequence[Sequence[float]], rules: Sequence[Rule], shift: bool) -> list[float]:
+    """Holm-adjusted one-sided p of every d ahead (the first len(ds)) and behind (the rest), by more than each
+    rule's Δ (``shift``) or at all."""
+    pairs = list(zip(ds, rules, strict=True))
+    raw = [sign_flip_p(d, r.seed, "greater", r.margin if shift else 0.0) for d, r in pairs]
+    raw += [sign_flip_p([-x for x in d], r.seed, "greater", r.margin if shift else 0.0) for d, r in pairs]
+    return holm(raw)
+
+
+def paired_verdicts(ds: Sequence[Sequence[float]], rules: Sequence[Rule]) -> list[tuple[str, float]]:
+    """Per paired comparison (d: the second minus the first in each cell, positive = the second is better), the
+    verdict of the second against the first as against a declared reference — ``above``/``below`` (by more than
+    its rule's Δ), ``ahead``/``behind`` (shown, beyond Δ not), ``equivalent`` (its paired t-interval within ±Δ),
+    ``not separated`` (``n/a`` without a pair) — Holm across both directions of every comparison, and the
+    adjusted p of the decisive test."""
+    effect, ahead = _both_ways(ds, rules, True), _both_ways(ds, rules, False)
+    k, out = len(ds), []
+    for i, (d, rule) in enumerate(zip(ds, rules, strict=True)):
+        up = not d or float(np.mean(d)) >= 0
+        if not d:
+            out.append(("n/a", 1.0))
+        elif effect[i] < rule.alpha or effect[k + i] < rule.alpha:
+            out.append((ABOVE, effect[i]) if effect[i] < rule.alpha else (BELOW, effect[k + i]))
+        elif ahead[i] < rule.alpha or ahead[k + i] < rule.alpha:
+            out.append((AHEAD, ahead[i]) if ahead[i] < rule.alpha else (BEHIND, ahead[k + i]))
+        else:
+            within = _within(t_interval(d, rule.equivalence_level), rule.margin)
+            out.append((EQUIVALENT if within else NOT_SEPARATED, effect[i] if up else effect[k + i]))
+    return out
+
+
 def claim_verdicts(claims: Sequence[Claim], rules: Sequence[Rule]) -> list[tuple[str, float]]:
     """Per claim of one table: ``holds`` (the claimed direction by more than Δ, a minimum-effect test),
     ``reversed`` (the other direction by more than Δ), ``equivalent``, ``not separated`` (``n/a`` without a pair),
     and the Holm-adjusted p of its test in the direction of its mean (Holm over both directions of every claim;
     each judged with its own rule: its metric's margin)."""
-    raw = [sign_flip_p(c.d, r.seed, "greater", r.margin) for c, r in zip(claims, rules, strict=True)]
-    raw += [sign_flip_p([-x for x in c.d], r.seed, "greater", r.margin) for c, r in zip(claims, rules, strict=True)]
-    adjusted = holm(raw)
+    adjusted = _both_ways([c.d for c in claims], rules, True)
     out = []
     for k, (c, rule) in enumerate(zip(claims, rules, strict=True)):
         holds, rev = adjusted[k], adjusted[k + len(claims)]

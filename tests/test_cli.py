@@ -276,6 +276,28 @@ def test_leaderboard_exports_the_summary_as_numbers_and_show_opens_a_multi_seed_
     assert set(df["method"]) == {"seqft", "ewc"} and set(df["seed"]) == {0, 1}
 
 
+
+def test_leaderboard_takes_a_declared_reference_a_margin_and_filters(grid, capsys, tmp_path, monkeypatch):
+    grid_copy(grid, tmp_path, monkeypatch, orders=["1"])  # seqft and ewc, seeds 0 and 1, order 1
+    code, out, err = clbench(capsys, "leaderboard", "runs", "--format", "csv,latex", "--no-plots", "--reference",
+                             "seqft", "--margin", "split-digits=3")
+    assert code == 0, err
+    board = tmp_path / "runs" / "leaderboard"
+    csv = pd.read_csv(board / "quick.csv")
+    assert set(csv["reference"]) == {"seqft"} and set(csv["margin"]) == {3.0}
+    assert set(csv["margin from"]) == {"set by --margin split-digits"}
+    assert dict(zip(csv["method"], csv["verdict"], strict=True))["seqft"] == "reference"
+    tex = (board / "quick.tex").read_text()
+    assert "against the declared reference seqft" in tex and "\\label{tab:split-digits-task-incremental}" in tex
+    assert "Verdicts against the declared reference seqft" in (board / "quick.md").read_text()
+    code, out, err = clbench(capsys, "leaderboard", "runs", "--no-plots", "--methods", "ewc", "--out", "only")
+    assert code == 0, err
+    text = (tmp_path / "only" / "quick.md").read_text()
+    assert "| ewc " in text and "| seqft " not in text
+    code, out, err = clbench(capsys, "leaderboard", "runs", "--no-plots", "--stream", "nope", "--out", "none")
+    assert code == 2 and "--stream nope: no cell of nope in these results; they hold split-digits" in err
+
+
 def test_stale_lists_results_of_other_code_data_or_settings_and_exits_1(grid, tmp_path, monkeypatch, capsys):
     """`clbench stale` passes a tree made by the code installed, then names each cell whose recorded code digest,
     data file or settings no longer match, and exits 1."""

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from clbench._cli.commands import doctor, leaderboard, metrics, run, show, tune, verify
+from clbench._cli.commands import doctor, leaderboard, metrics, run, show, tune, verify, versus
 from clbench._cli.commands import list as list_
 from clbench._cli.commands._common import INTERRUPTED, INTERRUPTED_DEFAULT
 from clbench._cli.commands.list import KINDS  # noqa: F401 (kept importable from here)
@@ -102,6 +102,7 @@ def build_cli(regs: Registries | None) -> click.Group:
         metrics.command,
         verify.command,
         verify.compare,
+        versus.command,
         verify.stale,
         doctor.command,
         tune.command,

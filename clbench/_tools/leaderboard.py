@@ -115,6 +115,7 @@ def summary_frame(
                     "p": None if j is None else j.p,
                     "p holm": None if j is None else j.p_holm,
                     "margin": summary.table.rule.margin,
+                    "margin from": summary.table.rule.margin_from,
                     "reference": summary.table.reference if summary.table.declared else None,
                     "bold": row.method in bold,
                 }

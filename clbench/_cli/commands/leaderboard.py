@@ -58,6 +58,8 @@ def _formats(ctx: click.Context, param: click.Parameter, value: str) -> list[str
     help="Judge every row against this method (e.g. your own), declared in advance. Default: every row against "
     "every other, valid whichever row turns out best.",
 )
+@click.option("--methods", default=None, help="Only these methods' rows (a comma list of labels).")
+@click.option("--stream", "streams", default=None, help="Only these streams (a comma list).")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if the markdown on disk differs.")
 @click.pass_obj
 def command(
@@ -69,6 +71,8 @@ def command(
     heatmaps: bool,
     margins: dict[str, float],
     reference: str | None,
+    methods: str | None,
+    streams: str | None,
     check: bool,
 ) -> None:
     """Markdown tables (and plots) from result directories (default: runs/), written beside them."""
@@ -92,6 +96,16 @@ def command(
         )
     if not results:
         raise ClbenchError(f"no result files under {', '.join(map(str, runs or ('runs',)))}")
+    for given, field in ((methods, "method"), (streams, "stream")):
+        if given:
+            wanted = {v.strip() for v in given.split(",") if v.strip()}
+            held = {getattr(r, field) for r in results}
+            if wanted - held:
+                raise ClbenchError(
+                    f"--{'methods' if field == 'method' else 'stream'} {given}: no cell of "
+                    f"{', '.join(sorted(wanted - held))} in these results; they hold {', '.join(sorted(held))}"
+                )
+            results = [r for r in results if getattr(r, field) in wanted]
     # the same cell twice would be pooled as if it were two seeds: the same settings (one identity) in two trees is
     # one cell, read once (the first tree's); other settings under one cell's name are refused
     seen: dict[tuple[str, str], Any] = {}
@@ -203,7 +217,7 @@ def _latex(df: Any) -> str:
             f"{_tex(section_title(stream, scenario))}. AA: mean and 95\\% two-level bootstrap interval over cells "
             f"and test examples. Verdicts by clbench's rule, {against}: one-sided paired sign-flip tests over the "
             f"cells, Holm-adjusted, $\\alpha = 0.05$; below/above: by more than "
-            f"$\\Delta = {group['margin'].iloc[0]:g}$ pp (fixed in advance); behind/ahead: a difference shown, "
+            f"$\\Delta = {group['margin'].iloc[0]:g}$ pp ({_tex(group['margin from'].iloc[0])}); behind/ahead: a difference shown, "
             "one above $\\Delta$ not; equivalent: the 90\\% interval within $\\pm\\Delta$."
         )
         label = "tab:" + "".join(c if c.isalnum() else "-" for c in f"{stream}-{scenario}")
