@@ -35,6 +35,7 @@ from clbench._core.composite import CompositeMethod
 from clbench._core.registry import Registries
 from clbench._core.results import environment, read_result, write_result
 from clbench._exec.cellstate import CellState, fingerprints
+from clbench._exec.compute import ExampleCounter
 from clbench._exec.evaluation import evaluate
 from clbench._exec.stats import epoch_losses, steps_done
 from clbench._exec.step import StepObserver, train_task
@@ -341,7 +342,9 @@ class Runner:
         step = steps_done(state.task_timings)  # optimizer steps of the tasks done (by a checkpoint, on resume)
         if start == 0:  # the untrained model's scores: FWT's reference b_j (a resumed cell has them)
             state.evaluate_untrained(lambda: evaluate(model, method, stream, order, train, device, dist)[0])
-        with contextlib.closing(bar):
+        counter = ExampleCounter()  # the examples the task's training forwarded (clbench._exec.compute)
+        hook = counter.attach(model)
+        with contextlib.closing(bar), hook:
             for index in range(start, len(order)):
                 task = order[index]
                 self._notify("clbench_task_start", cell=cell, task=task, index=index)
@@ -350,10 +353,15 @@ class Runner:
                 if device.type == "cuda":
                     torch.cuda.reset_peak_memory_stats(device)
                 t0 = time.perf_counter()
+                counter.active = True
                 method.before_task(task, index)
                 stats = train_task(model, checked, ctx, index, self._step_observer(cell, task, index), step)
                 step += stats.steps
                 method.after_task(task, index)
+                counter.active = False
+                forward, grad = (sum(n) for n in zip(*dist.gather(counter.take()), strict=True))  # every rank's
+                if not train.capture:  # a replayed graph runs no hook: the counts would be the eager steps' only
+                    stats.examples_forward, stats.examples_grad = forward, grad
                 state.footprints.append(checked.footprint(task, index, kind))
                 t1 = time.perf_counter()
                 row, per_example = evaluate(model, method, stream, order, train, device, dist, shown)

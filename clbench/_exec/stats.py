@@ -2,7 +2,9 @@
 
 In ``result.json`` (``timings.tasks``) a task's entry keeps the layout readers know: each phase's numbers under its
 name, beside ``phases`` (the names in run order), ``task``, ``train_s``, ``eval_s`` and, on a GPU,
-``peak_memory_bytes``. A phase may not take one of those names (:data:`RESERVED`), so the two never collide.
+``peak_memory_bytes``, and the examples the model forwarded (``examples_forward``; with gradients:
+``examples_grad``; :mod:`clbench._exec.compute`). A phase may not take one of those names (:data:`RESERVED`), so the
+two never collide.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 from clbench.errors import ClbenchError
 
-RESERVED = frozenset({"phases", "task", "train_s", "eval_s", "peak_memory_bytes"})
+RESERVED = frozenset({"phases", "task", "train_s", "eval_s", "peak_memory_bytes", "examples_forward", "examples_grad"})
 """The keys of a task's timings entry that are not phases."""
 
 
@@ -65,6 +67,8 @@ class TaskStats:
     train_s: float = 0.0
     eval_s: float = 0.0
     peak_memory_bytes: int | None = None
+    examples_forward: int | None = None  # None: not counted (under train.capture, or recorded before it was)
+    examples_grad: int | None = None
 
     def add(self, phase: PhaseStats) -> None:
         if phase.name in RESERVED:
@@ -88,6 +92,8 @@ class TaskStats:
         out.update(phases=[p.name for p in self.phases], task=self.task, train_s=self.train_s, eval_s=self.eval_s)
         if self.peak_memory_bytes is not None:
             out["peak_memory_bytes"] = self.peak_memory_bytes
+        if self.examples_forward is not None:
+            out.update(examples_forward=self.examples_forward, examples_grad=self.examples_grad)
         return out
 
     @classmethod
@@ -98,6 +104,8 @@ class TaskStats:
             float(entry.get("train_s", 0.0)),
             float(entry.get("eval_s", 0.0)),
             entry.get("peak_memory_bytes"),
+            entry.get("examples_forward"),
+            entry.get("examples_grad"),
         )
 
 

@@ -130,6 +130,8 @@ def summary_frame(
                         "method state bytes": row.cost.state,
                         "trained parameters": row.cost.trainable,
                         "peak memory bytes": row.cost.peak,
+                        "examples forwarded per task": row.cost.forward,
+                        "examples with gradients per task": row.cost.grad,
                         "devices": ",".join(row.cost.devices),
                         "diverged": row.diverged or "",
                     }

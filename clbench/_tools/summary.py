@@ -34,7 +34,8 @@ SUMMARY_LEGEND = (
     "`(defaults)` marks a method with no preset for the profile and stream: it ran on the training "
     "defaults, not on settings chosen for the stream as the built-ins' presets are (docs/tuning.md). "
     "Cost: optimizer steps a task (⚑: above 1.2× the table's median), wall seconds a cell, the method's "
-    "state after the last task, the most parameters a phase trained."
+    "state after the last task, the most parameters a phase trained, and (where the results counted them) the "
+    "examples the model forwarded a task, every loop of the method included, and of them those with gradients."
 )
 
 
@@ -48,10 +49,14 @@ class Cost:
     peak: int | None  # the largest per-task peak device memory (GPU cells only)
     state: int | None  # the method's state after the last task, largest over cells
     trainable: int | None  # the most parameters a phase trained
+    forward: float | None = None  # examples the model forwarded a task (clbench._exec.compute), mean over cells
+    grad: float | None = None  # ... of them with gradients
 
     @classmethod
     def of(cls, results: Sequence[CellResult]) -> Cost:
         steps, seconds, peaks, states, trainable = [], [], [], [], []
+        forward: list[float] = []
+        grad: list[float] = []
         for r in results:
             tasks = (r.timings or {}).get("tasks", [])
             phases = [v for t in tasks for v in t.values() if isinstance(v, dict)]
@@ -64,6 +69,9 @@ class Cost:
             if compute.get("method_state_bytes") is not None:
                 states.append(int(compute["method_state_bytes"]))
             trainable += [int(v["trainable"]) for v in phases if v.get("trainable") is not None]
+            if tasks and all(t.get("examples_forward") is not None for t in tasks):
+                forward.append(sum(int(t["examples_forward"]) for t in tasks) / len(tasks))
+                grad.append(sum(int(t["examples_grad"]) for t in tasks) / len(tasks))
         return cls(
             statistics.fmean(steps) if steps else None,
             statistics.fmean(seconds) if seconds else None,
@@ -71,6 +79,8 @@ class Cost:
             max(peaks, default=None),
             max(states, default=None),
             max(trainable, default=None),
+            statistics.fmean(forward) if forward else None,
+            statistics.fmean(grad) if grad else None,
         )
 
 
@@ -208,6 +218,8 @@ def summary_table(
     head = ["rank", "method", f"{RANK_BY} ↑ (95 % CI)", f"{SECOND} ↓", "cells", "verdict", "d (p)"]
     if cost:
         head += ["steps/task", "s/cell", "state", "trained"]
+        if any(r.cost.forward is not None for r in summary.rows):
+            head.append("examples/task (grad)")
         if any(r.cost.peak is not None for r in summary.rows):
             head.append("peak memory")
 
@@ -230,6 +242,8 @@ def summary_table(
                 _bytes(c.state),
                 _count(c.trainable),
             ]
+            if "examples/task (grad)" in head:
+                out.append("—" if c.forward is None else f"{_count(round(c.forward))} ({_count(round(c.grad or 0))})")
             if "peak memory" in head:
                 out.append(_bytes(c.peak))
         return out

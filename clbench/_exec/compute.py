@@ -1,0 +1,51 @@
+"""What a task's training computed, counted by the harness: the examples the model forwarded, and of them those
+forwarded with gradients (an output a backward can reach), from ``before_task`` through ``after_task`` — the steps, a method's extra loops (a replay
+batch, GEM's memory gradients, EWC's Fisher passes, a teacher copied from the model) and its phases alike.
+
+A method declares nothing: one forward hook on the model counts every call's leading dimension. A copy of the
+model (``copy.deepcopy``: LwF's teacher) keeps the hook, a plain function, so its forwards count too. What does not
+pass through the model's own ``forward`` is not counted: a method calling a submodule directly, or another network
+(DGR's generator). Under ``train.capture`` a replayed CUDA graph runs no Python hook, so those cells record none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from torch import Tensor, nn
+from torch.utils._pytree import tree_flatten
+from torch.utils.hooks import RemovableHandle
+
+
+@dataclass
+class ExampleCounter:
+    """Counts, while ``active``, the examples forwarded through a model and those forwarded with gradients."""
+
+    active: bool = False
+    forward: int = 0
+    grad: int = 0
+
+    def attach(self, model: nn.Module) -> RemovableHandle:
+        def count(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
+            if self.active:
+                n = batch_size(args, kwargs)
+                self.forward += n
+                if any(isinstance(t, Tensor) and t.requires_grad for t in tree_flatten(output)[0]):
+                    self.grad += n  # its output is part of a graph: a backward can reach it
+
+        return model.register_forward_hook(count, with_kwargs=True)
+
+    def take(self) -> tuple[int, int]:
+        """The counts so far, then zero."""
+        out = (self.forward, self.grad)
+        self.forward = self.grad = 0
+        return out
+
+
+def batch_size(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    """The leading dimension of a call's first tensor (positional first, then keyword); 0 without one."""
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, Tensor) and value.dim() > 0:
+            return int(value.shape[0])
+    return 0

@@ -1,0 +1,46 @@
+"""The harness counts what a task's training computed: examples forwarded, and of them with gradients."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from clbench import testing
+from clbench._exec.compute import ExampleCounter
+
+
+def _train_sizes(result) -> list[int]:
+    stream = testing.TinyVectorStream()
+    return [len(stream.data(t).train) for t in result.tasks]
+
+
+def test_plain_training_forwards_each_training_example_once_an_epoch_with_gradients(tmp_path):
+    regs = testing.registry()
+    [seqft] = testing.run(regs, tmp_path / "a", "seqft")
+    [lwf] = testing.run(regs, tmp_path / "b", "lwf")
+    epochs = seqft.config["train"]["epochs"]
+    sizes = _train_sizes(seqft)
+    tasks = seqft.timings["tasks"]
+    assert [t["examples_grad"] for t in tasks] == [epochs * n for n in sizes]
+    assert [t["examples_forward"] for t in tasks] == [epochs * n for n in sizes]
+    # LwF on a stream with a head per task: from the second task on, every batch goes through the teacher (a copy of
+    # the model, without gradients) and through the student again for each earlier task's head (with gradients)
+    assert [t["examples_grad"] for t in lwf.timings["tasks"]] == [epochs * n * (1 + i) for i, n in enumerate(sizes)]
+    assert [t["examples_forward"] for t in lwf.timings["tasks"]] == [
+        epochs * n * (1 + 2 * i) for i, n in enumerate(sizes)]
+
+
+def test_the_counter_counts_copies_only_while_active_and_gradients_apart():
+    counter = ExampleCounter()
+    model = torch.nn.Linear(3, 2)
+    handle = counter.attach(model)
+    model(torch.zeros(4, 3))  # inactive: not counted
+    counter.active = True
+    model(torch.zeros(5, 3))
+    with torch.no_grad():
+        copy.deepcopy(model)(torch.zeros(7, 3))  # a copy keeps the hook, and counts into the same counter
+    assert counter.take() == (12, 5) and counter.take() == (0, 0)
+    handle.remove()
+    model(torch.zeros(2, 3))
+    assert counter.take() == (0, 0)
