@@ -296,6 +296,15 @@ def test_leaderboard_takes_a_declared_reference_a_margin_and_filters(grid, capsy
     assert "| ewc " in text and "| seqft " not in text
     code, out, err = clbench(capsys, "leaderboard", "runs", "--no-plots", "--stream", "nope", "--out", "none")
     assert code == 2 and "--stream nope: no cell of nope in these results; they hold split-digits" in err
+    # two trees side by side: rows METHOD@LABEL in one board, paired by order and seed (the same cells here)
+    shutil.copytree(tmp_path / "runs", tmp_path / "again", ignore=shutil.ignore_patterns("leaderboard", "only"))
+    code, out, err = clbench(capsys, "leaderboard", "runs", "again", "--label", "one", "--label", "two", "--no-plots",
+                             "--methods", "ewc", "--format", "csv", "--out", "both")
+    assert code == 0, err
+    csv = pd.read_csv(tmp_path / "both" / "quick.csv")
+    assert sorted(csv["method"]) == ["ewc@one", "ewc@two"] and set(csv["verdict"]) <= {"best", "equivalent"}
+    code, out, err = clbench(capsys, "leaderboard", "runs", "again", "--label", "one", "--no-plots", "--out", "x")
+    assert code == 2 and "1 labels for 2 result folders" in err
 
 
 def test_stale_lists_results_of_other_code_data_or_settings_and_exits_1(grid, tmp_path, monkeypatch, capsys):

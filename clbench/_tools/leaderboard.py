@@ -250,7 +250,8 @@ def _has_preset(label: str, specs: Mapping[str, MethodSpec], profile: str, strea
 
 
 def _profile_of(results: Sequence[CellResult]) -> str | None:
-    profiles = {str(r.config.get("profile", "custom")) for r in results}
+    """The one profile the results ran in (a tree's own under ``clbench leaderboard --label``); None for several."""
+    profiles = {str(r.config.get("tree_profile", r.config.get("profile", "custom"))) for r in results}
     return profiles.pop() if len(profiles) == 1 else None
 
 

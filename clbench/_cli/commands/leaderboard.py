@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,13 @@ def _formats(ctx: click.Context, param: click.Parameter, value: str) -> list[str
     help="Judge every row against this method (e.g. your own), declared in advance. Default: every row against "
     "every other, valid whichever row turns out best.",
 )
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    help="One per result folder, in order: its rows are METHOD@LABEL, so trees made with other settings (buffer 200 "
+    "and 500) sit side by side in one table, judged together, paired by order and seed.",
+)
 @click.option("--methods", default=None, help="Only these methods' rows (a comma list of labels).")
 @click.option("--stream", "streams", default=None, help="Only these streams (a comma list).")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if the markdown on disk differs.")
@@ -71,6 +79,7 @@ def command(
     heatmaps: bool,
     margins: dict[str, float],
     reference: str | None,
+    labels: tuple[str, ...],
     methods: str | None,
     streams: str | None,
     check: bool,
@@ -83,11 +92,32 @@ def command(
             raise click.UsageError("several result folders: say where their leaderboard goes with --out")
         out = (runs[0] if runs else Path("runs")) / "leaderboard"
 
-    results, skipped = [], 0
-    for root in runs or (Path("runs"),):
+    roots = runs or (Path("runs"),)
+    if labels and (len(labels) != len(roots) or len(set(labels)) != len(labels) or not all(labels)):
+        raise click.BadParameter(
+            f"{len(labels)} labels for {len(roots)} result folders: give one distinct --label per folder",
+            param_hint="--label",
+        )
+    results, skipped, trees = [], 0, []
+    for root in roots:
         found = scan(root)
         skipped += skipping(found.problems)
-        results += found.results
+        trees.append(found.results)
+    if labels:  # one board of every tree: its profile names them all, its rows say which tree
+        combined = "+".join(dict.fromkeys(str(r.config.get("profile", "custom")) for tree in trees for r in tree))
+        trees = [
+            [
+                replace(
+                    r,
+                    method=f"{r.method}@{label}",
+                    config={**r.config, "profile": combined, "tree_profile": r.config.get("profile", "custom")},
+                )
+                for r in tree
+            ]
+            for tree, label in zip(trees, labels, strict=True)
+        ]
+    for tree in trees:
+        results += tree
     if skipped:
         click.echo(
             f"warning: {skipped} result{'s' if skipped > 1 else ''} skipped (named above): the leaderboard "
@@ -99,13 +129,13 @@ def command(
     for given, field in ((methods, "method"), (streams, "stream")):
         if given:
             wanted = {v.strip() for v in given.split(",") if v.strip()}
-            held = {getattr(r, field) for r in results}
+            held = set().union(*(_names(r, field) for r in results))
             if wanted - held:
                 raise ClbenchError(
                     f"--{'methods' if field == 'method' else 'stream'} {given}: no cell of "
                     f"{', '.join(sorted(wanted - held))} in these results; they hold {', '.join(sorted(held))}"
                 )
-            results = [r for r in results if getattr(r, field) in wanted]
+            results = [r for r in results if _names(r, field) & wanted]
     # the same cell twice would be pooled as if it were two seeds: the same settings (one identity) in two trees is
     # one cell, read once (the first tree's); other settings under one cell's name are refused
     seen: dict[tuple[str, str], Any] = {}
@@ -142,6 +172,12 @@ def command(
         raise ClbenchError(f"cannot write leaderboards to {out}/: {exc.strerror or exc}") from None
     if stale:
         sys.exit(1)
+
+
+def _names(result: Any, field: str) -> set[str]:
+    """What ``--methods`` (a row's label, and the method it runs) or ``--stream`` match a result by."""
+    value = str(getattr(result, field))
+    return {value, value.split("@", 1)[0]} if field == "method" else {value}
 
 
 def _export(regs: Registries, results: list[Any], out: Path, formats: list[str], judging: Judging) -> None:
