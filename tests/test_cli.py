@@ -236,7 +236,7 @@ def test_build_cli_puts_the_registries_in_the_context(capsys):
     regs = harness_registry()
     cli = build_cli(regs)
     assert sorted(cli.commands) == ["compare", "doctor", "leaderboard", "list", "metrics", "run", "show", "stale", "tune",
-                                    "verify"]
+                                    "verify", "versus"]
     with pytest.raises(SystemExit) as exit_:
         cli.main(["list", "profiles", "--debug"], prog_name="clbench")
     assert exit_.value.code == 0

@@ -101,7 +101,7 @@ def test_the_summary_ranks_by_aa_and_says_which_rows_are_separated():
     ranked = [line.split() for line in lines[3:]]
     # the cells are resampled together (paired): b trails a in every replicate, so the rank intervals are points
     assert [(r[0], r[1], r[2], r[3]) for r in ranked] == [
-        ("1", "a", "60.25", "(58.00–62.25)"), ("2", "b", "60.05", "(57.80–62.05)"), ("3", "c", "50.25", "(48.00–52.25)")]
+        ("1", "a", "60.25", "(57.62–62.75)"), ("2", "b", "60.05", "(57.42–62.55)"), ("3", "c", "50.25", "(47.62–52.75)")]
     assert [r[8:] for r in ranked] == [["best"], ["behind", "0.20", "(0.023)"], ["below", "10.00", "(0.023)"]]
 
 
