@@ -25,6 +25,12 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def _jobs(command: str) -> str:
+    """The run's ``--jobs`` as its command gives it (``auto`` when it gives none)."""
+    words = command.replace("=", " ").split()
+    return next((words[k + 1] for k, w in enumerate(words[:-1]) if w in ("--jobs", "-j")), "auto")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tree", type=Path)
@@ -38,7 +44,7 @@ def main() -> None:
     results = [json.loads(p.read_text()) for p in args.tree.rglob("result.json")]
     record = {
         "command": "; ".join(c for c in (old.get("command"), args.command) if c),
-        "jobs": "2",
+        "jobs": _jobs(args.command),
         "cells": len(results),
         "wall_s": round(old.get("wall_s", 0.0) + args.wall_s, 1),
         "cells_s": round(sum(r["timings"]["total_s"] for r in results), 1),
