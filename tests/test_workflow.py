@@ -128,7 +128,7 @@ def test_ci_runs_the_readmes_whole_suite_and_lint():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     [full] = re.findall(r"^(python -m pytest .*?) +# the whole test suite, as CI runs it", readme, re.M)
     assert re.search(r"^python -m pytest -q +# the fast loop", readme, re.M)
-    assert shlex.split(full)[-2:] == ["-m", "slow or not slow"]
+    assert shlex.split(full)[-4:] == ["-m", "slow or not slow", "-n", "auto"]  # pytest-xdist: a worker a core
     addopts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]
     assert shlex.split(addopts["addopts"]) == ["-m", "not slow"]  # a later -m, as in `full`, replaces it
     ci_run = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
