@@ -47,7 +47,7 @@ def skipping(problems: list[str]) -> int:
     return len(problems)
 
 
-def margins_option(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> dict[str, float]:
+def _margins(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> dict[str, float]:
     """``--margin`` values (``2``, ``STREAM=2``, ``SCENARIO=2``) as :attr:`clbench._tools.tables.Judging.margins`."""
     from clbench._tools.tables import parse_margins
 
@@ -55,3 +55,13 @@ def margins_option(ctx: click.Context, param: click.Parameter, value: tuple[str,
         return parse_margins(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
+
+
+margin_option = click.option(
+    "--margin",
+    "margins",
+    multiple=True,
+    callback=_margins,
+    help="Δ of the verdict rule, fixed before you look: 2 (every table), or STREAM=2 or SCENARIO=2 (repeat the "
+    "option). Default: each scenario's (docs/verdicts.md).",
+)

@@ -10,7 +10,7 @@ from typing import Any
 import click
 import pandas as pd
 
-from clbench._cli.commands._common import margins_option, skipping
+from clbench._cli.commands._common import margin_option, skipping
 from clbench._core.registry import Registries
 from clbench._tools.tables import Judging
 from clbench.errors import ClbenchError
@@ -45,14 +45,7 @@ def _formats(ctx: click.Context, param: click.Parameter, value: str) -> list[str
 )
 @click.option("--plots/--no-plots", default=True, help="Accuracy-over-time plot per stream.")
 @click.option("--heatmaps", is_flag=True, help="Also an accuracy-matrix heatmap and a loss curve per cell.")
-@click.option(
-    "--margin",
-    "margins",
-    multiple=True,
-    callback=margins_option,
-    help="Δ of the verdict rule, fixed before you look: 2 (every table), or STREAM=2 or SCENARIO=2 (repeat the "
-    "option). Default: each scenario's (docs/verdicts.md).",
-)
+@margin_option
 @click.option(
     "--reference",
     default=None,

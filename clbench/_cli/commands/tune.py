@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from clbench._cli.commands._common import margins_option
+from clbench._cli.commands._common import margin_option
 from clbench._cli.commands.run import Jobs
 from clbench._core.registry import Registries
 from clbench.errors import ClbenchError
@@ -43,14 +43,7 @@ def _power_of_two(ctx: click.Context, param: click.Parameter, value: int) -> int
 )
 @click.option("--offset", default=1000, show_default=True, help="Tuning seed = reported seed + OFFSET.")
 @click.option("--tuning-seeds", type=click.IntRange(min=1), help="Tune on the first N twins (default: every one).")
-@click.option(
-    "--margin",
-    "margins",
-    multiple=True,
-    callback=margins_option,
-    help="Δ that a 2× move must exceed to be flagged, as `clbench leaderboard --margin`: 2, STREAM=2 or "
-    "SCENARIO=2. Default: each scenario's (docs/verdicts.md).",
-)
+@margin_option
 @click.option("-j", "--jobs", type=Jobs(), default="auto", show_default=True, help="Cells at once (as clbench run).")
 @click.option("--write", type=click.Path(path_type=Path), help="Write the choices as a presets file (JSON) there.")
 @click.option("--check", is_flag=True, help="Run nothing; exit 1 when a preset is not what the results choose.")

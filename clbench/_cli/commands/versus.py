@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from clbench._cli.commands._common import margins_option, skipping
+from clbench._cli.commands._common import margin_option, skipping
 from clbench._core.registry import Registries
 from clbench.errors import ClbenchError
 
@@ -19,13 +19,7 @@ def _names(value: str | None) -> set[str] | None:
 @click.argument("a", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("b", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--labels", default=None, help="Names of A and B in the table, `A,B` (default: the folders' names).")
-@click.option(
-    "--margin",
-    "margins",
-    multiple=True,
-    callback=margins_option,
-    help="Δ, as `clbench leaderboard --margin` (default: each scenario's).",
-)
+@margin_option
 @click.option("--methods", default=None, help="Only these methods (a comma list).")
 @click.option("--stream", "streams", default=None, help="Only these streams (a comma list).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the table there (markdown).")
