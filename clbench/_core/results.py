@@ -159,9 +159,14 @@ def _static_env() -> dict[str, Any]:
             versions[dist] = md.version(dist)
         except md.PackageNotFoundError:
             continue
+    import torch
+
     return {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
+        # the vector kernels torch runs on this CPU (AVX2, AVX512, or what ATEN_CPU_CAPABILITY forces): cells made
+        # on two machines that name one CPU alike may still differ by these
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "packages": versions,
         "git_revision": _git_revision(),
     }

@@ -1,4 +1,5 @@
-"""The harness counts what a task's training computed: examples forwarded, and of them with gradients."""
+"""What a result records of what its cell cost and where it ran: examples forwarded (and of them with gradients),
+counted by the harness; the CPU's vector kernels."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ def test_plain_training_forwards_each_training_example_once_an_epoch_with_gradie
     regs = testing.registry()
     [seqft] = testing.run(regs, tmp_path / "a", "seqft")
     [lwf] = testing.run(regs, tmp_path / "b", "lwf")
+    assert seqft.env["cpu_capability"] == torch.backends.cpu.get_cpu_capability()  # AVX2, AVX512, ...
     epochs = seqft.config["train"]["epochs"]
     sizes = _train_sizes(seqft)
     tasks = seqft.timings["tasks"]
