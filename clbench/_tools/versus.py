@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from tabulate import tabulate
 
 from clbench import verdicts as V
+from clbench._tools.summary import RANK_BY
 from clbench._tools.tables import Judging, label_key
 from clbench.cell import CellResult
-
-RANK_BY = "AA"
 
 
 @dataclass(frozen=True)
