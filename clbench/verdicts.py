@@ -403,14 +403,15 @@ def judge(rows: Sequence[Row], direction: Direction = "up", rule: Rule | None = 
             continue
         d = diffs.get((ref, i)) or _paired(rows[ref], row, sign)
         diff = float(np.mean(d)) if d else None
-        interval = _difference_interval(reps, ref, i, d, sign, rule)
         leaders = [j for j, k in pairs if k == i]  # the rows tested for a lead over this one
         if declared is not None:
+            interval = _difference_interval(reps, ref, i, d, sign, rule)
             verdict = _declared_verdict(i, ref, effect, ahead, interval, rule)
             candidates = [(ref, i) if diff is None or diff >= 0 else (i, ref)]
-        else:
-            intervals = [_difference_interval(reps, j, i, diffs[(j, i)], sign, rule) for j in leaders]
-            verdict = _open_verdict(i, leaders, effect, ahead, intervals, rule)
+        else:  # the best row is one of the leaders: its interval is among theirs
+            intervals = {j: _difference_interval(reps, j, i, diffs[(j, i)], sign, rule) for j in leaders}
+            interval = intervals[ref]
+            verdict = _open_verdict(i, leaders, effect, ahead, list(intervals.values()), rule)
             candidates = [(j, i) for j in leaders]
         # the p shown is the decisive test's: "ahead at all" for behind/ahead, the minimum-effect test otherwise
         raw, adjusted = (raw_ahead, ahead) if verdict in (BEHIND, AHEAD) else (raw_effect, effect)

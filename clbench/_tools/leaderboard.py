@@ -294,6 +294,7 @@ def render(
     results' profile, whose rows (``ProfileSpec.rows``) are a method's settings, and whose published numbers
     (``ProfileSpec.targets``, :mod:`clbench._tools.parity`) are shown beside clbench's after the summary."""
     rows = profile.rows if profile is not None else {}
+    judging = judging or Judging()
     results = list(results)
     df = frame(results)
     shown = [m for m in metrics if m.leaderboard]
@@ -319,7 +320,7 @@ def render(
     ]
     by_section = section_results(results)
     summaries = {
-        key: summarise(section, methods, (judging or Judging()).rule(*key))
+        key: summarise(section, methods, judging.rule(*key))
         for key, section in by_section.items()
         if any(RANK_BY in r.metrics for r in section)
     }
@@ -372,7 +373,7 @@ def render(
         present = sdf.loc[_has_value(sdf["value"]) | _has_error(sdf["error"])].groupby("metric")["method"].nunique()
         tabled = [m for m in objectives if m.name in present.index]
         few = [m for m in tabled if 2 * present[m.name] < len(order)]
-        rule = (judging or Judging()).rule(stream, scenario)
+        rule = judging.rule(stream, scenario)
         for metric in [m for m in tabled if m not in few]:
             parts.append(metric_table(sdf, metric, link_root, order, labels, methods, rule))
         if few:

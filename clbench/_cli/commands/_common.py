@@ -65,3 +65,8 @@ margin_option = click.option(
     help="Δ of the verdict rule, fixed before you look: 2 (every table), or STREAM=2 or SCENARIO=2 (repeat the "
     "option). Default: each scenario's (docs/verdicts.md).",
 )
+
+
+def comma_set(value: str | None) -> set[str] | None:
+    """A comma list option's names (``--methods a,b``); None when the option was not given."""
+    return {v.strip() for v in value.split(",") if v.strip()} if value else None

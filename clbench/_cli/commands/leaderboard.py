@@ -10,7 +10,7 @@ from typing import Any
 import click
 import pandas as pd
 
-from clbench._cli.commands._common import margin_option, skipping
+from clbench._cli.commands._common import comma_set, margin_option, skipping
 from clbench._core.registry import Registries
 from clbench._tools.tables import Judging
 from clbench.errors import ClbenchError
@@ -120,8 +120,8 @@ def command(
     if not results:
         raise ClbenchError(f"no result files under {', '.join(map(str, runs or ('runs',)))}")
     for given, field in ((methods, "method"), (streams, "stream")):
-        if given:
-            wanted = {v.strip() for v in given.split(",") if v.strip()}
+        wanted = comma_set(given)
+        if wanted:
             held = set().union(*(_names(r, field) for r in results))
             if wanted - held:
                 raise ClbenchError(

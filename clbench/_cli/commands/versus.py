@@ -6,13 +6,9 @@ from pathlib import Path
 
 import click
 
-from clbench._cli.commands._common import margin_option, skipping
+from clbench._cli.commands._common import comma_set, margin_option, skipping
 from clbench._core.registry import Registries
 from clbench.errors import ClbenchError
-
-
-def _names(value: str | None) -> set[str] | None:
-    return {v.strip() for v in value.split(",") if v.strip()} if value else None
 
 
 @click.command(name="versus")
@@ -47,7 +43,7 @@ def command(
         raise click.BadParameter(f"{labels!r}: give two names, `A,B`", param_hint="--labels")
     first, second = scan(a), scan(b)
     bad = skipping(first.problems + second.problems)
-    rows, notes = contrast(first.results, second.results, Judging(margins), _names(methods), _names(streams))
+    rows, notes = contrast(first.results, second.results, Judging(margins), comma_set(methods), comma_set(streams))
     if not rows:
         raise ClbenchError(
             f"no (stream, method) has a complete cell in both {a} and {b}: nothing to compare"
