@@ -9,7 +9,7 @@ worker and collation overhead that dominates small CL streams (see benchmarks/be
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -109,18 +109,60 @@ class TaskData:
 
 @dataclass
 class Batch:
-    """One mini-batch; all examples of a batch belong to the same task."""
+    """One mini-batch; all examples of a batch belong to the same task. ``raw``: a training batch's inputs before the
+    stream's augmentation (:attr:`Stream.augment`; None without one), what a method that stores examples keeps."""
 
     x: Tensor | list[Any]
     y: Tensor
     task: str
+    raw: Tensor | None = None
 
     def __len__(self) -> int:
         return len(self.y)
 
     def to(self, device: torch.device) -> Batch:
         x = self.x.to(device, non_blocking=True) if isinstance(self.x, Tensor) else self.x
-        return Batch(x, self.y.to(device, non_blocking=True), self.task)
+        raw = None if self.raw is None else self.raw.to(device, non_blocking=True)
+        return Batch(x, self.y.to(device, non_blocking=True), self.task, raw)
+
+
+@dataclass(frozen=True)
+class CropFlip:
+    """The training augmentation of the CIFAR and TinyImageNet benchmarks (torchvision's ``RandomCrop(size,
+    padding)`` then ``RandomHorizontalFlip()``, as Mammoth's ``seq_cifar10.py`` composes them), on a whole batch
+    (N, C, H, W) where it lies: each image padded by ``padding`` on every side, a ``size``×``size`` window at an
+    offset drawn uniformly in [0, 2·padding] per axis, mirrored left-right with probability 1/2. The draws come
+    from ``generator`` on the CPU (the same crops on every device); the gather runs on the batch's device, one
+    index copy a batch and no synchronisation. ``fill``: the value padding takes per channel, the normalised value
+    of a black pixel (−mean/std) for a stream that stores normalised images, so cropping them equals normalising
+    a crop of the zero-padded pixels; () pads with 0."""
+
+    size: int
+    padding: int = 4
+    flip: bool = True
+    fill: tuple[float, ...] = ()
+
+    def __call__(self, x: Tensor, generator: torch.Generator) -> Tensor:
+        n, c, h, w = x.shape
+        p = self.padding
+        tops = torch.randint(0, h + 2 * p - self.size + 1, (n,), generator=generator)
+        lefts = torch.randint(0, w + 2 * p - self.size + 1, (n,), generator=generator)
+        mirror = torch.rand(n, generator=generator) < 0.5 if self.flip else torch.zeros(n, dtype=torch.bool)
+        padded = x.new_zeros((n, c, h + 2 * p, w + 2 * p))
+        if self.fill:
+            padded += torch.tensor(self.fill, dtype=x.dtype, device=x.device).view(1, c, 1, 1)
+        padded[..., p : p + h, p : p + w] = x
+        span = torch.arange(self.size)
+        rows = tops[:, None] + span  # (n, size)
+        cols = lefts[:, None] + torch.where(mirror[:, None], span.flip(0), span)
+        rows, cols = (t.to(x.device, non_blocking=True) for t in (rows, cols))
+        batch = torch.arange(n, device=x.device)[:, None, None, None]
+        channel = torch.arange(c, device=x.device)[None, :, None, None]
+        return padded[batch, channel, rows[:, None, :, None], cols[:, None, None, :]]
+
+
+Augment = Callable[[Tensor, torch.Generator], Tensor]
+"""A training-time transform of a batch of inputs, drawing its randomness from the generator (:class:`CropFlip`)."""
 
 
 # What a method receives at test time (van de Ven et al. 2022, "Three types of incremental learning"). A leaderboard
@@ -163,6 +205,9 @@ class Stream:
     multi_head: bool = False
     provenance: str = ""
     scenario: str = ""
+    # applied to every training batch (never to a test or validation one): :class:`CropFlip`; None trains on the
+    # stored inputs as they are
+    augment: Augment | None = None
     _cache: dict[str, TaskData] = field(default_factory=dict, repr=False)
     # splits copied to an accelerator (on_device): (task, split, device) → the copy, and their bytes
     _on_device: dict[tuple[str, str, str], Split] = field(default_factory=dict, repr=False)
@@ -412,7 +457,9 @@ def stratified_split(y: Tensor, fraction: float, generator: torch.Generator) -> 
 
 
 __all__ = [  # the data contract here, the file helpers from clbench.files
+    "Augment",
     "Batch",
+    "CropFlip",
     "SCENARIOS",
     "Split",
     "Stream",

@@ -13,7 +13,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor
@@ -40,7 +40,20 @@ def _epoch_batches(
 ) -> Iterator[Batch]:
     """One epoch's batches of ``tasks``, on the cell's device where the stream keeps the split there
     (``train.device_data``); the same batches, in the same order, as from the CPU. ``mix`` (Method.mix_tasks, with
-    one head shared by every task): several tasks' batches drawn from their union, each mixing tasks."""
+    one head shared by every task): several tasks' batches drawn from their union, each mixing tasks. A stream with
+    an ``augment`` has it applied to every batch, from a generator of its own (the shuffle's draws are unchanged);
+    the batch keeps its inputs as stored in ``raw``."""
+    augment = ctx.stream.augment
+    drawn = _drawn_batches(ctx, tasks, batch_size, *salt, mix=mix)
+    if augment is None:
+        return drawn
+    g = ctx.generator(*salt, -3)
+    return (Batch(augment(cast(Tensor, b.x), g), b.y, b.task, cast(Tensor, b.x)) for b in drawn)
+
+
+def _drawn_batches(
+    ctx: CellContext, tasks: list[str], batch_size: int, *salt: int, mix: bool = False
+) -> Iterator[Batch]:
     fraction = ctx.train.device_data
     if len(tasks) == 1:  # the split's own generator: no second generator frame a step
         return batches(
