@@ -11,8 +11,9 @@
 #   "quick-cpu" (the same cells on the box's CPU cores, -j 16), "table2" (paper-lps on permuted MNIST at the paper's
 #   epochs, METHODS of it, after "step" whose seqft cell it reuses), "step-old" ("step" with the step as it was
 #   before train.fused, train.sync_every and train.device_data), "step-capture" ("step" with train.capture: the step
-#   recorded as a CUDA graph), "gputests" (tests/test_gpu_speed.py's and tests/test_capture.py's CUDA tests);
-#   each part is capped at CAP seconds.
+#   recorded as a CUDA graph), "gputests" (tests/test_gpu_speed.py's and tests/test_capture.py's CUDA tests),
+#   "cifar" (benchmarks/bench_seq_cifar.py: a stand-in Seq-CIFAR-10 epoch of ER and DER++, ResNet-18, against a bare
+#   loop); each part is capped at CAP seconds.
 set -u
 OUT=${OUT:-runs/gpu-lease}; PARTS=${PARTS:-t5 lps}; CAP=${CAP:-240}; RUNS=/tmp/gpu-lease
 mkdir -p "$OUT" "$RUNS"; export PYTHONUNBUFFERED=1 TQDM_MININTERVAL=20
@@ -53,6 +54,7 @@ for part in $PARTS; do
                --out $RUNS/quick-cpu --no-progress ;;
     table2) timeout "$CAP" $LPS --methods "${METHODS:-ewc,lwf}" --out $RUNS/mnist-full --no-progress ;;
     awom) timeout "$CAP" python3 benchmarks/bench_awom_dense.py --device cuda ;;  # metrics.device=cuda's speed
+    cifar) timeout "$CAP" python3 benchmarks/bench_seq_cifar.py --device cuda --per-class 5000 --width 64 --reps 3 ;;
     bf16-*) timeout "$CAP" $BF16 --methods "${part#bf16-}"; find $RUNS/bf16 -name '*.safetensors' -delete ;;
   esac > "$OUT/$part.log" 2>&1
   echo "$part: exit $? after $((SECONDS - s)) s" | tee -a "$OUT/env.txt"
