@@ -35,7 +35,6 @@ from clbench_plugins.resnet.model import ResNetConfig, build
 from clbench_plugins.seq_vision import standin
 from clbench_plugins.seq_vision.streams import SeqVision, VisionConfig
 
-from clbench.data import CropFlip
 from clbench.model import StreamInfo
 
 BATCH, LR, BUFFER, REPLAY, ALPHA, BETA = 32, 0.03, 500, 32, 0.2, 0.5
