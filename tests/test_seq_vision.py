@@ -257,3 +257,13 @@ def test_every_method_that_applies_runs_a_seq_cifar10_cell_on_a_tiny_resnet(data
     for r in results:
         assert r.status == "complete", r.error
         assert all(v is None or 0 <= v <= 100 for row in r.accuracy_matrix for v in row)
+
+
+def test_micro_batches_keep_each_pieces_unaugmented_inputs():
+    from clbench._exec.step import micro_batches
+    from clbench.data import Batch
+
+    x, raw = torch.randn(7, 3, 4, 4), torch.randn(7, 3, 4, 4)
+    pieces = micro_batches(Batch(x, torch.arange(7), "t", raw), 3)
+    assert [len(p) for p in pieces] == [2, 3, 2]
+    assert torch.equal(torch.cat([p.raw for p in pieces]), raw) and torch.equal(torch.cat([p.x for p in pieces]), x)

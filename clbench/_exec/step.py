@@ -157,7 +157,11 @@ Losses = tuple[torch.Tensor, torch.Tensor, Mapping[str, torch.Tensor]]
 def micro_batches(batch: Batch, parts: int) -> list[Batch]:
     """``batch`` cut into ``parts`` consecutive pieces (sizes differ by at most one; fewer when it is shorter)."""
     bounds = torch.linspace(0, len(batch), min(parts, len(batch)) + 1).round().long().tolist()
-    return [Batch(batch.x[a:b], batch.y[a:b], batch.task) for a, b in zip(bounds, bounds[1:], strict=False)]
+    raw = batch.raw
+    return [
+        Batch(batch.x[a:b], batch.y[a:b], batch.task, None if raw is None else raw[a:b])
+        for a, b in zip(bounds, bounds[1:], strict=False)
+    ]
 
 
 def batch_loss(model: CLModel, method: CheckedMethod, batch: Batch, task_loss: bool = True) -> Losses:
