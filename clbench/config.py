@@ -227,6 +227,16 @@ class TrainConfig:
             "float32 weights; recorded, part of the identity."
         ),
     )
+    autocast: Literal["off", "bfloat16"] = setting(
+        "off",
+        help=(
+            "Each training forward pass and its loss (the method's terms included) under torch.autocast in this dtype "
+            "(matrix products and convolutions in bfloat16, reductions and losses in float32); the weights, their "
+            "gradients and the optimizer stay in the weights' dtype (float32 masters of a float32 model). No loss "
+            "scaling: bfloat16 has float32's range. Evaluation runs as without it. \"off\": every op in the weights' "
+            "dtype. Recorded, part of the identity."
+        ),
+    )
     capture: bool = setting(
         False,
         help=(
@@ -290,6 +300,7 @@ class TrainConfig:
         "init": "model",
         "head": "masked",
         "scoring": "stream",
+        "autocast": "off",
     }
 
     def __post_init__(self) -> None:

@@ -372,3 +372,69 @@ def test_a_bf16_weight_trained_whole_then_at_a_mask_keeps_one_master():
             opt.step()
             ref_opt.step()
         assert torch.equal(masters.value(weight), reference.detach())
+
+
+# --------------------------------------------------------------------------- train.autocast
+def test_autocast_runs_each_training_forward_in_bf16_and_keeps_fp32_weights_and_gradients(tmp_path):
+    """train.autocast=bfloat16 on a float32 model: the logits a method sees are bf16 (the linear layers ran under
+    autocast), the task loss float32, weights and gradients float32; with it off, float32 throughout."""
+    seen: dict[str, set[Any]] = {"logits": set(), "grads": set(), "weights": set()}
+
+    class Spy(Method):
+        def loss_terms(self, batch, logits):  # noqa: ANN001, ANN201
+            seen["logits"].add(logits.dtype)
+            return {}
+
+        def after_backward(self) -> None:
+            seen["grads"].update(p.grad.dtype for p in self.model.parameters() if p.grad is not None)
+            seen["weights"].update(p.dtype for p in self.model.parameters())
+
+        def setup(self, model):  # noqa: ANN001, ANN201
+            super().setup(model)
+            self.model = model
+
+    class Plugin:
+        @hookimpl
+        def clbench_add_methods(self):  # noqa: ANN201
+            from clbench.specs import MethodSpec
+
+            return [MethodSpec("spy", Spy, description="records dtypes")]
+
+    regs = testing.registry(Plugin())
+    for mode, expected in (("bfloat16", BF16), ("off", torch.float32)):
+        seen = {k: set() for k in seen}
+        [r] = testing.running.run(regs, tmp_path / mode, "spy", sets={"train.autocast": [mode]}, orders=["1"])
+        assert r.status == "complete", r.error
+        assert seen == {"logits": {expected}, "grads": {torch.float32}, "weights": {torch.float32}}, mode
+        assert ("autocast" in r.config["train"]) and (r.config["train"]["autocast"] == mode)
+
+
+def test_autocast_is_part_of_the_identity_only_when_on():
+    from clbench.cell import identity
+
+    resolved = {"train": {"lr": 0.1, "autocast": "off"}}
+    assert "autocast" not in identity(resolved, "s", "1", 0)["train"]
+    assert identity({"train": {"lr": 0.1, "autocast": "bfloat16"}}, "s", "1", 0)["train"]["autocast"] == "bfloat16"
+
+
+class _Plain(CLModel):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = nn.Sequential(nn.Linear(8, 64), nn.Tanh(), nn.Linear(64, 2))
+
+    def forward(self, x: Tensor, task: str) -> Tensor:
+        return self.net(x)
+
+
+def test_the_loss_under_autocast_is_the_loss_computed_under_torch_autocast_by_hand():
+    from clbench._core.boundary import CheckedMethod
+
+    model = _Plain()
+    x, y = torch.randn(16, 8), torch.randint(0, 2, (16,))
+    method = CheckedMethod(Method(None, None), "seqft")
+    loss, _, _ = runner.batch_loss(model, method, runner.Batch(x, y, "t"), amp=BF16)
+    with torch.autocast("cpu", dtype=BF16):
+        by_hand = torch.nn.functional.cross_entropy(model(x, "t"), y)
+    assert loss.dtype == torch.float32 and torch.equal(loss, by_hand)
+    assert not torch.equal(loss, torch.nn.functional.cross_entropy(model(x, "t"), y))  # bf16 moved it

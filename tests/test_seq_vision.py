@@ -267,3 +267,14 @@ def test_micro_batches_keep_each_pieces_unaugmented_inputs():
     pieces = micro_batches(Batch(x, torch.arange(7), "t", raw), 3)
     assert [len(p) for p in pieces] == [2, 3, 2]
     assert torch.equal(torch.cat([p.raw for p in pieces]), raw) and torch.equal(torch.cat([p.x for p in pieces]), x)
+
+
+def test_channels_last_resnet_gives_the_same_logits(data):
+    stream = SeqVision(VisionConfig(data_dir=str(data)), name="seq-cifar10", dataset="cifar10", classes=10, tasks=5)
+    x = stream.data("0-1").test.x
+    torch.manual_seed(0)
+    plain = build_resnet(ResNetConfig(width=8), StreamInfo.of(stream)).eval()
+    torch.manual_seed(0)
+    nhwc = build_resnet(ResNetConfig(width=8, channels_last=True), StreamInfo.of(stream)).eval()
+    assert nhwc.backbone.stem[0].weight.is_contiguous(memory_format=torch.channels_last)
+    assert torch.allclose(plain(x, "0-1"), nhwc(x, "0-1"), atol=1e-5)

@@ -164,10 +164,21 @@ def micro_batches(batch: Batch, parts: int) -> list[Batch]:
     ]
 
 
-def batch_loss(model: CLModel, method: CheckedMethod, batch: Batch, task_loss: bool = True) -> Losses:
+def autocast_dtype(train: Any) -> torch.dtype | None:
+    """``train.autocast`` as a dtype, None when off."""
+    return torch.bfloat16 if train.autocast == "bfloat16" else None
+
+
+def batch_loss(
+    model: CLModel, method: CheckedMethod, batch: Batch, task_loss: bool = True, amp: torch.dtype | None = None
+) -> Losses:
     """The loss of ``batch`` (the model's task loss plus the method's loss terms), the task loss and the terms.
     ``task_loss=False`` (a phase that fits the method's own objective, :class:`~clbench.method.Phase`): the model is
-    not run, the loss is the terms alone and the task loss reads 0."""
+    not run, the loss is the terms alone and the task loss reads 0. ``amp`` (``train.autocast``): computed under
+    :func:`torch.autocast` in that dtype, on the batch's device; the backward pass runs outside it."""
+    if amp is not None:
+        with torch.autocast(batch.y.device.type, dtype=amp):
+            return batch_loss(model, method, batch, task_loss)
     if not task_loss:
         terms = method.loss_terms(batch, None)
         if not terms:
@@ -185,7 +196,14 @@ def batch_loss(model: CLModel, method: CheckedMethod, batch: Batch, task_loss: b
     return loss, model_loss, terms
 
 
-def accumulate(model: CLModel, method: CheckedMethod, batch: Batch, parts: int, task_loss: bool = True) -> Losses:
+def accumulate(
+    model: CLModel,
+    method: CheckedMethod,
+    batch: Batch,
+    parts: int,
+    task_loss: bool = True,
+    amp: torch.dtype | None = None,
+) -> Losses:
     """Forward and backward of ``batch`` in ``parts`` micro-batches (``train.grad_accum``); returns the batch's
     loss, task loss and loss terms (detached), as one pass over the whole batch would.
 
@@ -195,18 +213,23 @@ def accumulate(model: CLModel, method: CheckedMethod, batch: Batch, parts: int, 
     micro-batches) has shares summing to one: it counts once per optimizer step, as without accumulation.
     """
     pieces = micro_batches(batch, parts)
-    return _backward(model, method, pieces, [len(micro) / len(batch) for micro in pieces], task_loss)
+    return _backward(model, method, pieces, [len(micro) / len(batch) for micro in pieces], task_loss, amp)
 
 
 def _backward(
-    model: CLModel, method: CheckedMethod, pieces: list[Batch], shares: list[float], task_loss: bool = True
+    model: CLModel,
+    method: CheckedMethod,
+    pieces: list[Batch],
+    shares: list[float],
+    task_loss: bool = True,
+    amp: torch.dtype | None = None,
 ) -> Losses:
     """Forward and backward of each micro-batch of ``pieces``, its loss scaled by its share; the shared sums."""
     losses: list[torch.Tensor] = []
     task_losses: list[torch.Tensor] = []
     terms: dict[str, list[torch.Tensor]] = {}
     for micro, share in zip(pieces, shares, strict=True):
-        part, part_loss, part_terms = batch_loss(model, method, micro, task_loss)
+        part, part_loss, part_terms = batch_loss(model, method, micro, task_loss, amp)
         (part * share).backward()
         losses.append(part.detach() * share)
         task_losses.append(part_loss.detach() * share)
@@ -227,6 +250,7 @@ def data_parallel_step(
     params: Sequence[torch.nn.Parameter],
     dist: Dist,
     task_loss: bool = True,
+    amp: torch.dtype | None = None,
 ) -> Losses:
     """This rank's part of a step on the global ``batch``: micro-batches rank, rank+N, ... of ``batch`` cut into
     N × ``accum`` (each scaled by its share of the global batch, as :func:`accumulate` does), then the gradients
@@ -235,10 +259,10 @@ def data_parallel_step(
     pieces = micro_batches(batch, accum * dist.world_size)
     mine = dist.shard(pieces)
     if mine:
-        loss, model_loss, terms = _backward(model, method, mine, [len(m) / len(batch) for m in mine], task_loss)
+        loss, model_loss, terms = _backward(model, method, mine, [len(m) / len(batch) for m in mine], task_loss, amp)
     else:  # a short last batch, fewer micro-batches than ranks: piece 0 at weight 0 adds nothing, and this rank
         # reduces the same loss terms and gradients as the others (a missing one would leave them waiting)
-        loss, model_loss, terms = _backward(model, method, pieces[:1], [0.0], task_loss)
+        loss, model_loss, terms = _backward(model, method, pieces[:1], [0.0], task_loss, amp)
     total = dist.sum(torch.stack([loss.float(), model_loss.float(), *(t.float() for t in terms.values())]))
     dist.all_reduce_grads(params)  # before after_backward: a method edits (and adds to) the global gradient
     return total[0], total[1], dict(zip(terms, total[2:], strict=True))
@@ -270,7 +294,14 @@ def train_task(
             if ctx.dist.active:
                 raise ConfigError("train.capture records one whole step: it cannot run with --nproc > 1")
             run.captured = _Captured(
-                model, checked, opt, params, ctx.train.grad_clip, ctx.stash.get(GRAPH) or CudaGraph, phase.task_loss
+                model,
+                checked,
+                opt,
+                params,
+                ctx.train.grad_clip,
+                ctx.stash.get(GRAPH) or CudaGraph,
+                phase.task_loss,
+                autocast_dtype(ctx.train),
             )
         t0, tokens0 = time.perf_counter(), model.tokens_seen
         epoch_loss = run.epochs()
@@ -313,9 +344,10 @@ class _Captured:
         clip: float,
         graph: Callable[[], Graph],
         task_loss: bool = True,
+        amp: torch.dtype | None = None,
     ) -> None:
         self.model, self.method, self.opt, self.params, self.clip, self.graph = model, method, opt, params, clip, graph
-        self.task_loss = task_loss
+        self.task_loss, self.amp = task_loss, amp
         self.after_backward, self.after_step = step_hooks(method.method)
         self.by_task: dict[str, CapturedStep] = {}
 
@@ -335,7 +367,7 @@ class _Captured:
     def _step(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor], Any]:
         # zeroes gradients that exist (0 + g is g); records nothing where the recording starts without any
         self.opt.zero_grad(set_to_none=False)
-        loss, task_loss, terms = batch_loss(self.model, self.method, batch, self.task_loss)
+        loss, task_loss, terms = batch_loss(self.model, self.method, batch, self.task_loss, self.amp)
         loss.backward()
         if self.after_backward is not None:
             self.after_backward()
@@ -424,6 +456,7 @@ class _PhaseRun:
             self.on_step,
         )
         phase, dist, accum, clip = self.phase, ctx.dist, ctx.train.grad_accum, ctx.train.grad_clip
+        amp = autocast_dtype(ctx.train)
         with_task = phase.task_loss  # False: the method's own objective alone (Phase.task_loss)
         every = ctx.train.log_every if on_step is not None else 0
         # a batch not already on the device (a split kept on the host) is copied there; on the CPU it is used as is
@@ -457,12 +490,14 @@ class _PhaseRun:
             else:
                 opt.zero_grad(set_to_none=True)
                 if parallel:  # the losses summed over the ranks: every rank diverges at the same step or none
-                    loss, task_loss, terms = data_parallel_step(model, method, batch, accum, params, dist, with_task)
+                    loss, task_loss, terms = data_parallel_step(
+                        model, method, batch, accum, params, dist, with_task, amp
+                    )
                 elif accum == 1:
-                    loss, task_loss, terms = batch_loss(model, method, batch, with_task)
+                    loss, task_loss, terms = batch_loss(model, method, batch, with_task, amp)
                     loss.backward()
                 else:
-                    loss, task_loss, terms = accumulate(model, method, batch, accum, with_task)
+                    loss, task_loss, terms = accumulate(model, method, batch, accum, with_task, amp)
                 step += 1
                 logged = every and step % every == 0
                 pending.append(loss.detach())

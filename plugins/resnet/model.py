@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -21,6 +22,9 @@ from clbench.model import HeadedModel, StreamInfo
 class ResNetConfig:
     width: int = bounded(64, ge=1, help="filters of the stem and the first stage (Mammoth's nf): 64 for ResNet-18")
     blocks: tuple[int, ...] = setting((2, 2, 2, 2), help="basic blocks per stage: (2, 2, 2, 2) is ResNet-18")
+    channels_last: bool = setting(False, help=(
+        "convolution weights in channels-last layout (NHWC): faster convolutions on a GPU under "
+        "train.autocast=bfloat16 (tensor cores); the same numbers up to the kernels' summation order"))
     multi_head: bool | None = None
 
     def __post_init__(self) -> None:
@@ -70,4 +74,6 @@ def build(config: ResNetConfig, info: StreamInfo) -> HeadedModel:
     if len(info.input_shape) != 3:
         raise ConfigError(f"model resnet18 takes images (C, H, W); stream {info.name!r} gives {info.input_shape}")
     body = ResNetBody(info.input_shape[0], config.width, tuple(config.blocks))
+    if config.channels_last:  # a convolution with channels-last weights computes and returns channels-last
+        body = body.to(memory_format=torch.channels_last)
     return HeadedModel(body, body.out_features, info)
