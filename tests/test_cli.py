@@ -19,9 +19,6 @@ from clbench import testing
 from clbench._cli.main import main
 from clbench._tools import leaderboard
 
-# one xdist worker builds this module's shared fixtures once (`--dist loadgroup`, pyproject.toml)
-pytestmark = pytest.mark.xdist_group("cli-grid")
-
 GRID = ["run", "--methods", "seqft,ewc", "--stream", "split-digits", "--orders", "1,2", "--seeds", "0,1",
         "--set", "train.epochs=1", "--no-progress"]
 

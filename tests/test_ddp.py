@@ -29,9 +29,6 @@ from clbench.cell import CHECKPOINT_FILE, FOOTPRINT_FILE, RESULT_FILE, CellResul
 from clbench.errors import ClbenchError
 from clbench.testing.running import _request, fitting_stream
 
-# one xdist worker builds this module's shared fixtures once (`--dist loadgroup`, pyproject.toml)
-pytestmark = pytest.mark.xdist_group("ddp")
-
 # Every method the quick profile runs on split-digits (replay runs on tiny-vector, see REPLAY), and the LoRA family
 # on the tiny text stream (O-LoRA's earlier adapters, IncLoRA's merges, MTL's joint data, per-task adapters).
 DIGITS = ("dense-ewc", "ewc", "expander", "expander-ewc", "joint", "lota", "lotto", "lps", "lwf", "packnet",

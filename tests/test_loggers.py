@@ -18,9 +18,6 @@ from clbench._core.results import RESULT_FILE
 from clbench._exec.executors import execute
 from clbench.hookspecs import hookimpl
 
-# one xdist worker builds this module's shared fixtures once (`--dist loadgroup`, pyproject.toml)
-pytestmark = pytest.mark.xdist_group("logged")
-
 STEP_KEYS = {"loss", "loss/task", "lr", "grad_norm"}
 
 

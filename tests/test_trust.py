@@ -22,9 +22,6 @@ from clbench._core.plan import RunRequest, make_plan  # noqa: E402
 from clbench.cell import ERROR_LOG, TEST_PROFILE, CellResult, path_component  # noqa: E402  # noqa: E402
 from clbench.errors import ConfigError  # noqa: E402
 
-# one xdist worker builds this module's shared fixtures once (`--dist loadgroup`, pyproject.toml)
-pytestmark = pytest.mark.xdist_group("faults")
-
 DOC = Path(__file__).resolve().parent.parent / "docs" / "faults.md"
 
 

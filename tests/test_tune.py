@@ -15,9 +15,6 @@ from clbench._tools import tune as T
 from clbench.cell import TEST_PROFILE
 from clbench.errors import ConfigError
 
-# one xdist worker builds this module's shared fixtures once (`--dist loadgroup`, pyproject.toml)
-pytestmark = pytest.mark.xdist_group("tuned")
-
 ROOT = Path(__file__).resolve().parent.parent
 
 

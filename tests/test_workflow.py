@@ -12,9 +12,6 @@ from pathlib import Path
 
 import pytest
 
-# one xdist worker builds this module's shared fixtures once (`--dist loadgroup`, pyproject.toml)
-pytestmark = pytest.mark.xdist_group("workflow-base")
-
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "leaderboard.yml"
 TESTS_WORKFLOW = ROOT / ".github" / "workflows" / "tests.yml"
@@ -133,8 +130,8 @@ def test_ci_runs_the_readmes_whole_suite_and_lint():
     assert re.search(r"^python -m pytest -q +# the fast loop", readme, re.M)
     assert shlex.split(full)[-4:] == ["-m", "slow or not slow", "-n", "auto"]  # pytest-xdist: a worker a core
     addopts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]
-    # a later -m, as in `full`, replaces the first; loadgroup keeps a module's xdist_group on one worker
-    assert shlex.split(addopts["addopts"]) == ["-m", "not slow", "--dist", "loadgroup"]
+    # a later -m, as in `full`, replaces the first; loadscope runs each module on one worker
+    assert shlex.split(addopts["addopts"]) == ["-m", "not slow", "--dist", "loadscope"]
     ci_run = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert full in ci_run
     job = yaml.safe_load(TESTS_WORKFLOW.read_text(encoding="utf-8"))["jobs"]["tests"]
