@@ -8,7 +8,7 @@ from clbench_plugins._shared.penalty import diagonal_fisher
 from clbench_plugins.mlp.model import MLPConfig, build
 
 from clbench import testing
-from clbench.model import StreamInfo
+from clbench.model import CLModel, StreamInfo
 
 
 def _loop_fisher(model, split, task, params, order):
@@ -149,3 +149,99 @@ def test_the_fisher_of_a_bf16_model_is_summed_in_float32():
     for n in params:
         torch.testing.assert_close(fisher[n].double(), exact[n] / 256, rtol=1e-5, atol=1e-12)
     assert abs(theirs / total - 1) > 1e-3  # what accumulating in the weights' dtype loses
+
+
+def _mammoth_fisher(model, split, task, params, order):
+    """Mammoth's ewc_on end_task, one example at a time: exp(-loss)·g², divided by the number of examples."""
+    total = {n: torch.zeros_like(p) for n, p in params.items()}
+    for i in order:
+        model.zero_grad(set_to_none=True)
+        log_probs = torch.log_softmax(model(split.x[i : i + 1], task), dim=1)
+        loss = -torch.nn.functional.nll_loss(log_probs, split.y[i : i + 1], reduction="none")  # the log-likelihood
+        prob = loss.detach().exp().mean()
+        loss.mean().backward()
+        for n, p in params.items():
+            total[n] += prob * p.grad**2
+    return {n: t / len(order) for n, t in total.items()}
+
+
+@pytest.mark.parametrize("weight", ["none", "probability"])
+@pytest.mark.parametrize("samples", [0, 37, 300])
+@pytest.mark.parametrize("route", ["linear", "loop"])
+def test_the_per_example_fisher_is_a_backward_per_example(weight, samples, route):
+    """EWC's per-example Fisher on both routes (Linear layers' sums of squares a chunk; a backward per example)
+    against a backward per example: unweighted as diagonal_fisher's loop, weighted as Mammoth's code."""
+    from clbench_plugins.ewc.fisher import per_example_fisher
+
+    stream = testing.TinyVectorStream(tasks=2, n=600)
+    torch.manual_seed(0)
+    model = build(MLPConfig(hidden=(16, 12)), StreamInfo.of(stream))
+    model.train()
+    split = stream.data("t1").train
+    params = {n: p for n, p in model.named_parameters() if not n.startswith("heads.")}
+    fisher = per_example_fisher(model, split, "t1", params, samples, torch.device("cpu"),
+                                torch.Generator().manual_seed(3), weight, route)
+    assert model.training  # restored
+    order = torch.randperm(len(split), generator=torch.Generator().manual_seed(3)).tolist()
+    order = order[:samples] if samples else order
+    expected = (_loop_fisher if weight == "none" else _mammoth_fisher)(model, split, "t1", params, order)
+    if weight == "none":  # and the shared batch-size-1 loop EWC used before
+        loop = diagonal_fisher(model, split, "t1", params, samples, 1, torch.device("cpu"),
+                               torch.Generator().manual_seed(3))
+        for n in params:
+            torch.testing.assert_close(fisher[n], loop[n], rtol=1e-5, atol=1e-8)
+    for n in params:
+        torch.testing.assert_close(fisher[n], expected[n], rtol=1e-4, atol=1e-7)
+        assert fisher[n].abs().sum() > 0
+
+
+def test_the_probability_weighted_fisher_is_smaller_and_needs_one_example_a_batch():
+    """Each weight is a probability, so the weighted Fisher is at most the unweighted one, everywhere; and a batched
+    Fisher cannot weigh its examples: that combination is refused."""
+    from clbench_plugins.ewc.config import EWCConfig
+    from clbench_plugins.ewc.fisher import per_example_fisher
+
+    from clbench.errors import ConfigError
+
+    stream = testing.TinyVectorStream(tasks=1, n=60)
+    torch.manual_seed(1)
+    model = build(MLPConfig(hidden=(8,)), StreamInfo.of(stream))
+    split = stream.data("t0").train
+    params = dict(model.named_parameters())
+    plain, weighted = (per_example_fisher(model, split, "t0", params, 0, torch.device("cpu"),
+                                          torch.Generator().manual_seed(0), w) for w in ("none", "probability"))
+    for n in params:
+        assert (weighted[n] <= plain[n] * (1 + 1e-6)).all() and weighted[n].sum() < plain[n].sum()
+    with pytest.raises(ConfigError, match="fisher_batch_size=1"):
+        EWCConfig(fisher_weight="probability", fisher_batch_size=8)
+
+
+class _TokenModel(CLModel):
+    """One Linear applied to two 4-vectors an example (as a sequence model's layers are): each example's gradient is
+    a sum over its vectors, so the Linear route's sum of squares does not apply."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 2)
+
+    def forward(self, x, task):
+        return self.lin(x.view(len(x), 2, 4)).mean(1)
+
+
+@pytest.mark.parametrize("weight", ["none", "probability"])
+def test_a_linear_on_a_sequence_takes_the_loop_in_the_same_order(weight):
+    from clbench_plugins.ewc.fisher import _NotLinear, per_example_fisher
+
+    stream = testing.TinyVectorStream(tasks=1, n=80)
+    torch.manual_seed(2)
+    model = _TokenModel()
+    split = stream.data("t0").train
+    params = dict(model.named_parameters())
+    fisher = per_example_fisher(model, split, "t0", params, 30, torch.device("cpu"),
+                                torch.Generator().manual_seed(4), weight)
+    with pytest.raises(_NotLinear):
+        per_example_fisher(model, split, "t0", params, 30, torch.device("cpu"), torch.Generator(), weight, "linear")
+    order = torch.randperm(len(split), generator=torch.Generator().manual_seed(4)).tolist()[:30]
+    expected = (_loop_fisher if weight == "none" else _mammoth_fisher)(model, split, "t0", params, order)
+    for n in params:
+        torch.testing.assert_close(fisher[n], expected[n], rtol=1e-5, atol=1e-8)

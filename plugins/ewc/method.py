@@ -1,4 +1,5 @@
-"""EWC with a diagonal Fisher (the Fisher and the penalty: :mod:`clbench_plugins._shared.penalty`)."""
+"""EWC with a diagonal Fisher (the per-example Fisher: :mod:`.fisher`; the batched one and the penalty:
+:mod:`clbench_plugins._shared.penalty`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from clbench.method import Method, Phase
 from clbench.model import CLModel
 
 from .config import EWCConfig
+from .fisher import per_example_fisher
 
 
 class EWC(Method):
@@ -67,8 +69,13 @@ class EWC(Method):
         assert self.model is not None
         self._penalized = None
         params = self.penalized()
-        fk = diagonal_fisher(self.model, self.ctx.data(task).train, task, params, self.config.fisher_samples,
-                             self.config.fisher_batch_size, self.ctx.device, self.ctx.generator(index, 9999))
+        cfg, split, generator = self.config, self.ctx.data(task).train, self.ctx.generator(index, 9999)
+        if cfg.fisher_batch_size == 1:
+            fk = per_example_fisher(self.model, split, task, params, cfg.fisher_samples, self.ctx.device, generator,
+                                    cfg.fisher_weight)
+        else:
+            fk = diagonal_fisher(self.model, split, task, params, cfg.fisher_samples, cfg.fisher_batch_size,
+                                 self.ctx.device, generator)
         keep, read = self.offload.keep, self.offload.read
         for n in list(fk):
             f = fk.pop(n)  # (each task's Fisher leaves the device as it is kept: one whole copy at most)
