@@ -237,17 +237,41 @@ class Cell:
             **({"nproc": self.nproc} if self.nproc > 1 else {}),
         }
 
+    @property
+    def identity_since(self) -> dict[str, Mapping[str, Any]]:
+        """Each part's method settings that are left out of the identity at their first value (its config
+        class's ``IDENTITY_SINCE``, public names), as :attr:`clbench.config.TrainConfig.IDENTITY_SINCE`."""
+        return {k: getattr(type(v), "IDENTITY_SINCE", {}) for k, v in self.methods_cfg.items()}
+
     @functools.cached_property
     def config_hash(self) -> str:
-        return config_hash(self.resolved(), self.stream, self.order, self.seed)
+        return config_hash(self.resolved(), self.stream, self.order, self.seed, self.identity_since)
 
 
 IDENTITY_EXCLUDES = ("sweep", "options")  # the label's sweep repeats the settings; options are run plumbing
 
 
-def identity(resolved: Mapping[str, Any], stream: str, order: str, seed: int) -> dict[str, Any]:
-    """What makes a cell's numbers: every resolved setting, the stream, the order and the seed."""
+def identity(
+    resolved: Mapping[str, Any],
+    stream: str,
+    order: str,
+    seed: int,
+    methods_since: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """What makes a cell's numbers: every resolved setting, the stream, the order and the seed. Settings added
+    after results were committed are left out at the value they had before they existed (the train and metrics
+    scopes' ``IDENTITY_SINCE``; ``methods_since``, a method part's, :attr:`Cell.identity_since`), so those results
+    keep their config hash."""
     out = {k: v for k, v in resolved.items() if k not in IDENTITY_EXCLUDES}
+    if methods_since and isinstance(out.get("methods"), Mapping):
+        out["methods"] = {
+            part: {
+                k: v for k, v in values.items() if k not in methods_since.get(part, {}) or v != methods_since[part][k]
+            }
+            if isinstance(values, Mapping)
+            else values
+            for part, values in out["methods"].items()
+        }
     for scope, cls in (("train", cfg.TrainConfig), ("metrics", cfg.MetricsConfig)):
         if isinstance(out.get(scope), Mapping):  # settings that change no number (train.log_every)
             since, never = cls.IDENTITY_SINCE, getattr(cls, "NOT_IDENTITY", ())
@@ -256,12 +280,21 @@ def identity(resolved: Mapping[str, Any], stream: str, order: str, seed: int) ->
     return out
 
 
-def config_hash(resolved: Mapping[str, Any], stream: str, order: str, seed: int) -> str:
+def config_hash(
+    resolved: Mapping[str, Any],
+    stream: str,
+    order: str,
+    seed: int,
+    methods_since: Mapping[str, Mapping[str, Any]] | None = None,
+) -> str:
     """sha256 of the canonical JSON of :func:`identity` (sorted keys, no spaces): stable across runs,
     processes and machines for the same settings."""
     try:
         text = json.dumps(
-            identity(resolved, stream, order, seed), sort_keys=True, separators=(",", ":"), allow_nan=False
+            identity(resolved, stream, order, seed, methods_since),
+            sort_keys=True,
+            separators=(",", ":"),
+            allow_nan=False,
         )
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"cell {stream}/order-{order}/seed-{seed}: a setting is not JSON ({exc})") from None

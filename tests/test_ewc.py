@@ -245,3 +245,19 @@ def test_a_linear_on_a_sequence_takes_the_loop_in_the_same_order(weight):
     expected = (_loop_fisher if weight == "none" else _mammoth_fisher)(model, split, "t0", params, order)
     for n in params:
         torch.testing.assert_close(fisher[n], expected[n], rtol=1e-5, atol=1e-8)
+
+
+def test_fisher_weight_at_its_first_value_leaves_a_cells_identity_as_it_was():
+    """A method setting added after results were committed (EWCConfig.IDENTITY_SINCE) is left out of the identity at
+    its first value: a cell recorded without it hashes as before; the other value is another cell."""
+    from clbench_plugins.ewc.config import EWCConfig
+
+    from clbench.cell import config_hash
+
+    recorded = {"methods": {"ewc": {"lambda": 100.0, "decay": 1.0}}, "train": {"lr": 0.1}}
+    since = {"ewc": EWCConfig.IDENTITY_SINCE}
+    now = {"methods": {"ewc": {"lambda": 100.0, "decay": 1.0, "fisher_weight": "none"}}, "train": {"lr": 0.1}}
+    weighted = {"methods": {"ewc": {**now["methods"]["ewc"], "fisher_weight": "probability"}}, "train": {"lr": 0.1}}
+    assert config_hash(now, "s", "1", 0, since) == config_hash(recorded, "s", "1", 0)
+    assert config_hash(weighted, "s", "1", 0, since) != config_hash(recorded, "s", "1", 0)
+    assert config_hash(now, "s", "1", 0) != config_hash(recorded, "s", "1", 0)  # without it, a new identity

@@ -426,7 +426,7 @@ def stale_reason(result: CellResult, cell: Cell) -> str | None:
     from clbench.cell import config_diff, identity
 
     diff = config_diff(
-        identity(result.config, result.stream, result.order, result.seed),
-        identity(cell.resolved(), cell.stream, cell.order, cell.seed),
+        identity(result.config, result.stream, result.order, result.seed, cell.identity_since),
+        identity(cell.resolved(), cell.stream, cell.order, cell.seed, cell.identity_since),
     )
     return "holds a result for other settings: " + ("; ".join(diff) or "(same settings, other hash)")

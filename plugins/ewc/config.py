@@ -1,5 +1,5 @@
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 from clbench.config import bounded, setting
 from clbench.errors import ConfigError
@@ -24,6 +24,9 @@ class EWCConfig:
         "\"probability\", times the model's probability of the example's label (Mammoth's ewc_on, models/ewc_on.py "
         "at the DER paper's code, neurips2020: exp_cond_prob). Needs fisher_batch_size=1"))
     decay: float = bounded(1.0, ge=0, le=1, help="γ of online EWC: F ← γ·F + F_k")
+
+    # added after results were committed: at this value left out of a cell's identity (clbench.cell.identity)
+    IDENTITY_SINCE: ClassVar[dict[str, Any]] = {"fisher_weight": "none"}
 
     def __post_init__(self) -> None:
         if self.fisher_weight != "none" and self.fisher_batch_size != 1:
