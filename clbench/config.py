@@ -133,14 +133,16 @@ class TrainConfig:
             "zeroed, heads included (the DER paper's code, Mammoth's backbones). Only for models trained from scratch."
         ),
     )
-    head: Literal["masked", "full"] = setting(
+    head: Literal["masked", "full", "task"] = setting(
         "masked",
         help=(
             'The shared head of a class-incremental stream: "masked", the logits of classes not seen yet are masked '
             "while a task trains and is scored (a head that grows with the classes, :meth:`CLModel.see_labels`); "
             '"full", one fixed head over every class of the stream from the first task, trained and scored unmasked '
             "(the DER paper's code, Mammoth: a later class's logit is pushed down by every earlier task's loss, and "
-            "DER's buffer stores all of them). Only on class-incremental streams."
+            "DER's buffer stores all of them); \"task\", the logits of every class outside the task being trained "
+            "masked while it trains, earlier tasks' included, and the seen classes' scored as under \"masked\" (the "
+            "prompt papers' train_mask: L2P, DualPrompt, CODA-Prompt). Only on class-incremental streams."
         ),
     )
     scoring: Literal["stream", "task"] = setting(

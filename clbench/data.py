@@ -88,8 +88,8 @@ def seen_labels(tasks: Sequence[TaskInfo]) -> frozenset[str]:
 
 def shown_labels(stream: Stream, known: Sequence[str], head: str = "masked") -> frozenset[str] | None:
     """What a model scores once the tasks ``known`` (names, in the order trained) are known: on a class-incremental
-    stream under the ``masked`` head (``train.head``), their labels alone; else None, every label (a ``full`` head,
-    and every other scenario)."""
+    stream under the ``masked`` and ``task`` heads (``train.head``), their labels alone; else None, every label (a
+    ``full`` head, and every other scenario)."""
     if stream.scenario != "class-incremental" or head == "full":
         return None
     return seen_labels([stream.task(t) for t in known])

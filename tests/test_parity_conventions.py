@@ -219,3 +219,45 @@ def test_icarl_scored_within_each_task_answers_among_that_tasks_classes_alone(tm
     pairs = [(a, b) for ra, rb in zip(til.accuracy_matrix, cil.accuracy_matrix, strict=True)
              for a, b in zip(ra, rb, strict=True)]
     assert all(a >= b for a, b in pairs) and til.metrics["AA"] > cil.metrics["AA"] + 1
+
+
+class _Recorder(Method):
+    """Records which of the shared head's labels the model shows at each training step and each evaluation."""
+
+    seen: list[tuple[str, str, tuple[bool, ...] | None]] = []
+
+    def loss_terms(self, batch, logits):
+        visible = self.model._visible
+        _Recorder.seen.append(("train", batch.task, None if visible is None else tuple(visible.tolist())))
+        return {}
+
+    def evaluating(self, task):
+        visible = self.model._visible
+        _Recorder.seen.append(("eval", task, None if visible is None else tuple(visible.tolist())))
+        return super().evaluating(task)
+
+
+class _RecorderPlugin:
+    from clbench import hookimpl
+
+    @hookimpl
+    def clbench_add_methods(self):
+        from clbench.specs import MethodSpec
+
+        return [MethodSpec("recorder", _Recorder)]
+
+
+@pytest.mark.parametrize("head", ["masked", "task"])
+def test_the_task_head_trains_among_the_tasks_classes_and_scores_among_the_seen_ones(tmp_path, head):
+    """train.head=task (the prompt papers' train_mask): while t1 trains, a and b (t0's) are masked too; scored after,
+    every seen class shows, as under the masked head, which masks only the classes not seen yet while training."""
+    _Recorder.seen = []
+    regs = testing.registry(_RecorderPlugin())
+    (result,) = testing.run(regs, tmp_path, "recorder", "tiny-cil", sets={"train.head": [head]})
+    assert result.status == "complete" and result.config["train"]["head"] == head
+    training = {(task, v) for kind, task, v in _Recorder.seen if kind == "train"}
+    scored = {v for kind, _, v in _Recorder.seen if kind == "eval"}
+    t0_only, both = (True, True, False, False), (True, True, True, True)
+    t1 = (False, False, True, True) if head == "task" else both
+    assert training == {("t0", t0_only), ("t1", t1)}
+    assert scored == {None, t0_only, both}  # the untrained row, after t0, after t1

@@ -350,6 +350,9 @@ class Runner:
                 self._notify("clbench_task_start", cell=cell, task=task, index=index)
                 seed_torch(derive_seed(cell.seed, index + 1))
                 shown = show_labels(model, stream, order, index + 1, train.head)
+                task_head = train.head == "task" and stream.scenario == "class-incremental"
+                if task_head:  # trained among the task's own classes (train_mask), scored among the seen ones
+                    model.see_labels(stream.task(task).own_labels)
                 if device.type == "cuda":
                     torch.cuda.reset_peak_memory_stats(device)
                 t0 = time.perf_counter()
@@ -358,6 +361,8 @@ class Runner:
                 stats = train_task(model, checked, ctx, index, self._step_observer(cell, task, index), step)
                 step += stats.steps
                 method.after_task(task, index)
+                if task_head:
+                    model.see_labels(shown)
                 counter.active = False
                 forward, grad = (sum(n) for n in zip(*dist.gather(counter.take()), strict=True))  # every rank's
                 if not train.capture:  # a replayed graph runs no hook: the counts would be the eager steps' only
