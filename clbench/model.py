@@ -143,8 +143,12 @@ class HeadedModel(CLModel):
     def head(self, task: str) -> nn.Linear:
         return cast(nn.Linear, self.heads[self._key(task)] if self.info.multi_head else self.heads["shared"])
 
+    def features(self, x: Tensor) -> Tensor:
+        """What the head reads of the inputs ``x``: the backbone's output."""
+        return cast(Tensor, self.backbone(x))
+
     def forward(self, x: Tensor, task: str) -> Tensor:
-        logits = self.head(task)(self.backbone(x))
+        logits = self.head(task)(self.features(x))
         if self._visible is not None:
             logits = logits.masked_fill(~self._visible.to(logits.device), MASKED)
         return logits

@@ -121,6 +121,10 @@ def test_seq_cifar10_is_five_pairs_of_classes_normalised_as_mammoth(data):
     assert len(task.test) == 4  # two test images a class in the stand-in
     tiny = SeqVision(VisionConfig(data_dir=str(data)), name="seq-tinyimg", dataset="tinyimg", classes=4, tasks=2)
     assert tiny.input_shape == (3, 64, 64) and len(tiny.data("2-3").train) == 4
+    plain = SeqVision(VisionConfig(data_dir=str(data), normalise=False), name="seq-cifar10", dataset="cifar10",
+                      classes=10, tasks=5)  # the prompt papers' input: pixels in [0, 1], padded with 0
+    assert torch.equal(plain.data("4-5").train.x, raw[keep].float() / 255)
+    assert plain.augment is not None and plain.augment.fill == (0.0, 0.0, 0.0)
 
 
 def _crop_flip_by_hand(x: torch.Tensor, tops, lefts, mirror, size: int, pad: int, fill) -> torch.Tensor:

@@ -10,7 +10,7 @@ Each is class-incremental (one head over every class of the stream; no task iden
 ``seq-cifar10-til`` and ``seq-tinyimg-til`` are these streams under that setting. Classes keep the dataset's numbering and tasks take
 them in that order, as Mammoth does.
 
-Images are stored normalised with the dataset's published mean and sd (Mammoth's), and training batches are
+Images are stored normalised with the dataset's published mean and sd (Mammoth's; ``normalise=false``: in [0, 1]), and training batches are
 augmented as Mammoth's ``TRANSFORM``: a random crop with padding 4 and a horizontal flip (:class:`clbench.data.
 CropFlip`, padding with the normalised value of black, so the result equals normalising an augmented image).
 Test and validation images are never augmented. Mammoth trains on every training image: ``val_fraction`` is 0 by
@@ -49,6 +49,9 @@ class VisionConfig:
     train_limit: int = bounded(0, ge=0, help=">0: the first N training images a task (tests, timing); 0: all")
     test_limit: int = bounded(0, ge=0, help=">0: the first N test images a task (tests); 0: all")
     augment: bool = setting(True, help="random crop (padding 4) and horizontal flip of training batches, Mammoth's")
+    normalise: bool = setting(True, help=(
+        "images normalised with the dataset's mean and sd (Mammoth's); false: in [0, 1], as the prompt papers' code "
+        "feeds a pretrained ViT (the model plugin normalises, model.mean and model.std)"))
 
 
 @functools.cache
@@ -64,8 +67,10 @@ def _images(dataset: str, data_dir: str, split: str) -> tuple[Tensor, Tensor]:
     return x, y
 
 
-def _normalised(x: Tensor, dataset: str) -> Tensor:
-    """uint8 images scaled to [0, 1] and normalised with ``dataset``'s per-channel mean and sd."""
+def _normalised(x: Tensor, dataset: str, normalise: bool = True) -> Tensor:
+    """uint8 images scaled to [0, 1] and (``normalise``) normalised with ``dataset``'s per-channel mean and sd."""
+    if not normalise:
+        return x.float().div_(255.0)
     mean, sd = (torch.tensor(v).view(1, 3, 1, 1) for v in NORMALISE[dataset])
     return (x.float().div_(255.0) - mean) / sd
 
@@ -80,7 +85,7 @@ class SeqVision(Stream):
                           classes=labels[k * per : (k + 1) * per]) for k in range(tasks)]
         names = [t.name for t in infos]
         size = 64 if dataset == "tinyimg" else 32
-        mean, sd = NORMALISE[dataset]
+        mean, sd = NORMALISE[dataset] if config.normalise else ((0.0,) * 3, (1.0,) * 3)
         super().__init__(
             name=name,
             tasks=infos,
@@ -103,7 +108,7 @@ class SeqVision(Stream):
             x, y = _images(self.dataset, c.data_dir, split)
             idx = torch.nonzero(torch.isin(y, keep)).flatten()
             idx = idx[:limit] if limit else idx
-            return _normalised(x[idx], self.dataset), y[idx]
+            return _normalised(x[idx], self.dataset, c.normalise), y[idx]
 
         x, y = part("train", 0)
         val = None
