@@ -140,7 +140,7 @@ class TrainConfig:
             "while a task trains and is scored (a head that grows with the classes, :meth:`CLModel.see_labels`); "
             '"full", one fixed head over every class of the stream from the first task, trained and scored unmasked '
             "(the DER paper's code, Mammoth: a later class's logit is pushed down by every earlier task's loss, and "
-            "DER's buffer stores all of them); \"task\", the logits of every class outside the task being trained "
+            'DER\'s buffer stores all of them); "task", the logits of every class outside the task being trained '
             "masked while it trains, earlier tasks' included, and the seen classes' scored as under \"masked\" (the "
             "prompt papers' train_mask: L2P, DualPrompt, CODA-Prompt). Only on class-incremental streams."
         ),

@@ -79,8 +79,9 @@ def test_ewc_settings(regs):
     rows = {r.name: r for r in settings_mod.settings(regs, "ewc")}
     from clbench_plugins._shared.table1_presets import FULL_FT  # the paper profiles' full-fine-tuning rows
 
-    assert list(rows)[:5] == ["lambda", "fisher_samples", "fisher_batch_size", "decay", "train.optimizer"]
-    assert set(rows) == {"lambda", "fisher_samples", "fisher_batch_size", "decay"} | {
+    assert list(rows)[:6] == ["lambda", "fisher_samples", "fisher_batch_size", "fisher_weight", "decay",
+                              "train.optimizer"]
+    assert set(rows) == {"lambda", "fisher_samples", "fisher_batch_size", "fisher_weight", "decay"} | {
         k for values in FULL_FT.values() for k in values}
     lam = rows["lambda"]
     assert (lam.key, lam.type, lam.default, lam.range, lam.in_config) == ("ewc.lambda", "float", 100.0, ">= 0", True)

@@ -46,12 +46,20 @@ from clbench.testing.running import (
     run,
 )
 from clbench.testing.stream_checks import check_stream
-from clbench.testing.tiny import TinyPlugin, TinyTextConfig, TinyTextModel, TinyTextStream, TinyVectorStream
+from clbench.testing.tiny import (
+    TinyImageStream,
+    TinyPlugin,
+    TinyTextConfig,
+    TinyTextModel,
+    TinyTextStream,
+    TinyVectorStream,
+)
 
 __all__ = [
     "TEST_PROFILE",
     "KillAfterTask",
     "RunRequest",
+    "TinyImageStream",
     "TinyPlugin",
     "TinyTextConfig",
     "TinyTextModel",

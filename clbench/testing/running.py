@@ -73,7 +73,12 @@ def _request(
 def fitting_stream(regs: Registries, method: str) -> str | None:
     """The tiny stream whose test-profile model meets ``method``'s requirements and scenarios."""
     spec = regs.methods.get(method)
-    for stream, model in (("tiny-vector", "mlp"), ("tiny-cil", "mlp"), ("tiny-text", "tiny-text")):
+    for stream, model in (
+        ("tiny-vector", "mlp"),
+        ("tiny-cil", "mlp"),
+        ("tiny-text", "tiny-text"),
+        ("tiny-image", "vit-b16"),
+    ):
         if model not in regs.models or stream not in regs.streams:
             continue
         m = regs.models.get(model)

@@ -1,7 +1,7 @@
 """The kit's tiny plugin: synthetic streams and a text model that test plumbing, never accuracy claims.
 
-:class:`TinyPlugin` registers the streams ``tiny-vector``, ``tiny-cil`` and ``tiny-text``, the model ``tiny-text``
-and the ``test`` profile (:data:`clbench.cell.TEST_PROFILE`) the kit plans its cells in.
+:class:`TinyPlugin` registers the streams ``tiny-vector``, ``tiny-cil``, ``tiny-image`` and ``tiny-text``, the model
+``tiny-text`` and the ``test`` profile (:data:`clbench.cell.TEST_PROFILE`) the kit plans its cells in.
 """
 
 from __future__ import annotations
@@ -70,6 +70,36 @@ class TinyClassIncrementalStream(TinyVectorStream):
         assert data.val is not None  # TinyVectorStream.load makes all three splits
         first = 2 * int(info.name[1:])  # t0: a, b (0, 1); t1: c, d (2, 3)
         return TaskData(info, *(Split(s.x, s.y + first) for s in (data.train, data.test, data.val)))
+
+
+class TinyImageStream(Stream):
+    """Two class-incremental tasks of 3×8×8 images, two classes each (a, b; c, d): each class an image of its own
+    plus noise, one head over the four (the prompt methods' test bed, on a tiny ViT)."""
+
+    def __init__(self, config: Any = None, n: int = 32) -> None:
+        labels = ("a", "b", "c", "d")
+        super().__init__(
+            "tiny-image",
+            [TaskInfo("t0", labels, classes=("a", "b")), TaskInfo("t1", labels, classes=("c", "d"))],
+            {"1": ["t0", "t1"], "2": ["t1", "t0"]},
+            modality="image",
+            input_shape=(3, 8, 8),
+            multi_head=False,
+            scenario="class-incremental",
+        )
+        self.n = n
+
+    def load(self, info: TaskInfo) -> TaskData:
+        first = 2 * int(info.name[1:])
+        g = torch.Generator().manual_seed(2000 + first)
+        means = torch.rand(2, 3, 8, 8, generator=g)
+
+        def split(n: int) -> Split:
+            y = torch.arange(n) % 2
+            x = (means[y] + 0.1 * torch.randn(n, 3, 8, 8, generator=g)).clamp(0, 1)
+            return Split(x, y + first)
+
+        return TaskData(info, split(self.n), split(self.n // 2), split(self.n // 4))
 
 
 class TinyTextStream(Stream):
@@ -214,6 +244,30 @@ class TinyPlugin:
                 EmptyConfig,
                 "synthetic 2-task word strings (tests only)",
                 presets={TEST_PROFILE: {**preset, "model": "tiny-text"}},
+            ),
+            StreamSpec(
+                "tiny-image",
+                TinyImageStream,
+                EmptyConfig,
+                "synthetic 2-task images, class-incremental (tests only)",
+                # a tiny random ViT, wide enough for coda-prompt's 100 orthogonal components, deep enough for
+                # dualprompt's blocks 0-4
+                presets={
+                    TEST_PROFILE: {
+                        **preset,
+                        "model": "vit-b16",
+                        "model.weights": "",
+                        "model.img_size": 8,
+                        "model.patch_size": 4,
+                        "model.embed_dim": 100,
+                        "model.depth": 5,
+                        "model.num_heads": 2,
+                        "model.mlp_ratio": 1.0,
+                        "train.optimizer": "adam",
+                        "train.lr": 0.01,
+                        "train.head": "task",
+                    }
+                },
             ),
             StreamSpec(
                 "tiny-cil",

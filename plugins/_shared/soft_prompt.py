@@ -1,8 +1,10 @@
-"""What the soft-prompt methods (``progprompt``, ``l2p``, ``lfpt5``) share: the model they need, how a prompt starts,
-and the rest of a method that trains prompts in front of a frozen model.
+"""What the prompt methods (``progprompt``, ``l2p``, ``lfpt5`` on text; ``l2p``, ``dualprompt``, ``coda-prompt`` on
+a ViT) share: the model they need, how a prompt starts, and the rest of a method that trains prompts in front of, or
+prefixes inside, a frozen model.
 
-A prompt method trains no weight of the model: its footprint is empty (``footprint_kind="none"``: OO, AWOM, GSR and
-ACR are n/a), and everything it learns is in its own tensors, saved with its state for resume.
+A prompt method trains no weight of the model's encoder: its footprint is empty (``footprint_kind="none"``: OO,
+AWOM, GSR and ACR are n/a), and everything it learns is in its own tensors and the model's head (an image model's
+classifier; a text model scores label words and has none), saved with its state for resume.
 """
 
 from __future__ import annotations
@@ -19,24 +21,33 @@ from clbench.method import Method
 from clbench.model import CLModel
 
 PromptInit = Literal["vocab", "uniform"]
-SOFT_PROMPT = frozenset({"soft-prompt"})  # the model capability these methods require (plugins/hf)
+SOFT_PROMPT = frozenset({"soft-prompt"})  # the model capability these methods require (plugins/hf, plugins/vit)
+PREFIX = frozenset({"prefix"})  # attention prefixes (plugins/vit)
 
 
-def prompt_model(model: CLModel) -> Any:
-    """The model, when it takes a soft prompt. The contract of the ``soft-prompt`` capability (the ``encoder``,
-    ``causal-lm`` and ``t5`` plugins; the testing kit's tiny text model):
+def prompt_model(model: CLModel, capability: str = "soft_prompt") -> Any:
+    """The model, when it takes a soft prompt (``capability="soft_prompt"``) or attention prefixes (``"prefix"``).
+    The contract of the ``soft-prompt`` capability (the ``encoder``, ``causal-lm``, ``t5`` and ``vit-b16`` plugins;
+    the testing kit's tiny text model):
 
-    * ``model.soft_prompt``: None, or a callable the model calls on every input it embeds, with its ``(input_ids,
-      attention_mask)``, for the ``(B, P, d)`` vectors that go in front of the tokens' embeddings (None: no prompt);
+    * ``model.soft_prompt``: None, or a callable the model calls on every input it embeds, with what it embeds (a
+      text model's ``(input_ids, attention_mask)``, a ViT's images), for the ``(B, P, d)`` vectors that go in front
+      of the tokens' embeddings (None: no prompt);
     * ``model.embedding_dim``: d;
-    * ``model.vocabulary_ids()`` and ``model.token_embeddings(ids)``: the ids a prompt may start from (special
-      tokens excluded) and their input embeddings;
-    * ``model.query_features(input_ids, attention_mask)``: ``(B, d)``, the frozen model's representation of the
-      input without a prompt (L2P's query).
+    * ``model.query_features(...)``, on the same arguments: ``(B, d)``, the frozen model's representation of the
+      input without a prompt (the query prompt methods match their keys against);
+    * a text model also gives ``model.vocabulary_ids()`` and ``model.token_embeddings(ids)``: the ids a prompt may
+      start from (special tokens excluded) and their input embeddings (``init=vocab``).
+
+    The ``prefix`` capability (``vit-b16``): ``model.prefix``, None or a callable from the images to ``{block:
+    (B, 2, L, d)}`` key and value vectors prepended in that block's attention; ``model.num_blocks``; the query as
+    above.
     """
-    if not all(hasattr(model, name) for name in ("soft_prompt", "vocabulary_ids", "query_features")):
-        raise ConfigError(f"{type(model).__name__} takes no soft prompt: prompt methods need a model plugin that "
-                          "provides 'soft-prompt' (encoder, causal-lm, t5)")
+    if not all(hasattr(model, name) for name in (capability, "query_features", "embedding_dim")):
+        kind = "soft prompt" if capability == "soft_prompt" else "attention prefixes"
+        plugins = "encoder, causal-lm, t5, vit-b16" if capability == "soft_prompt" else "vit-b16"
+        raise ConfigError(f"{type(model).__name__} takes no {kind}: this method needs a model plugin that provides "
+                          f"'{capability.replace('_', '-')}' ({plugins})")
     return model
 
 
@@ -47,26 +58,39 @@ def initial_prompt(model: Any, shape: tuple[int, ...], init: PromptInit, generat
     sampled-vocabulary start, which ProgPrompt's code follows): the prompt starts at the scale the model reads.
     ``uniform``: U(−1, 1), L2P's code (a ViT's patch-embedding scale)."""
     count = math.prod(shape[:-1])
-    pool = model.vocabulary_ids()
-    rows = model.token_embeddings(pool[:1])
+    device = next(model.parameters()).device
     if init == "uniform":
         values = torch.rand(count, shape[-1], generator=generator) * 2 - 1
-        return values.view(shape).to(rows.device)
+        return values.view(shape).to(device)
+    if not hasattr(model, "vocabulary_ids"):
+        raise ConfigError(f"init=vocab starts a prompt from a text model's vocabulary; {type(model).__name__} has "
+                          "none: set init=uniform")
+    pool = model.vocabulary_ids()
     ids = pool[torch.randint(len(pool), (count,), generator=generator)]
-    return model.token_embeddings(ids.to(rows.device)).detach().float().reshape(shape).clone()
+    return model.token_embeddings(ids.to(device)).detach().float().reshape(shape).clone()
+
+
+def head_parameters(model: CLModel) -> list[nn.Parameter]:
+    """The model's classifier heads (an image model's; a text model that scores label words has none): trained
+    with the prompts, as the prompt papers' code trains its linear head."""
+    return [p for n, p in model.named_parameters() if n.startswith("heads.")]
 
 
 class PromptMethod(Method):
-    """Trains tensors in front of a frozen model; the model's weights never move."""
+    """Trains tensors in front of a frozen model; the model's encoder never moves."""
 
     needs_logits = False  # the prompt methods' terms read their own tensors, never the logits
+    capability = "soft_prompt"  # or "prefix": which callable of the model the method sets
 
     def setup(self, model: CLModel) -> None:
         super().setup(model)
-        self.lm = prompt_model(model)
-        self.lm.soft_prompt = self.soft_prompt
+        self.lm = prompt_model(model, self.capability)
+        setattr(self.lm, self.capability, getattr(self, self.capability))
 
-    def soft_prompt(self, input_ids: Tensor, attention: Tensor) -> Tensor | None:  # pragma: no cover - abstract
+    def soft_prompt(self, *inputs: Tensor) -> Tensor | None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def prefix(self, images: Tensor) -> dict[int, Tensor] | None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def footprint_parameters(self) -> dict[str, nn.Parameter]:

@@ -1,9 +1,15 @@
 """L2P: one pool of prompts shared by every task, chosen per input by its query, whichever task it came from.
 
-For an input x with query q = the frozen model's mean-pooled representation of x (no prompt; eval mode, so the
-query of an input is the same in training and in test), the ``top_k`` keys of highest cos(q, k_i) choose their
-prompts, which go in front of x in the order of the keys' similarity. The loss adds λ · Σ_chosen (1 − cos(q, k_i))
-(the paper's surrogate loss), averaged over the batch; only it moves the keys.
+For an input x with query q = the frozen model's representation of x without a prompt (a text model's mean-pooled
+last hidden states, a ViT's class token; eval mode, so the query of an input is the same in training and in test),
+the ``top_k`` keys of highest cos(q, k_i) choose their prompts, which go in front of x in the order of the keys'
+similarity. The loss adds λ · Σ_chosen (1 − cos(q, k_i)) (the paper's surrogate loss), averaged over the batch; only
+it moves the keys. On a ViT the head reads the mean of the prompt tokens' outputs and trains with the prompts.
+
+One implementation for text and images: the model gives the query and takes the prompt (the ``soft-prompt``
+capability, :func:`clbench_plugins._shared.soft_prompt.prompt_model`). Not implemented: the released code's
+``batchwise_prompt`` (each test batch's prompts chosen by a majority vote over the batch, which tells the model the
+task when a test batch holds one task: Mammoth's help says so).
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from clbench_plugins._shared.soft_prompt import PromptMethod, initial_prompt
+from clbench_plugins._shared.soft_prompt import PromptMethod, head_parameters, initial_prompt
 from torch import Tensor, nn
 
 from clbench.data import Batch
@@ -35,7 +41,7 @@ class L2P(PromptMethod):
         self._key_loss: Tensor | None = None
 
     def parameters(self, model: CLModel, phase: Phase) -> list[nn.Parameter]:
-        return [self.prompts, self.keys]
+        return [self.prompts, self.keys, *head_parameters(model)]
 
     def select(self, query: Tensor) -> tuple[Tensor, Tensor]:
         """``(B, top_k)`` indices of the chosen prompts (most similar first) and their cosine similarities."""
@@ -43,8 +49,8 @@ class L2P(PromptMethod):
         chosen = sim.topk(self.config.top_k, dim=1)
         return chosen.indices, chosen.values
 
-    def soft_prompt(self, input_ids: Tensor, attention: Tensor) -> Tensor:
-        index, sim = self.select(self.lm.query_features(input_ids, attention))
+    def soft_prompt(self, *inputs: Tensor) -> Tensor:
+        index, sim = self.select(self.lm.query_features(*inputs))
         if self.lm.training:
             self._key_loss = (1 - sim).sum(dim=1).mean()
         return self.prompts[index].flatten(1, 2)  # (B, top_k · length, d)
