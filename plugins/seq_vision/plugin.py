@@ -16,7 +16,7 @@ from clbench_plugins._shared import mammoth
 from clbench import hookimpl
 from clbench.specs import ProfileSpec, StreamSpec
 
-from .presets import BEST_ARGS, TASKS
+from .presets import BEST_ARGS, PROMPT_PROTOCOL, PROMPT_ROWS, TASKS
 from .streams import STREAMS, SeqVision, VisionConfig
 
 # Mammoth's protocol on these datasets: its ResNet-18 with one fixed head over every class from the first task,
@@ -27,6 +27,7 @@ PROTOCOL = {"model": "resnet18", "train.head": "full", "train.init": "model", "t
 PAPER_STREAMS = {"seq-cifar10": "seq-cifar10", "seq-cifar10-til": "seq-cifar10", "seq-tinyimg": "seq-tinyimg",
                  "seq-tinyimg-til": "seq-tinyimg"}
 PROFILES = {"paper-der-cifar": 200, "paper-der-cifar-500": 500, "paper-der-cifar-5120": 5120}
+PROMPT_STREAMS = ("seq-cifar100",)  # paper-prompt-vit's (ImageNet-R: not yet a stream, docs/vision.md)
 
 
 def rows(buffer: int, with_unbuffered: bool) -> dict[str, dict[str, dict[str, Any]]]:
@@ -48,6 +49,8 @@ def clbench_add_streams() -> list[StreamSpec]:
         presets = {p: {**PROTOCOL, **({"train.scoring": "task"} if til else {}),
                        "methods": sorted(rows(b, p == "paper-der-cifar")[stream])}
                    for p, b in PROFILES.items()} if stream in PAPER_STREAMS else {}
+        if stream in PROMPT_STREAMS:
+            presets["paper-prompt-vit"] = {**PROMPT_PROTOCOL, "methods": sorted(PROMPT_ROWS)}
         what = (f"{dataset} in {tasks} tasks of {classes // tasks} classes, " + (
             "the same runs scored task-incremental (each task among its own classes) under its profiles' "
             "train.scoring=task" if til else "class-incremental: one head over every class"))
@@ -67,4 +70,11 @@ def clbench_add_profiles() -> list[ProfileSpec]:
                     version="1", seeds=(0, 1, 2, 3, 4), streams=tuple(PAPER_STREAMS),
                     rows=rows(buffer, profile == "paper-der-cifar"), targets=targets(profile))
         for profile, buffer in PROFILES.items()
+    ] + [
+        ProfileSpec("paper-prompt-vit", "L2P, DualPrompt and CODA-Prompt on Split CIFAR-100 (10 tasks) with a "
+                    "pretrained ViT-B/16, each row with its released code's settings; the papers' numbers beside "
+                    "them; 5 seeds, GPU (docs/vision.md, docs/parity.md)", version="1", seeds=(0, 1, 2, 3, 4),
+                    streams=PROMPT_STREAMS, requires_gpu=True,
+                    rows={s: {m: dict(v) for m, v in PROMPT_ROWS.items()} for s in PROMPT_STREAMS},
+                    targets=targets("paper-prompt-vit"))
     ]

@@ -47,3 +47,25 @@ BEST_ARGS["seq-tinyimg"] = {
               5120: {"lr": 0.03, "minibatch_size": 32, "alpha": 0.1, "beta": 0.5, "batch_size": 32,
                      "n_epochs": 100}},
 }
+
+# paper-prompt-vit: the prompt papers' Split CIFAR-100 (10 tasks of 10 classes, natural order) on a pretrained
+# ViT-B/16, each row with its released code's settings (read at: google-research/l2p dd8836e (L2P configs at
+# 8cfb210), JH-LEE-KR/l2p-pytorch f7bc994, JH-LEE-KR/dualprompt-pytorch 7eb457d, GT-RIPL/CODA-Prompt 6417d4f).
+# Their code feeds images in [0, 1] (no normalisation), trains the prompts and a linear head over every class with
+# the logits outside the current task masked (train.head=task), Adam (0.9, 0.999) reset each task. The Google-
+# derived codes scale the lr by the global batch / 256 (official runs: 8 devices): L2P 0.03 × 128/256, DualPrompt
+# 0.03 × 192/256; CODA does not scale.
+PROMPT_PROTOCOL = {"model": "vit-b16", "stream.normalise": False, "train.head": "task", "train.optimizer": "adam",
+                   "orders": ["1"]}
+IN21K = "timm/vit_base_patch16_224.orig_in21k"  # the official code's imagenet21k/ViT-B_16.npz
+IN21K_FT_IN1K = "timm/vit_base_patch16_224.augreg_in21k_ft_in1k"  # Mammoth's; CODA's code takes timm's default
+PROMPT_ROWS = {
+    "l2p": {"model.weights": IN21K, "train.lr": 0.03 * 128 / 256, "train.batch_size": 128, "train.epochs": 5,
+            "train.grad_clip": 1.0, "l2p.pool_size": 10, "l2p.length": 5, "l2p.top_k": 5, "l2p.key_lambda": 0.1,
+            "l2p.init": "uniform"},
+    "dualprompt": {"model.weights": IN21K, "train.lr": 0.03 * 192 / 256, "train.batch_size": 192, "train.epochs": 5,
+                   "train.grad_clip": 1.0, "dualprompt.g_length": 5, "dualprompt.e_length": 5,
+                   "dualprompt.pool_size": 10, "dualprompt.key_lambda": 1.0},
+    "coda-prompt": {"model.weights": IN21K_FT_IN1K, "train.lr": 0.001, "train.batch_size": 128, "train.epochs": 20,
+                    "coda-prompt.pool_size": 100, "coda-prompt.length": 8, "coda-prompt.ortho_mu": 0.0},
+}
