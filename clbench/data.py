@@ -9,11 +9,13 @@ worker and collation overhead that dominates small CL streams (see benchmarks/be
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from clbench.errors import DataError
@@ -161,8 +163,45 @@ class CropFlip:
         return padded[batch, channel, rows[:, None, :, None], cols[:, None, None, :]]
 
 
+@dataclass(frozen=True)
+class ResizedCropFlip:
+    """torchvision's ``RandomResizedCrop(size, scale, ratio)`` then ``RandomHorizontalFlip()`` (the ImageNet-R
+    training transform of the prompt papers' code), on a whole batch (N, C, H, W) where it lies: per image, an area
+    fraction s ~ U(scale) of the image and an aspect ratio r with log r ~ U(log ratio) give a w × h = √(s·r) ×
+    √(s/r) box (relative to the image's sides) when it fits, else the whole image (torchvision's fallback after its
+    ten tries, here after one); the box's position is uniform, it is resized to ``size`` × ``size`` bilinearly
+    (``grid_sample``; torchvision's default interpolation is bilinear too, and it reads a PIL image, not this
+    batch of already resized pixels) and mirrored left-right with probability 1/2. The draws come from
+    ``generator`` on the CPU."""
+
+    size: int
+    scale: tuple[float, float] = (0.08, 1.0)
+    ratio: tuple[float, float] = (3 / 4, 4 / 3)
+    flip: bool = True
+
+    def __call__(self, x: Tensor, generator: torch.Generator) -> Tensor:
+        n = len(x)
+        area = torch.empty(n).uniform_(*self.scale, generator=generator)
+        log_r = torch.empty(n).uniform_(math.log(self.ratio[0]), math.log(self.ratio[1]), generator=generator)
+        w, h = (area * log_r.exp()).sqrt(), (area / log_r.exp()).sqrt()
+        fits = (w <= 1) & (h <= 1)
+        w, h = torch.where(fits, w, 1.0), torch.where(fits, h, 1.0)
+        left = torch.rand(n, generator=generator) * (1 - w)
+        top = torch.rand(n, generator=generator) * (1 - h)
+        mirror = torch.rand(n, generator=generator) < 0.5 if self.flip else torch.zeros(n, dtype=torch.bool)
+        # the affine map from the output's [-1, 1] square to the box in the input's [-1, 1] coordinates
+        sx = torch.where(mirror, -w, w)
+        theta = torch.zeros(n, 2, 3)
+        theta[:, 0, 0], theta[:, 0, 2] = sx, 2 * left + w - 1
+        theta[:, 1, 1], theta[:, 1, 2] = h, 2 * top + h - 1
+        theta = theta.to(device=x.device, dtype=x.dtype)
+        grid = F.affine_grid(theta, [n, x.shape[1], self.size, self.size], align_corners=False)
+        return F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=False)
+
+
 Augment = Callable[[Tensor, torch.Generator], Tensor]
-"""A training-time transform of a batch of inputs, drawing its randomness from the generator (:class:`CropFlip`)."""
+"""A training-time transform of a batch of inputs, drawing its randomness from the generator (:class:`CropFlip`,
+:class:`ResizedCropFlip`)."""
 
 
 # What a method receives at test time (van de Ven et al. 2022, "Three types of incremental learning"). A leaderboard

@@ -136,23 +136,27 @@ def test_prompt_methods_learn_the_tiny_image_stream(tmp_path, method):
 
 
 def test_paper_prompt_vit_plans_each_row_with_its_codes_settings_and_the_papers_targets(tmp_path):
-    """The profile's cells: Split CIFAR-100 in [0, 1] on vit-b16, the current task's logits alone in training, and
-    each row's released-code settings (the lr scaled by batch / 256 for the Google-derived codes)."""
+    """The profile's cells: Split CIFAR-100 and ImageNet-R in [0, 1] on vit-b16, the current task's logits alone in
+    training, and each row's released-code settings (the lr scaled by batch / 256 for the Google-derived codes)."""
     from clbench_plugins.seq_vision import standin
 
     from clbench._core.cells import RunRequest
     from clbench._core.plan import make_plan
 
     standin.write_cifar(tmp_path, "cifar100", train=1, test=1)
+    _, split = standin.write_imagenet_r(tmp_path, classes=200, train=1, test=1)
     regs = testing.registry()
-    plan = make_plan(regs, RunRequest(profile="paper-prompt-vit", out=tmp_path / "runs", data_dir=str(tmp_path)))
-    cells = {c.method: c for c in plan.cells if c.seed == 0}
-    assert sorted(cells) == ["coda-prompt", "dualprompt", "l2p"] and len(plan.cells) == 15
-    for c in cells.values():
+    req = RunRequest(profile="paper-prompt-vit", out=tmp_path / "runs", data_dir=str(tmp_path),
+                     sets={"stream.split_file": [str(split)]})
+    plan = make_plan(regs, req)
+    cells = {(c.stream, c.method): c.resolved() for c in plan.cells if c.seed == 0}
+    assert len(plan.cells) == 30 and sorted(cells) == [
+        (s, m) for s in ("imagenet-r", "seq-cifar100") for m in ("coda-prompt", "dualprompt", "l2p")]
+    for c in plan.cells:
         r = c.resolved()
-        assert (c.model, c.stream, c.order) == ("vit-b16", "seq-cifar100", "1")
+        assert (c.model, c.order) == ("vit-b16", "1")
         assert (r["stream"]["normalise"], r["train"]["head"], r["train"]["optimizer"]) == (False, "task", "adam")
-    l2p, dual, coda = (cells[m].resolved() for m in ("l2p", "dualprompt", "coda-prompt"))
+    l2p, dual, coda = (cells["seq-cifar100", m] for m in ("l2p", "dualprompt", "coda-prompt"))
     assert (l2p["train"]["lr"], l2p["train"]["batch_size"], l2p["train"]["epochs"]) == (0.015, 128, 5)
     assert l2p["methods"]["l2p"] == {"pool_size": 10, "length": 5, "top_k": 5, "key_lambda": 0.1, "init": "uniform"}
     assert (dual["train"]["lr"], dual["train"]["batch_size"], dual["methods"]["dualprompt"]["e_length"]) == (
@@ -160,5 +164,9 @@ def test_paper_prompt_vit_plans_each_row_with_its_codes_settings_and_the_papers_
     assert (coda["train"]["lr"], coda["train"]["epochs"], coda["methods"]["coda-prompt"]["pool_size"]) == (
         0.001, 20, 100)
     assert l2p["model"]["weights"].endswith("orig_in21k") and coda["model"]["weights"].endswith("in21k_ft_in1k")
-    targets = {r["method"]: r["mean"] for r in regs.profiles.get("paper-prompt-vit").targets["rows"]}
-    assert targets == {"l2p": 83.83, "dualprompt": 86.51, "coda-prompt": 86.25}
+    imr = cells["imagenet-r", "dualprompt"]
+    assert (imr["train"]["lr"], imr["train"]["epochs"], imr["methods"]["dualprompt"]["e_length"]) == (0.00375, 50, 20)
+    targets = {(r["stream"], r["method"]): r["mean"] for r in regs.profiles.get("paper-prompt-vit").targets["rows"]}
+    assert targets == {("seq-cifar100", "l2p"): 83.83, ("seq-cifar100", "dualprompt"): 86.51,
+                       ("seq-cifar100", "coda-prompt"): 86.25, ("imagenet-r", "l2p"): 61.57,
+                       ("imagenet-r", "dualprompt"): 68.13, ("imagenet-r", "coda-prompt"): 75.45}

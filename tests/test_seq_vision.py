@@ -1,9 +1,10 @@
 """The class-incremental image streams (plugins/seq_vision), ResNet-18 (plugins/resnet) and the training-time
-augmentation (clbench.data.CropFlip), on stand-in files in the datasets' exact formats (no package ships CIFAR or
-TinyImageNet; plugins/seq_vision/standin.py writes them)."""
+augmentations (clbench.data.CropFlip, ResizedCropFlip), on stand-in files in the datasets' exact formats (no package
+ships CIFAR, TinyImageNet or ImageNet-R; plugins/seq_vision/standin.py writes them)."""
 
 from __future__ import annotations
 
+import json
 import pickle
 from pathlib import Path
 
@@ -15,9 +16,10 @@ from clbench_plugins.resnet.model import ResNetConfig
 from clbench_plugins.resnet.model import build as build_resnet
 from clbench_plugins.seq_vision import loaders, standin
 from clbench_plugins.seq_vision.streams import NORMALISE, SeqVision, VisionConfig
+from PIL import Image
 
 from clbench import testing
-from clbench.data import CropFlip
+from clbench.data import CropFlip, ResizedCropFlip
 from clbench.errors import ConfigError, DataError
 from clbench.model import StreamInfo
 
@@ -282,3 +284,74 @@ def test_channels_last_resnet_gives_the_same_logits(data):
     nhwc = build_resnet(ResNetConfig(width=8, channels_last=True), StreamInfo.of(stream)).eval()
     assert nhwc.backbone.stem[0].weight.is_contiguous(memory_format=torch.channels_last)
     assert torch.allclose(plain(x, "0-1"), nhwc(x, "0-1"), atol=1e-5)
+
+
+def test_the_shipped_imagenet_r_lists_are_codas_split():
+    """24,000 training and 6,000 test images, 200 classes in both, no image in both, one label a wnid."""
+    train, test = loaders.imagenet_r_split("train"), loaders.imagenet_r_split("test")
+    assert (len(train), len(test)) == (24_000, 6_000)
+    assert {k for _, k in train} == {k for _, k in test} == set(range(200))
+    assert not {p for p, _ in train} & {p for p, _ in test}
+    label_of: dict[str, int] = {}
+    assert all(label_of.setdefault(p.split("/")[0], k) == k for p, k in train + test) and len(label_of) == 200
+
+
+@pytest.fixture(scope="module")
+def imagenet_r(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("imagenet-r")
+    _, split = standin.write_imagenet_r(root, classes=200, train=1, test=1)
+    return root, split
+
+
+def test_imagenet_r_reads_the_listed_files_resized_as_mammoth(imagenet_r):
+    root, split = imagenet_r
+    lists = json.loads(split.read_text())
+    x, y = loaders.imagenet_r_from_dir(root, "train", str(split))
+    assert x.shape == (200, 3, 224, 224) and x.dtype == torch.uint8 and y.tolist() == [k for _, k in lists["train"]]
+    first = Image.open(root / "imagenet-r" / lists["train"][3][0]).convert("RGB")
+    by_hand = np.asarray(first.resize((224, 224), Image.Resampling.BICUBIC))
+    assert torch.equal(x[3], torch.from_numpy(by_hand).permute(2, 0, 1))
+    tx, _ = loaders.imagenet_r_from_dir(root, "test", str(split))
+    test = Image.open(root / "imagenet-r" / lists["test"][5][0]).convert("RGB")
+    centre = np.asarray(test.resize((256, 256), Image.Resampling.BICUBIC))[16:240, 16:240]
+    assert torch.equal(tx[5], torch.from_numpy(centre).permute(2, 0, 1))
+    stream = SeqVision(VisionConfig(data_dir=str(root), split_file=str(split), train_limit=3), name="imagenet-r",
+                       dataset="imagenet-r", classes=200, tasks=10)
+    task = stream.data(stream.tasks[1].name)
+    assert stream.input_shape == (3, 224, 224) and len(task.train) == 3 and len(task.test) == 20
+    assert set(task.test.y.tolist()) == set(range(20, 40)) and 0 <= float(task.train.x.min()) <= 1
+    assert isinstance(stream.augment, ResizedCropFlip)
+
+
+def test_imagenet_r_names_what_is_wrong(imagenet_r, tmp_path):
+    root, split = imagenet_r
+    lists = json.loads(split.read_text())
+    lists["test"][0][0] = "n00000000/gone.jpg"
+    (tmp_path / "gone.json").write_text(json.dumps(lists))
+    with pytest.raises(DataError, match=r"1 of the 200 test images .* missing \(the first: n00000000/gone.jpg\)"):
+        loaders.imagenet_r_from_dir(root, "test", str(tmp_path / "gone.json"))
+    lists["test"][0] = [lists["test"][1][0], 200]
+    (tmp_path / "label.json").write_text(json.dumps(lists))
+    with pytest.raises(DataError, match="has label 200, not in 0-199"):
+        loaders.imagenet_r_from_dir(root, "test", str(tmp_path / "label.json"))
+    stream = SeqVision(VisionConfig(), name="imagenet-r", dataset="imagenet-r", classes=200, tasks=10)
+    with pytest.raises(DataError, match="ImageNet-R is read from --data-dir"):
+        stream.data(stream.tasks[0].name)
+
+
+def test_resized_crop_flip_samples_a_box_of_the_drawn_area_and_ratio():
+    """On ramps (a pixel's value its column, or its row) bilinear sampling is exact, so each output tells where its
+    box lies: the slopes give its width and height (negative width: mirrored), which must hold an area fraction in
+    [0.08, 1] and an aspect ratio in [3/4, 4/3], inside the image; about half are mirrored."""
+    n, side, size = 400, 64, 16
+    cols = torch.arange(side, dtype=torch.float).expand(side, side)
+    x = torch.stack([cols, cols.T]).expand(n, 2, side, side)
+    out = ResizedCropFlip(size)(x, torch.Generator().manual_seed(0))
+    w = (out[:, 0, 0, -1] - out[:, 0, 0, 0]) / (size - 1) * size / side  # fraction of the width, signed
+    h = (out[:, 1, -1, 0] - out[:, 1, 0, 0]) / (size - 1) * size / side
+    area, ratio = w.abs() * h, w.abs() / h
+    assert ((area > 0.08 - 1e-4) & (area < 1 + 1e-4)).all()
+    assert ((ratio > 0.75 - 1e-3) & (ratio < 4 / 3 + 1e-3)).all()  # (a box that does not fit: the whole image)
+    assert (out >= -0.5).all() and (out <= side - 0.5).all()
+    assert 0.4 < float((w < 0).float().mean()) < 0.6
+    assert float(area.std()) > 0.1  # drawn, not fixed

@@ -9,8 +9,13 @@
   *.JPEG`` (500 a class) and ``val/images/*.JPEG`` with ``val/val_annotations.txt`` (file, wnid, box; 50 a class),
   64×64 pixels. Classes are numbered in the sorted order of their wnids (torchvision's ``ImageFolder``). The
   validation images are the test split, as in Mammoth and every paper on it (the test set's labels are not public).
+* ImageNet-R: ``imagenet-r/`` as ``imagenet-r.tar`` unpacks (``<wnid>/<file>.jpg``, 200 classes, 30,000 images of
+  any size), split into train and test by fixed file lists: CODA-Prompt's (24,000 and 6,000 images, with their
+  labels; shipped, ``imagenet_r_split.json.gz``), or a JSON file of the same form (``split_file``). Training images
+  are resized to 224×224 (bicubic: Mammoth's unaugmented copy, which its augmentation crops from), test images to
+  256×256 then cropped to their centre 224×224 (its test transform).
 * The hub (``--data-dir`` not given): ``uoft-cs/cifar10``, ``uoft-cs/cifar100``, ``zh-plus/tiny-imagenet`` through
-  ``datasets``.
+  ``datasets``; ImageNet-R is read from a folder only (its split lists name the archive's files).
 
 Every reader returns ``(x uint8 N×3×H×W, y int64 N)`` and checks what it read against the format (a missing batch,
 a wrong shape, a label out of range), naming the file. Files are confined to the data directory the user gave.
@@ -18,7 +23,10 @@ a wrong shape, a label out of range), naming the file. Files are confined to the
 
 from __future__ import annotations
 
+import gzip
+import json
 import pickle
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -155,3 +163,52 @@ def from_hub(name: str, split: str) -> tuple[Tensor, Tensor]:
         raise DataError(f"{name}: expected an image and a label column; found {ds.column_names}")
     x = np.stack([np.asarray(im.convert("RGB")) for im in ds[image]])
     return torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(), torch.tensor(ds[label], dtype=torch.long)
+
+
+IMAGENET_R_FOLDER = "imagenet-r"
+IMAGENET_R_CLASSES = 200
+
+
+def imagenet_r_split(split: str, split_file: str = "") -> list[tuple[str, int]]:
+    """``(path under imagenet-r/, label)`` of each image of ``split``: the shipped lists, or ``split_file``'s."""
+    try:
+        if split_file:
+            data = json.loads(Path(split_file).read_text(encoding="utf-8"))
+        else:
+            blob = resources.files(__package__).joinpath("imagenet_r_split.json.gz").read_bytes()
+            data = json.loads(gzip.decompress(blob))
+        entries = [(str(p), int(k)) for p, k in data[split]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise DataError(f"{split_file or 'the shipped ImageNet-R lists'}: expected JSON "
+                        f'{{"train": [[PATH, LABEL], ...], "test": [...]}} ({exc})') from None
+    bad = next((e for e in entries if not 0 <= e[1] < IMAGENET_R_CLASSES), None)
+    if bad is not None:
+        raise DataError(f"{split_file or 'the ImageNet-R lists'}: {bad[0]} has label {bad[1]}, not in 0-199")
+    return entries
+
+
+def _resized(path: Path, size: int, crop: int) -> np.ndarray:
+    """The image at ``path`` in RGB, resized to ``size``×``size`` (bicubic), then its centre ``crop``×``crop``."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            im = im.convert("RGB").resize((size, size), Image.Resampling.BICUBIC)
+    except OSError as exc:
+        raise DataError(f"{path}: cannot decode the image ({exc})") from None
+    a = np.asarray(im)
+    start = (size - crop) // 2
+    return a[start : start + crop, start : start + crop]
+
+
+def imagenet_r_from_dir(root: Path, split: str, split_file: str = "", size: int = 224) -> tuple[Tensor, Tensor]:
+    folder = _folder(root, IMAGENET_R_FOLDER)
+    entries = imagenet_r_split(split, split_file)
+    missing = [p for p, _ in entries if not (folder / p).is_file()]
+    if missing:
+        raise DataError(f"{folder}: {len(missing)} of the {len(entries)} {split} images the split lists name are "
+                        f"missing (the first: {missing[0]}); the lists are for the archive imagenet-r.tar")
+    resize = size if split == "train" else size * 256 // 224
+    x = np.stack([_resized(confined(folder, *p.split("/")), resize, size) for p, _ in entries])
+    y = np.array([k for _, k in entries], dtype=np.int64)
+    return torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(), torch.from_numpy(y)

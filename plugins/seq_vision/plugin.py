@@ -27,7 +27,7 @@ PROTOCOL = {"model": "resnet18", "train.head": "full", "train.init": "model", "t
 PAPER_STREAMS = {"seq-cifar10": "seq-cifar10", "seq-cifar10-til": "seq-cifar10", "seq-tinyimg": "seq-tinyimg",
                  "seq-tinyimg-til": "seq-tinyimg"}
 PROFILES = {"paper-der-cifar": 200, "paper-der-cifar-500": 500, "paper-der-cifar-5120": 5120}
-PROMPT_STREAMS = ("seq-cifar100",)  # paper-prompt-vit's (ImageNet-R: not yet a stream, docs/vision.md)
+PROMPT_STREAMS = tuple(PROMPT_ROWS)  # paper-prompt-vit's: Split CIFAR-100 and ImageNet-R
 
 
 def rows(buffer: int, with_unbuffered: bool) -> dict[str, dict[str, dict[str, Any]]]:
@@ -50,13 +50,15 @@ def clbench_add_streams() -> list[StreamSpec]:
                        "methods": sorted(rows(b, p == "paper-der-cifar")[stream])}
                    for p, b in PROFILES.items()} if stream in PAPER_STREAMS else {}
         if stream in PROMPT_STREAMS:
-            presets["paper-prompt-vit"] = {**PROMPT_PROTOCOL, "methods": sorted(PROMPT_ROWS)}
+            presets["paper-prompt-vit"] = {**PROMPT_PROTOCOL, "methods": sorted(PROMPT_ROWS[stream])}
         what = (f"{dataset} in {tasks} tasks of {classes // tasks} classes, " + (
             "the same runs scored task-incremental (each task among its own classes) under its profiles' "
             "train.scoring=task" if til else "class-incremental: one head over every class"))
         specs.append(StreamSpec(stream, functools.partial(SeqVision, name=stream, dataset=dataset, classes=classes,
                                                           tasks=tasks), VisionConfig,
-                                f"{what}; augmented as Mammoth's; --data-dir or the hub", presets=presets,
+                                f"{what}; augmented as Mammoth's; "
+                                + ("--data-dir (CODA-Prompt's split)" if dataset == "imagenet-r"
+                                   else "--data-dir or the hub"), presets=presets,
                                 tags=frozenset({"image"})))
     return specs
 
@@ -71,10 +73,10 @@ def clbench_add_profiles() -> list[ProfileSpec]:
                     rows=rows(buffer, profile == "paper-der-cifar"), targets=targets(profile))
         for profile, buffer in PROFILES.items()
     ] + [
-        ProfileSpec("paper-prompt-vit", "L2P, DualPrompt and CODA-Prompt on Split CIFAR-100 (10 tasks) with a "
-                    "pretrained ViT-B/16, each row with its released code's settings; the papers' numbers beside "
-                    "them; 5 seeds, GPU (docs/vision.md, docs/parity.md)", version="1", seeds=(0, 1, 2, 3, 4),
-                    streams=PROMPT_STREAMS, requires_gpu=True,
-                    rows={s: {m: dict(v) for m, v in PROMPT_ROWS.items()} for s in PROMPT_STREAMS},
+        ProfileSpec("paper-prompt-vit", "L2P, DualPrompt and CODA-Prompt on Split CIFAR-100 and ImageNet-R (10 tasks "
+                    "each) with a pretrained ViT-B/16, each row with its released code's settings; the papers' "
+                    "numbers beside them; 5 seeds, GPU (docs/vision.md, docs/parity.md)", version="1",
+                    seeds=(0, 1, 2, 3, 4), streams=PROMPT_STREAMS, requires_gpu=True,
+                    rows={s: {m: dict(v) for m, v in rows.items()} for s, rows in PROMPT_ROWS.items()},
                     targets=targets("paper-prompt-vit"))
     ]

@@ -59,7 +59,7 @@ PROMPT_PROTOCOL = {"model": "vit-b16", "stream.normalise": False, "train.head": 
                    "orders": ["1"]}
 IN21K = "timm/vit_base_patch16_224.orig_in21k"  # the official code's imagenet21k/ViT-B_16.npz
 IN21K_FT_IN1K = "timm/vit_base_patch16_224.augreg_in21k_ft_in1k"  # Mammoth's; CODA's code takes timm's default
-PROMPT_ROWS = {
+CIFAR_ROWS = {
     "l2p": {"model.weights": IN21K, "train.lr": 0.03 * 128 / 256, "train.batch_size": 128, "train.epochs": 5,
             "train.grad_clip": 1.0, "l2p.pool_size": 10, "l2p.length": 5, "l2p.top_k": 5, "l2p.key_lambda": 0.1,
             "l2p.init": "uniform"},
@@ -68,4 +68,16 @@ PROMPT_ROWS = {
                    "dualprompt.pool_size": 10, "dualprompt.key_lambda": 1.0},
     "coda-prompt": {"model.weights": IN21K_FT_IN1K, "train.lr": 0.001, "train.batch_size": 128, "train.epochs": 20,
                     "coda-prompt.pool_size": 100, "coda-prompt.length": 8, "coda-prompt.ortho_mu": 0.0},
+}
+# ImageNet-R: DualPrompt's configs/imr_dualprompt.py (E-prompts of 20, lr 0.005 × 192/256, 50 epochs) and CODA's
+# (50 epochs); L2P's code has no ImageNet-R config (its number is DualPrompt's rerun): L2P's CIFAR settings with
+# DualPrompt's 50 epochs
+PROMPT_ROWS = {
+    "seq-cifar100": CIFAR_ROWS,
+    "imagenet-r": {
+        "l2p": {**CIFAR_ROWS["l2p"], "train.epochs": 50},
+        "dualprompt": {**CIFAR_ROWS["dualprompt"], "train.lr": 0.005 * 192 / 256, "train.epochs": 50,
+                       "dualprompt.e_length": 20},
+        "coda-prompt": {**CIFAR_ROWS["coda-prompt"], "train.epochs": 50},
+    },
 }

@@ -1,5 +1,5 @@
-"""Stand-in copies of CIFAR-10, CIFAR-100 and TinyImageNet in their distributed formats (:mod:`.loaders`), with a
-few random images a class: for tests, timing and a dry run of a pipeline before the real data are downloaded. No
+"""Stand-in copies of CIFAR-10, CIFAR-100, TinyImageNet and ImageNet-R in their distributed formats (:mod:`.loaders`;
+ImageNet-R with a split file of its own), with a few random images a class: for tests, timing and a dry run of a pipeline before the real data are downloaded. No
 package ships these datasets; a number measured on a stand-in is never a benchmark result.
 
     python -m clbench_plugins.seq_vision.standin DIR [--train N] [--test N]   # writes DIR/cifar-10-batches-py, …
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .loaders import CIFAR, TINY_FOLDER
+from .loaders import CIFAR, IMAGENET_R_FOLDER, TINY_FOLDER
 
 
 def write_cifar(root: Path, which: str, train: int, test: int, seed: int = 0) -> Path:
@@ -60,6 +60,30 @@ def write_tinyimagenet(root: Path, classes: int, train: int, test: int, seed: in
     return folder
 
 
+def write_imagenet_r(root: Path, classes: int, train: int, test: int, seed: int = 0) -> tuple[Path, Path]:
+    """``root/imagenet-r`` with ``classes`` made-up wnids of random JPEGs of assorted sizes (``train`` + ``test`` a
+    class), and ``root/imagenet-r-split.json``, their train and test lists in the shipped lists' form (the real
+    lists name the real archive's 30,000 files); returns both."""
+    import json
+
+    from PIL import Image
+
+    folder = root / IMAGENET_R_FOLDER
+    rng = np.random.default_rng(seed)
+    lists: dict[str, list[list[object]]] = {"train": [], "test": []}
+    for label in range(classes):
+        wnid = f"n{20_000_000 + 7919 * label:08d}"
+        (folder / wnid).mkdir(parents=True, exist_ok=True)
+        for k in range(train + test):
+            h, w = (int(v) for v in rng.integers(20, 90, 2))
+            name = f"{wnid}/art_{k}.jpg"
+            Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(folder / name, "JPEG")
+            lists["train" if k < train else "test"].append([name, label])
+    split = root / "imagenet-r-split.json"
+    split.write_text(json.dumps(lists))
+    return folder, split
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", type=Path)
@@ -69,6 +93,7 @@ def main() -> None:
     for which in CIFAR:
         print(write_cifar(args.root, which, args.train, args.test))
     print(write_tinyimagenet(args.root, 200, args.train, args.test))
+    print(*write_imagenet_r(args.root, 200, args.train, args.test))
 
 
 if __name__ == "__main__":

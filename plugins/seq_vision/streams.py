@@ -3,7 +3,10 @@
 
 * ``seq-cifar10``: CIFAR-10 in 5 tasks of 2 classes (0/1, 2/3, …), 5,000 training and 1,000 test images a class;
 * ``seq-cifar100``: CIFAR-100 in 10 tasks of 10 classes; ``seq-cifar100-20``: 20 tasks of 5;
-* ``seq-tinyimg``: TinyImageNet in 10 tasks of 20 classes (64×64), its validation images the test set.
+* ``seq-tinyimg``: TinyImageNet in 10 tasks of 20 classes (64×64), its validation images the test set;
+* ``imagenet-r``: ImageNet-R in 10 tasks of 20 classes (224×224), split by CODA-Prompt's file lists (the prompt
+  papers' benchmark; Mammoth's ``seq-imagenet-r``), trained with a random resized crop and flip at 224
+  (:class:`clbench.data.ResizedCropFlip`), its images in [0, 1] (Mammoth normalises it with mean 0, sd 1).
 
 Each is class-incremental (one head over every class of the stream; no task identity at test time). Scored with
 ``train.scoring=task`` (each task among its own classes) the same runs give the Task-IL column: the paper profiles'
@@ -27,7 +30,8 @@ import torch
 from torch import Tensor
 
 from clbench.config import bounded, setting
-from clbench.data import CropFlip, Split, Stream, TaskData, TaskInfo, stratified_split
+from clbench.data import CropFlip, ResizedCropFlip, Split, Stream, TaskData, TaskInfo, stratified_split
+from clbench.errors import DataError
 
 from . import loaders
 
@@ -37,7 +41,9 @@ NORMALISE = {
     "cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2615)),
     "cifar100": ((0.5071, 0.4867, 0.4408), (0.2675, 0.2565, 0.2761)),
     "tinyimg": ((0.4802, 0.4480, 0.3975), (0.2770, 0.2691, 0.2821)),
+    "imagenet-r": ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0)),
 }
+SIZES = {"cifar10": 32, "cifar100": 32, "tinyimg": 64, "imagenet-r": 224}
 
 
 @dataclass(frozen=True)
@@ -49,15 +55,24 @@ class VisionConfig:
     train_limit: int = bounded(0, ge=0, help=">0: the first N training images a task (tests, timing); 0: all")
     test_limit: int = bounded(0, ge=0, help=">0: the first N test images a task (tests); 0: all")
     augment: bool = setting(True, help="random crop (padding 4) and horizontal flip of training batches, Mammoth's")
+    split_file: str = setting("", help=(
+        'ImageNet-R\'s train and test lists: "", CODA-Prompt\'s (shipped); or a JSON file {"train": [[PATH, LABEL], '
+        '...], "test": [...]} of paths under imagenet-r/'))
     normalise: bool = setting(True, help=(
         "images normalised with the dataset's mean and sd (Mammoth's); false: in [0, 1], as the prompt papers' code "
         "feeds a pretrained ViT (the model plugin normalises, model.mean and model.std)"))
 
 
 @functools.cache
-def _images(dataset: str, data_dir: str, split: str) -> tuple[Tensor, Tensor]:
+def _images(dataset: str, data_dir: str, split: str, split_file: str = "") -> tuple[Tensor, Tensor]:
     """``dataset``'s ``split`` as (uint8 N×3×H×W, int64 labels), read once a process: kept as bytes, a quarter of
     float32's size (TinyImageNet's training split: 1.2 GB); each task normalises its own images (:func:`_normalised`)."""
+    if dataset == "imagenet-r":
+        if not data_dir:
+            raise DataError("ImageNet-R is read from --data-dir DIR, a folder holding imagenet-r/ as "
+                            "https://people.eecs.berkeley.edu/~hendrycks/imagenet-r.tar unpacks (its split lists "
+                            "name the archive's files)")
+        return loaders.imagenet_r_from_dir(Path(data_dir), split, split_file)
     if dataset == "tinyimg":
         x, y = (loaders.tiny_from_dir(Path(data_dir), split) if data_dir
                 else loaders.from_hub(loaders.TINY_HUB, "train" if split == "train" else "valid"))
@@ -84,8 +99,11 @@ class SeqVision(Stream):
         infos = [TaskInfo(f"{k * per}-{(k + 1) * per - 1}", labels, group=dataset,
                           classes=labels[k * per : (k + 1) * per]) for k in range(tasks)]
         names = [t.name for t in infos]
-        size = 64 if dataset == "tinyimg" else 32
+        size = SIZES[dataset]
         mean, sd = NORMALISE[dataset] if config.normalise else ((0.0,) * 3, (1.0,) * 3)
+        augment: CropFlip | ResizedCropFlip = (
+            ResizedCropFlip(size) if dataset == "imagenet-r"
+            else CropFlip(size, 4, True, tuple(-m / s for m, s in zip(mean, sd, strict=True))))
         super().__init__(
             name=name,
             tasks=infos,
@@ -95,8 +113,7 @@ class SeqVision(Stream):
             multi_head=False,
             scenario="class-incremental",
             provenance=f"{dataset} ({config.data_dir or 'the hub'})",
-            augment=CropFlip(size, 4, True, tuple(-m / s for m, s in zip(mean, sd, strict=True)))
-            if config.augment else None,
+            augment=augment if config.augment else None,
         )
         self.config, self.dataset = config, dataset
 
@@ -105,7 +122,7 @@ class SeqVision(Stream):
         keep = torch.tensor([int(k) for k in info.classes])
 
         def part(split: str, limit: int) -> tuple[Tensor, Tensor]:
-            x, y = _images(self.dataset, c.data_dir, split)
+            x, y = _images(self.dataset, c.data_dir, split, c.split_file)
             idx = torch.nonzero(torch.isin(y, keep)).flatten()
             idx = idx[:limit] if limit else idx
             return _normalised(x[idx], self.dataset, c.normalise), y[idx]
@@ -126,4 +143,5 @@ STREAMS = {  # name -> (dataset, classes, tasks)
     "seq-cifar100": ("cifar100", 100, 10),
     "seq-cifar100-20": ("cifar100", 100, 20),
     "seq-tinyimg": ("tinyimg", 200, 10),
+    "imagenet-r": ("imagenet-r", 200, 10),
 }
