@@ -355,3 +355,21 @@ def test_resized_crop_flip_samples_a_box_of_the_drawn_area_and_ratio():
     assert (out >= -0.5).all() and (out <= side - 0.5).all()
     assert 0.4 < float((w < 0).float().mean()) < 0.6
     assert float(area.std()) > 0.1  # drawn, not fixed
+
+
+def test_the_memory_plan_of_a_resnet_replay_cell_is_its_measurement_on_real_tensors(data, tmp_path):
+    """DER++ on stand-in Seq-CIFAR-10 with a narrow ResNet-18 (batch norm, augmentation, a buffer of logits): the
+    dry run's meta-device peak against the same code on real CPU tensors, within 20 %."""
+    from clbench._core.cells import RunRequest
+    from clbench._core.plan import make_plan
+    from clbench._exec import memory
+
+    regs = testing.registry()
+    sets = {"model.width": [4], "model.blocks": [[1, 1, 1, 1]], "stream.data_dir": [str(data)], "train.epochs": [1],
+            "train.batch_size": [8], "derpp.buffer_size": [20]}
+    req = RunRequest(profile="paper-der-cifar", methods="derpp", streams=["seq-cifar10"], seeds=[0], sets=sets,
+                     out=tmp_path)
+    cell = make_plan(regs, req).cells[0]
+    meta, meta_peak, _ = memory._measure(regs, cell, torch.device("meta"))
+    cpu, cpu_peak, _ = memory._measure(regs, cell, torch.device("cpu"))  # (a CPU cell counts its host buffer too)
+    assert meta_peak == pytest.approx(cpu_peak, rel=0.2) and meta["weights"] == cpu["weights"] > 0
