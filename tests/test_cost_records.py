@@ -46,3 +46,30 @@ def test_the_counter_counts_copies_only_while_active_and_gradients_apart():
     handle.remove()
     model(torch.zeros(2, 3))
     assert counter.take() == (0, 0)
+
+
+def test_flop_count_is_two_per_multiply_add_of_each_product_forward_and_backward():
+    """An MLP 20-16-3 on a batch of 8, its input without a gradient: forward 2·B·(20·16 + 16·3); backward the two
+    weight gradients (the same again) and the second layer's input gradient (2·B·16·3), no input gradient of the
+    first. The meta device counts the same."""
+    from clbench._exec.compute import FlopCount
+
+    B, I, H, O = 8, 20, 16, 3
+    for device in ("cpu", "meta"):
+        net = torch.nn.Sequential(torch.nn.Linear(I, H), torch.nn.ReLU(), torch.nn.Linear(H, O)).to(device)
+        x, y = torch.randn(B, I, device=device), torch.zeros(B, dtype=torch.long, device=device)
+        with FlopCount() as count:
+            torch.nn.functional.cross_entropy(net(x), y).backward()
+        assert count.total == 4 * B * I * H + 6 * B * H * O
+
+
+def test_the_planned_flops_are_the_steps_and_the_test_batches_of_every_evaluation():
+    from types import SimpleNamespace
+
+    from clbench._exec.compute import planned_flops
+
+    train = SimpleNamespace(steps_per_task=0, epochs=3, batch_size=10, eval_limit=0, eval_batch_size=4)
+    splits = [(25, 9), (10, 4)]  # 3 and 1 batches an epoch; 3 and 1 test batches
+    assert planned_flops(train, splits, step=100, eval_batch=7) == (3 * 3 + 3 * 1) * 100 + 3 * (3 + 1) * 7
+    fixed = SimpleNamespace(**{**vars(train), "steps_per_task": 5, "eval_limit": 4})
+    assert planned_flops(fixed, splits, step=100, eval_batch=7) == 2 * 5 * 100 + 3 * (1 + 1) * 7

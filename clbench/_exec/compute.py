@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from torch import Tensor, nn
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import flop_registry
 from torch.utils.hooks import RemovableHandle
 
 
@@ -49,3 +51,35 @@ def batch_size(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
         if isinstance(value, Tensor) and value.dim() > 0:
             return int(value.shape[0])
     return 0
+
+
+def planned_flops(train: Any, splits: list[tuple[int, int]], step: int, eval_batch: int) -> int:
+    """A cell's floating-point operations as its plan counts them (``clbench run --dry-run``): each task's optimizer
+    steps (``train.steps_per_task``, else epochs × its training batches) at ``step`` FLOPs (one optimizer step's
+    forwards and backwards, measured on the costliest batch), and every evaluation (the untrained row, then after
+    each task, each task's test batches) at ``eval_batch`` FLOPs a batch. ``splits``: each task's (training, test)
+    examples. What a method computes outside its steps (EWC's Fisher, GDumb's retraining, a phase of its own epochs)
+    is not counted: a lower bound for those."""
+    steps = sum(train.steps_per_task or train.epochs * -(-n_train // train.batch_size) for n_train, _ in splits)
+    limit = train.eval_limit or None
+    batches = sum(-(-min(n_test, limit or n_test) // train.eval_batch_size) for _, n_test in splits)
+    return steps * step + (len(splits) + 1) * batches * eval_batch
+
+
+class FlopCount(TorchDispatchMode):
+    """The floating-point operations of what runs inside it, by torch's own formulas (``flop_registry``: matrix
+    products, convolutions, attention, forward and backward), on any device, the meta device included. Not torch's
+    ``FlopCounterMode``: that one also tracks modules, hooking the gradient of every module input that requires one,
+    and fails on an input without a gradient function (a prompt method's prefix, built from its parameters)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        formula = flop_registry.get(func._overloadpacket)
+        if formula is not None:
+            self.total += int(formula(*args, **kwargs, out_val=out))
+        return out

@@ -18,6 +18,11 @@ gives false or 0 and a host copy zeros (:func:`meta_item`), and code whose shape
 a quantile) is measured on the CPU with real tensors; ``scaled_dot_product_attention`` is planned as a GPU's fused
 kernel (:func:`_fused_attention`), and greedy generation as one pass that builds its KV cache at full length
 (:meth:`~clbench.model.CLModel.predict_peak`).
+
+The same run counts floating-point operations (:class:`clbench._exec.compute.FlopCount`, torch's formulas for
+matrix products, convolutions and attention, forward and backward) of one steady optimizer step and one evaluation batch, and the plan multiplies them
+by the cell's steps and test batches (:func:`clbench._exec.compute.planned_flops`): the ``compute`` column, from which
+a card's time follows at the rate it sustains.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import torch.nn.functional as F
 
 from clbench._core.boundary import CheckedMethod
 from clbench._core.registry import Registries
+from clbench._exec.compute import FlopCount, planned_flops
 from clbench._exec.livebytes import LiveBytes, fmt_bytes, meta_item, parse_size
 from clbench._exec.runner import build_method, build_model, build_stream, method_label
 from clbench._exec.step import batch_loss, cell_masters, step_hooks, task_phases
@@ -64,6 +70,7 @@ class MemoryEstimate:
     peak: int
     device: str  # "meta" (sizes only) or "cpu" (real tensors: the code needed values)
     notes: list[str] = field(default_factory=list)
+    flops: int | None = None  # the cell's planned floating-point operations (clbench._exec.compute.planned_flops)
 
     def largest(self, n: int = 2) -> list[tuple[str, int]]:
         return sorted(self.terms.items(), key=lambda kv: -kv[1])[:n]
@@ -85,13 +92,20 @@ def _text_chars(x: Any) -> int:
 
 
 def _task(
-    model: CLModel, method: CheckedMethod, ctx: CellContext, index: int, mode: LiveBytes, parts: dict[str, int]
+    model: CLModel,
+    method: CheckedMethod,
+    ctx: CellContext,
+    index: int,
+    mode: LiveBytes,
+    parts: dict[str, int],
+    flops: dict[str, int] | None = None,
 ) -> None:
     """Two optimizer steps of each phase of task ``index`` on its costliest micro-batch, through the training loop's
     own phases and optimizers (:func:`~clbench._exec.step.task_phases`); notes gradients, optimizer state and
     activations into ``parts``. The second step is a phase's steady state: torch's optimizers create their state in
     their first step, so the first step's backward and ``after_backward`` (EWC's penalty gradient, formed a parameter
-    at a time) run without it, and every later one with it."""
+    at a time) run without it, and every later one with it. ``flops``: its "step" gets the first phase's second step's
+    floating-point operations (:class:`~clbench._exec.compute.FlopCount`), times ``train.grad_accum``."""
     task = ctx.order[index]
     batch = _largest_examples(ctx.data(method.method.train_tasks(index)[0]).train, ctx.train.micro_batch_size, task).to(
         ctx.device
@@ -100,11 +114,16 @@ def _task(
     seed_torch(derive_seed(ctx.seed, index + 1))  # as the runner seeds a task: what a step draws (a replay batch)
     for _, _, params, opt in task_phases(model, method.method, ctx, index):
         before = mode.now
-        for _ in range(2):
+        for k in range(2):
             start = mode.now
             mode.reset_peak()
-            loss, task_loss, terms = batch_loss(model, method, batch)
-            loss.backward()
+            count = flops is not None and k == 1 and "step" not in flops
+            with FlopCount() if count else contextlib.nullcontext() as counter:
+                loss, task_loss, terms = batch_loss(model, method, batch)
+                loss.backward()
+            if count:
+                assert flops is not None and isinstance(counter, FlopCount)
+                flops["step"] = counter.total * ctx.train.grad_accum
             del loss, task_loss, terms  # (scalars: the step's bytes are the ones that outlive it)
             grads = sum(p.grad.untyped_storage().nbytes() for p in params if p.grad is not None)
             parts["activations"] = max(parts.get("activations", 0), mode.peak - start - grads)
@@ -120,8 +139,14 @@ def _task(
 
 
 def _measure(
-    regs: Registries, cell: Cell, device: torch.device, fused_attention: bool = True
+    regs: Registries,
+    cell: Cell,
+    device: torch.device,
+    fused_attention: bool = True,
+    flops: dict[str, int] | None = None,
 ) -> tuple[dict[str, int], int, list[str]]:
+    """The cell's memory terms, its peak and notes; ``flops`` (given): gets "step", "eval" (a batch) and "cell"
+    (:func:`clbench._exec.compute.planned_flops`)."""
     notes: list[str] = []
     stream = build_stream(regs, cell)
     order = stream.order(cell.order)
@@ -158,7 +183,7 @@ def _measure(
         method.setup(model)
         model.train()
         method.before_task(order[0], 0)
-        _task(model, checked, ctx, 0, mode, parts)
+        _task(model, checked, ctx, 0, mode, parts, flops)
         gc.collect()  # a torch optimizer is a reference cycle: its state goes with the collector, not with the task
         before = mode.now
         mode.reset_peak()
@@ -175,11 +200,14 @@ def _measure(
             _task(model, checked, ctx, 1, mode, parts)
             gc.collect()
         try:
-            parts["evaluation"] = _evaluation(model, method, ctx, mode)
+            parts["evaluation"] = _evaluation(model, method, ctx, mode, flops)
         except (ClbenchError, TypeError, ValueError) as exc:  # a stream that evaluates its own way (lm-eval, judges)
             parts["evaluation"] = 0
             notes.append(f"evaluation not estimated: the model's forward does not take the test inputs ({exc})")
     parts["optimizer"] = parts.get("optimizer", 0) + masters
+    if flops is not None:
+        splits = [(len(ctx.data(t).train), len(ctx.data(t).test)) for t in order]
+        flops["cell"] = planned_flops(cell.train, splits, flops.get("step", 0), flops.get("eval", 0))
     return {k: parts.get(k, 0) for k in TERMS}, mode.top, notes
 
 
@@ -213,7 +241,9 @@ def _fused_attention(
 
 
 @torch.no_grad()
-def _evaluation(model: CLModel, method: Method, ctx: CellContext, mode: LiveBytes) -> int:
+def _evaluation(
+    model: CLModel, method: Method, ctx: CellContext, mode: LiveBytes, flops: dict[str, int] | None = None
+) -> int:
     """What one evaluation batch (``train.eval_batch_size`` of the costliest examples) holds beyond what lives:
     the model's :meth:`~clbench.model.CLModel.predict_peak` — a forward pass for classifiers and ``model.eval=rank``
     (which scores every label: dbpedia's 14 repeat the prompt's activations 14 times), and for greedy generation one
@@ -225,8 +255,10 @@ def _evaluation(model: CLModel, method: Method, ctx: CellContext, mode: LiveByte
     model.eval()
     before = mode.now
     mode.reset_peak()
-    with method.evaluating(batch.task):
+    with method.evaluating(batch.task), FlopCount() as counter:
         model.predict_peak(batch.x, batch.task)
+    if flops is not None:
+        flops["eval"] = counter.total
     return mode.peak - before
 
 
@@ -262,25 +294,30 @@ def estimate(regs: Registries, cell: Cell, cpu_fallback: bool = True) -> MemoryE
 def _estimate(regs: Registries, cell: Cell, cpu_fallback: bool) -> MemoryEstimate:
     terms: dict[str, int] | None
     with _cpu_threads(cell.train.threads):
+        flops: dict[str, int] = {}
         try:
-            terms, peak, notes = _measure(regs, cell, torch.device("meta"))
-            return MemoryEstimate(cell.key, terms, peak, "meta", notes)
+            terms, peak, notes = _measure(regs, cell, torch.device("meta"), flops=flops)
+            return MemoryEstimate(cell.key, terms, peak, "meta", notes, flops.get("cell"))
         except Exception as exc:  # noqa: BLE001 - a shape that follows from values, or a check of a value meta lacks
             why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
         # ignore: torch's config modules get patch() at import (install_config_module), which the stubs lack
         with torch.fx.experimental._config.patch(meta_nonzero_assume_all_nonzero=True):  # type: ignore[attr-defined]
             try:
-                terms, peak, notes = _measure(regs, cell, torch.device("meta"))
+                flops.clear()
+                terms, peak, notes = _measure(regs, cell, torch.device("meta"), flops=flops)
             except Exception:  # noqa: BLE001 - the whole selections may break a method's own checks (LoTTO's)
                 terms = None
         if terms is not None and (terms["weights"] > CPU_FALLBACK_BYTES or not cpu_fallback):
             notes.append(f"an upper bound: value-dependent selections taken whole on the meta device ({why})")
-            return MemoryEstimate(cell.key, terms, peak - _masks_at_density(regs, cell, peak, notes), "meta", notes)
+            return MemoryEstimate(
+                cell.key, terms, peak - _masks_at_density(regs, cell, peak, notes), "meta", notes, flops.get("cell")
+            )
         if not cpu_fallback:
             raise NotEstimable(f"{cell.key}: the memory plan cannot run its code on the meta device ({why})")
-        terms, peak, notes = _measure(regs, cell, torch.device("cpu"))
+        flops.clear()
+        terms, peak, notes = _measure(regs, cell, torch.device("cpu"), flops=flops)
         notes.append(f"measured on the CPU: on the meta device {why}")
-        return MemoryEstimate(cell.key, terms, peak, "cpu", notes)
+        return MemoryEstimate(cell.key, terms, peak, "cpu", notes, flops.get("cell"))
 
 
 def whole_selection_excess(
@@ -422,13 +459,28 @@ def memory_table(rows: list[tuple[Cell, MemoryEstimate | None]], limit: int | No
     body = []
     for cell, est in sorted(rows, key=lambda r: -(r[1].peak if r[1] else 0)):
         if est is None:
-            body.append([cell.key, "-", "not estimated (the meta device cannot run its code)", *[""] * len(TERMS)])
+            body.append([cell.key, "-", "not estimated (the meta device cannot run its code)", "", *[""] * len(TERMS)])
             continue
         fits = "" if limit is None else ("fits" if est.peak <= limit else "DOES NOT FIT")
+        compute = "-" if est.flops is None else fmt_flops(est.flops)
         body.append(
-            [cell.key, est.device, f"{fmt_bytes(est.peak)} {fits}".strip(), *(fmt_bytes(est.terms[t]) for t in TERMS)]
+            [
+                cell.key,
+                est.device,
+                f"{fmt_bytes(est.peak)} {fits}".strip(),
+                compute,
+                *(fmt_bytes(est.terms[t]) for t in TERMS),
+            ]
         )
-    return tabulate(body, headers=["cell", "measured on", "peak", *TERMS], tablefmt="github")
+    return tabulate(body, headers=["cell", "measured on", "peak", "compute", *TERMS], tablefmt="github")
+
+
+def fmt_flops(n: int) -> str:
+    """``2.3 PFLOP``: floating-point operations with an SI prefix."""
+    for prefix, scale in (("E", 1e18), ("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6)):
+        if n >= scale:
+            return f"{n / scale:.1f} {prefix}FLOP"
+    return f"{n} FLOP"
 
 
 def visible_device_memory() -> int | None:
