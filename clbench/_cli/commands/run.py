@@ -149,7 +149,8 @@ class Jobs(click.ParamType):
 @click.option(
     "--dry-run",
     is_flag=True,
-    help="Plan the grid and print each cell's estimated peak device memory, by part; train nothing.",
+    help="Plan the grid and print each cell's estimated peak device memory, by part, and its floating-point "
+    "operations; train nothing.",
 )
 @click.option(
     "--device-memory",
