@@ -73,11 +73,12 @@ CAUSES: dict[tuple[str, str, str], str] = {
         "results/paper-der/buffer-500` resumes it"
     ),
     ("paper-der", "perm-mnist", "ewc"): (
-        "not resolved with 5 seeds: the interval lies under the paper's number and crosses −τ. Known difference: "
-        "Mammoth's oEWC weights each example's squared gradient in its Fisher by the model's probability of the "
-        "example's label (models/ewc_on.py at neurips2020, exp_cond_prob), which shrinks the large gradients of "
-        "misclassified examples; clbench's EWC takes the unweighted empirical Fisher (the same per-example squares "
-        "and mean, the same penalty 2·e_lambda/2 and decay γ). Read from the code, not run; not a setting yet: open"
+        "not resolved with 5 seeds: the interval lies under the paper's number and crosses −τ. A known difference is "
+        "now a setting and is not the cause: Mammoth's oEWC weights each example's squared gradient in its Fisher by "
+        "the model's probability of the example's label (models/ewc_on.py at neurips2020, exp_cond_prob; "
+        "`ewc.fisher_weight=probability`), clbench's default takes the unweighted empirical Fisher (the same "
+        "per-example squares and mean, penalty 2·e_lambda/2 and decay γ). Under the code's form the row comes out "
+        "further below (*One setting changed*, below): the weighting shrinks the penalty. Open"
     ),
     ("paper-der", "seq-mnist", "derpp"): (
         "not separated with 5 seeds: the interval reaches past −τ. Known difference: while the buffer holds fewer "
