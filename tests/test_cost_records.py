@@ -54,13 +54,14 @@ def test_flop_count_is_two_per_multiply_add_of_each_product_forward_and_backward
     first. The meta device counts the same."""
     from clbench._exec.compute import FlopCount
 
-    B, I, H, O = 8, 20, 16, 3
+    batch, width_in, hidden, width_out = 8, 20, 16, 3
     for device in ("cpu", "meta"):
-        net = torch.nn.Sequential(torch.nn.Linear(I, H), torch.nn.ReLU(), torch.nn.Linear(H, O)).to(device)
-        x, y = torch.randn(B, I, device=device), torch.zeros(B, dtype=torch.long, device=device)
+        net = torch.nn.Sequential(torch.nn.Linear(width_in, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, width_out))
+        x = torch.randn(batch, width_in, device=device)
+        y = torch.zeros(batch, dtype=torch.long, device=device)
         with FlopCount() as count:
-            torch.nn.functional.cross_entropy(net(x), y).backward()
-        assert count.total == 4 * B * I * H + 6 * B * H * O
+            torch.nn.functional.cross_entropy(net.to(device)(x), y).backward()
+        assert count.total == 4 * batch * width_in * hidden + 6 * batch * hidden * width_out
 
 
 def test_the_planned_flops_are_the_steps_and_the_test_batches_of_every_evaluation():

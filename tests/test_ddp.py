@@ -329,3 +329,35 @@ def test_the_collective_timeout_comes_from_the_environment_and_reaches_the_group
         monkeypatch.setenv(ranks.TIMEOUT_ENV, bad)
         with pytest.raises(ClbenchError, match="CLBENCH_COLLECTIVE_TIMEOUT_S"):
             ranks.join(0, 2, 0, "gloo", "file:///nonexistent")
+
+
+def test_a_pool_whose_start_failed_part_way_stops_the_ranks_it_started_alone(monkeypatch):
+    """The second rank's start raises: stopping the pool ends the first and leaves the other alone (joining a
+    process never started raised "can only join a started process" over the real error)."""
+    import multiprocessing
+
+    from clbench._exec import ranks
+    from clbench._exec.runner import Runner
+
+    calls = []
+    real = multiprocessing.get_context("spawn").Process.start
+
+    def start(self):
+        calls.append(self.name)
+        if len(calls) == 2:
+            raise OSError("no more processes")
+        real(self)
+
+    monkeypatch.setattr(multiprocessing.get_context("spawn").Process, "start", start)
+    monkeypatch.setattr(ranks, "_rank_main", _idle_rank)
+    pool = ranks.RankPool(Runner(testing.registry(), progress=False), 2, ())
+    pool.backend = "gloo"
+    with pytest.raises(OSError, match="no more processes"):
+        with pool:
+            pool._start()
+    assert calls == ["clbench-rank-0", "clbench-rank-1"] and pool.procs == []
+
+
+def _idle_rank(*args):
+    """A rank that waits for its stop message (its inbox is the 8th argument)."""
+    args[7].get()

@@ -188,16 +188,17 @@ class RankPool:
     def stop(self, graceful: bool = True) -> None:
         """End the rank processes: asked to (``graceful``, between cells) or terminated (out of step, or an
         interrupt: their last checkpoints are on disk already)."""
+        started = [p for p in self.procs if p.pid is not None]  # a start that failed part way left the others
         if graceful:
             for box in self.inboxes:
                 with contextlib.suppress(Exception):
                     box.put(None)
-            for p in self.procs:
+            for p in started:
                 p.join(timeout=GRACE_S)
-        for p in self.procs:
+        for p in started:
             if p.is_alive():
                 p.terminate()
-        for p in self.procs:
+        for p in started:
             p.join()
         self.procs, self.inboxes = [], []
         if self.store:
