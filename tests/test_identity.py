@@ -49,17 +49,19 @@ def test_metric_forms_added_later_keep_the_hash_of_results_written_before_them(r
     before = {**resolved, "metrics": {"tolerance": 1e-3, "samples": 0}}  # a result of 2026-11-23
     before["train"] = {k: v for k, v in resolved["train"].items() if k != "tf32"}  # (tf32: 2026-11-25)
     assert resolved["train"]["tf32"] is True
-    assert config_hash(before, cell.stream, cell.order, cell.seed) == cell.config_hash
+    assert config_hash(before, cell.stream, cell.order, cell.seed, cell.identity_since) == cell.config_hash
 
 
 def test_the_hash_is_sha256_of_the_canonical_identity(regs):
     import hashlib
 
     cell = _cells(regs)["ewc"]
-    text = json.dumps(identity(cell.resolved(), cell.stream, cell.order, cell.seed), sort_keys=True,
+    since = cell.identity_since  # EWC's fisher_weight at its first value is left out
+    text = json.dumps(identity(cell.resolved(), cell.stream, cell.order, cell.seed, since), sort_keys=True,
                       separators=(",", ":"))
     assert cell.config_hash == hashlib.sha256(text.encode()).hexdigest()
-    assert config_hash(cell.resolved(), cell.stream, cell.order, cell.seed) == cell.config_hash
+    assert config_hash(cell.resolved(), cell.stream, cell.order, cell.seed, since) == cell.config_hash
+    assert "fisher_weight" in cell.resolved()["methods"]["ewc"]  # recorded, all the same
 
 
 def test_a_result_records_every_setting_its_cell_is_rebuilt_with_the_same_hash(regs, tmp_path, one_thread):

@@ -215,7 +215,7 @@ def test_a_stream_without_a_model_for_the_profile_names_what_would_work():
     from clbench.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"stream 'permuted-mnist' names no model for profile 'quick'; use --profile "
-                                          r"bench \(model mlp\) or paper-lps \(model mlp\), or pass --model \(cifarnet, cnn, mlp, resnet18\)"):
+                                          r"bench \(model mlp\) or paper-lps \(model mlp\), or pass --model \(cifarnet, cnn, mlp, resnet18, vit-b16\)"):
         make_plan(testing.registry(), RunRequest(methods="seqft", streams=["permuted-mnist"]))
 
 

@@ -64,6 +64,8 @@ class ViTConfig:
     multi_head: bool | None = None
 
     def __post_init__(self) -> None:
+        if self.num_heads < 1 or self.patch_size < 1:
+            return  # out of range: named by the range check
         if self.embed_dim % self.num_heads:
             raise ConfigError(f"model.embed_dim={self.embed_dim} is not a multiple of model.num_heads={self.num_heads}")
         if self.img_size % self.patch_size:
