@@ -265,19 +265,19 @@ def identity(
     out = {k: v for k, v in resolved.items() if k not in IDENTITY_EXCLUDES}
     if methods_since and isinstance(out.get("methods"), Mapping):
         out["methods"] = {
-            part: {
-                k: v for k, v in values.items() if k not in methods_since.get(part, {}) or v != methods_since[part][k]
-            }
-            if isinstance(values, Mapping)
-            else values
+            part: _left_out(values, methods_since.get(part, {})) if isinstance(values, Mapping) else values
             for part, values in out["methods"].items()
         }
     for scope, cls in (("train", cfg.TrainConfig), ("metrics", cfg.MetricsConfig)):
         if isinstance(out.get(scope), Mapping):  # settings that change no number (train.log_every)
-            since, never = cls.IDENTITY_SINCE, getattr(cls, "NOT_IDENTITY", ())
-            out[scope] = {k: v for k, v in out[scope].items() if k not in never and (k not in since or v != since[k])}
+            out[scope] = _left_out(out[scope], cls.IDENTITY_SINCE, getattr(cls, "NOT_IDENTITY", ()))
     out["cell"] = {"stream": stream, "order": str(order), "seed": int(seed)}
     return out
+
+
+def _left_out(values: Mapping[str, Any], since: Mapping[str, Any], never: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``values`` without the settings in ``never`` and those at their ``since`` value."""
+    return {k: v for k, v in values.items() if k not in never and (k not in since or v != since[k])}
 
 
 def config_hash(
