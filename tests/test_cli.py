@@ -348,3 +348,23 @@ def test_stale_lists_results_of_other_code_data_or_settings_and_exits_1(grid, tm
     code, out, err = clbench(capsys, "leaderboard", "runs", "--out", "boards", "--no-plots")
     assert code == 0, err
     assert "A record of other code" not in next((tmp_path / "boards").glob("*.md")).read_text()
+
+
+def test_a_result_read_twice_is_checked_once_and_an_edit_is_checked_again(grid, tmp_path, monkeypatch):
+    from clbench import cell
+    from clbench._core import results
+    from clbench._core.results import read_result
+
+    grid_copy(grid, tmp_path, monkeypatch, orders=["1"])
+    monkeypatch.setattr(results, "_VALIDATED", set())
+    path = next((tmp_path / "runs").rglob("result.json"))
+    checks = []
+    real = cell.validate
+    monkeypatch.setattr(cell, "validate", lambda data, p=None: checks.append(p) or real(data, p))
+    first, second = read_result(path), read_result(path)
+    assert len(checks) == 1 and first.accuracy_matrix == second.accuracy_matrix and first is not second
+    data = json.loads(path.read_text())
+    data["accuracy_matrix"][0][0] = "high"
+    path.write_text(json.dumps(data))
+    with pytest.raises(Exception, match="not a clbench result"):
+        read_result(path)

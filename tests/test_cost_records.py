@@ -74,3 +74,8 @@ def test_the_planned_flops_are_the_steps_and_the_test_batches_of_every_evaluatio
     assert planned_flops(train, splits, step=100, eval_batch=7) == (3 * 3 + 3 * 1) * 100 + 3 * (3 + 1) * 7
     fixed = SimpleNamespace(**{**vars(train), "steps_per_task": 5, "eval_limit": 4})
     assert planned_flops(fixed, splits, step=100, eval_batch=7) == 2 * 5 * 100 + 3 * (1 + 1) * 7
+    # a method's phases: 4 epochs on the first task, 2 on the second and every later one
+    three = [(25, 9), (10, 4), (30, 4)]
+    assert planned_flops(train, three, step=100, eval_batch=7, epochs=[4, 2]) == (
+        (4 * 3 + 2 * 1 + 2 * 3) * 100 + 4 * (3 + 1 + 1) * 7
+    )

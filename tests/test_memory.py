@@ -474,3 +474,26 @@ def test_a_model_evaluated_its_streams_own_way_is_planned_without_its_evaluation
     est = memory.estimate(regs, _cell(regs, "seqft"))
     assert est.terms["evaluation"] == 0 and est.terms["weights"] > 0
     assert any(n.startswith("evaluation not estimated") and "pairs" in n for n in est.notes)
+
+
+def test_the_compute_plan_counts_the_epochs_of_a_methods_phases(regs):
+    """PackNet trains each task for its train and retrain epochs (set here to 3 and 2): five passes over the task's
+    data at the step's cost, where SeqFT makes train.epochs (2) passes; the evaluations are the same."""
+    from clbench._exec.compute import planned_flops
+
+    seqft = _cell(regs, "seqft", train__epochs=2)
+    packnet = _cell(regs, "packnet", train__epochs=2, packnet__train_epochs=3, packnet__retrain_epochs=2)
+    plans = {}
+    for cell in (seqft, packnet):
+        flops: dict[str, int] = {}
+        memory._measure(regs, cell, torch.device("cpu"), flops=flops)  # PackNet's masks need real values
+        plans[cell.method] = flops
+    assert plans["seqft"]["epochs:0"] == plans["seqft"]["epochs:1"] == 2
+    assert plans["packnet"]["epochs:0"] == plans["packnet"]["epochs:1"] == 5
+    from clbench._exec.runner import build_stream
+
+    stream = build_stream(regs, packnet)
+    splits = [(len(stream.data(t).train), len(stream.data(t).test)) for t in stream.order("1")]
+    p = plans["packnet"]
+    assert p["cell"] == planned_flops(packnet.train, splits, p["step"], p["eval"], [5])
+    assert p["cell"] > planned_flops(packnet.train, splits, p["step"], p["eval"])  # train.epochs alone: 2

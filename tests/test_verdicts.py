@@ -282,3 +282,18 @@ def test_margins_are_fixed_per_scenario_and_named_in_the_caption():
     assert Judging().rule("seq-mnist", "class-incremental").margin_from == "the class-incremental default"
     with pytest.raises(ValueError, match="expected Δ ≥ 0"):
         parse_margins(["x=-1"])
+
+
+def test_t_interval_is_scipy_paired_t_interval_to_the_last_bit():
+    from scipy import stats
+
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        d = np.round(rng.normal(rng.normal(0, 5), rng.exponential(3), size=rng.integers(2, 30)), 2)
+        if np.ptp(d) == 0:
+            continue
+        for level in (0.9, 0.95):
+            ci = stats.ttest_1samp(d, 0.0).confidence_interval(level)
+            assert v.t_interval(list(d), level) == (float(ci.low), float(ci.high))
+    assert v.t_interval([1.5, 1.5, 1.5], 0.9) == (1.5, 1.5)
+    assert v.t_interval([2.0], 0.9) is None

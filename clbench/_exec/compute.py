@@ -10,6 +10,7 @@ pass through the model's own ``forward`` is not counted: a method calling a subm
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,14 +54,25 @@ def batch_size(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
     return 0
 
 
-def planned_flops(train: Any, splits: list[tuple[int, int]], step: int, eval_batch: int) -> int:
+def planned_flops(
+    train: Any, splits: list[tuple[int, int]], step: int, eval_batch: int, epochs: Sequence[int] = ()
+) -> int:
     """A cell's floating-point operations as its plan counts them (``clbench run --dry-run``): each task's optimizer
-    steps (``train.steps_per_task``, else epochs × its training batches) at ``step`` FLOPs (one optimizer step's
+    steps (``train.steps_per_task``, else its epochs × its training batches) at ``step`` FLOPs (one optimizer step's
     forwards and backwards, measured on the costliest batch), and every evaluation (the untrained row, then after
     each task, each task's test batches) at ``eval_batch`` FLOPs a batch. ``splits``: each task's (training, test)
-    examples. What a method computes outside its steps (EWC's Fisher, GDumb's retraining, a phase of its own epochs)
-    is not counted: a lower bound for those."""
-    steps = sum(train.steps_per_task or train.epochs * -(-n_train // train.batch_size) for n_train, _ in splits)
+    examples. ``epochs``: the epochs over the task's data of the method's phases, task by task (LPS's warm-up, ADMM
+    and retrain: 150 a task in paper-lps), the last one for every later task; empty: ``train.epochs``. What a method
+    computes outside its steps (EWC's Fisher, GDumb's retraining, a phase over batches of its own) is not counted:
+    a lower bound for those."""
+
+    def task_epochs(i: int) -> int:
+        return epochs[min(i, len(epochs) - 1)] if epochs else train.epochs
+
+    steps = sum(
+        train.steps_per_task or task_epochs(i) * -(-n_train // train.batch_size)
+        for i, (n_train, _) in enumerate(splits)
+    )
     limit = train.eval_limit or None
     batches = sum(-(-min(n_test, limit or n_test) // train.eval_batch_size) for _, n_test in splits)
     return steps * step + (len(splits) + 1) * batches * eval_batch

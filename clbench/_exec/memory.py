@@ -105,14 +105,17 @@ def _task(
     activations into ``parts``. The second step is a phase's steady state: torch's optimizers create their state in
     their first step, so the first step's backward and ``after_backward`` (EWC's penalty gradient, formed a parameter
     at a time) run without it, and every later one with it. ``flops``: its "step" gets the first phase's second step's
-    floating-point operations (:class:`~clbench._exec.compute.FlopCount`), times ``train.grad_accum``."""
+    floating-point operations (:class:`~clbench._exec.compute.FlopCount`), times ``train.grad_accum``, and
+    ``epochs:<index>`` the task's epochs over its own data, summed over its phases."""
     task = ctx.order[index]
     batch = _largest_examples(ctx.data(method.method.train_tasks(index)[0]).train, ctx.train.micro_batch_size, task).to(
         ctx.device
     )
     after_backward, after_step = step_hooks(method.method)
     seed_torch(derive_seed(ctx.seed, index + 1))  # as the runner seeds a task: what a step draws (a replay batch)
-    for _, _, params, opt in task_phases(model, method.method, ctx, index):
+    epochs = 0
+    for _, phase, params, opt in task_phases(model, method.method, ctx, index):
+        epochs += phase.epochs if phase.batches is None else 0  # a phase over batches of its own is not planned
         before = mode.now
         for k in range(2):
             start = mode.now
@@ -136,6 +139,8 @@ def _task(
             parts["optimizer"] = max(parts.get("optimizer", 0), mode.now - before - grads)
             model.zero_grad(set_to_none=True)
         del opt  # the next phase's optimizer is built once this one is freed
+    if flops is not None:
+        flops[f"epochs:{index}"] = epochs
 
 
 def _measure(
@@ -197,7 +202,7 @@ def _measure(
         parts["method"] = mode.now - parts["weights"] - masters
         if len(order) > 1:
             method.before_task(order[1], 1)
-            _task(model, checked, ctx, 1, mode, parts)
+            _task(model, checked, ctx, 1, mode, parts, flops)
             gc.collect()
         try:
             parts["evaluation"] = _evaluation(model, method, ctx, mode, flops)
@@ -207,7 +212,8 @@ def _measure(
     parts["optimizer"] = parts.get("optimizer", 0) + masters
     if flops is not None:
         splits = [(len(ctx.data(t).train), len(ctx.data(t).test)) for t in order]
-        flops["cell"] = planned_flops(cell.train, splits, flops.get("step", 0), flops.get("eval", 0))
+        epochs = [flops[f"epochs:{i}"] for i in range(2) if f"epochs:{i}" in flops]
+        flops["cell"] = planned_flops(cell.train, splits, flops.get("step", 0), flops.get("eval", 0), epochs)
     return {k: parts.get(k, 0) for k in TERMS}, mode.top, notes
 
 

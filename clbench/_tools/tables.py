@@ -140,6 +140,8 @@ def complete_seeds(df: pd.DataFrame) -> int:
 
 def diverged_note(cells: pd.DataFrame) -> str | None:
     """``diverged (d of n cells)`` when some of these cells (one row per cell and metric) diverged, else None."""
+    if not (cells["status"].to_numpy() == "diverged").any():
+        return None
     status = cells.drop_duplicates(["order", "seed"])["status"]
     d = int((status == "diverged").sum())
     return f"diverged ({d} of {len(status)} cell{'s' if len(status) != 1 else ''})" if d else None
@@ -164,13 +166,19 @@ def _judge_metric(
     df: pd.DataFrame, metric: MetricSpec, methods: Sequence[str], specs: Mapping[str, MethodSpec] | None, rule: V.Rule
 ) -> V.Table:
     """The verdict rule on one metric's pooled cells (rows with a diverged cell left out)."""
-    values = df[df["metric"] == metric.name]
+    values = _groups(df[df["metric"] == metric.name], "method")
+    by_method = _groups(df, "method")
     rows = [
-        V.Row(m, _cell_values(values[values["method"] == m]), is_oracle(m, specs))
+        V.Row(m, _cell_values(values.get(m, df.iloc[:0])), is_oracle(m, specs))
         for m in methods
-        if not diverged_note(df[df["method"] == m])
+        if not diverged_note(by_method.get(m, df.iloc[:0]))
     ]
     return V.judge(rows, metric.direction, rule)
+
+
+def _groups(df: pd.DataFrame, *keys: str) -> dict:
+    """``df``'s rows by the values of ``keys`` (one pass; a boolean mask a key would scan the frame each time)."""
+    return dict(tuple(df.groupby(list(keys) if len(keys) > 1 else keys[0], sort=False)))
 
 
 def bold_rows(table: V.Table) -> set[str]:
@@ -197,14 +205,20 @@ def metric_table(
     methods = list(methods) if methods is not None else sorted(df["method"].unique(), key=label_key)
     labels = labels or {}
     values = df[(df["metric"] == metric.name)]
+    none = df.iloc[:0]
+    by_method, by_cell, values_by_cell = (
+        _groups(df, "method"),
+        _groups(df, "method", "order"),
+        _groups(values, "method", "order"),
+    )
     table = []
     for method in methods:
         row = [labels.get(method, method)]
         pooled: list[float] = []
         row_errors = 0
         for order in orders:
-            cells = df[(df["method"] == method) & (df["order"] == order)]
-            got = values[(values["method"] == method) & (values["order"] == order)].sort_values("seed")
+            cells = by_cell.get((method, order), none)
+            got = values_by_cell.get((method, order), none).sort_values("seed")
             numbers = [float(v) for v in got.loc[_has_value(got["value"]), "value"]]
             failed = got[_has_error(got["error"])]
             pooled += numbers
@@ -222,7 +236,7 @@ def metric_table(
                 row.append(NA)
             else:
                 row.append(", ".join(sorted(set(cells["status"]))))
-        row_diverged = diverged_note(df[df["method"] == method])
+        row_diverged = diverged_note(by_method.get(method, none))
         if row_diverged:
             row.append(row_diverged)
         elif pooled:
