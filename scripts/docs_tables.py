@@ -538,7 +538,7 @@ def calibrate(seqlora: list[Any], form: str, target: float = PAPER_SEQLORA_ACR) 
 
     if not mean_acr(hi) <= target <= mean_acr(lo):
         raise DocsTableError(f"seqlora's ACR ({form}) does not reach {target} for any τ in the search range")
-    for _ in range(40):
+    while hi - lo > 1e-6:  # τ to a relative 1e-6: far below the two digits it is shown with
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if mean_acr(mid) > target else (lo, mid)
     return math.exp((lo + hi) / 2)

@@ -43,6 +43,16 @@ def test_gram_schmidt_extends_an_orthonormal_set_to_a_larger_one():
     assert torch.equal(out[:3], rows[:3])
     torch.testing.assert_close(out @ out.T, torch.eye(7), atol=1e-5, rtol=0)
     assert ortho_penalty(out) < 1e-10 and ortho_penalty(torch.ones(3, 4)) > 1
+    # the released code's loop, one projection at a time, with the same draws
+    g, looped = torch.Generator().manual_seed(0), rows.clone()
+    for k in range(3, 7):
+        v = torch.randn(10, generator=g)
+        u = v.clone()
+        for j in range(k):
+            u -= (v @ looped[j]) / (looped[j] @ looped[j]) * looped[j]
+        looped[k] = u
+    looped[3:] /= looped[3:].norm(dim=1, keepdim=True)
+    torch.testing.assert_close(out, looped, atol=1e-6, rtol=0)
 
 
 def test_coda_prefix_is_the_cosine_weighted_sum_of_the_components_so_far():

@@ -30,11 +30,8 @@ def gram_schmidt(rows: Tensor, start: int, stop: int, generator: torch.Generator
     out = rows.detach().clone()
     for k in range(start, stop):
         v = torch.randn(out.shape[1], generator=generator).to(out)
-        u = v.clone()
-        for j in range(k):
-            w = out[j]
-            u -= (v @ w) / (w @ w) * w
-        out[k] = u
+        w = out[:k]  # the released code subtracts v's projection on each earlier row in a loop: one product here
+        out[k] = v - ((w @ v) / (w * w).sum(dim=1)) @ w
     out[start:stop] /= out[start:stop].norm(dim=1, keepdim=True)
     return out
 
