@@ -67,11 +67,6 @@ CAUSES: dict[tuple[str, str, str], str] = {
         "mode; clbench's LwF has no warm-up and distils from the previous model's logits of each batch. Which of "
         "them moves the Task-IL number is open (the Class-IL row, where both collapse, reproduces)"
     ),
-    ("paper-der-500", "seq-mnist", "derpp"): (
-        "2 of 5 seeds: the run was stopped at the end of the session that made it (its wall time is therefore not "
-        "recorded); `clbench run --profile paper-der-500 --stream seq-mnist --data-dir DIR --out "
-        "results/paper-der/buffer-500` resumes it"
-    ),
     ("paper-der", "perm-mnist", "ewc"): (
         "not resolved with 5 seeds: the interval lies under the paper's number and crosses −τ. A known difference is "
         "now a setting and is not the cause: Mammoth's oEWC weights each example's squared gradient in its Fisher by "
@@ -80,13 +75,20 @@ CAUSES: dict[tuple[str, str, str], str] = {
         "per-example squares and mean, penalty 2·e_lambda/2 and decay γ). Under the code's form the row comes out "
         "further below (*One setting changed*, below): the weighting shrinks the penalty. Open"
     ),
-    **{("paper-der", "rot-mnist", m): (
+    **{(p, "rot-mnist", m): (
         ("above" if m in ("seqft", "si") else "not resolved with 5 seeds: the interval crosses τ") + ". Known "
         "difference: clbench draws the 20 angles once, the same for every seed (a fixed generator per task); "
         "Mammoth's Rotation draws them anew each run (numpy's unseeded generator), so the paper's mean averages over "
         "draws and clbench's is one draw's. How close the last tasks' angles lie to the earlier ones sets how much "
-        "SGD and SI forget; drawing the angles from the seed is not a setting yet: open"
-    ) for m in ("seqft", "si", "ewc", "agem")},
+        "a method forgets; drawing the angles from the seed is not a setting yet: open"
+    ) for p, methods in (("paper-der", ("seqft", "si", "ewc", "agem")), ("paper-der-500", ("gem", "agem")))
+      for m in methods},
+    ("paper-der-500", "perm-mnist", "agem"): (
+        "not resolved with 5 seeds: the interval reaches past +τ (the clbench row's spread is the column's largest). "
+        "Known differences: clbench keeps the first 25 of a shuffle of each finished task (500 over 20 tasks; "
+        "Mammoth: a random 25) and draws the reference gradient's 128 from them as the code does; its permutations "
+        "are drawn once for every seed, Mammoth's anew each run (as R-MNIST's angles); open"
+    ),
     ("paper-der", "seq-mnist", "derpp"): (
         "not separated with 5 seeds: the interval reaches past −τ. Known difference: while the buffer holds fewer "
         "than the 128 examples drawn (the first 13 steps), clbench draws with replacement, Mammoth draws every "
