@@ -84,7 +84,7 @@ CAUSES: dict[tuple[str, str, str], str] = {
     ) for p, methods in (("paper-der", ("seqft", "si", "ewc", "agem")), ("paper-der-500", ("gem", "agem")))
       for m in methods},
     ("paper-der-500", "perm-mnist", "agem"): (
-        "not resolved with 5 seeds: the interval reaches past +τ (the clbench row's spread is the column's largest). "
+        "not resolved with 5 seeds: the interval reaches past +τ. "
         "Known differences: clbench keeps the first 25 of a shuffle of each finished task (500 over 20 tasks; "
         "Mammoth: a random 25) and draws the reference gradient's 128 from them as the code does; its permutations "
         "are drawn once for every seed, Mammoth's anew each run (as R-MNIST's angles); open"
