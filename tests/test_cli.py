@@ -354,6 +354,7 @@ def test_a_result_read_twice_is_checked_once_and_an_edit_is_checked_again(grid, 
     from clbench import cell
     from clbench._core import results
     from clbench._core.results import read_result
+    from clbench.errors import ResultFileError
 
     grid_copy(grid, tmp_path, monkeypatch, orders=["1"])
     monkeypatch.setattr(results, "_VALIDATED", set())
@@ -366,5 +367,5 @@ def test_a_result_read_twice_is_checked_once_and_an_edit_is_checked_again(grid, 
     data = json.loads(path.read_text())
     data["accuracy_matrix"][0][0] = "high"
     path.write_text(json.dumps(data))
-    with pytest.raises(Exception, match="not a clbench result"):
+    with pytest.raises(ResultFileError, match="not a clbench result"):
         read_result(path)

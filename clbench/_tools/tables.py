@@ -10,6 +10,7 @@ import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from tabulate import tabulate
@@ -176,7 +177,7 @@ def _judge_metric(
     return V.judge(rows, metric.direction, rule)
 
 
-def _groups(df: pd.DataFrame, *keys: str) -> dict:
+def _groups(df: pd.DataFrame, *keys: str) -> dict[Any, pd.DataFrame]:
     """``df``'s rows by the values of ``keys`` (one pass; a boolean mask a key would scan the frame each time)."""
     return dict(tuple(df.groupby(list(keys) if len(keys) > 1 else keys[0], sort=False)))
 
