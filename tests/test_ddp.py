@@ -293,18 +293,13 @@ def test_torchrun_processes_are_the_ranks(tmp_path, grids):
 
 
 @pytest.mark.slow
-def test_a_ray_task_runs_its_cell_on_nproc_ranks(tmp_path, grids):
+def test_a_ray_task_runs_its_cell_on_nproc_ranks(tmp_path, grids, local_ray):
     """`--executor ray --nproc 2` (on GPUs: `--cell-gpus 2`): the ranks are processes of the cell's Ray task."""
-    ray = pytest.importorskip("ray")
     regs = testing.registry()
     req = _request(tmp_path, "ewc", "split-digits", "quick", sets={"train.epochs": [1], "train.lr": [0.0125]},
                    orders=["1"])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-    try:
-        [result] = execute(make_plan(regs, req), regs, executor="ray", progress=False,
-                           options={"nproc": 2, "cell_cpus": 2})
-    finally:
-        ray.shutdown()
+    [result] = execute(make_plan(regs, req), regs, executor="ray", progress=False,
+                       options={"nproc": 2, "cell_cpus": 2})
     assert result.status == "complete", result.error
     assert result.env["world_size"] == 2
     assert result.footprints["sha256"] == grids["two ranks"]["ewc"].footprints["sha256"]

@@ -8,15 +8,7 @@ from clbench import testing
 from clbench._core.plan import RunRequest, make_plan
 from clbench._exec.executors import execute
 
-pytestmark = pytest.mark.slow  # a local Ray starts in seconds and starves on a busy 2-core machine
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    ray = pytest.importorskip("ray")  # here, not at import: collecting the suite never imports Ray
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-    yield
-    ray.shutdown()
+pytestmark = pytest.mark.slow  # a local Ray (tests/conftest.py) takes seconds to start
 
 
 def _plan(regs, out):
