@@ -99,17 +99,37 @@ def _label(label: str, sweep: Mapping[str, Any]) -> str:
     )
 
 
+Scoped = dict[str, dict[str, Any]]  # {"train": {"lr": 1e-3}, "ewc": {...}, "": {"model": "mlp"}}
+Layer = tuple[str, Scoped]  # (where the values come from, the values)
+
+
+def _preset_layers(
+    presets: Mapping[str, Mapping[str, Any]], profile: str, stream: str, order: str, owner: str
+) -> list[Layer]:
+    """A plugin's presets for a cell, least specific key first (:func:`clbench.config.preset_values`' order)."""
+    keys = (profile, f"{profile}/{stream}", f"{profile}/{stream}/{order}")
+    return [(f"{owner} preset {key!r}", cfg.split_scoped(presets[key])) for key in keys if presets.get(key)]
+
+
+def _merged(chain: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for _, values in chain:
+        out.update(values)
+    return out
+
+
 @dataclass
 class _Layers:
-    """The settings of one cell, lowest first: the stream's presets, each method part's, the profile's row for the
-    label (``ProfileSpec.rows``), the profile's ``sets`` and the user's ``--set``; each scoped (``{"train": {...},
-    "ewc": {...}, "": {"model": ...}}``)."""
+    """The settings of one cell as named layers, lowest first: the stream's presets, each method part's, the
+    profile's row for the label (``ProfileSpec.rows``), the profile's ``sets`` and the user's ``--set``. Each
+    setting is resolved from a chain of them (:meth:`scope`, :meth:`stream_scope`, :meth:`method`); the same
+    chains say where each value came from (:meth:`origins`)."""
 
-    stream: dict[str, dict[str, Any]]
-    methods: list[dict[str, dict[str, Any]]]
-    row: dict[str, dict[str, Any]]
-    profile: dict[str, dict[str, Any]]
-    user: dict[str, dict[str, Any]]
+    stream: list[Layer]
+    methods: list[list[Layer]]
+    row: Scoped
+    profile: Scoped
+    user: Scoped
 
     @classmethod
     def of(
@@ -123,32 +143,65 @@ class _Layers:
         row: Mapping[str, Any] = {},  # noqa: B006 (read, never written)
     ) -> _Layers:
         return cls(
-            cfg.split_scoped(cfg.preset_values(sspec.presets, profile, sspec.name, order)),
-            [cfg.split_scoped(cfg.preset_values(m.presets, profile, sspec.name, order)) for m in mspecs],
+            _preset_layers(sspec.presets, profile, sspec.name, order, f"stream {sspec.name}"),
+            [_preset_layers(m.presets, profile, sspec.name, order, f"method {m.name}") for m in mspecs],
             cfg.split_scoped(row),
             cfg.split_scoped(profile_sets),
             cfg.split_scoped(user_sets),
         )
 
-    def model_name(self) -> str | None:
-        """The model the presets name: the first method part's, else the stream's."""
-        return next((mp[""]["model"] for mp in self.methods if "model" in mp.get("", {})), None) or self.stream.get(
-            "", {}
-        ).get("model")
+    def _top(self, scope: str) -> list[tuple[str, Mapping[str, Any]]]:
+        """The layers above the plugins' presets: the profile's row for the label, its sets, the user's."""
+        return [
+            ("profile row", self.row.get(scope, {})),
+            ("profile sets", self.profile.get(scope, {})),
+            ("--set", self.user.get(scope, {})),
+        ]
+
+    def chain(self, scope: str) -> list[tuple[str, Mapping[str, Any]]]:
+        """``train``, ``metrics`` or ``model``: every layer, method presets between the stream's and the profile's
+        (a later method part's over an earlier one's)."""
+        presets = [*self.stream, *(layer for part in self.methods for layer in part)]
+        return [(name, values.get(scope, {})) for name, values in presets] + self._top(scope)
+
+    def stream_chain(self) -> list[tuple[str, Mapping[str, Any]]]:
+        """``stream``: the stream's presets, the profile's sets and the user's (no method or row sets a stream)."""
+        return [(name, values.get("stream", {})) for name, values in self.stream] + self._top("stream")[1:]
+
+    def method_chain(self, index: int, name: str) -> list[tuple[str, Mapping[str, Any]]]:
+        """A method part's own settings: its presets' unscoped keys (but ``model``), then the row, profile, user."""
+        own = [(n, {k: v for k, v in values.get("", {}).items() if k != "model"}) for n, values in self.methods[index]]
+        return own + self._top(name)
+
+    def model_name(self) -> tuple[str, str] | None:
+        """The model the presets name, and which preset: the first method part's, else the stream's."""
+        for part in [*self.methods, self.stream]:
+            named = [(values[""]["model"], name) for name, values in part if "model" in values.get("", {})]
+            if named:
+                return named[-1]
+        return None
 
     def scope(self, scope: str) -> dict[str, Any]:
-        """``train``, ``metrics`` or ``model``: every layer, method presets between the stream's and the profile's."""
-        values = _select(self.stream, scope)
-        for mp in self.methods:
-            values.update(_select(mp, scope))
-        return {**values, **_select(self.row, scope), **_select(self.profile, scope), **_select(self.user, scope)}
+        return _merged(self.chain(scope))
 
     def stream_scope(self) -> dict[str, Any]:
-        return {**_select(self.stream, "stream"), **_select(self.profile, "stream"), **_select(self.user, "stream")}
+        return _merged(self.stream_chain())
 
     def method(self, index: int, name: str) -> dict[str, Any]:
-        values = {k: v for k, v in self.methods[index].get("", {}).items() if k != "model"}
-        return {**values, **_select(self.row, name), **_select(self.profile, name), **_select(self.user, name)}
+        return _merged(self.method_chain(index, name))
+
+    def origins(self, parts: Sequence[str]) -> dict[str, list[tuple[str, Any]]]:
+        """Per ``--set`` key a layer sets (``train.lr``, ``ewc.lambda``, ``stream.tasks``), every layer that sets
+        it with its value, lowest first: the last one is the value the cell resolved."""
+        chains = {s: self.chain(s) for s in ("train", "metrics", "model")}
+        chains["stream"] = self.stream_chain()
+        chains.update({p: self.method_chain(i, p) for i, p in enumerate(parts)})
+        out: dict[str, list[tuple[str, Any]]] = {}
+        for scope, chain in chains.items():
+            for layer, values in chain:
+                for key, value in values.items():
+                    out.setdefault(f"{scope}.{cfg.public_name(key)}", []).append((layer, value))
+        return out
 
 
 def _make_cell(
@@ -169,7 +222,8 @@ def _make_cell(
     """The cell of one method label, stream order, seed and sweep point, or why its methods do not fit; ``row``: the
     profile's settings for the label on this stream (``ProfileSpec.rows``)."""
     layers = _Layers.of(profile, profile_sets, sspec, order, mspecs, user_sets, row)
-    model_name = req.model or layers.model_name()
+    named = layers.model_name()
+    model_name = req.model or (named[0] if named else None)
     if model_name is None:
         raise ConfigError(f"stream {sspec.name!r} names no model for profile {profile!r}; {_model_hint(regs, sspec)}")
     mspec = regs.models.get(model_name)
@@ -229,6 +283,63 @@ def _make_cell(
         sweep=dict(sweep),
         tasks=tuple(stream.order(order)),
     )
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where one setting of a cell came from: ``layer`` set ``value`` (``default``: no layer set it), over the
+    values of the lower layers in ``shadowed`` (layer, value), lowest first."""
+
+    key: str
+    value: Any
+    layer: str
+    shadowed: tuple[tuple[str, Any], ...] = ()
+
+
+def explain(regs: Registries, req: RunRequest, cell: Cell) -> list[Origin]:
+    """Every setting of ``cell`` (planned from ``req``) with the layer that gave its value: a preset of the stream
+    or a method part (by its key), the profile's row or sets, ``--set``, ``--data-dir``, ``--model-path``,
+    ``--model``, or the default. What ``clbench run --explain`` prints."""
+    profile = regs.profiles.get(cell.profile)
+    sspec = regs.streams.get(cell.stream)
+    label = cell.method.split("@", 1)[0]
+    single = {k: v[0] for k, v in req.sets.items() if len(v) == 1}
+    layers = _Layers.of(
+        profile.name,
+        profile.sets,
+        sspec,
+        cell.order,
+        [regs.methods.get(p) for p in cell.parts],
+        {**single, **cell.sweep},
+        profile.rows.get(sspec.name, {}).get(label, {}),
+    )
+    found = layers.origins(cell.parts)
+    mspec = regs.models.get(cell.model)
+    for flag, value, scope, key in (
+        ("--data-dir", req.data_dir, "stream", sspec.data_dir_field),
+        ("--model-path", req.model_path, "model", mspec.weights_field),
+    ):
+        chain = found.get(f"{scope}.{key}", [])
+        if value is not None and key and not any(layer == "--set" for layer, _ in chain):
+            found[f"{scope}.{key}"] = [*chain, (flag, value)]
+    named = layers.model_name()
+    found["model"] = [(named[1], named[0])] if named else []
+    if req.model:
+        found["model"].append(("--model", req.model))
+    config = cell.resolved()
+    values: dict[str, Any] = {"model": cell.model}
+    for scope in ("train", "model", "stream", "metrics"):
+        values.update({f"{scope}.{k}": v for k, v in config[scope].items() if not (scope == "model" and k == "name")})
+    for part, settings in config["methods"].items():
+        values.update({f"{part}.{k}": v for k, v in settings.items()})
+    out = []
+    for key, value in values.items():
+        layers_of = found.get(key)
+        if layers_of:
+            out.append(Origin(key, value, layers_of[-1][0], tuple(layers_of[:-1])))
+        else:
+            out.append(Origin(key, value, "default"))
+    return out
 
 
 def _check_class_incremental(train: cfg.TrainConfig, stream: Stream) -> None:

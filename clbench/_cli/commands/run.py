@@ -145,7 +145,18 @@ class Jobs(click.ParamType):
     "that makes one; --no-leaderboard is accepted and does nothing).",
 )
 @click.option("--progress/--no-progress", default=True, help="Progress bars.")
-@click.option("-v", "--verbose", is_flag=True, help="List each method and stream left out of --methods all, and why.")
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="List each method and stream left out of --methods all, and why; with --explain, the defaults too.",
+)
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Print every setting the cells take and where its value came from (a stream's or method's preset, the "
+    "profile, --set, a flag, the default), then stop; with --dry-run, the memory plan follows.",
+)
 @click.option(
     "--dry-run",
     is_flag=True,
@@ -180,6 +191,7 @@ def command(
     write_board: bool,
     progress: bool,
     verbose: bool,
+    explain: bool,
     dry_run: bool,
     device_memory: str | None,
     **options: Any,
@@ -233,6 +245,10 @@ def command(
         sys.exit(summary(results, getattr(results, "faults", ()))[1])
     for line in _plan_lines(regs, plan, verbose):
         click.echo(line, err=True)
+    if explain:
+        click.echo("\n".join(explain_lines(regs, req, plan.cells, verbose)))
+        if not dry_run:
+            sys.exit(0)
     _memory_plan(regs, plan.cells, dry_run, device_memory, progress)
     freeze_loaded()  # each cell's objects are then collected after it for ~0.1 ms (clbench._exec.runner.release)
     try:
@@ -260,6 +276,39 @@ def command(
     for line in lines:
         click.echo(line, err=True)
     sys.exit(code)
+
+
+def explain_lines(regs: Registries, req: Any, cells: Sequence[Any], defaults: bool = False) -> list[str]:
+    """Each group of cells that take the same settings from the same places (a method on a stream: its orders and
+    seeds), then one line a setting: its value, the layer it came from and the lower layers' values it replaced.
+    Settings at their default are counted, or listed with ``defaults``."""
+    import dataclasses
+    import json
+
+    from clbench._core.cells import explain
+
+    def shown(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value
+
+    groups: dict[tuple[str, str, str], tuple[list[Any], list[Any]]] = {}
+    for c in cells:
+        rows = explain(regs, req, c)
+        same = json.dumps([dataclasses.astuple(r) for r in rows], default=str)  # (values may be lists)
+        groups.setdefault((c.stream, c.method, same), (rows, []))[1].append(c)
+    lines = []
+    for (stream, method, _), (rows, group) in groups.items():
+        orders = ", ".join(dict.fromkeys(c.order for c in group))
+        seeds = ", ".join(dict.fromkeys(str(c.seed) for c in group))
+        lines += ["", f"{method} on {stream} (order {orders}; seed {seeds}: {count(len(group), 'cell')})"]
+        chosen = [r for r in rows if defaults or r.layer != "default"]
+        width = max((len(r.key) for r in chosen), default=0)
+        values = min(max((len(shown(r.value)) for r in chosen), default=0), 24)  # (a long path is not a column)
+        for r in chosen:
+            over = "; over " + ", ".join(f"{layer}: {shown(v)}" for layer, v in r.shadowed) if r.shadowed else ""
+            lines.append(f"  {r.key:<{width}}  {shown(r.value):<{values}}  ← {r.layer}{over}")
+        if not defaults:
+            lines.append(f"  ({count(len(rows) - len(chosen), 'other setting')} at the default: -v lists them)")
+    return lines
 
 
 def _check_executor_options(regs: Registries, executor: str, options: Mapping[str, Any]) -> None:
