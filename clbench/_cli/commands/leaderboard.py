@@ -5,15 +5,16 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import pandas as pd
 
 from clbench._cli.commands._common import comma_set, margin_option, skipping
 from clbench._core.registry import Registries
-from clbench._tools.tables import Judging
 from clbench.errors import ClbenchError
+
+if TYPE_CHECKING:  # pandas and scipy load when the command runs: `clbench --help` and `list` need neither
+    from clbench._tools.tables import Judging
 
 FORMATS = {"md": ".md", "csv": ".csv", "json": ".json", "latex": ".tex"}
 
@@ -156,6 +157,8 @@ def command(
         raise ClbenchError(
             f"--reference {reference}: no cell of that method in these results; they hold {', '.join(known)}"
         )
+    from clbench._tools.tables import Judging
+
     judging = Judging(margins, reference)
     try:
         stale = _write_leaderboards(regs, results, out, plots, heatmaps, check, judging)
@@ -218,6 +221,8 @@ def _latex(df: Any) -> str:
     objectives = [m for m in ("F.Ra", "BWT", "LA", "AIA", "FWT") if f"{m} mean" in df]
     blocks = []
     for (stream, scenario), group in df.groupby(["stream", "scenario"], sort=True):
+        import pandas as pd
+
         shown = pd.DataFrame(
             {
                 "rank": group["rank"],
