@@ -89,3 +89,29 @@ def test_run_explain_prints_the_trace_and_trains_nothing(tmp_path, capsys):
     [lr] = [line for line in lines if line.split()[:1] == ["train.lr"]]
     assert lr.split()[1:4] == ["0.03", "←", "--set;"]
     assert lines[-1].strip().endswith("at the default: -v lists them)")
+
+
+class _StreamSettingsInPresets:
+    """A method preset and an order's preset that set a stream setting: neither can apply to a stream built once
+    for every method and order of a run."""
+
+    @hookimpl
+    def clbench_add_methods(self):
+        base = testing.registry().methods.get("ewc")
+        return [dataclasses.replace(base, name="ewc-s", presets={f"quick/{STREAM}": {"stream.val_fraction": 0.2}})]
+
+    @hookimpl
+    def clbench_add_streams(self):
+        base = testing.registry().streams.get(STREAM)
+        return [dataclasses.replace(base, name="digits-o", presets={
+            **base.presets, "quick/digits-o/1": {"stream.val_fraction": 0.2}})]
+
+
+@pytest.mark.parametrize(("method", "stream", "owner"), [("ewc-s", STREAM, "method 'ewc-s'"),
+                                                         ("ewc", "digits-o", "stream 'digits-o'")])
+def test_a_stream_setting_in_a_method_or_order_preset_is_refused(tmp_path, method, stream, owner):
+    from clbench.errors import PluginError
+
+    regs = testing.registry(_StreamSettingsInPresets())
+    with pytest.raises(PluginError, match=rf"{owner}.* sets stream\.val_fraction: a stream's settings are the same"):
+        make_plan(regs, RunRequest(methods=method, streams=[stream], seeds=[0], orders=["1"], out=tmp_path))

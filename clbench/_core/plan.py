@@ -17,7 +17,7 @@ from typing import Any
 from clbench import config as cfg
 from clbench._core import provenance
 from clbench._core.boundary import blame, check_type, describe
-from clbench._core.cells import RunRequest, _make_cell, _with_path
+from clbench._core.cells import RunRequest, _Layers, _make_cell, _with_path
 from clbench._core.placement import place
 from clbench._core.registry import Registries, Registry
 from clbench.cell import RESERVED_SCOPES, SEED_LIMIT, TEST_PROFILE, Cell, Plan
@@ -62,7 +62,7 @@ def make_plan(regs: Registries, req: RunRequest) -> Plan:
     known_orders: dict[str, list[str]] = {}
     for sspec in streams:
         preset = methods.presets[sspec.name]
-        stream = _build_stream(regs, req, profile, sspec, preset, sweep.single)
+        stream = _build_stream(regs, req, profile, sspec, sweep.single)
         known_orders[sspec.name] = list(stream.orders)
         orders, seeds = _orders_and_seeds(regs, req, profile, sspec, stream, preset)
         labels = methods.on_stream[sspec.name]
@@ -203,16 +203,12 @@ def _build_stream(
     req: RunRequest,
     profile: ProfileSpec,
     sspec: StreamSpec,
-    preset: Mapping[str, Any],
     single: Mapping[str, Any],
 ) -> Stream:
     """The stream with its settings (preset, profile, ``--set``, ``--data-dir``); a plugin's fault names it."""
-    values = {
-        **cfg.split_scoped(preset).get("stream", {}),
-        **cfg.split_scoped({**profile.sets, **single}).get("stream", {}),
-    }
+    layers = _Layers.of(profile.name, profile.sets, sspec, "", (), single)  # the cells' stream settings, by one rule
     values = _with_path(
-        sspec.config_cls, values, sspec.data_dir_field, req.data_dir, cfg.split_scoped(single).get("stream", {})
+        sspec.config_cls, layers.stream_scope(), sspec.data_dir_field, req.data_dir, layers.user.get("stream", {})
     )
     config = cfg.apply(sspec.config_cls, None, values, "stream")
     origin = regs.streams.origins.get(sspec.name)
@@ -364,8 +360,14 @@ def _check_presets(
         for key in spec.presets:
             parts = str(key).split("/")
             problem, maybe_disabled = None, False
+            streamed = [k for k in spec.presets[key] if str(k).startswith("stream.")]
             if len(parts) > 3 or not all(parts):
                 problem = "is not 'profile', 'profile/stream' or 'profile/stream/order'"
+            elif streamed and (reg is regs.methods or len(parts) == 3):  # a stream is built once for a run
+                problem = (
+                    f"sets {', '.join(streamed)}: a stream's settings are the same for every method and order of a "
+                    "run (set them in the stream's 'profile' or 'profile/stream' preset)"
+                )
             elif parts[0] not in regs.profiles and parts[0] != TEST_PROFILE:
                 problem, maybe_disabled = _unknown("profile", parts[0], regs.profiles), True
             elif len(parts) > 1 and parts[1] not in regs.streams:
