@@ -156,3 +156,21 @@ def test_the_resolved_configuration_is_built_once_per_cell_and_survives_pickling
     other = dataclasses.replace(cell, train=dataclasses.replace(cell.train, lr=0.5))
     assert other.resolved()["train"]["lr"] == 0.5 and first["train"]["lr"] == cell.train.lr != 0.5
     assert other.config_hash != cell.config_hash
+
+
+def test_a_stored_setting_renamed_since_reads_with_the_file_and_the_version_that_made_it(tmp_path):
+    import copy
+    from pathlib import Path
+
+    from clbench._core.results import read_result
+    from clbench.errors import ConfigError
+
+    regs = testing.registry()
+    path = Path("results/quick/split-digits/ewc/order-1/seed-0/result.json")
+    stored = read_result(Path(__file__).parents[1] / path)
+    assert cell_from_result(regs, stored, tmp_path).config_hash == stored.config_hash
+    renamed = copy.deepcopy(stored)
+    renamed.config["methods"]["ewc"]["lambda_old"] = renamed.config["methods"]["ewc"].pop("lambda")
+    with pytest.raises(ConfigError, match=r"result\.json: its stored settings do not fit .*'lambda_old'.*"
+                                          r"made by clbench \d"):
+        cell_from_result(regs, renamed, tmp_path)

@@ -391,6 +391,28 @@ def cell_from_result(regs: Registries, result: CellResult, out: Path | str) -> C
     if model_name is None:
         raise ConfigError(f"{result.path}: the result records no model")
     mspec, sspec = regs.models.get(model_name), regs.streams.get(result.stream)
+    try:
+        return _stored_cell(regs, result, out, parts, model_name, model, mspec, sspec)
+    except ConfigError as exc:  # a setting renamed or removed since the result was made
+        made = (result.provenance or {}).get("versions", {})
+        by = ", ".join(f"{k} {v}" for k, v in made.items()) or "an unrecorded version"
+        raise ConfigError(
+            f"{result.path}: its stored settings do not fit the plugins installed now ({exc}). It was made by {by}: "
+            "rerun the cell with the settings as they are named now, or install the version that made it"
+        ) from None
+
+
+def _stored_cell(
+    regs: Registries,
+    result: CellResult,
+    out: Path | str,
+    parts: tuple[str, ...],
+    model_name: str,
+    model: dict[str, Any],
+    mspec: ModelSpec,
+    sspec: StreamSpec,
+) -> Cell:
+    c = result.config
     return Cell(
         method=result.method,
         parts=parts,
