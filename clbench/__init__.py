@@ -54,6 +54,7 @@ _EXPORTS = {
             "ProfileSpec",
             "ExecutorSpec",
             "OptionSpec",
+            "TargetsSpec",
             "EmptyConfig",
             "Workers",
         ),

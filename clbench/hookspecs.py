@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         OptionSpec,
         ProfileSpec,
         StreamSpec,
+        TargetsSpec,
     )
 
 PROJECT = "clbench"
@@ -88,6 +89,16 @@ def clbench_add_profiles() -> list[ProfileSpec]:  # type: ignore[empty-body]
     """Return named profiles (sets of defaults for ``clbench run``).
 
     Called once at start-up. Returns a list of :class:`~clbench.specs.ProfileSpec`.
+    """
+
+
+@hookspec
+def clbench_add_targets() -> list[TargetsSpec]:  # type: ignore[empty-body]
+    """Return papers' published numbers for profiles (those of this plugin or of another).
+
+    Called once at start-up. Returns a list of :class:`~clbench.specs.TargetsSpec`; each becomes its profile's
+    ``targets`` (the parity section of ``clbench leaderboard``). A profile whose own spec has targets, or that two
+    plugins give targets for, is an error naming both.
     """
 
 

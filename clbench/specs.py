@@ -225,6 +225,21 @@ class ProfileSpec:
 
 
 @dataclass(frozen=True)
+class TargetsSpec:
+    """A paper's published numbers for a profile another plugin registers (``clbench_add_targets``): the same data
+    as ``ProfileSpec.targets`` (:mod:`clbench._tools.parity` gives the format), kept apart from the profile so that
+    a paper's numbers can be added, or corrected, without changing the plugin whose code makes the cells. A
+    profile takes its targets from one place: its own spec or one such plugin."""
+
+    profile: str
+    targets: Mapping[str, Any]
+
+    @property
+    def name(self) -> str:  # (registries key specs by name: one set of targets a profile)
+        return self.profile
+
+
+@dataclass(frozen=True)
 class OptionSpec:
     """An extra ``clbench run`` option a plugin adds: ``--<name>``; its value lands in ``Cell.options`` for
     every plugin of the run, under the option's name with ``-`` as ``_`` (``--task-log`` →

@@ -110,3 +110,50 @@ def test_every_table_names_the_protocol_conventions_its_cells_ran_under():
     assert "`train.head`: full (der); masked (icarl, lwf)" in line
     assert "`train.scoring=stream`" in line and "`train.init=xavier`" in line
     assert "train.head" not in _protocol_line([cell("der", "masked")], "domain-incremental")  # no growing head
+
+
+def _targets_plugin(profile: str, rows: list[dict]):
+    from clbench import hookimpl
+    from clbench.specs import TargetsSpec
+
+    class Targets:
+        @hookimpl
+        def clbench_add_targets(self):
+            return [TargetsSpec(profile, {"paper": "P", "table": "T", "rows": rows})]
+
+    return Targets()
+
+
+def test_a_plugin_s_targets_become_another_plugin_s_profile_s():
+    row = {"stream": "seq-mnist", "method": "der", "mean": 80.0, "sd": None}
+    regs = testing.registry(_targets_plugin("quick", [row]))
+    assert regs.profiles.get("quick").targets["rows"] == [row]
+    assert regs.profiles.get("quick").seeds == testing.registry().profiles.get("quick").seeds  # the rest unchanged
+    assert regs.targets.origins["quick"].plugin != regs.profiles.origins["quick"].plugin
+
+
+@pytest.mark.parametrize(("profile", "message"), [
+    ("paper-der", r"profile 'paper-der' has targets of its own .* and from plugin .*: give them in one place"),
+    ("paper-dre", r"gives targets for profile 'paper-dre', which no plugin registers — did you mean 'paper-der'\?"),
+])
+def test_targets_for_a_profile_with_its_own_or_for_none_are_refused(profile, message):
+    from clbench.errors import PluginError
+
+    with pytest.raises(PluginError, match=message):
+        testing.registry(_targets_plugin(profile, []))
+
+
+def test_paper_lps_targets_are_table_ii_rows_clbench_can_run():
+    """Every target of paper-lps names a stream and a method registered here, in the profile, with the paper's
+    column order; the split-RF row (no such stream) is listed as not implemented."""
+    regs = testing.registry()
+    profile = regs.profiles.get("paper-lps")
+    rows = profile.targets["rows"]
+    assert [(r["stream"], r["method"]) for r in rows] == [
+        (s, m) for s in ("permuted-mnist", "split-cifar10-100")
+        for m in ("sm", "ewc", "si", "lwf", "dgr", "gem", "packnet", "lps")]
+    assert all(r["stream"] in profile.streams and r["method"] in profile.methods for r in rows)
+    assert all(r["method"] in regs.methods and r["stream"] in regs.streams for r in rows)
+    assert {(r["stream"], r["method"]): r["mean"] for r in rows}[("permuted-mnist", "lps")] == 98.58
+    assert {n["stream"] for n in profile.targets["not_implemented"]} == {"split-rf"}
+    assert "split-rf" not in regs.streams

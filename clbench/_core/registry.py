@@ -26,6 +26,7 @@ from clbench.specs import (
     OptionSpec,
     ProfileSpec,
     StreamSpec,
+    TargetsSpec,
 )
 
 ENTRY_POINT_GROUP = "clbench"
@@ -124,6 +125,7 @@ _HOOKS: dict[str, tuple[str, type]] = {
     "profiles": ("clbench_add_profiles", ProfileSpec),
     "executors": ("clbench_add_executors", ExecutorSpec),
     "options": ("clbench_add_options", OptionSpec),
+    "targets": ("clbench_add_targets", TargetsSpec),
 }
 
 
@@ -139,6 +141,7 @@ class Registries:
     profiles: Registry[ProfileSpec]
     executors: Registry[ExecutorSpec]
     options: Registry[OptionSpec]
+    targets: Registry[TargetsSpec]  # each also in its profile's ``targets`` (:func:`collect`)
     disabled: tuple[str, ...] = ()  # -p no:NAME, so remote workers can rebuild the same registries
     failed: Mapping[str, str] = field(default_factory=dict)  # plugin -> distribution, of those that failed to import
 
@@ -329,7 +332,33 @@ def collect(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) -> Registrie
                     )
                 _check_spec(spec, origin)
                 regs[kind].add(spec, origin)
+    _give_targets(regs["profiles"], regs["targets"])
     return Registries(pm=pm, disabled=disabled, failed=failed, **regs)
+
+
+def _give_targets(profiles: Registry[ProfileSpec], targets: Registry[TargetsSpec]) -> None:
+    """Each :class:`TargetsSpec` becomes its profile's ``targets``: every reader of a profile sees them. A profile
+    with targets of its own, or one not registered (unless a disabled plugin may be the one that provides it), is
+    refused naming the plugin."""
+    import dataclasses
+    import warnings
+
+    for spec in targets.values():
+        origin = targets.origins.get(spec.name)
+        profile = profiles.items.get(spec.profile)
+        if profile is None:
+            message = f"{origin} gives targets for profile {spec.profile!r}, which no plugin registers"
+            if profiles.disabled:
+                warnings.warn(f"{message} (or a disabled plugin does); the targets are not used", stacklevel=2)
+                continue
+            hint = did_you_mean(spec.profile, list(profiles))
+            raise PluginError(message + (f" — did you mean {hint!r}?" if hint else ""))
+        if profile.targets:
+            raise PluginError(
+                f"profile {spec.profile!r} has targets of its own ({profiles.origins.get(spec.profile)}) and from "
+                f"{origin}: give them in one place"
+            )
+        profiles.items[spec.profile] = dataclasses.replace(profile, targets=spec.targets)
 
 
 def _check_spec(spec: object, origin: Origin) -> None:
