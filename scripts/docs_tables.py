@@ -60,7 +60,9 @@ RECORDED_RTOL = 1e-6  # the recomputed ACR at the recorded τ against result.jso
 
 BEGIN = "<!-- generated: {name} (scripts/docs_tables.py) -->"
 END = "<!-- end generated: {name} -->"
-_MARK = re.compile(r"^<!-- (?P<end>end )?generated: (?P<name>[A-Za-z0-9_.-]+)(?(end)| \(scripts/docs_tables\.py\)) -->$")
+_MARK = re.compile(
+    r"^<!-- (?P<end>end )?generated: (?P<name>[A-Za-z0-9_.-]+)(?(end)| \(scripts/docs_tables\.py\)) -->$"
+)
 
 
 class DocsTableError(Exception):
@@ -86,8 +88,10 @@ def replace_sections(text: str, sections: Mapping[str, str]) -> str:
         mark = _MARK.match(line.rstrip("\n"))
         if mark is None:
             if line.lstrip().startswith(("<!-- generated:", "<!-- end generated:")):
-                raise DocsTableError(f"line {number}: malformed marker {line.strip()!r}; write "
-                                     f"{BEGIN.format(name='NAME')!r} … {END.format(name='NAME')!r}")
+                raise DocsTableError(
+                    f"line {number}: malformed marker {line.strip()!r}; write "
+                    f"{BEGIN.format(name='NAME')!r} … {END.format(name='NAME')!r}"
+                )
             if current is None:
                 out.append(line)
             continue
@@ -98,8 +102,9 @@ def replace_sections(text: str, sections: Mapping[str, str]) -> str:
             if name in seen:
                 raise DocsTableError(f"line {number}: section {name!r} appears twice")
             if name not in sections:
-                raise DocsTableError(f"line {number}: no generator for section {name!r} "
-                                     f"(known: {', '.join(sorted(sections)) or 'none'})")
+                raise DocsTableError(
+                    f"line {number}: no generator for section {name!r} (known: {', '.join(sorted(sections)) or 'none'})"
+                )
             seen.add(name)
             current = name
             body = sections[name].strip("\n")
@@ -107,8 +112,10 @@ def replace_sections(text: str, sections: Mapping[str, str]) -> str:
             out.append(body + "\n" if body else "")
         else:
             if current != name:
-                raise DocsTableError(f"line {number}: end of section {name!r} without its start"
-                                     + (f" (inside {current!r})" if current else ""))
+                raise DocsTableError(
+                    f"line {number}: end of section {name!r} without its start"
+                    + (f" (inside {current!r})" if current else "")
+                )
             out.append(END.format(name=name) + "\n")
             current = None
     if current is not None:
@@ -185,12 +192,22 @@ def _source(results: Path) -> str:
 
 def table_cells(results: Path, regs: Any) -> str:
     """The committed cells' recorded metrics."""
-    cols = [("AA", "AA", _pct), ("F.Ra", "F.Ra", _pct), ("OO", "OO", _sig), ("AWOM", "AWOM", _sig),
-            ("GSR", "GSR", _sig), ("ACR", "ACR (τ=1e-3)", _sig), ("A_T.norm", "‖A_T‖_F", _sig)]
-    rows = [f"_From the result.json of each committed cell {_source(results)}; "
-            "regenerate with `python scripts/docs_tables.py`._", "",
-            "| cell | " + " | ".join(h for _, h, _ in cols) + " |",
-            "|---|" + "---|" * len(cols)]
+    cols = [
+        ("AA", "AA", _pct),
+        ("F.Ra", "F.Ra", _pct),
+        ("OO", "OO", _sig),
+        ("AWOM", "AWOM", _sig),
+        ("GSR", "GSR", _sig),
+        ("ACR", "ACR (τ=1e-3)", _sig),
+        ("A_T.norm", "‖A_T‖_F", _sig),
+    ]
+    rows = [
+        f"_From the result.json of each committed cell {_source(results)}; "
+        "regenerate with `python scripts/docs_tables.py`._",
+        "",
+        "| cell | " + " | ".join(h for _, h, _ in cols) + " |",
+        "|---|" + "---|" * len(cols),
+    ]
     for r in lora_cells(results, regs):
         tau = r.config.get("metrics", {}).get("tolerance", 1e-3)
         if not math.isclose(tau, 1e-3):
@@ -221,8 +238,10 @@ def acr_at(r: Any, taus: tuple[float, ...], acr: Callable[[Any], float | None]) 
     footprints = _footprints(r)
     samples = int(r.config.get("metrics", {}).get("samples", 0))
     matrix = [[float(v) for v in row] for row in r.accuracy_matrix]
-    return [acr(MetricInput(matrix=matrix, footprints=footprints, tasks=list(r.tasks), tolerance=tau, samples=samples))
-            for tau in taus]
+    return [
+        acr(MetricInput(matrix=matrix, footprints=footprints, tasks=list(r.tasks), tolerance=tau, samples=samples))
+        for tau in taus
+    ]
 
 
 def table_acr_tau(results: Path, regs: Any) -> str:
@@ -241,37 +260,57 @@ def table_acr_tau(results: Path, regs: Any) -> str:
         at_recorded = got[[math.isclose(tau, t) for t in taus].index(True)]
         stored = r.metrics.get("ACR")
         if (stored is None) != (at_recorded is None) or (
-                stored is not None and not math.isclose(stored, at_recorded, rel_tol=RECORDED_RTOL)):
-            raise DocsTableError(f"{r.key}: ACR at the recorded τ={tau:g} recomputes to {at_recorded!r}, result.json "
-                                 f"has {stored!r}: run `clbench metrics {_shown(results)} --check`")
-        values[r.method] = got[:len(TAUS)]
-    heads = [f"τ={_tau(t)}" + (" (recorded)" if recorded_tau is not None and math.isclose(t, recorded_tau) else "")
-             for t in TAUS]
-    rows = [f"_ACR recomputed from the committed `footprints.safetensors` of {_source(results)} "
-            "(the ACR metric plugin at each τ, exact pass); regenerate with `python scripts/docs_tables.py`._", "",
-            "| method | " + " | ".join(f"ACR {h}" if i == 0 else h for i, h in enumerate(heads)) + " |",
-            "|---|" + "---|" * len(TAUS)]
+            stored is not None
+            and at_recorded is not None
+            and not math.isclose(stored, at_recorded, rel_tol=RECORDED_RTOL)
+        ):
+            raise DocsTableError(
+                f"{r.key}: ACR at the recorded τ={tau:g} recomputes to {at_recorded!r}, result.json "
+                f"has {stored!r}: run `clbench metrics {_shown(results)} --check`"
+            )
+        values[r.method] = got[: len(TAUS)]
+    heads = [
+        f"τ={_tau(t)}" + (" (recorded)" if recorded_tau is not None and math.isclose(t, recorded_tau) else "")
+        for t in TAUS
+    ]
+    rows = [
+        f"_ACR recomputed from the committed `footprints.safetensors` of {_source(results)} "
+        "(the ACR metric plugin at each τ, exact pass); regenerate with `python scripts/docs_tables.py`._",
+        "",
+        "| method | " + " | ".join(f"ACR {h}" if i == 0 else h for i, h in enumerate(heads)) + " |",
+        "|---|" + "---|" * len(TAUS),
+    ]
     for method, vals in values.items():
         rows.append(f"| `{method}` | " + " | ".join("n/a" if v is None else f"{v:.4f}" for v in vals) + " |")
-    ref = values.get("nlora")
-    others = [o for o in CLAIM_OVER if o in values] if ref is not None else []
+    ref = values.get("nlora") or []
+    others = [o for o in CLAIM_OVER if o in values] if ref else []
     ratio: dict[str, list[float | None]] = {}
     for other in others:
-        ratio[other] = [None if a is None or b is None else math.inf if b == 0 else a / b
-                        for a, b in zip(values[other], ref, strict=True)]
+        ratio[other] = [
+            None if a is None or b is None else math.inf if b == 0 else a / b
+            for a, b in zip(values[other], ref, strict=True)
+        ]
         cells_ = ["n/a" if x is None else "∞" if math.isinf(x) else f"{x:.2f}×" for x in ratio[other]]
         rows.append(f"| ACR(`{other}`) ÷ ACR(`nlora`) | " + " | ".join(cells_) + " |")
     if recorded_tau is not None and any(math.isclose(recorded_tau, t) for t in TAUS):
         col = [math.isclose(recorded_tau, t) for t in TAUS].index(True)
-        at = [v[col] for v in values.values() if v[col] is not None]
+        at = [x for v in values.values() if (x := v[col]) is not None]
         if at:
-            rows += ["", f"At the recorded τ = {_tau(recorded_tau)}, ACR lies between {min(at):.4f} and {max(at):.4f} "
-                         f"for these {len(at)} methods."]
+            rows += [
+                "",
+                f"At the recorded τ = {_tau(recorded_tau)}, ACR lies between {min(at):.4f} and {max(at):.4f} "
+                f"for these {len(at)} methods.",
+            ]
     if len(others) == len(CLAIM_OVER):
-        holds = [_tau(t) for i, t in enumerate(TAUS)
-                 if all(ratio[o][i] is not None and ratio[o][i] >= CLAIM_FACTOR for o in others)]
-        rows.append(f"The issue's claim, ACR(`nlora`) at least {CLAIM_FACTOR:g}× below ACR(`olora`) and ACR(`seqlora`), "
-                    + (f"holds at τ = {', '.join(holds)} of these." if holds else "holds at none of these τ."))
+        holds = [
+            _tau(t)
+            for i, t in enumerate(TAUS)
+            if all((x := ratio[o][i]) is not None and x >= CLAIM_FACTOR for o in others)
+        ]
+        rows.append(
+            f"The issue's claim, ACR(`nlora`) at least {CLAIM_FACTOR:g}× below ACR(`olora`) and ACR(`seqlora`), "
+            + (f"holds at τ = {', '.join(holds)} of these." if holds else "holds at none of these τ.")
+        )
     return "\n".join(rows)
 
 
@@ -294,14 +333,17 @@ def quick_excerpt(results: Path, regs: Any) -> str:
     cells = list(iter_results(results))
     seeds = sorted({r.seed for r in cells})
     orders = sorted({r.order for r in cells})
-    head = (f"`clbench run --methods all`: seeds {', '.join(map(str, seeds))}, order{'s' * (len(orders) > 1)} "
-            f"{', '.join(orders)}. {SUMMARY_LEGEND} Scores in percent.\n")
+    head = (
+        f"`clbench run --methods all`: seeds {', '.join(map(str, seeds))}, order{'s' * (len(orders) > 1)} "
+        f"{', '.join(orders)}. {SUMMARY_LEGEND} Scores in percent.\n"
+    )
     blocks = []
     for (stream, scenario), section in section_results(cells).items():
         summary = summarise(section, regs.methods.items, Judging().rule(stream, scenario))
         labels = method_labels([r.method for r in summary.rows], regs.methods.items, "quick", stream)
-        blocks.append(f"**{section_title(stream, scenario)}**\n\n{summary_caption(summary)}\n\n"
-                      f"{summary_table(summary, labels)}")
+        blocks.append(
+            f"**{section_title(stream, scenario)}**\n\n{summary_caption(summary)}\n\n{summary_table(summary, labels)}"
+        )
     return head + "\n" + "\n".join(blocks).rstrip("\n")
 
 
@@ -317,8 +359,10 @@ def profile_size(tree: Path, goal: str) -> str:
     for stream in sorted({r.stream for r in cells}, key=lambda s: (s == "cl-quick", s)):
         mine = [r for r in cells if r.stream == stream]
         methods, orders, seeds = ({getattr(r, k) for r in mine} for k in ("method", "order", "seed"))
-        parts.append(f"{len(methods)} methods × {len(orders)} order{'s' * (len(orders) > 1)} × "
-                     f"{len(seeds)} seed{'s' * (len(seeds) > 1)} on `{stream}`")
+        parts.append(
+            f"{len(methods)} methods × {len(orders)} order{'s' * (len(orders) > 1)} × "
+            f"{len(seeds)} seed{'s' * (len(seeds) > 1)} on `{stream}`"
+        )
     text = f"{len(cells)} cells ({'; '.join(parts)})."
     wall = tree / "wall-time.json"
     if not wall.exists():
@@ -328,11 +372,14 @@ def profile_size(tree: Path, goal: str) -> str:
         raise DocsTableError(f"{_shown(wall)}: timed {w['cells']} cells, the tree holds {len(cells)}; time it again")
     minutes, seconds = divmod(round(w["wall_s"]), 60)
     # a record of a run that shared the machine says so ("beside": what ran beside it): its time is an upper bound
-    how = (f"measured beside {w['beside']}: an upper bound" if w.get("beside")
-           else "`benchmarks/bench_quick.py --record`")
-    return text + (f" On {w['cpu']} ({w['cpus']} CPUs, `--jobs {w['jobs']}`) `{w['command']}` took {minutes} min "
-                   f"{seconds:02d} s from the command to its last line ({w['date']}, {how}; the goal is {goal} on 2 "
-                   "cores).")
+    how = (
+        f"measured beside {w['beside']}: an upper bound" if w.get("beside") else "`benchmarks/bench_quick.py --record`"
+    )
+    return text + (
+        f" On {w['cpu']} ({w['cpus']} CPUs, `--jobs {w['jobs']}`) `{w['command']}` took {minutes} min "
+        f"{seconds:02d} s from the command to its last line ({w['date']}, {how}; the goal is {goal} on 2 "
+        "cores)."
+    )
 
 
 def quick_size(results: Path, regs: Any) -> str:
@@ -347,12 +394,20 @@ BENCH_TRACKS = {"bench": "the methods' own budgets", "bench-equal-steps": "equal
 def bench_size(results: Path, regs: Any) -> str:
     """The committed bench tracks' cells and wall times (results/bench, results/bench-equal-steps), and both
     together against the profile's 90 minutes."""
-    walls = [json.loads((ROOT / "results" / t / "wall-time.json").read_text(encoding="utf-8"))["wall_s"]
-             for t in BENCH_TRACKS]
+    walls = [
+        json.loads((ROOT / "results" / t / "wall-time.json").read_text(encoding="utf-8"))["wall_s"]
+        for t in BENCH_TRACKS
+    ]
     minutes, seconds = divmod(round(sum(walls)), 60)
-    return "\n".join([*(f"- {words}: " + profile_size(ROOT / "results" / track, "90 minutes")
-                        for track, words in BENCH_TRACKS.items()),
-                      f"- both tracks, one after the other: {minutes} min {seconds:02d} s."])
+    return "\n".join(
+        [
+            *(
+                f"- {words}: " + profile_size(ROOT / "results" / track, "90 minutes")
+                for track, words in BENCH_TRACKS.items()
+            ),
+            f"- both tracks, one after the other: {minutes} min {seconds:02d} s.",
+        ]
+    )
 
 
 def bench_summary(results: Path, regs: Any) -> str:
@@ -365,9 +420,12 @@ def bench_summary(results: Path, regs: Any) -> str:
 
     tables: dict[str, dict[str, Any]] = {}
     words_of = (V.BELOW, V.BEHIND, V.EQUIVALENT, V.NOT_SEPARATED)
-    lines = ["| stream (scenario) | track | ranked rows | Δ (pp) | best: AA (95 % CI) | "
-             + " | ".join(words_of) + " | smallest attainable p | oracles apart: AA |",
-             "|---|---|---|---|---|" + "---|" * len(words_of) + "---|---|"]
+    lines = [
+        "| stream (scenario) | track | ranked rows | Δ (pp) | best: AA (95 % CI) | "
+        + " | ".join(words_of)
+        + " | smallest attainable p | oracles apart: AA |",
+        "|---|---|---|---|---|" + "---|" * len(words_of) + "---|---|",
+    ]
     for track, words in BENCH_TRACKS.items():
         for (stream, scenario), section in section_results(iter_results(ROOT / "results" / track)).items():
             table = summarise(section, regs.methods.items, Judging().rule(stream, scenario)).table
@@ -378,9 +436,12 @@ def bench_summary(results: Path, regs: Any) -> str:
             oracle = ", ".join(f"{r.name} {r.mean:.2f}" for r in table.rows if r.oracle) or "—"
             lo, hi = best.interval or (float("nan"), float("nan"))
             ranked = sum(not r.oracle for r in table.rows)
-            lines.append(f"| {title} | {words} | {ranked} | {table.rule.margin:g} | `{best.name}` "
-                         f"{best.mean:.2f} ({lo:.2f}–{hi:.2f}) | " + " | ".join(str(count[v]) for v in words_of)
-                         + f" | {V.fmt_p(table.min_p)} | {oracle} |")
+            lines.append(
+                f"| {title} | {words} | {ranked} | {table.rule.margin:g} | `{best.name}` "
+                f"{best.mean:.2f} ({lo:.2f}–{hi:.2f}) | "
+                + " | ".join(str(count[v]) for v in words_of)
+                + f" | {V.fmt_p(table.min_p)} | {oracle} |"
+            )
     own, equal = BENCH_TRACKS
     changes = []
     for title, by_track in tables.items():
@@ -389,19 +450,28 @@ def bench_summary(results: Path, regs: Any) -> str:
         a, b = ({r.name: r.verdict for r in by_track[t].rows} for t in (own, equal))
         moved = [f"`{m}` {a[m]} → {b[m]}" for m in sorted(set(a) & set(b)) if a[m] != b[m]]
         changes.append(f"- {title}: " + ("; ".join(moved) if moved else "no verdict changes"))
-    return "\n".join(lines) + "\n\nVerdicts that differ between the two tracks (own budgets → equal steps):\n\n" + \
-        "\n".join(changes)
+    return (
+        "\n".join(lines)
+        + "\n\nVerdicts that differ between the two tracks (own budgets → equal steps):\n\n"
+        + "\n".join(changes)
+    )
 
 
 # folder under results/reproducibility -> (how it was made, the one setting allowed to differ from the committed cell)
 REPRO_RUNS = {
-    "quick-sse": ("SSE kernels instead of AVX2: `ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 clbench run "
-                  "--methods all` (another CPU's vector kernels, on this one)", None),
+    "quick-sse": (
+        "SSE kernels instead of AVX2: `ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 clbench run "
+        "--methods all` (another CPU's vector kernels, on this one)",
+        None,
+    ),
     "quick-threads2": ("2 threads instead of 1: `clbench run --methods all --set train.threads=2`", "train.threads"),
 }
 BENCH_REPRO_RUNS = {
-    "bench-sse": ("SSE kernels instead of AVX2: `ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 clbench run "
-                  "--profile bench --seeds 0 --orders 1` (one cell a row)", None),
+    "bench-sse": (
+        "SSE kernels instead of AVX2: `ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 clbench run "
+        "--profile bench --seeds 0 --orders 1` (one cell a row)",
+        None,
+    ),
 }
 
 
@@ -415,9 +485,12 @@ def reproducibility(results: Path, regs: Any, runs: Mapping[str, tuple[str, str 
 
     percent = percent_metrics(regs)
     committed = list(iter_results(results))
-    rows = ["| change | stream | cells | identical | max \\|Δa[i][j]\\| (pp) | max \\|Δ\\| of "
-            + ", ".join(sorted(percent)) + " (pp) | max relative Δ of the other metrics |",
-            "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| change | stream | cells | identical | max \\|Δa[i][j]\\| (pp) | max \\|Δ\\| of "
+        + ", ".join(sorted(percent))
+        + " (pp) | max relative Δ of the other metrics |",
+        "|---|---|---|---|---|---|---|",
+    ]
     worst_abs = worst_rel = 0.0
     by_key = {r.key: r for r in committed}
     for folder, (how, allowed) in runs.items():
@@ -428,32 +501,53 @@ def reproducibility(results: Path, regs: Any, runs: Mapping[str, tuple[str, str 
         deltas, _, only_new = compare(by_key, {r.key: r for r in other})
         for r in other:  # each cell must differ from its committed twin in the named setting at most
             twin = by_key.get(r.key)
-            diff = [] if twin is None else config_diff(identity(twin.config, r.stream, r.order, r.seed),
-                                                       identity(r.config, r.stream, r.order, r.seed))
+            diff = (
+                []
+                if twin is None
+                else config_diff(
+                    identity(twin.config, r.stream, r.order, r.seed), identity(r.config, r.stream, r.order, r.seed)
+                )
+            )
             if twin is None or any(not line.startswith(f"{allowed}:") for line in diff):
-                raise DocsTableError(f"{_shown(root)}: {r.key} is not the committed cell"
-                                     + (f" with {allowed} changed" if allowed else "") + f": {'; '.join(diff)}")
+                raise DocsTableError(
+                    f"{_shown(root)}: {r.key} is not the committed cell"
+                    + (f" with {allowed} changed" if allowed else "")
+                    + f": {'; '.join(diff)}"
+                )
         for stream in sorted({d.key.split("/", 1)[0] for d in deltas}):
             ds = [d for d in deltas if d.key.startswith(stream + "/")]
-            moves = [(k in percent, abs(a - b), max(abs(a), abs(b))) for d in ds for k, (a, b) in d.metrics.items()
-                     if a is not None and b is not None]
+            moves = [
+                (k in percent, abs(a - b), max(abs(a), abs(b)))
+                for d in ds
+                for k, (a, b) in d.metrics.items()
+                if a is not None and b is not None
+            ]
             matrix = max(d.matrix for d in ds)
             pct = max((m for is_pct, m, _ in moves if is_pct), default=0.0)
             rel = max((m / scale for is_pct, m, scale in moves if not is_pct and scale), default=0.0)
             worst_abs, worst_rel = max(worst_abs, matrix, pct), max(worst_rel, rel)
             # a metric one side lacks (added after the rerun was made) is not a move
-            same = sum(1 for d in ds if d.matrix == 0 and not any(a is not None and b is not None
-                                                                  for a, b in d.metrics.values()))
+            same = sum(
+                1
+                for d in ds
+                if d.matrix == 0 and not any(a is not None and b is not None for a, b in d.metrics.values())
+            )
             if allowed:
                 for d in ds:
                     d.note = ""  # the allowed setting differs by construction
-            rows.append(f"| {how.split(':')[0]} | {stream} | {len(ds)} | {same} | {matrix:.2f} | {pct:.2f} | {rel:.1e} |")
+            rows.append(
+                f"| {how.split(':')[0]} | {stream} | {len(ds)} | {same} | {matrix:.2f} | {pct:.2f} | {rel:.1e} |"
+            )
     atol, rtol = _tolerance(results / "TOLERANCE")
     if worst_abs > atol or worst_rel > rtol:
-        raise DocsTableError(f"{_shown(results / 'TOLERANCE')}: atol={atol:g}, rtol={rtol:g} do not cover the measured "
-                             f"moves (largest {worst_abs:.2f} pp, relative {worst_rel:.2g}); raise them")
-    return "\n".join(rows) + (f"\n\nCommitted tolerance (`{_shown(results / 'TOLERANCE')}`): atol = {atol:g} pp, "
-                              f"rtol = {rtol:g}; the largest moves above are {worst_abs:.2f} pp and {worst_rel:.2g}.")
+        raise DocsTableError(
+            f"{_shown(results / 'TOLERANCE')}: atol={atol:g}, rtol={rtol:g} do not cover the measured "
+            f"moves (largest {worst_abs:.2f} pp, relative {worst_rel:.2g}); raise them"
+        )
+    return "\n".join(rows) + (
+        f"\n\nCommitted tolerance (`{_shown(results / 'TOLERANCE')}`): atol = {atol:g} pp, "
+        f"rtol = {rtol:g}; the largest moves above are {worst_abs:.2f} pp and {worst_rel:.2g}."
+    )
 
 
 def bench_reproducibility(results: Path, regs: Any) -> str:
@@ -464,8 +558,12 @@ def _tolerance(path: Path) -> tuple[float, float]:
     """(atol, rtol) as the workflow reads them: through scripts/leaderboard_ci.sh, the one parser of the file."""
     import subprocess
 
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "leaderboard_ci.sh"), "tolerance", str(path.parent)],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "leaderboard_ci.sh"), "tolerance", str(path.parent)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode:
         raise DocsTableError(done.stderr.strip() or f"{_shown(path)}: unreadable")
     atol, rtol = done.stdout.split()
@@ -493,8 +591,10 @@ def claims_cells(results: Path, regs: Any) -> dict[tuple[str, str], list[Any]]:
     for folder in CLAIMS_FOLDERS:
         root = results.parent / "cl-claims" / folder
         if not root.is_dir():
-            raise DocsTableError(f"{_shown(root)}: missing (make it with `clbench run --profile "
-                                 f"{'cl-claims' if folder == 'equal-steps' else 'cl-claims-scripts'} --out {_shown(root)}`)")
+            raise DocsTableError(
+                f"{_shown(root)}: missing (make it with `clbench run --profile "
+                f"{'cl-claims' if folder == 'equal-steps' else 'cl-claims-scripts'} --out {_shown(root)}`)"
+            )
         for r in iter_results(root):
             if r.status == "complete":
                 out.setdefault((folder, r.method), []).append(r)
@@ -558,8 +658,9 @@ def _fmt_ms(stat: tuple[float, float] | None, fmt: Callable[[float | None], str]
     return f"{fmt(stat[0])} ± {fmt(stat[1])}" + ("" if n is None else f" ({n})")
 
 
-def _claim_rows(cells: Mapping[tuple[str, str], list[Any]], taus: Mapping[str, float], margin: float
-                ) -> list[tuple[str, ...]]:
+def _claim_rows(
+    cells: Mapping[tuple[str, str], list[Any]], taus: Mapping[str, float], margin: float
+) -> list[tuple[str, ...]]:
     """One row per (claim, metric form, budget): the paper's numbers, ours, the verdict rule's answer (paired by cell,
     Holm across the table's rows; Δ = ``margin`` pp for AA and F.Ra, none for footprint metrics) with its p."""
     from clbench import metrics as m
@@ -575,20 +676,71 @@ def _claim_rows(cells: Mapping[tuple[str, str], list[Any]], taus: Mapping[str, f
         ("AA ↑", "79.2 vs 75.4 (Table 1, order 1)", "recorded", recorded("AA"), False, "nlora", "olora", _pct),
         ("F.Ra ↓", "2.37 vs 4.20 (Fig. 5, mean)", "recorded", recorded("F.Ra"), True, "nlora", "olora", _pct),
         ("ACR ↓", "×58 lower (§1)", "per layer, τ=1e-3 (leaderboard)", recorded("ACR"), True, "nlora", "olora", _sig),
-        ("ACR ↓", "×58 lower (§1)", "τ = 0 (eq. 11 literally)", lambda r: _acr(r, 0.0, "layer"), True, "nlora",
-         "olora", _sig),
-        *[("ACR ↓", "×58 lower (§1)", f"{form}, τ={_sig(taus[form], 2)} (SeqLoRA at 0.542)",
-           functools.partial(_acr, tau=taus[form], form=form), True, "nlora", "olora", _sig) for form in CALIBRATED],
+        (
+            "ACR ↓",
+            "×58 lower (§1)",
+            "τ = 0 (eq. 11 literally)",
+            lambda r: _acr(r, 0.0, "layer"),
+            True,
+            "nlora",
+            "olora",
+            _sig,
+        ),
+        *[
+            (
+                "ACR ↓",
+                "×58 lower (§1)",
+                f"{form}, τ={_sig(taus[form], 2)} (SeqLoRA at 0.542)",
+                functools.partial(_acr, tau=taus[form], form=form),
+                True,
+                "nlora",
+                "olora",
+                _sig,
+            )
+            for form in CALIBRATED
+        ],
         ("OO ↓", "3.80 vs 21.00 (Table 3, order 1)", "eq. 7", recorded("OO"), True, "nlora", "olora", _sig),
-        ("AWOM ↓", "0.13 vs 55.42 (Table 3, order 1)", "eq. 8: ΔW_T ΔW_iᵀ (default)",
-         fp(lambda f: m.adapter_weight_overlap(f, "eq8")), True, "nlora", "olora", _sig),
-        ("AWOM ↓", "0.13 vs 55.42 (Table 3, order 1)", "transposed: ΔW_Tᵀ ΔW_i (before)",
-         fp(lambda f: m.adapter_weight_overlap(f, "transposed")), True, "nlora", "olora", _sig),
+        (
+            "AWOM ↓",
+            "0.13 vs 55.42 (Table 3, order 1)",
+            "eq. 8: ΔW_T ΔW_iᵀ (default)",
+            fp(lambda f: m.adapter_weight_overlap(f, "eq8")),
+            True,
+            "nlora",
+            "olora",
+            _sig,
+        ),
+        (
+            "AWOM ↓",
+            "0.13 vs 55.42 (Table 3, order 1)",
+            "transposed: ΔW_Tᵀ ΔW_i (before)",
+            fp(lambda f: m.adapter_weight_overlap(f, "transposed")),
+            True,
+            "nlora",
+            "olora",
+            _sig,
+        ),
         ("GSR ↓", "lower (Fig. 5; no table)", "eq. 9", recorded("GSR"), True, "nlora", "olora", _sig),
-        ("nuclear norm ↓", "0.14 vs 6.80 (§3.3, first task)", "first task, mean over layers",
-         fp(lambda f: m.mean_nuclear_norm(f, first=True)), True, "nlora", "olora", _sig),
-        ("nuclear norm ↓", "0.14 vs 6.80 (§3.3, first task)", "all tasks and layers", recorded("NucNorm"), True, "nlora",
-         "olora", _sig),
+        (
+            "nuclear norm ↓",
+            "0.14 vs 6.80 (§3.3, first task)",
+            "first task, mean over layers",
+            fp(lambda f: m.mean_nuclear_norm(f, first=True)),
+            True,
+            "nlora",
+            "olora",
+            _sig,
+        ),
+        (
+            "nuclear norm ↓",
+            "0.14 vs 6.80 (§3.3, first task)",
+            "all tasks and layers",
+            recorded("NucNorm"),
+            True,
+            "nlora",
+            "olora",
+            _sig,
+        ),
         ("AA ↑ (Table 4)", "79.7 vs 75.4 (order 1)", "recorded", recorded("AA"), False, "olora+nlora", "olora", _pct),
         ("AA ↑ (Table 4)", "79.7 vs 79.2 (order 1)", "recorded", recorded("AA"), False, "olora+nlora", "nlora", _pct),
     ]
@@ -600,15 +752,31 @@ def _claim_rows(cells: Mapping[tuple[str, str], list[Any]], taus: Mapping[str, f
         for budget in CLAIMS_FOLDERS:
             a = {f"{r.order}/{r.seed}": value(r) for r in budget_cells(cells, budget, ours)}
             b = {f"{r.order}/{r.seed}": value(r) for r in budget_cells(cells, budget, theirs)}
-            tests.append(V.claim({k: v for k, v in a.items() if v is not None},
-                                 {k: v for k, v in b.items() if v is not None}, lower, rule))
+            tests.append(
+                V.claim(
+                    {k: v for k, v in a.items() if v is not None},
+                    {k: v for k, v in b.items() if v is not None},
+                    lower,
+                    rule,
+                )
+            )
             rules.append(rule)
-            rows.append((claim, f"`{ours}` vs `{theirs}`", paper, form, _budget(budget),
-                         _fmt_ms(_mean_std(list(a.values())), fmt, len(a)),
-                         _fmt_ms(_mean_std(list(b.values())), fmt, len(b))))
+            rows.append(
+                (
+                    claim,
+                    f"`{ours}` vs `{theirs}`",
+                    paper,
+                    form,
+                    _budget(budget),
+                    _fmt_ms(_mean_std(list(a.values())), fmt, len(a)),
+                    _fmt_ms(_mean_std(list(b.values())), fmt, len(b)),
+                )
+            )
     verdicts = V.claim_verdicts(tests, rules)
-    return [(*row, f"{'**reversed**' if v == V.REVERSED else v} ({V.fmt_p(p)})")
-            for row, (v, p) in zip(rows, verdicts, strict=True)]
+    return [
+        (*row, f"{'**reversed**' if v == V.REVERSED else v} ({V.fmt_p(p)})")
+        for row, (v, p) in zip(rows, verdicts, strict=True)
+    ]
 
 
 def claims_verdict(results: Path, regs: Any) -> str:
@@ -619,8 +787,10 @@ def claims_verdict(results: Path, regs: Any) -> str:
         raise DocsTableError("results/cl-claims/equal-steps: no complete seqlora cell to calibrate ACR's τ on")
     taus = {form: calibrate(seqlora, form) for form in CALIBRATED}
     seeds = sorted({r.seed for rs in cells.values() for r in rs})
-    head = ("| claim | methods | paper | metric form | budget | first (mean ± std (seeds)) | second | verdict |",
-            "|---|---|---|---|---|---|---|---|")
+    head = (
+        "| claim | methods | paper | metric form | budget | first (mean ± std (seeds)) | second | verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    )
     from clbench import verdicts as V
     from clbench._tools.leaderboard import Judging
 
@@ -629,16 +799,21 @@ def claims_verdict(results: Path, regs: Any) -> str:
     rows = _claim_rows(cells, taus, margin)
     pairs = max(len(rs) for rs in cells.values())
     floor = V.claims_floor(len(rows), pairs)
-    lines = [f"_Generated by `python scripts/docs_tables.py` from `results/cl-claims/` (seeds {', '.join(map(str, seeds))}); "
-             "verdicts by the one rule (docs/verdicts.md): the first method against the second paired by seed, a "
-             f"{V.CLAIMS_RULE} ({len(rows)} rows; the adjusted p in brackets), Δ = {margin:g} pp for AA "
-             "and F.Ra (the scenario's, fixed in advance) and none for footprint metrics: **holds** / **reversed** "
-             "when the difference is shown to exceed Δ in / against the claimed direction, **equivalent** when the "
-             f"90 % interval of the difference lies within ±Δ, **not separated** otherwise. With {pairs} seeds no "
-             f"Holm-adjusted p is below {floor:.2g}" + (": no claim can hold or be reversed here. " if floor >= 0.05
-                                                          else ". ") + "Forms other than the recorded ones "
-             "are recomputed from each cell's footprints.safetensors; ACR's calibrated τ puts the mean ACR of the "
-             f"equal-steps `seqlora` cells at the paper's SeqLoRA {PAPER_SEQLORA_ACR}._", "", *head]
+    lines = [
+        f"_Generated by `python scripts/docs_tables.py` from `results/cl-claims/` (seeds {', '.join(map(str, seeds))}); "
+        "verdicts by the one rule (docs/verdicts.md): the first method against the second paired by seed, a "
+        f"{V.CLAIMS_RULE} ({len(rows)} rows; the adjusted p in brackets), Δ = {margin:g} pp for AA "
+        "and F.Ra (the scenario's, fixed in advance) and none for footprint metrics: **holds** / **reversed** "
+        "when the difference is shown to exceed Δ in / against the claimed direction, **equivalent** when the "
+        f"90 % interval of the difference lies within ±Δ, **not separated** otherwise. With {pairs} seeds no "
+        f"Holm-adjusted p is below {floor:.2g}"
+        + (": no claim can hold or be reversed here. " if floor >= 0.05 else ". ")
+        + "Forms other than the recorded ones "
+        "are recomputed from each cell's footprints.safetensors; ACR's calibrated τ puts the mean ACR of the "
+        f"equal-steps `seqlora` cells at the paper's SeqLoRA {PAPER_SEQLORA_ACR}._",
+        "",
+        *head,
+    ]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
 
@@ -646,8 +821,10 @@ def claims_verdict(results: Path, regs: Any) -> str:
 def claims_cost(results: Path, regs: Any) -> str:
     """What each cl-claims cell cost: training steps a task, seconds a cell (as recorded), per method and budget."""
     cells = claims_cells(results, regs)
-    lines = ["| folder | method | cells | steps a task | train s a cell | eval s a cell | total s a cell |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| folder | method | cells | steps a task | train s a cell | eval s a cell | total s a cell |",
+        "|---|---|---|---|---|---|---|",
+    ]
     total = 0.0
     for (folder, method), rs in sorted(cells.items()):
         tasks = [t for r in rs for t in r.timings["tasks"]]
@@ -657,8 +834,9 @@ def claims_cost(results: Path, regs: Any) -> str:
         cell_total = sum(float(r.timings["total_s"]) for r in rs)
         total += cell_total
         span = f"{steps[0]}–{steps[-1]}" if len(steps) > 1 else str(steps[0])
-        lines.append(f"| {folder} | `{method}` | {len(rs)} | {span} | {train:.0f} | {ev:.0f} | "
-                     f"{cell_total / len(rs):.0f} |")
+        lines.append(
+            f"| {folder} | `{method}` | {len(rs)} | {span} | {train:.0f} | {ev:.0f} | {cell_total / len(rs):.0f} |"
+        )
     lines.append(f"\nAll {sum(map(len, cells.values()))} cells: {total / 60:.0f} min of recorded cell time.")
     return "\n".join(lines)
 
@@ -682,7 +860,9 @@ def orth_ratios(footprints: list[Any]) -> list[float]:
                 if name in prev:
                     A_i = prev[name].A.double()
                     end += float((A_i @ A_t.T).abs().sum())
-                    start += A_t.shape[0] * math.sqrt(2 / math.pi) * float(A_i.norm(dim=1).sum()) / math.sqrt(3 * fan_in)
+                    start += (
+                        A_t.shape[0] * math.sqrt(2 / math.pi) * float(A_i.norm(dim=1).sum()) / math.sqrt(3 * fan_in)
+                    )
         if start > 0:
             out.append(end / start)
     return out
@@ -691,8 +871,10 @@ def orth_ratios(footprints: list[Any]) -> list[float]:
 def claims_oo(results: Path, regs: Any) -> str:
     """OO and ‖A_T‖_F of every LoRA method against the level of untrained adapters of the same shapes."""
     cells = claims_cells(results, regs)
-    lines = ["| budget | method | OO (mean ± std (seeds)) | OO / untrained | ‖A_T‖_F (mean ± std) | ‖A_T‖_F / untrained |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| budget | method | OO (mean ± std (seeds)) | OO / untrained | ‖A_T‖_F (mean ± std) | ‖A_T‖_F / untrained |",
+        "|---|---|---|---|---|---|",
+    ]
     reference = None
     for budget in CLAIMS_FOLDERS:
         for method in ("seqlora", "inclora", "olora", "nlora", "olora+nlora", "mtl"):
@@ -707,20 +889,30 @@ def claims_oo(results: Path, regs: Any) -> str:
             oo, norm = _mean_std([r.metrics.get("OO") for r in rs]), _mean_std([r.metrics.get("A_T.norm") for r in rs])
             ratio = "n/a" if oo is None else f"{oo[0] / oo0:.2f}"
             nratio = "n/a" if norm is None else f"{norm[0] / norm0:.2f}"
-            lines.append(f"| {_budget(budget)} | `{method}` | {_fmt_ms(oo, _sig, len(rs))} | {ratio} | "
-                         f"{_fmt_ms(norm, _sig)} | {nratio} |")
+            lines.append(
+                f"| {_budget(budget)} | `{method}` | {_fmt_ms(oo, _sig, len(rs))} | {ratio} | "
+                f"{_fmt_ms(norm, _sig)} | {nratio} |"
+            )
     if reference is None:
         raise DocsTableError("results/cl-claims: no LoRA cell")
     n, (r, inp), tasks, oo0, norm0 = reference
     t5 = untrained_oo([(8, 1024)] * 144, 4)  # T5-large, q and v: 144 Linear 1024→1024, r 8 (docs/reference-code.md)
-    lines += ["", f"Untrained here: {n} layers of rank {r} on {inp} inputs, {tasks} tasks: OO {_sig(oo0)}, "
-              f"‖A_T‖_F {_sig(norm0)}. The paper's T5-large order 1 (144 layers, 1024 inputs, r 8, 4 tasks): "
-              f"OO {_sig(t5)} untrained, so its O-LoRA 21.00 is {21.00 / t5:.1f}× and its N-LoRA 3.80 "
-              f"{3.80 / t5:.1f}× that level (Table 3)."]
-    lines += ["", "O-LoRA's loss term in its code form, L = Σ_layers Σ_{i<t} Σ|A_i A_tᵀ| (entrywise l1), at the end of "
-              "task t over its expected value at the task's start (A_t at PEFT's init, A_i as trained), mean over "
-              "tasks 2..T and seeds:", "",
-              "| budget | method | L end / L start |", "|---|---|---|"]
+    lines += [
+        "",
+        f"Untrained here: {n} layers of rank {r} on {inp} inputs, {tasks} tasks: OO {_sig(oo0)}, "
+        f"‖A_T‖_F {_sig(norm0)}. The paper's T5-large order 1 (144 layers, 1024 inputs, r 8, 4 tasks): "
+        f"OO {_sig(t5)} untrained, so its O-LoRA 21.00 is {21.00 / t5:.1f}× and its N-LoRA 3.80 "
+        f"{3.80 / t5:.1f}× that level (Table 3).",
+    ]
+    lines += [
+        "",
+        "O-LoRA's loss term in its code form, L = Σ_layers Σ_{i<t} Σ|A_i A_tᵀ| (entrywise l1), at the end of "
+        "task t over its expected value at the task's start (A_t at PEFT's init, A_i as trained), mean over "
+        "tasks 2..T and seeds:",
+        "",
+        "| budget | method | L end / L start |",
+        "|---|---|---|",
+    ]
     for budget in CLAIMS_FOLDERS:
         for method in ("inclora", "olora", "olora+nlora"):
             ratios = [x for r in budget_cells(cells, budget, method) for x in orth_ratios(_cell_footprints(r))]
@@ -762,22 +954,28 @@ def _pp(x: float | None) -> str:
 def tuning_choices(results: Path, regs: Any, profile: str = "quick") -> str:
     """Per stream × method of ``profile``: what was searched, the choice and its validation AA, whether it sits on an
     edge, and how the AA moves at 0.5× and 2× its learning rate and strengths (results/tuning/PROFILE)."""
-    lines = ["| stream | method | searched (log ranges of every round) | choice | configurations | validation AA "
-             "(tuning seeds) | on an edge | lr ×0.5 | lr ×2 | strength ×0.5 | strength ×2 | Δ | 2× beyond Δ | "
-             "at its lower bound |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| stream | method | searched (log ranges of every round) | choice | configurations | validation AA "
+        "(tuning seeds) | on an edge | lr ×0.5 | lr ×2 | strength ×0.5 | strength ×2 | Δ | 2× beyond Δ | "
+        "at its lower bound |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for c in sorted(_choices(regs, profile), key=lambda c: (c.pair.stream, c.pair.label)):
         p = c.pair
         if c.chosen is None:
-            raise DocsTableError(f"{p.key}: no configuration completed on every tuning seed in {_shown(_tuning(profile))}")
+            raise DocsTableError(
+                f"{p.key}: no configuration completed on every tuning seed in {_shown(_tuning(profile))}"
+            )
         searched = "; ".join(
-            f"`{k}` " + " ∪ ".join(f"{_g(r[i][0])}–{_g(r[i][1])}" for r in p.rounds)
-            for i, k in enumerate(p.space.keys))
+            f"`{k}` " + " ∪ ".join(f"{_g(r[i][0])}–{_g(r[i][1])}" for r in p.rounds) for i, k in enumerate(p.space.keys)
+        )
         point = ", ".join(f"{_g(v)}" for v in c.chosen.point.values())
         moves = [_pp(c.moves[k]) if k in c.moves else "—" for k in ("lr×0.5", "lr×2", "strength×0.5", "strength×2")]
-        lines.append(f"| {p.stream} | {p.label} | {searched} | **{point}** | {len(p.trials)} | "
-                     f"{c.chosen.mean:.2f} ± {c.chosen.sd:.2f} | {', '.join(c.edges) or 'no'} | {' | '.join(moves)} | "
-                     f"{_g(c.margin)} | {', '.join(c.flagged) or 'no'} | {'; '.join(c.at_lower_bound) or 'no'} |")
+        lines.append(
+            f"| {p.stream} | {p.label} | {searched} | **{point}** | {len(p.trials)} | "
+            f"{c.chosen.mean:.2f} ± {c.chosen.sd:.2f} | {', '.join(c.edges) or 'no'} | {' | '.join(moves)} | "
+            f"{_g(c.margin)} | {', '.join(c.flagged) or 'no'} | {'; '.join(c.at_lower_bound) or 'no'} |"
+        )
     return "\n".join(lines)
 
 
@@ -796,8 +994,9 @@ def tuning_cost(results: Path, regs: Any, profile: str = "quick") -> str:
         seconds = sum(float(r.timings.get("total_s", 0.0)) for r in cells)
         counts = ", ".join(f"{n} {s}" for s, n in sorted(status.items()))
         rows.append(f"| {stream} | {len(cells)} ({counts}) | {seconds / 60:.1f} |")
-    return "\n".join(["| stream | cells | cell time (min, as recorded, one CPU thread a cell) |", "|---|---|---|",
-                      *rows])
+    return "\n".join(
+        ["| stream | cells | cell time (min, as recorded, one CPU thread a cell) |", "|---|---|---|", *rows]
+    )
 
 
 def method_state(results: Path, regs: Any) -> str:
@@ -809,26 +1008,49 @@ def method_state(results: Path, regs: Any) -> str:
     from clbench._core.plan import RunRequest, make_plan
     from clbench._exec import memory
 
-    plan = make_plan(regs, RunRequest(methods="all", streams=["split-digits"], orders=["1"], seeds=[0],
-                                      out=Path("unused")))
+    plan = make_plan(
+        regs, RunRequest(methods="all", streams=["split-digits"], orders=["1"], seeds=[0], out=Path("unused"))
+    )
     rows = []
     for cell in sorted(plan.cells, key=lambda c: c.method):
         est = memory.estimate(regs, cell)
         per = 1e9 / (est.terms["weights"] / 4) / 2**30  # GiB per 1 B fp32 parameters
-        rows.append([cell.method, f"{est.terms['method'] * per:.1f}", f"{est.terms['optimizer'] * per:.1f}",
-                     f"{est.terms['gradients'] * per:.1f}", f"{est.peak * per:.1f}", est.device])
-    return (f"GiB per 1 B parameters (fp32 weights: 3.7 GiB), measured by `clbench run --dry-run` on the quick profile's "
-            f"split-digits cells (an MLP of {est.terms['weights'] // 4:,} parameters, SGD with momentum) and scaled:\n\n"
-            + tabulate(rows, headers=["method", "method state", "optimizer", "gradients", "peak", "measured on"],
-                       tablefmt="github", disable_numparse=True) + "\n")
+        rows.append(
+            [
+                cell.method,
+                f"{est.terms['method'] * per:.1f}",
+                f"{est.terms['optimizer'] * per:.1f}",
+                f"{est.terms['gradients'] * per:.1f}",
+                f"{est.peak * per:.1f}",
+                est.device,
+            ]
+        )
+    return (
+        f"GiB per 1 B parameters (fp32 weights: 3.7 GiB), measured by `clbench run --dry-run` on the quick profile's "
+        f"split-digits cells (an MLP of {est.terms['weights'] // 4:,} parameters, SGD with momentum) and scaled:\n\n"
+        + tabulate(
+            rows,
+            headers=["method", "method state", "optimizer", "gradients", "peak", "measured on"],
+            tablefmt="github",
+            disable_numparse=True,
+        )
+        + "\n"
+    )
 
 
 # AA of the papers' full protocol beside the lease's cells (benchmarks/gpu_paper_t5.py, docs/lps-packnet.md)
-LEASE_PAPER = {"olora": "75.4 (N-LoRA Table 1)", "nlora": "79.2 (N-LoRA Table 1)", "lps": "98.58 (LPS Table II)",
-               "packnet": "98.14 (LPS Table II)"}
-LEASE_DATA = {"t5-real": "CL benchmark, 256 train / 256 test a task", "t5-long": "texts at the source length, 64 / 64",
-              "mnist": "permuted MNIST, 60,000 / 10,000, 1/10 of the epochs",
-              "bf16": "prompts from dbpedia and amazon, 128 / 32 a task; Llama-3-8B's shapes, 2 layers, bf16"}
+LEASE_PAPER = {
+    "olora": "75.4 (N-LoRA Table 1)",
+    "nlora": "79.2 (N-LoRA Table 1)",
+    "lps": "98.58 (LPS Table II)",
+    "packnet": "98.14 (LPS Table II)",
+}
+LEASE_DATA = {
+    "t5-real": "CL benchmark, 256 train / 256 test a task",
+    "t5-long": "texts at the source length, 64 / 64",
+    "mnist": "permuted MNIST, 60,000 / 10,000, 1/10 of the epochs",
+    "bf16": "prompts from dbpedia and amazon, 128 / 32 a task; Llama-3-8B's shapes, 2 layers, bf16",
+}
 
 
 def gpu_lease(results: Path, regs: Any) -> str:
@@ -850,21 +1072,43 @@ def gpu_lease(results: Path, regs: Any) -> str:
         est = plan["cells"][key]["peak_bytes"]
         tokens = [t["train"]["tokens_per_s"] for t in tasks if "tokens_per_s" in t.get("train", {})]
         train_s = sum(t["train_s"] for t in tasks)
-        speed = f"{statistics.fmean(tokens):,.0f} tokens/s" if tokens else (
-            f"{train_s / len(tasks):.1f} s a task; Table I's 10× the epochs ≈ {10 * train_s / 60:.0f} min")
+        speed = (
+            f"{statistics.fmean(tokens):,.0f} tokens/s"
+            if tokens
+            else (f"{train_s / len(tasks):.1f} s a task; Table I's 10× the epochs ≈ {10 * train_s / 60:.0f} min")
+        )
         random_weights = r.config["model"].get("name") in ("t5", "causal-lm-sft")  # the lease's random models
         aa = "random weights" if random_weights else f"{r.metrics['AA']:.2f}"
-        rows.append(f"| {r.method} | {LEASE_DATA[key.split('/')[0]]} | {peak / 2**30:.2f} GiB | {est / 2**30:.2f} GiB | "
-                    f"{peak / est:.2f} | {speed} | {r.timings['total_s']:.0f} s | {aa} | {LEASE_PAPER.get(r.method, '—')} |")
+        rows.append(
+            f"| {r.method} | {LEASE_DATA[key.split('/')[0]]} | {peak / 2**30:.2f} GiB | {est / 2**30:.2f} GiB | "
+            f"{peak / est:.2f} | {speed} | {r.timings['total_s']:.0f} s | {aa} | {LEASE_PAPER.get(r.method, '—')} |"
+        )
     env = (lease / "env.txt").read_text(encoding="utf-8").splitlines()
-    return "\n".join([f"{env[1]}; {env[3]}; memory plan at commit {plan['plan_commit']}.", "",
-                      "| method | data | measured peak | plan | measured / plan | training | cell wall time | AA | paper |",
-                      "|---|---|---|---|---|---|---|---|---|", *rows]) + "\n"
+    return (
+        "\n".join(
+            [
+                f"{env[1]}; {env[3]}; memory plan at commit {plan['plan_commit']}.",
+                "",
+                "| method | data | measured peak | plan | measured / plan | training | cell wall time | AA | paper |",
+                "|---|---|---|---|---|---|---|---|---|",
+                *rows,
+            ]
+        )
+        + "\n"
+    )
 
 
 # LPS Table II, permuted MNIST: final average accuracy (%) of every column (the paper's "IS" is SI)
-TABLE2_PERMUTED_MNIST = {"sm": 98.80, "ewc": 96.81, "si": 97.52, "lwf": 68.22, "dgr": 90.73, "gem": 93.03,
-                         "packnet": 98.14, "lps": 98.58}
+TABLE2_PERMUTED_MNIST = {
+    "sm": 98.80,
+    "ewc": 96.81,
+    "si": 97.52,
+    "lwf": 68.22,
+    "dgr": 90.73,
+    "gem": 93.03,
+    "packnet": 98.14,
+    "lps": 98.58,
+}
 
 
 def _leases() -> list[Path]:
@@ -875,8 +1119,11 @@ def _leases() -> list[Path]:
 # what each measurement of a lease ran: the step as it is, or (step_cost_old.json, mnist-old) as it was before
 # train.fused, train.sync_every and train.device_data; mnist-tenth: 1/10 of Table I's epochs
 STEP_KINDS = {"step_cost.json": "the step", "step_cost_old.json": "the step before fused/sync/device data"}
-RUN_KINDS = {"mnist-full": "paper's", "mnist-old": "paper's, the step before fused/sync/device data",
-             "mnist-tenth": "1/10 of Table I's"}
+RUN_KINDS = {
+    "mnist-full": "paper's",
+    "mnist-old": "paper's, the step before fused/sync/device data",
+    "mnist-tenth": "1/10 of Table I's",
+}
 
 
 def gpu_step_cost(results: Path, regs: Any) -> str:
@@ -892,12 +1139,22 @@ def gpu_step_cost(results: Path, regs: Any) -> str:
             m = json.loads((lease / name).read_text(encoding="utf-8"))
             ms, cell = m["ms_per_step"], m["cell"]
             loops = " · ".join(f"{k} {v:.2f}" for k, v in ms.items() if k != "clbench")
-            rows.append(f"| {lease.name} | {kind} | {m['device']}, torch {m['torch']} | {ms['clbench']:.2f} | {loops} | "
-                        f"{ms['clbench'] / ms['eager-fused']:.2f} | {ms['clbench'] / ms['graph']:.2f} | "
-                        f"{cell['cell_s']:.1f} s ({1 - cell['train_s'] / cell['cell_s']:.0%} not training) |")
-    return "\n".join(["| lease | clbench ran | device | clbench ms a step | bare loops, ms a step | clbench ÷ "
-                      "eager-fused | clbench ÷ graph | cell wall time |", "|---|---|---|---|---|---|---|---|",
-                      *rows]) + "\n"
+            rows.append(
+                f"| {lease.name} | {kind} | {m['device']}, torch {m['torch']} | {ms['clbench']:.2f} | {loops} | "
+                f"{ms['clbench'] / ms['eager-fused']:.2f} | {ms['clbench'] / ms['graph']:.2f} | "
+                f"{cell['cell_s']:.1f} s ({1 - cell['train_s'] / cell['cell_s']:.0%} not training) |"
+            )
+    return (
+        "\n".join(
+            [
+                "| lease | clbench ran | device | clbench ms a step | bare loops, ms a step | clbench ÷ "
+                "eager-fused | clbench ÷ graph | cell wall time |",
+                "|---|---|---|---|---|---|---|---|",
+                *rows,
+            ]
+        )
+        + "\n"
+    )
 
 
 def gpu_table2(results: Path, regs: Any) -> str:
@@ -912,11 +1169,21 @@ def gpu_table2(results: Path, regs: Any) -> str:
                 phases = [t[p] for t in r.timings["tasks"] for p in t["phases"]]
                 steps, seconds = sum(p["steps"] for p in phases), sum(p["seconds"] for p in phases)
                 paper = TABLE2_PERMUTED_MNIST.get(r.method)
-                rows.append(f"| {lease.name} | {r.method} | {epochs} | {r.seed} | {r.metrics['AA']:.2f} | "
-                            f"{r.metrics['F.Ra']:.2f} | {steps:,} | {1000 * seconds / steps:.2f} ms | "
-                            f"{r.timings['total_s']:.0f} s | {'—' if paper is None else f'{paper:.2f}'} |")
-    return "\n".join(["| lease | method | epochs | seed | AA | F.Ra | steps | a step | cell wall time | LPS Table II |",
-                      "|---|---|---|---|---|---|---|---|---|---|", *rows]) + "\n"
+                rows.append(
+                    f"| {lease.name} | {r.method} | {epochs} | {r.seed} | {r.metrics['AA']:.2f} | "
+                    f"{r.metrics['F.Ra']:.2f} | {steps:,} | {1000 * seconds / steps:.2f} ms | "
+                    f"{r.timings['total_s']:.0f} s | {'—' if paper is None else f'{paper:.2f}'} |"
+                )
+    return (
+        "\n".join(
+            [
+                "| lease | method | epochs | seed | AA | F.Ra | steps | a step | cell wall time | LPS Table II |",
+                "|---|---|---|---|---|---|---|---|---|---|",
+                *rows,
+            ]
+        )
+        + "\n"
+    )
 
 
 GENERATORS: dict[str, Callable[[Path, Any], str]] = {
@@ -942,8 +1209,14 @@ GENERATORS: dict[str, Callable[[Path, Any], str]] = {
     "gpu-lease": gpu_lease,
 }
 # what `python scripts/docs_tables.py` regenerates
-DOCUMENTS = (DOC, ROOT / "README.md", ROOT / "docs" / "text-streams-and-models.md", ROOT / "docs" / "tuning.md",
-             ROOT / "docs" / "scale-out.md", ROOT / "docs" / "bench.md")
+DOCUMENTS = (
+    DOC,
+    ROOT / "README.md",
+    ROOT / "docs" / "text-streams-and-models.md",
+    ROOT / "docs" / "tuning.md",
+    ROOT / "docs" / "scale-out.md",
+    ROOT / "docs" / "bench.md",
+)
 
 
 def generate(text: str, results: Path, memo: dict[str, Any] | None = None) -> str:
@@ -967,8 +1240,13 @@ def generate(text: str, results: Path, memo: dict[str, Any] | None = None) -> st
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--doc", type=Path, action="append", default=None,
-                    help=f"a document (default: {', '.join(_shown(d) for d in DOCUMENTS)}); repeatable")
+    ap.add_argument(
+        "--doc",
+        type=Path,
+        action="append",
+        default=None,
+        help=f"a document (default: {', '.join(_shown(d) for d in DOCUMENTS)}); repeatable",
+    )
     ap.add_argument("--results", type=Path, default=RESULTS, help=f"the result tree (default {_shown(RESULTS)})")
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 when the document differs")
     args = ap.parse_args(argv)
@@ -987,8 +1265,14 @@ def _one(doc: Path, results: Path, check: bool, memo: dict[str, Any]) -> int:
         print(f"docs_tables: {_shown(doc)} is up to date", file=sys.stderr)
         return 0
     if check:
-        sys.stderr.writelines(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                                   f"{_shown(doc)} (committed)", f"{_shown(doc)} (generated)"))
+        sys.stderr.writelines(
+            difflib.unified_diff(
+                old.splitlines(keepends=True),
+                new.splitlines(keepends=True),
+                f"{_shown(doc)} (committed)",
+                f"{_shown(doc)} (generated)",
+            )
+        )
         print(f"docs_tables: {_shown(doc)} is stale; run `python scripts/docs_tables.py`", file=sys.stderr)
         return 1
     doc.write_text(new, encoding="utf-8")

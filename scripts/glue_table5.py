@@ -40,8 +40,14 @@ ORDER = list(TASKS)  # MNLI, QQP, RTE, SST-2, CB, BoolQA
 # Reductions against the paper-expander preset (train.epochs 3, full data, max_length 512): sized so one
 # setting (36 cells) takes about 20 minutes on one shared CPU core. model.train_base=false changes no number
 # (only masked coordinates and heads are in the optimizer); it skips gradients nothing reads.
-REDUCED = {"stream.train_per_task": 128, "stream.test_per_task": 128, "train.epochs": 1, "model.max_length": 64,
-           "model.train_base": False, "train.threads": 1}
+REDUCED = {
+    "stream.train_per_task": 128,
+    "stream.test_per_task": 128,
+    "train.epochs": 1,
+    "model.max_length": 64,
+    "model.train_base": False,
+    "train.threads": 1,
+}
 SETTINGS: dict[str, dict[str, Any]] = {
     "lr1e-5": {**REDUCED, "train.lr": 1e-5},  # the preset's lr (usual RoBERTa GLUE value; the paper gives none)
     "lr1e-2": {**REDUCED, "train.lr": 1e-2},  # §5 "RMSProp ... default hyperparameters": torch's RMSprop lr
@@ -52,10 +58,31 @@ SETTINGS: dict[str, dict[str, Any]] = {
 
 
 def clbench_command(setting: str, data_dir: Path) -> list[str]:
-    sets = [a for k, v in SETTINGS[setting].items() for a in ("--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}")]
-    return ["clbench", "run", "--profile", "paper-expander", "--stream", "glue-cl", "--orders", ",".join(ORDER),
-            "--methods", ",".join(METHODS), "--seeds", ",".join(map(str, SEEDS)), "--data-dir", str(data_dir),
-            *sets, "--out", str(RUNS / setting), "--no-progress"]
+    sets = [
+        a
+        for k, v in SETTINGS[setting].items()
+        for a in ("--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}")
+    ]
+    return [
+        "clbench",
+        "run",
+        "--profile",
+        "paper-expander",
+        "--stream",
+        "glue-cl",
+        "--orders",
+        ",".join(ORDER),
+        "--methods",
+        ",".join(METHODS),
+        "--seeds",
+        ",".join(map(str, SEEDS)),
+        "--data-dir",
+        str(data_dir),
+        *sets,
+        "--out",
+        str(RUNS / setting),
+        "--no-progress",
+    ]
 
 
 def collect(setting: str) -> dict[str, Any]:
@@ -78,11 +105,22 @@ def collect(setting: str) -> dict[str, Any]:
                 seconds += r["timings"]["total_s"]
                 config = {k: r["config"][k] for k in ("train", "model", "stream")}
                 config["density"] = r["config"]["methods"][method]["density"]
-    env = {"device": r["env"]["device"], "torch": r["env"]["packages"]["torch"], "git": r["env"]["git_revision"],
-           "torch_threads": r["env"]["torch_threads"]}
+    env = {
+        "device": r["env"]["device"],
+        "torch": r["env"]["packages"]["torch"],
+        "git": r["env"]["git_revision"],
+        "torch_threads": r["env"]["torch_threads"],
+    }
     config["stream"].pop("data_dir", None)  # a temporary copy (scripts/glue_table5_data.py)
-    return {"setting": setting, "sets": SETTINGS[setting], "scores": scores, "train_loss": losses, "config": config, "env": env,
-            "cell_seconds": round(seconds)}
+    return {
+        "setting": setting,
+        "sets": SETTINGS[setting],
+        "scores": scores,
+        "train_loss": losses,
+        "config": config,
+        "env": env,
+        "cell_seconds": round(seconds),
+    }
 
 
 # --------------------------------------------------------------------------- tables
@@ -104,28 +142,43 @@ def table(result: dict[str, Any]) -> str:
                 per_seed[m].setdefault(str(k), []).append(x)
         loss = result["train_loss"]
         rows.append((task, exp, rnd))
-        losses.append(f" {statistics.fmean(loss['random'][task].values()):.3f} / "
-                      f"{statistics.fmean(loss['expander'][task].values()):.3f} |")
+        losses.append(
+            f" {statistics.fmean(loss['random'][task].values()):.3f} / "
+            f"{statistics.fmean(loss['expander'][task].values()):.3f} |"
+        )
     avg = {m: [statistics.fmean(per_seed[m][str(k)]) for k in SEEDS] for m in per_seed}
     rows.append(("**average**", avg["expander"], avg["random"]))
     losses.append(" |")
     rule = V.Rule(margin=MARGIN)
-    claims = [V.claim(dict(zip(map(str, SEEDS), exp, strict=True)), dict(zip(map(str, SEEDS), rnd, strict=True)),
-                      lower=False, rule=rule) for _, exp, rnd in rows]
+    claims = [
+        V.claim(
+            dict(zip(map(str, SEEDS), exp, strict=True)),
+            dict(zip(map(str, SEEDS), rnd, strict=True)),
+            lower=False,
+            rule=rule,
+        )
+        for _, exp, rnd in rows
+    ]
     verdicts = V.claim_verdicts(claims, [rule] * len(claims))
     floor = V.claims_floor(len(rows), len(SEEDS))
-    lines = ["| task | random mask | expander mask | expander − random (Holm p) | verdict | training loss "
-             "(random / expander) |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| task | random mask | expander mask | expander − random (Holm p) | verdict | training loss "
+        "(random / expander) |",
+        "|---|---|---|---|---|---|",
+    ]
     for (name, exp, rnd), (verdict, p_holm), loss in zip(rows, verdicts, losses, strict=True):
         (me, se), (mr, sr) = mean_std(exp), mean_std(rnd)
-        lines.append(f"| {name} | {mr:.1f} ± {sr:.1f} | {me:.1f} ± {se:.1f} | {me - mr:+.1f} ({V.fmt_p(p_holm)}) | "
-                     f"{verdict} |" + loss)
+        lines.append(
+            f"| {name} | {mr:.1f} ± {sr:.1f} | {me:.1f} ± {se:.1f} | {me - mr:+.1f} ({V.fmt_p(p_holm)}) | "
+            f"{verdict} |" + loss
+        )
     same = sum(s["expander"][t][str(k)] == s["random"][t][str(k)] for t in ORDER for k in SEEDS)
-    return "\n".join(lines) + (f"\n\nThe two mask kinds score exactly the same in {same} of {len(ORDER) * len(SEEDS)} "
-                               "(task, seed) pairs. Verdicts by the one rule (docs/verdicts.md): paired by seed, "
-                               f"{V.CLAIMS_RULE} ({len(rows)} rows), Δ = {MARGIN:g} pp; with {len(SEEDS)} seeds no "
-                               f"Holm-adjusted p is below {floor:.2g}"
-                               + (", so no row can hold." if floor >= rule.alpha else "."))
+    return "\n".join(lines) + (
+        f"\n\nThe two mask kinds score exactly the same in {same} of {len(ORDER) * len(SEEDS)} "
+        "(task, seed) pairs. Verdicts by the one rule (docs/verdicts.md): paired by seed, "
+        f"{V.CLAIMS_RULE} ({len(rows)} rows), Δ = {MARGIN:g} pp; with {len(SEEDS)} seeds no "
+        f"Holm-adjusted p is below {floor:.2g}" + (", so no row can hold." if floor >= rule.alpha else ".")
+    )
 
 
 def sections() -> dict[str, str]:
@@ -134,9 +187,11 @@ def sections() -> dict[str, str]:
         path = RESULTS / f"{setting}.json"
         if path.is_file():
             result = json.loads(path.read_text())
-            out[setting] = (f"{table(result)}\n\nAccuracy (%) on {SETTINGS[setting]['stream.test_per_task']} test "
-                            f"examples a task, mean ± std over seeds {', '.join(map(str, SEEDS))}; "
-                            f"{result['cell_seconds']} s of cell time ({result['env'].get('device', '?')}).")
+            out[setting] = (
+                f"{table(result)}\n\nAccuracy (%) on {SETTINGS[setting]['stream.test_per_task']} test "
+                f"examples a task, mean ± std over seeds {', '.join(map(str, SEEDS))}; "
+                f"{result['cell_seconds']} s of cell time ({result['env'].get('device', '?')})."
+            )
     return out
 
 

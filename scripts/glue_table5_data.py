@@ -31,7 +31,7 @@ def prepare(src: Path, out: Path) -> dict[str, int]:
             dest.unlink(missing_ok=True)
             records = json.loads(f.read_text(encoding="utf-8")) if f.name != "labels.json" else None
             kept = [r for r in records if r.get("label") != NO_GOLD] if records is not None else None
-            if kept is None or len(kept) == len(records):
+            if records is None or kept is None or len(kept) == len(records):
                 shutil.copyfile(f, dest)
             else:
                 dest.write_text(json.dumps(kept, ensure_ascii=False), encoding="utf-8")

@@ -63,7 +63,8 @@ def _resolve(name: str, known: dict[str, Path]) -> str | None:
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def imports(module: str, path: Path, known: dict[str, Path]) -> Iterator[tuple[str, str]]:
@@ -138,7 +139,11 @@ def main() -> None:
     g = graph()
     counts = {k: sum(1 for *_, kind in g.edges(data="kind") if kind == k) for k in (*RUNTIME, "typing")}
     print(f"{g.number_of_nodes()} modules; edges: " + ", ".join(f"{n} {k}" for k, n in counts.items()))
-    for label, kinds in (("module-level", ("module",)), ("runtime", RUNTIME), ("all, typing too", (*RUNTIME, "typing"))):
+    for label, kinds in (
+        ("module-level", ("module",)),
+        ("runtime", RUNTIME),
+        ("all, typing too", (*RUNTIME, "typing")),
+    ):
         found = circles(g, kinds)
         print(f"circles ({label}): {len(found)}" + "".join(f"\n  {len(c)}: {', '.join(c)}" for c in found))
     up = upward(g)

@@ -28,11 +28,17 @@ TREES = {  # profile -> the committed tree of its cells
 # one setting at a time changed from the profile's: tree under results/paper-der/conventions -> (what it changes,
 # the profile and the streams it departs from)
 CONVENTIONS = {
-    "head-masked": ("train.head=masked (the growing head) instead of the paper's fixed full head", "paper-der",
-                    ("seq-mnist",)),
-    "fisher-probability": ("ewc.fisher_weight=probability (the paper's code's Fisher: each example's squared gradient "
-                           "times the model's probability of its label) instead of the empirical Fisher", "paper-der",
-                           ("seq-mnist", "seq-mnist-til", "perm-mnist", "rot-mnist")),
+    "head-masked": (
+        "train.head=masked (the growing head) instead of the paper's fixed full head",
+        "paper-der",
+        ("seq-mnist",),
+    ),
+    "fisher-probability": (
+        "ewc.fisher_weight=probability (the paper's code's Fisher: each example's squared gradient "
+        "times the model's probability of its label) instead of the empirical Fisher",
+        "paper-der",
+        ("seq-mnist", "seq-mnist-til", "perm-mnist", "rot-mnist"),
+    ),
 }
 
 # Why a row is outside the rule, by (profile, stream, method). A cause names a convention (with the setting that
@@ -76,26 +82,32 @@ CAUSES: dict[tuple[str, str, str], str] = {
         "per-example squares and mean, penalty 2·e_lambda/2 and decay γ). Under the code's form the row comes out "
         "further below (*One setting changed*, below): the weighting shrinks the penalty. Open"
     ),
-    **{(p, "rot-mnist", m): (
-        ("above" if m in ("seqft", "si") else "not resolved with 5 seeds: the interval crosses τ") + ". Known "
-        "difference: clbench draws the 20 angles once, the same for every seed (a fixed generator per task); "
-        "Mammoth's Rotation draws them anew each run (numpy's unseeded generator), so the paper's mean averages over "
-        "draws and clbench's is one draw's. How close the last tasks' angles lie to the earlier ones sets how much "
-        "a method forgets; drawing the angles from the seed is not a setting yet: open"
-    ) for p, methods in (("paper-der", ("seqft", "si", "ewc", "agem")), ("paper-der-500", ("gem", "agem")))
-      for m in methods},
+    **{
+        (p, "rot-mnist", m): (
+            ("above" if m in ("seqft", "si") else "not resolved with 5 seeds: the interval crosses τ") + ". Known "
+            "difference: clbench draws the 20 angles once, the same for every seed (a fixed generator per task); "
+            "Mammoth's Rotation draws them anew each run (numpy's unseeded generator), so the paper's mean averages over "
+            "draws and clbench's is one draw's. How close the last tasks' angles lie to the earlier ones sets how much "
+            "a method forgets; drawing the angles from the seed is not a setting yet: open"
+        )
+        for p, methods in (("paper-der", ("seqft", "si", "ewc", "agem")), ("paper-der-500", ("gem", "agem")))
+        for m in methods
+    },
     ("paper-der-500", "perm-mnist", "agem"): (
         "not resolved with 5 seeds: the interval reaches past +τ. "
         "Known differences: clbench keeps the first 25 of a shuffle of each finished task (500 over 20 tasks; "
         "Mammoth: a random 25) and draws the reference gradient's 128 from them as the code does; its permutations "
         "are drawn once for every seed, Mammoth's anew each run (as R-MNIST's angles); open"
     ),
-    **{("paper-lps", "permuted-mnist", m): (
-        "one cell: the profile runs one seed, as the paper reports one run without a spread, and the rule needs two "
-        "cells for an interval; `--seeds 0,1,2` would let it act. Known differences: clbench trains on 54,000 "
-        "images a task (the stream's 10 % validation hold-out) and runs each baseline at clbench's defaults, where "
-        "the paper used \"the original authors' implementation\" with their recommended settings (§V-A), not named"
-    ) for m in ("sm", "ewc", "si", "lwf", "dgr", "gem", "packnet", "lps")},
+    **{
+        ("paper-lps", "permuted-mnist", m): (
+            "one cell: the profile runs one seed, as the paper reports one run without a spread, and the rule needs two "
+            "cells for an interval; `--seeds 0,1,2` would let it act. Known differences: clbench trains on 54,000 "
+            "images a task (the stream's 10 % validation hold-out) and runs each baseline at clbench's defaults, where "
+            'the paper used "the original authors\' implementation" with their recommended settings (§V-A), not named'
+        )
+        for m in ("sm", "ewc", "si", "lwf", "dgr", "gem", "packnet", "lps")
+    },
     ("paper-der", "seq-mnist", "derpp"): (
         "not separated with 5 seeds: the interval reaches past −τ. Known difference: while the buffer holds fewer "
         "than the 128 examples drawn (the first 13 steps), clbench draws with replacement, Mammoth draws every "
@@ -115,8 +127,10 @@ def _wall(tree: Path) -> str:
     if not path.is_file():
         return "not recorded"
     w = json.loads(path.read_text(encoding="utf-8"))
-    return (f"{w['wall_s'] / 60:.1f} min wall for {w['cells']} cells with `{w['command']}` ({w['cpus']} × {w['cpu']}, "
-            f"{w['date']})")
+    return (
+        f"{w['wall_s'] / 60:.1f} min wall for {w['cells']} cells with `{w['command']}` ({w['cpus']} × {w['cpu']}, "
+        f"{w['date']})"
+    )
 
 
 def _grouped(pairs: list[tuple[str, str]], by_method: bool = False) -> str:
@@ -152,11 +166,14 @@ def _convention_lines(regs: Any) -> list[str]:
             if not rows:
                 continue
             own = {r.target.method: r for r in parity(_results(TREES[profile]), spec) if r.target.stream == stream}
-            lines.append(f"Under {what} (`results/paper-der/conventions/{name}`, {profile}, {stream}; "
-                         f"{_wall(tree)}):\n")
-            lines += [f"- {r.target.method}: {r.mean:.2f} {_ci(r)} over {len(r.values)} cells, {r.verdict} by the "
-                      f"rule (the profile's own form: {_num(own[r.target.method].mean)}; paper {r.target.mean:.2f})"
-                      for r in rows]
+            lines.append(
+                f"Under {what} (`results/paper-der/conventions/{name}`, {profile}, {stream}; {_wall(tree)}):\n"
+            )
+            lines += [
+                f"- {r.target.method}: {r.mean:.2f} {_ci(r)} over {len(r.values)} cells, {r.verdict} by the "
+                f"rule (the profile's own form: {_num(own[r.target.method].mean)}; paper {r.target.mean:.2f})"
+                for r in rows
+            ]
             lines.append("")
     return lines
 
@@ -217,9 +234,13 @@ def render() -> str:
         ran = [r for r in rows if r.values]
         tally = counts(ran)
         if not ran:
-            out += [f"## `{profile}`: {spec['paper']}, {spec['table']}", "",
-                    f"Not run yet (`clbench run --profile {profile} --data-dir DIR --out "
-                    f"results/{tree.relative_to(ROOT / 'results').as_posix()}`).", ""]
+            out += [
+                f"## `{profile}`: {spec['paper']}, {spec['table']}",
+                "",
+                f"Not run yet (`clbench run --profile {profile} --data-dir DIR --out "
+                f"results/{tree.relative_to(ROOT / 'results').as_posix()}`).",
+                "",
+            ]
             continue
         out += [
             f"## `{profile}`: {spec['paper']}, {spec['table']}",
@@ -246,8 +267,9 @@ def main() -> int:
     text = render()
     if args.check:
         if not PAGE.is_file() or PAGE.read_text(encoding="utf-8") != text:
-            print(f"stale: {PAGE} differs from what the results give; run python scripts/parity_page.py",
-                  file=sys.stderr)
+            print(
+                f"stale: {PAGE} differs from what the results give; run python scripts/parity_page.py", file=sys.stderr
+            )
             return 1
         return 0
     PAGE.write_text(text, encoding="utf-8")

@@ -51,8 +51,11 @@ def main() -> None:
         "cpu": cpu_model(),
         "cpus": os.cpu_count(),
         "date": datetime.date.today().isoformat(),
-        **({"beside": "; ".join(b for b in (old.get("beside"), args.beside) if b)} if args.beside or old.get("beside")
-           else {}),
+        **(
+            {"beside": "; ".join(b for b in (old.get("beside"), args.beside) if b)}
+            if args.beside or old.get("beside")
+            else {}
+        ),
     }
     path.write_text(json.dumps(record, indent=1) + "\n")
     print(f"wrote {path}")
