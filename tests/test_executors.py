@@ -4,6 +4,8 @@ never oversubscribed, plugins a worker cannot load refused, --fail-fast and usag
 from __future__ import annotations
 
 import json
+import os
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -117,6 +119,39 @@ def _children(pid: int) -> list[int]:
         if int(fields[1]) == pid:
             out.append(int(stat.parent.name))
     return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_worker_killed_mid_cell_ends_the_run_with_its_cell_named(tmp_path):
+    """A process pool never reports the task of a worker killed outright (the out-of-memory killer): the run
+    waited for it forever. It now stops within seconds, naming the cell, and keeps what finished."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cells = ["run", "--stream", "permuted-digits", "--methods", "seqft,ewc", "--orders", "1", "--seeds", "0,1",
+             "--set", "train.epochs=60", "--no-progress", "--jobs", "2", "--out", str(tmp_path)]
+    proc = subprocess.Popen([sys.executable, "-m", "clbench", *cells], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    while not list(tmp_path.rglob("checkpoint.pt")) and time.monotonic() < deadline:  # a cell under way
+        time.sleep(0.5)
+    busy = sorted(tmp_path.rglob("checkpoint.pt"))
+    assert busy, "no cell started"
+    workers = [p for p in _children(proc.pid) if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()]
+    assert len(workers) == 2
+    os.kill(workers[0], signal.SIGKILL)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("the run still waits for the killed worker's cell")
+    assert proc.returncode == 1, err
+    [line] = [line for line in err.splitlines() if "died without a result" in line]
+    assert re.search(rf"cell \S+ \(pid {workers[0]}\) died", line), line
+    assert "rerun the same command to resume" in line
 
 
 @pytest.mark.slow

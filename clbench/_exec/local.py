@@ -12,7 +12,7 @@ import os
 import queue
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from clbench._core.registry import Registries, build_registry
 from clbench.errors import ClbenchError, ConfigError
@@ -114,18 +114,27 @@ def _in_workers(
     pending = list(cells)
     running: dict[str, int] = {}  # cell key -> the threads it holds
     # spawn, not fork: a forked child of a process that has run torch's OpenMP pool can hang in its first op
+    context = multiprocessing.get_context("spawn")
+    started = context.SimpleQueue()  # (pid, cell key) as a worker starts a cell
+    workers: dict[str, int] = {}  # cell key -> the pid of the worker running it
     start, run = worker.start, worker.run
-    pool = multiprocessing.get_context("spawn").Pool(jobs, start, (disabled, fail_fast))
+    # the workers follow this process: one that sees it gone already when its start-up ends stops there
+    pool = context.Pool(jobs, start, (disabled, fail_fast, os.getpid(), started))
     try:
         while pending or running:
             while (cell := next_cell(pending, running, jobs, cpus)) is not None:
                 pending.remove(cell)
                 running[cell.key] = min(cell.train.threads, cpus)
                 pool.apply_async(run, (cell,), callback=finished.put, error_callback=finished.put)
-            item = finished.get()
+            try:
+                item = finished.get(timeout=WORKER_CHECK_S)
+            except queue.Empty:
+                _check_workers(started, workers, running)
+                continue
             if isinstance(item, BaseException):  # FailFast, or a cell that could not reach its worker
                 raise item
             running.pop(item.key)
+            workers.pop(item.key, None)
             yield item
     except BaseException:  # an interrupt, --fail-fast, an error, or the caller stopped early
         pool.terminate()  # the cells still running stop (their last checkpoints stay)
@@ -134,6 +143,35 @@ def _in_workers(
         pool.close()  # every cell is done: the workers exit on their own
     finally:
         pool.join()
+
+
+WORKER_CHECK_S = 2.0  # how often the pool's owner looks for a worker that died with a cell
+
+
+class WorkerDied(ClbenchError):
+    """A ``--jobs`` worker died while running a cell: the run stops, as a failed cell does (exit code 1)."""
+
+    exit_code = 1
+
+
+def _check_workers(started: Any, workers: dict[str, int], running: Mapping[str, int]) -> None:
+    """Raise when a worker died while running a cell: a process pool neither reports nor reruns the task of a
+    worker killed outright (SIGKILL, the out-of-memory killer), so the run would wait for its result forever."""
+    while not started.empty():
+        pid, key = started.get()
+        workers[key] = pid
+    for key, pid in workers.items():
+        if key not in running:
+            continue
+        try:
+            os.kill(pid, 0)  # (the pool reaps a dead worker within 0.1 s: no zombie answers for it)
+        except ProcessLookupError:
+            raise WorkerDied(
+                f"the worker process running cell {key} (pid {pid}) died without a result: killed, by a signal or "
+                "the out-of-memory killer (`dmesg` says which). The cells finished so far are kept; rerun the "
+                "same command to resume the others from their checkpoints (--jobs 1 runs one cell at a time, "
+                "with less memory)"
+            ) from None
 
 
 @hookimpl

@@ -2,22 +2,26 @@
 
 Each rebuilds the parent's registries (the same ``-p no:`` list, plus plugins named ``module:name`` that were
 registered in the parent only), prints warnings on one line, keeps tqdm off multiprocessing locks and, when it
-has a parent to follow, leaves Ctrl-C to it and exits within a second of its death.
+has a parent to follow, leaves Ctrl-C to it and ends at its death.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import gc
 import importlib
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from clbench._exec.runner import Runner
-from clbench.distributed import SINGLE, Dist
+if TYPE_CHECKING:  # torch and the registries load in bootstrap, after the process follows its parent
+    from clbench._exec.runner import Runner
+    from clbench.distributed import Dist
 
 
 def load_plugin(spec: str) -> object:
@@ -28,10 +32,22 @@ def load_plugin(spec: str) -> object:
     return obj() if isinstance(obj, type) else obj
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
 def exit_with(parent: int) -> None:
-    """End this process within a second of its parent's death (a SIGKILL gives the parent no chance to stop
-    it): an orphan would go on with its cell while the rerun of the same command starts that cell again."""
-    while os.getppid() == parent:
+    """End this process at its parent's death (a SIGKILL gives the parent no chance to stop it): an orphan would
+    go on with its cell while the rerun of the same command starts that cell again. On Linux the kernel kills it
+    at once (``PR_SET_PDEATHSIG``); a thread that looks for the parent every second covers other systems, and a
+    loaded machine, where the thread could wait seconds for its turn (5 processes on 2 cores)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    threading.Thread(target=_poll_parent, args=(parent,), daemon=True).start()
+
+
+def _poll_parent(parent: int) -> None:
+    while os.getppid() == parent:  # (also ends a parent that died before the kernel was asked)
         time.sleep(1.0)
     os._exit(1)
 
@@ -56,14 +72,16 @@ def bootstrap(
     """This process's :class:`~clbench._exec.runner.Runner`, the process set up to run cells (see the module). ``parent``:
     follow that process (Ctrl-C is its to handle); ``join``: joins the process group, once the process is set up
     and before the registries load (a rank)."""
+    if parent is not None:  # first: the imports below take seconds, tens of them on a loaded machine
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent ends us
+        exit_with(parent)
     from tqdm.auto import tqdm
 
     from clbench._core import console
     from clbench._exec.local import harness_registry
+    from clbench._exec.runner import Runner
+    from clbench.distributed import SINGLE
 
-    if parent is not None:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent ends us
-        threading.Thread(target=exit_with, args=(parent,), daemon=True).start()
     # tqdm's default lock is a multiprocessing lock, a named semaphore of the parent's resource tracker; a process
     # terminated on Ctrl-C could not release it ("leaked semaphore" at exit). No bar is drawn here.
     tqdm.set_lock(threading.RLock())
@@ -83,17 +101,24 @@ def freeze_loaded() -> None:
 
 
 _runner: Runner | None = None
+_started: Any = None  # where run() says which cell this process starts: (pid, cell key)
 
 
-def start(disabled: Sequence[str], fail_fast: bool) -> None:
-    """A ``--jobs`` worker process's initializer (:class:`clbench._exec.local.LocalExecutor`): set up, following its
-    parent."""
-    global _runner
+def start(disabled: Sequence[str], fail_fast: bool, parent: int | None = None, started: Any = None) -> None:
+    """A ``--jobs`` worker process's initializer (:class:`clbench._exec.local.LocalExecutor`): set up, following
+    ``parent``, the pid of the process that started the pool (default: this process's parent now). Given, a worker
+    whose start-up (seconds of imports on a loaded machine) outlived that process ends instead of following init.
+    ``started``: a queue that gets (pid, cell key) as each cell starts, so that the pool's owner knows which cell
+    a worker that dies (the out-of-memory killer) took with it."""
+    global _runner, _started
     signal.signal(signal.SIGTERM, _stop)
-    _runner = bootstrap(disabled, fail_fast, parent=os.getppid())
+    _started = started
+    _runner = bootstrap(disabled, fail_fast, parent=os.getppid() if parent is None else parent)
 
 
 def run(cell: Any) -> Any:
     """Run one cell in a ``--jobs`` worker process set up by :func:`start`."""
     assert _runner is not None
+    if _started is not None:
+        _started.put((os.getpid(), cell.key))
     return _runner.run(cell)
