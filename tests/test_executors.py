@@ -132,10 +132,11 @@ def test_a_worker_killed_mid_cell_ends_the_run_with_its_cell_named(tmp_path):
     import time
 
     cells = ["run", "--stream", "permuted-digits", "--methods", "seqft,ewc", "--orders", "1", "--seeds", "0,1",
-             "--set", "train.epochs=60", "--no-progress", "--jobs", "2", "--out", str(tmp_path)]
+             "--set", "train.epochs=30", "--set", "train.checkpoint_every_s=0",  # a checkpoint after each task
+             "--no-progress", "--jobs", "2", "--out", str(tmp_path)]
     proc = subprocess.Popen([sys.executable, "-m", "clbench", *cells], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + 300
     while not list(tmp_path.rglob("checkpoint.pt")) and time.monotonic() < deadline:  # a cell under way
         time.sleep(0.5)
     busy = sorted(tmp_path.rglob("checkpoint.pt"))
