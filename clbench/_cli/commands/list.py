@@ -57,6 +57,8 @@ def command(regs: Registries, kind: str | None, name: str | None, of_kind: str |
         for item in reg:
             spec = reg.get(item)
             desc = getattr(spec, "description", "")
+            if k == "profiles" and item in regs.targets:  # a paper's numbers another plugin gives
+                desc += f"; the paper's numbers from {where(regs.targets.origins[item])}"
             click.echo(f"  {item:<22} {desc}  ({where(reg.origins[item])})")
 
 
@@ -71,7 +73,7 @@ def show_plugins(regs: Registries) -> None:
         origin = origin_of(regs, plugin)
         offers = [
             f"{k} {', '.join(n for n in regs.kind(k) if regs.kind(k).origins[n].plugin == origin.plugin)}"
-            for k in (*KINDS, "options")
+            for k in (*KINDS, "options", "targets")
         ]
         offers = [o for o in offers if not o.endswith(" ")]
         hooks = sorted(
