@@ -200,7 +200,8 @@ class _Layers:
         for scope, chain in chains.items():
             for layer, values in chain:
                 for key, value in values.items():
-                    out.setdefault(f"{scope}.{cfg.public_name(key)}", []).append((layer, value))
+                    name = cfg.public_name(key.replace("-", "_"))  # as clbench.config.field_for reads a key
+                    out.setdefault(f"{scope}.{name}", []).append((layer, value))
         return out
 
 
