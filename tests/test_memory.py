@@ -360,7 +360,6 @@ def _long_data(root: Path) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_the_paper_cells_fit_one_80_gib_gpu(regs, tmp_path):
     """T5-large (fp32) and LLaMA-7B (bf16) with their configs' shapes, on data at the source length: every paper cell
     of order 1 fits 80 GiB as its presets run it (the scripts' micro-batches; N-LoRA's T5 batch of 48 with gradient
