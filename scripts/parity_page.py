@@ -90,7 +90,11 @@ CAUSES: dict[tuple[str, str, str], str] = {
             "draws and clbench's is one draw's. How close the last tasks' angles lie to the earlier ones sets how much "
             "a method forgets; drawing the angles from the seed is not a setting yet: open"
         )
-        for p, methods in (("paper-der", ("seqft", "si", "ewc", "agem")), ("paper-der-500", ("gem", "agem")))
+        for p, methods in (
+            ("paper-der", ("seqft", "si", "ewc", "agem")),
+            ("paper-der-500", ("gem", "agem")),
+            ("paper-der-5120", ("agem",)),
+        )
         for m in methods
     },
     **{
