@@ -47,7 +47,7 @@ def exit_with(parent: int) -> None:
 
 
 def _poll_parent(parent: int) -> None:
-    while os.getppid() == parent:  # (also ends a parent that died before the kernel was asked)
+    while os.getppid() == parent:  # (also when the parent died before the kernel was asked to watch it)
         time.sleep(1.0)
     os._exit(1)
 
