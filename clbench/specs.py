@@ -158,8 +158,8 @@ class Workers:
     plugin needs nothing of the harness but this. ``start(disabled, fail_fast, parent=None, started=None)`` sets up
     a worker process (a process pool's initializer; ``parent``: the pid of the process that starts the pool, whose
     death ends the worker; ``started``: a queue that gets (pid, cell key) as each cell starts) and ``run(cell)``
-    runs a cell there; ``run_one(cell, disabled, fail_fast, nproc)``
-    sets up the process it is called in and runs one cell on ``nproc`` data-parallel ranks (a remote task)."""
+    runs a cell there; ``run_one(cell, disabled, fail_fast, nproc)`` sets up the process it is called in and runs
+    one cell on ``nproc`` data-parallel ranks (a remote task)."""
 
     start: Callable[..., None]  # (disabled, fail_fast, parent=None, started=None)
     run: Callable[[Any], Any]

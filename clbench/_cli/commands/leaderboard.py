@@ -216,13 +216,13 @@ def _latex(df: Any) -> str:
         text = f"{mean:.2f}" + ("" if missing(lo) else f" [{lo:.2f}, {hi:.2f}]")
         return f"\\textbf{{{text}}}" if bold else text
 
+    import pandas as pd
+
     from clbench._tools.leaderboard import section_title
 
     objectives = [m for m in ("F.Ra", "BWT", "LA", "AIA", "FWT") if f"{m} mean" in df]
     blocks = []
     for (stream, scenario), group in df.groupby(["stream", "scenario"], sort=True):
-        import pandas as pd
-
         shown = pd.DataFrame(
             {
                 "rank": group["rank"],
