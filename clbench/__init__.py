@@ -55,6 +55,8 @@ _EXPORTS = {
             "ExecutorSpec",
             "OptionSpec",
             "TargetsSpec",
+            "Memory",
+            "MemorySpec",
             "EmptyConfig",
             "Workers",
         ),

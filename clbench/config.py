@@ -90,6 +90,15 @@ class TrainConfig:
 
     epochs: int = bounded(1, ge=1, le=10_000, help="per task; more is a typo (a task that never ends)")
     batch_size: int = bounded(32, ge=1, help="the global batch: examples per optimizer step")
+    memory: int = bounded(
+        0,
+        ge=0,
+        help=(
+            "examples every method that keeps examples may store, in total at the stream's end (a replay buffer, GEM's "
+            "episodic memories, iCaRL's exemplars, GDumb's memory): each such method's own setting is set from it by "
+            "the rule it declares (a total, or M // tasks a task). 0: each method's own setting. docs/budgets.md"
+        ),
+    )
     steps_per_task: int = bounded(
         0,
         ge=0,
@@ -303,6 +312,7 @@ class TrainConfig:
         "head": "masked",
         "scoring": "stream",
         "autocast": "off",
+        "memory": 0,
     }
 
     def __post_init__(self) -> None:

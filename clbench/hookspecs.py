@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from clbench.cell import Cell, CellResult, Plan
     from clbench.specs import (
         ExecutorSpec,
+        MemorySpec,
         MethodSpec,
         MetricSpec,
         ModelSpec,
@@ -99,6 +100,16 @@ def clbench_add_targets() -> list[TargetsSpec]:  # type: ignore[empty-body]
     Called once at start-up. Returns a list of :class:`~clbench.specs.TargetsSpec`; each becomes its profile's
     ``targets`` (the parity section of ``clbench leaderboard``). A profile whose own spec has targets, or that two
     plugins give targets for, is an error naming both.
+    """
+
+
+@hookspec
+def clbench_add_memory() -> list[MemorySpec]:  # type: ignore[empty-body]
+    """Return how methods (of this plugin or of another) count the examples they keep.
+
+    Called once at start-up. Returns a list of :class:`~clbench.specs.MemorySpec`; each becomes its method's
+    ``memory``, which ``train.memory`` sets. A method whose own spec declares one, or that two plugins declare, is an
+    error naming both.
     """
 
 

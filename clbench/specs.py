@@ -33,6 +33,37 @@ Presets = Mapping[str, Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
+class Memory:
+    """How a method's examples are counted in one of its settings: ``setting`` (a field of its config) holds the
+    examples it keeps in total (``per="total"``: a reservoir, GDumb's memory, iCaRL's K) or a task (``per="task"``:
+    GEM's episodic memory of each finished task, so T tasks keep T × the setting)."""
+
+    setting: str
+    per: Literal["total", "task"] = "total"
+
+    def value_for(self, budget: int, tasks: int) -> int:
+        """The setting that keeps at most ``budget`` examples at the end of a stream of ``tasks`` tasks."""
+        return budget if self.per == "total" else budget // tasks
+
+    def capacity(self, value: int, tasks: int) -> int:
+        """The examples the setting at ``value`` lets it keep at the end of a stream of ``tasks`` tasks."""
+        return value if self.per == "total" else value * tasks
+
+
+@dataclass(frozen=True)
+class MemorySpec:
+    """A method's :class:`Memory`, given apart from its :class:`MethodSpec` (``clbench_add_memory``): by the
+    method's plugin or by another, as :class:`TargetsSpec` gives a profile its paper's numbers."""
+
+    method: str
+    memory: Memory
+
+    @property
+    def name(self) -> str:  # (registries key specs by name: one declaration a method)
+        return self.method
+
+
+@dataclass(frozen=True)
 class MethodSpec:
     """A continual-learning method.
 
@@ -73,6 +104,9 @@ class MethodSpec:
     # generator (DGR's samples). Such a method is refused before any cell starts, naming it; tests/test_ddp.py holds
     # every registered method that says True to the one-process numbers.
     data_parallel: bool = True
+    # The examples it keeps, as one of its settings (``train.memory`` sets it); None: it keeps none. A plugin may
+    # declare it here or with ``clbench_add_memory`` (:class:`MemorySpec`), not both.
+    memory: Memory | None = None
 
     @property
     def trains_model(self) -> bool:

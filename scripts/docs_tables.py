@@ -457,6 +457,44 @@ def bench_summary(results: Path, regs: Any) -> str:
     )
 
 
+MEMORY_TRACKS = (200, 500)  # results/bench-memory/<M>: the bench profile's methods that keep examples at train.memory=M
+
+
+def bench_memory(results: Path, regs: Any) -> str:
+    """Per bench stream, the methods that keep examples: the examples each keeps and its AA at its own budget
+    (results/bench), then at each equal memory (results/bench-memory/M, every one of them keeping M) with that
+    board's verdict (no declared reference: every row against every other); then each memory tree's size."""
+    from clbench._core.results import iter_results
+    from clbench._tools.leaderboard import Judging, section_results, summarise
+    from clbench._tools.summary import memory_of
+
+    boards: dict[int, dict[str, dict[str, Any]]] = {}  # memory -> stream -> method -> judged row
+    for m in MEMORY_TRACKS:
+        for (stream, scenario), section in section_results(iter_results(ROOT / "results" / "bench-memory" / str(m))).items():
+            table = summarise(section, regs.methods.items, Judging().rule(stream, scenario)).table
+            boards.setdefault(m, {})[stream] = {r.name: r for r in table.rows}
+    own: dict[str, dict[str, list[Any]]] = {}  # stream -> method -> its results at its own budget
+    methods = {name for board in boards.values() for rows in board.values() for name in rows}
+    for r in iter_results(BENCH):
+        if r.method in methods and r.status == "complete":
+            own.setdefault(r.stream, {}).setdefault(r.method, []).append(r)
+    head = "| stream | method | own budget: memory, AA | " + " | ".join(f"memory {m}: AA (verdict)" for m in MEMORY_TRACKS)
+    lines = [head + " |", "|---|---|---|" + "---|" * len(MEMORY_TRACKS)]
+    for stream in sorted({s for board in boards.values() for s in board}):
+        for method in sorted({n for board in boards.values() for n in board.get(stream, {})}):
+            cells = own.get(stream, {}).get(method, [])
+            kept = max((memory_of(r, regs.methods.items) or 0 for r in cells), default=0)
+            mine = f"{kept:,}: {statistics.fmean(float(r.metrics['AA']) for r in cells):.2f}" if cells else "—"
+            at = []
+            for m in MEMORY_TRACKS:
+                row = boards.get(m, {}).get(stream, {}).get(method)
+                at.append("—" if row is None else f"{row.mean:.2f} ({row.verdict})")
+            lines.append(f"| {stream} | `{method}` | {mine} | " + " | ".join(at) + " |")
+    sizes = [f"- memory {m}: " + profile_size(ROOT / "results" / "bench-memory" / str(m), "90 minutes")
+             for m in MEMORY_TRACKS]
+    return "\n".join(lines) + "\n\n" + "\n".join(sizes)
+
+
 # folder under results/reproducibility -> (how it was made, the one setting allowed to differ from the committed cell)
 REPRO_RUNS = {
     "quick-sse": (
@@ -1195,6 +1233,7 @@ GENERATORS: dict[str, Callable[[Path, Any], str]] = {
     "bench-tuning-cost": functools.partial(tuning_cost, profile="bench"),
     "bench-size": bench_size,
     "bench-summary": bench_summary,
+    "bench-memory": bench_memory,
     "bench-reproducibility": bench_reproducibility,
     "claims-verdict": claims_verdict,
     "claims-oo": claims_oo,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -250,6 +251,9 @@ def _make_cell(
         sspec.config_cls, layers.stream_scope(), sspec.data_dir_field, req.data_dir, _select(layers.user, "stream")
     )
     train = cfg.apply(cfg.TrainConfig, None, layers.scope("train"), "train")
+    methods_values = [layers.method(i, m.name) for i, m in enumerate(mspecs)]
+    if train.memory:
+        train = _give_memory(train, mspecs, methods_values, layers.user, len(stream.order(order)))
     _check_class_incremental(train, stream)
     if train.init != "model" and mspec.weights_field and hasattr(model_cfg, mspec.weights_field):
         raise ConfigError(
@@ -272,9 +276,7 @@ def _make_cell(
         seed=int(seed),
         profile=profile,
         model=mspec.name,
-        methods_cfg={
-            m.name: cfg.apply(m.config_cls, None, layers.method(i, m.name), m.name) for i, m in enumerate(mspecs)
-        },
+        methods_cfg={m.name: cfg.apply(m.config_cls, None, methods_values[i], m.name) for i, m in enumerate(mspecs)},
         model_cfg=model_cfg,
         train=train,
         stream_cfg=cfg.apply(sspec.config_cls, None, stream_values, "stream"),
@@ -284,6 +286,40 @@ def _make_cell(
         sweep=dict(sweep),
         tasks=tuple(stream.order(order)),
     )
+
+
+def _give_memory(
+    train: cfg.TrainConfig, mspecs: Sequence[MethodSpec], values: list[dict[str, Any]], user: Scoped, tasks: int
+) -> cfg.TrainConfig:
+    """``train.memory`` set: the one method part that keeps examples (:attr:`MethodSpec.memory`) gets its setting from
+    it, by the rule it declares, over the layers' value (``values``, changed in place). A cell whose parts keep no
+    example gets ``train.memory=0``: the budget changes none of its numbers, and its identity stays that of the
+    cell without it."""
+    keeping = [(i, m, m.memory) for i, m in enumerate(mspecs) if m.memory is not None]
+    if not keeping:
+        return dataclasses.replace(train, memory=0)
+    if len(keeping) > 1:
+        own = ", ".join(f"{m.name}.{memory.setting}" for _, m, memory in keeping)
+        raise ConfigError(
+            f"train.memory={train.memory}: {' and '.join(m.name for _, m, _ in keeping)} both keep examples, and one "
+            f"budget does not say how they share it; set each one's own setting instead ({own})"
+        )
+    i, m, memory = keeping[0]
+    value = memory.value_for(train.memory, tasks)
+    if value < 1:
+        raise ConfigError(
+            f"train.memory={train.memory} over {tasks} tasks leaves {m.name} no example a task "
+            f"({m.name}.{memory.setting} keeps examples per task): give at least {tasks}"
+        )
+    mine = {k.replace("-", "_"): v for k, v in user.get(m.name, {}).items()}.get(memory.setting)
+    if mine is not None and mine != value:
+        raise ConfigError(
+            f"--set {m.name}.{memory.setting}={mine} and train.memory={train.memory} (which gives {value}) say "
+            "different things: set one"
+        )
+    values[i] = {k: v for k, v in values[i].items() if k.replace("-", "_") != memory.setting}
+    values[i][memory.setting] = value
+    return train
 
 
 @dataclass(frozen=True)
@@ -327,6 +363,14 @@ def explain(regs: Registries, req: RunRequest, cell: Cell) -> list[Origin]:
     found["model"] = [(named[1], named[0])] if named else []
     if req.model:
         found["model"].append(("--model", req.model))
+    if cell.train.memory:  # the setting train.memory gave the part that keeps examples (_give_memory)
+        for part in cell.parts:
+            memory = regs.methods.get(part).memory
+            if memory is not None:
+                key = f"{part}.{memory.setting}"
+                found[key] = [*found.get(key, []), ("train.memory", getattr(cell.methods_cfg[part], memory.setting))]
+    elif found.get("train.memory"):  # set, but no part keeps examples: left at 0
+        found["train.memory"] = [*found["train.memory"], ("no part keeps examples", 0)]
     config = cell.resolved()
     values: dict[str, Any] = {"model": cell.model}
     for scope in ("train", "model", "stream", "metrics"):

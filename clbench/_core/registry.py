@@ -20,6 +20,7 @@ from clbench import hookspecs
 from clbench.errors import PluginError, PluginSkippedWarning, UnknownNameError, did_you_mean  # noqa: F401
 from clbench.specs import (
     ExecutorSpec,
+    MemorySpec,
     MethodSpec,
     MetricSpec,
     ModelSpec,
@@ -126,6 +127,7 @@ _HOOKS: dict[str, tuple[str, type]] = {
     "executors": ("clbench_add_executors", ExecutorSpec),
     "options": ("clbench_add_options", OptionSpec),
     "targets": ("clbench_add_targets", TargetsSpec),
+    "memory": ("clbench_add_memory", MemorySpec),
 }
 
 
@@ -142,6 +144,7 @@ class Registries:
     executors: Registry[ExecutorSpec]
     options: Registry[OptionSpec]
     targets: Registry[TargetsSpec]  # each also in its profile's ``targets`` (:func:`collect`)
+    memory: Registry[MemorySpec]  # each also in its method's ``memory`` (:func:`collect`)
     disabled: tuple[str, ...] = ()  # -p no:NAME, so remote workers can rebuild the same registries
     failed: Mapping[str, str] = field(default_factory=dict)  # plugin -> distribution, of those that failed to import
 
@@ -333,6 +336,7 @@ def collect(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) -> Registrie
                 _check_spec(spec, origin)
                 regs[kind].add(spec, origin)
     _give_targets(regs["profiles"], regs["targets"])
+    _give_memory(regs["methods"], regs["memory"])
     return Registries(pm=pm, disabled=disabled, failed=failed, **regs)
 
 
@@ -359,6 +363,38 @@ def _give_targets(profiles: Registry[ProfileSpec], targets: Registry[TargetsSpec
                 f"{origin}: give them in one place"
             )
         profiles.items[spec.profile] = dataclasses.replace(profile, targets=spec.targets)
+
+
+def _give_memory(methods: Registry[MethodSpec], memory: Registry[MemorySpec]) -> None:
+    """Each :class:`MemorySpec` becomes its method's ``memory``, as :func:`_give_targets` gives profiles their
+    targets: a method that declares its own, or one not registered (unless a disabled plugin may register it), is
+    refused naming the plugin; a setting its config lacks is refused too."""
+    import dataclasses
+    import warnings
+
+    for spec in memory.values():
+        origin = memory.origins.get(spec.name)
+        method = methods.items.get(spec.method)
+        if method is None:
+            message = f"{origin} declares the memory of method {spec.method!r}, which no plugin registers"
+            if methods.disabled:
+                warnings.warn(f"{message} (or a disabled plugin does); the declaration is not used", stacklevel=2)
+                continue
+            hint = did_you_mean(spec.method, list(methods))
+            raise PluginError(message + (f" — did you mean {hint!r}?" if hint else ""))
+        if method.memory is not None:
+            raise PluginError(
+                f"method {spec.method!r} declares its memory ({methods.origins.get(spec.method)}) and {origin} does "
+                "too: declare it in one place"
+            )
+        methods.items[spec.method] = dataclasses.replace(method, memory=spec.memory)
+    for method in methods.values():
+        fields = {f.name for f in dataclasses.fields(method.config_cls)}
+        if method.memory is not None and method.memory.setting not in fields:
+            raise PluginError(
+                f"method {method.name!r}'s memory is its setting {method.memory.setting!r}, which "
+                f"{method.config_cls.__name__} does not have (its settings: {', '.join(sorted(fields)) or 'none'})"
+            )
 
 
 def _check_spec(spec: object, origin: Origin) -> None:

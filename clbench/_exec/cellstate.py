@@ -68,6 +68,7 @@ class CellState:
         self.initial: list[float] | None = None  # the untrained model's row (FWT's reference)
         self.initial_s = 0.0
         self.method_state_bytes: int | None = None  # what the method keeps after the last task (its state_dict)
+        self.example_bytes: int | None = None  # one training example's input (clbench._exec.compute.ExampleCounter)
         self.footprints: list[fps.TaskFootprint] = []
         self.task_timings: list[TaskStats] = []
         self.report: dict[str, Any] = {}
@@ -283,12 +284,15 @@ class CellState:
         self.initial_s = time.perf_counter() - t0
 
     def compute(self) -> dict[str, Any] | None:
-        """What the cell cost beyond its timings: the method's state after the last task and the most parameters a
-        phase trained (None before a task finished)."""
+        """What the cell cost beyond its timings: the method's state after the last task, the most parameters a
+        phase trained (None before a task finished), and one training example's bytes where they were seen."""
         trainable = [p.trainable for t in self.task_timings for p in t.phases]
         if self.method_state_bytes is None and not trainable:
             return None
-        return {"method_state_bytes": self.method_state_bytes, "trainable_parameters": max(trainable, default=None)}
+        out = {"method_state_bytes": self.method_state_bytes, "trainable_parameters": max(trainable, default=None)}
+        if self.example_bytes is not None:
+            out["example_bytes"] = self.example_bytes
+        return out
 
     def trained_by(self) -> dict[str, str]:
         """The code digests of the method, model and stream (not the metrics: they run after the last task): what

@@ -28,11 +28,14 @@ class ExampleCounter:
     active: bool = False
     forward: int = 0
     grad: int = 0
+    example_bytes: int | None = None  # one example's input, from the first call counted (what a memory keeps of it)
 
     def attach(self, model: nn.Module) -> RemovableHandle:
         def count(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
             if self.active:
                 n = batch_size(args, kwargs)
+                if self.example_bytes is None and n:
+                    self.example_bytes = first_tensor(args, kwargs).nbytes // n  # type: ignore[union-attr]
                 self.forward += n
                 if any(isinstance(t, Tensor) and t.requires_grad for t in tree_flatten(output)[0]):
                     self.grad += n  # its output is part of a graph: a backward can reach it
@@ -46,12 +49,18 @@ class ExampleCounter:
         return out
 
 
-def batch_size(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
-    """The leading dimension of a call's first tensor (positional first, then keyword); 0 without one."""
+def first_tensor(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Tensor | None:
+    """A call's first tensor with a leading dimension (positional first, then keyword): its batch of inputs."""
     for value in (*args, *kwargs.values()):
         if isinstance(value, Tensor) and value.dim() > 0:
-            return int(value.shape[0])
-    return 0
+            return value
+    return None
+
+
+def batch_size(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    """The leading dimension of a call's first tensor (:func:`first_tensor`); 0 without one."""
+    value = first_tensor(args, kwargs)
+    return 0 if value is None else int(value.shape[0])
 
 
 def planned_flops(

@@ -365,6 +365,7 @@ class Runner:
                     model.see_labels(shown)
                 counter.active = False
                 forward, grad = (sum(n) for n in zip(*dist.gather(counter.take()), strict=True))  # every rank's
+                state.example_bytes = counter.example_bytes
                 if not train.capture:  # a replayed graph runs no hook: the counts would be the eager steps' only
                     stats.examples_forward, stats.examples_grad = forward, grad
                 state.footprints.append(checked.footprint(task, index, kind))

@@ -470,42 +470,52 @@ def render_cell(result: CellResult) -> str:
 
 
 EQUAL_STEPS = "equal-steps"  # the track of cells trained under train.steps_per_task (its board: PROFILE-equal-steps)
+MEMORY = "memory"  # the track of cells under train.memory=M (its board: PROFILE-memory-M)
 
 
 def by_profile(results: Iterable[CellResult]) -> Mapping[str, list[CellResult]]:
-    """The results of each profile and track: a profile's cells under ``train.steps_per_task`` (every method the same
-    optimizer steps a task) form their own board, ``PROFILE-equal-steps``, never ranked with its own budgets'."""
+    """The results of each profile and track, never ranked with another's: a profile's cells under
+    ``train.steps_per_task`` (every method the same optimizer steps a task) form the board
+    ``PROFILE-equal-steps``; those under ``train.memory=M`` (every method that keeps examples keeps M) the board
+    ``PROFILE-memory-M`` (both: ``PROFILE-equal-steps-memory-M``)."""
     out: dict[str, list[CellResult]] = {}
     for r in results:
         profile = str(r.config.get("profile", "custom"))
-        if r.config.get("train", {}).get("steps_per_task"):
+        train = r.config.get("train", {})
+        if train.get("steps_per_task"):
             profile += f"-{EQUAL_STEPS}"
+        if train.get("memory"):
+            profile += f"-{MEMORY}-{train['memory']}"
         out.setdefault(profile, []).append(r)
     return dict(sorted(out.items()))
 
 
 def board_title(key: str, results: Sequence[CellResult]) -> str:
     """The title of the board ``key`` of :func:`by_profile`, naming its track."""
-    if not key.endswith(f"-{EQUAL_STEPS}"):
-        return f"clbench leaderboard — profile `{key}`"
-    streams: dict[int, set[str]] = {}  # steps a task -> the streams that ran them
-    for r in results:
-        streams.setdefault(int(r.config["train"]["steps_per_task"]), set()).add(r.stream)
-    if len(streams) == 1:
-        steps = f"{next(iter(streams))} optimizer steps a task"
-    else:  # one budget a stream (a task of split MNIST is a fifth of a permuted one)
-        steps = "; ".join(f"{n} on {', '.join(f'`{s}`' for s in sorted(streams[n]))}" for n in sorted(streams))
-        steps = f"the same optimizer steps a task on a stream ({steps})"
-    return (
-        f"clbench leaderboard — profile `{key.removesuffix('-' + EQUAL_STEPS)}` at equal steps: every method "
-        f"{steps} (`train.steps_per_task`)"
-    )
+    memory = {int(r.config.get("train", {}).get("memory") or 0) for r in results}
+    profile = key.removesuffix(f"-{MEMORY}-{max(memory)}") if memory - {0} else key
+    tracks = []
+    if profile.endswith(f"-{EQUAL_STEPS}"):
+        profile = profile.removesuffix(f"-{EQUAL_STEPS}")
+        streams: dict[int, set[str]] = {}  # steps a task -> the streams that ran them
+        for r in results:
+            streams.setdefault(int(r.config["train"]["steps_per_task"]), set()).add(r.stream)
+        if len(streams) == 1:
+            steps = f"{next(iter(streams))} optimizer steps a task"
+        else:  # one budget a stream (a task of split MNIST is a fifth of a permuted one)
+            steps = "; ".join(f"{n} on {', '.join(f'`{s}`' for s in sorted(streams[n]))}" for n in sorted(streams))
+            steps = f"the same optimizer steps a task on a stream ({steps})"
+        tracks.append(f"at equal steps: every method {steps} (`train.steps_per_task`)")
+    if memory - {0}:
+        tracks.append(f"at equal memory: every method that keeps examples keeps {max(memory):,} (`train.memory`)")
+    return f"clbench leaderboard — profile `{profile}`" + (" " + "; ".join(tracks) if tracks else "")
 
 
 __all__ = [  # the leaderboard's public names, wherever they are defined
     "BUDGET_FLAG",
     "Cost",
     "EQUAL_STEPS",
+    "MEMORY",
     "Judging",
     "ERROR",
     "ERROR_CHARS",

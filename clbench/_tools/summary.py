@@ -3,6 +3,7 @@ and each row's cost (steps a task, seconds a cell, the method's state, trained p
 
 from __future__ import annotations
 
+import collections
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -34,8 +35,10 @@ SUMMARY_LEGEND = (
     "`(defaults)` marks a method with no preset for the profile and stream: it ran on the training "
     "defaults, not on settings chosen for the stream as the built-ins' presets are (docs/tuning.md). "
     "Cost: optimizer steps a task (⚑: above 1.2× the table's median), wall seconds a cell, the method's "
-    "state after the last task, the most parameters a phase trained, and (where the results counted them) the "
-    "examples the model forwarded a task, every loop of the method included, and of them those with gradients."
+    "state after the last task, the most parameters a phase trained, (where the results counted them) the "
+    "examples the model forwarded a task, every loop of the method included, and of them those with gradients, and "
+    "`memory`: the examples a method keeps at the stream's end (`train.memory`, docs/budgets.md), with their inputs' "
+    "bytes where the results recorded them (⚑: not the number most rows keep; not compared at equal memory)."
 )
 
 
@@ -51,10 +54,14 @@ class Cost:
     trainable: int | None  # the most parameters a phase trained
     forward: float | None = None  # examples the model forwarded a task (clbench._exec.compute), mean over cells
     grad: float | None = None  # ... of them with gradients
+    memory: int | None = None  # the examples it may keep at the stream's end (MethodSpec.memory), largest over cells
+    example_bytes: int | None = None  # one stored example's input as the model received it, where recorded
 
     @classmethod
-    def of(cls, results: Sequence[CellResult]) -> Cost:
+    def of(cls, results: Sequence[CellResult], specs: Mapping[str, MethodSpec] | None = None) -> Cost:
         steps, seconds, peaks, states, trainable = [], [], [], [], []
+        memory = [n for n in (memory_of(r, specs or {}) for r in results) if n is not None]
+        example_bytes = [int(r.compute["example_bytes"]) for r in results if (r.compute or {}).get("example_bytes")]
         forward: list[float] = []
         grad: list[float] = []
         for r in results:
@@ -81,8 +88,20 @@ class Cost:
             max(trainable, default=None),
             statistics.fmean(forward) if forward else None,
             statistics.fmean(grad) if grad else None,
+            max(memory, default=None),
+            max(example_bytes, default=None),
         )
 
+
+def memory_of(result: CellResult, specs: Mapping[str, MethodSpec]) -> int | None:
+    """The examples a cell's method parts may keep at the stream's end, by the rule each declares
+    (:attr:`MethodSpec.memory`) at the value its configuration recorded; None: no part keeps examples."""
+    kept = []
+    for part, settings in (result.config.get("methods") or {}).items():
+        spec = specs.get(part)
+        if spec is not None and spec.memory is not None and settings.get(spec.memory.setting) is not None:
+            kept.append(spec.memory.capacity(int(settings[spec.memory.setting]), len(result.tasks)))
+    return sum(kept) if kept else None
 
 @dataclass(frozen=True)
 class SummaryRow:
@@ -152,7 +171,7 @@ def summarise(
             len(cells),
             f"diverged ({diverged} of {len(cells)} cell{'s' if len(cells) != 1 else ''})" if diverged else None,
             sorted({r.status for r in cells}),
-            Cost.of(complete),
+            Cost.of(complete, specs),
             is_oracle(method, specs),
         )
 
@@ -203,6 +222,22 @@ def _steps_text(row: SummaryRow, median: float | None) -> str:
     return f"{steps:,.0f}{flag}"
 
 
+def _most_common(values: Sequence[int]) -> int | None:
+    """The value more rows hold than any other; None on a tie (or none)."""
+    counts = collections.Counter(values).most_common(2)
+    return counts[0][0] if counts and (len(counts) == 1 or counts[0][1] > counts[1][1]) else None
+
+
+def _memory_text(cost: Cost, common: int | None) -> str:
+    """Examples kept, and the bytes of their inputs where a result recorded one example's; ⚑ where the row keeps
+    another number of examples than the most rows that keep any do, or every row that keeps any when no number is
+    the most common (their comparison is not at equal memory)."""
+    if cost.memory is None:
+        return "—"
+    text = f"{cost.memory:,}" + (f" ({_bytes(cost.memory * cost.example_bytes)})" if cost.example_bytes else "")
+    return text + (" ⚑" if cost.memory != common else "")
+
+
 def _rank(row: SummaryRow) -> str:
     if row.judged is None:
         return "—"
@@ -218,6 +253,10 @@ def summary_table(
     head = ["rank", "method", f"{RANK_BY} ↑ (95 % CI)", f"{SECOND} ↓", "cells", "verdict", "d (p)"]
     if cost:
         head += ["steps/task", "s/cell", "state", "trained"]
+        kept = [r.cost.memory for r in summary.rows if r.cost.memory is not None]
+        common = _most_common(kept)
+        if kept:
+            head.append("memory")
         if any(r.cost.forward is not None for r in summary.rows):
             head.append("examples/task (grad)")
         if any(r.cost.peak is not None for r in summary.rows):
@@ -242,6 +281,8 @@ def summary_table(
                 _bytes(c.state),
                 _count(c.trainable),
             ]
+            if "memory" in head:
+                out.append(_memory_text(c, common))
             if "examples/task (grad)" in head:
                 out.append("—" if c.forward is None else f"{_count(round(c.forward))} ({_count(round(c.grad or 0))})")
             if "peak memory" in head:

@@ -59,6 +59,9 @@ def command(regs: Registries, kind: str | None, name: str | None, of_kind: str |
             desc = getattr(spec, "description", "")
             if k == "profiles" and item in regs.targets:  # a paper's numbers another plugin gives
                 desc += f"; the paper's numbers from {where(regs.targets.origins[item])}"
+            memory = getattr(spec, "memory", None)
+            if k == "methods" and memory is not None:  # what train.memory sets
+                desc += f"; memory: {item}.{memory.setting}" + (" a task" if memory.per == "task" else "")
             click.echo(f"  {item:<22} {desc}  ({where(reg.origins[item])})")
 
 
@@ -73,7 +76,7 @@ def show_plugins(regs: Registries) -> None:
         origin = origin_of(regs, plugin)
         offers = [
             f"{k} {', '.join(n for n in regs.kind(k) if regs.kind(k).origins[n].plugin == origin.plugin)}"
-            for k in (*KINDS, "options", "targets")
+            for k in (*KINDS, "options", "targets", "memory")
         ]
         offers = [o for o in offers if not o.endswith(" ")]
         hooks = sorted(
