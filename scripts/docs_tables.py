@@ -470,7 +470,9 @@ def bench_memory(results: Path, regs: Any) -> str:
 
     boards: dict[int, dict[str, dict[str, Any]]] = {}  # memory -> stream -> method -> judged row
     for m in MEMORY_TRACKS:
-        for (stream, scenario), section in section_results(iter_results(ROOT / "results" / "bench-memory" / str(m))).items():
+        for (stream, scenario), section in section_results(
+            iter_results(ROOT / "results" / "bench-memory" / str(m))
+        ).items():
             table = summarise(section, regs.methods.items, Judging().rule(stream, scenario)).table
             boards.setdefault(m, {})[stream] = {r.name: r for r in table.rows}
     own: dict[str, dict[str, list[Any]]] = {}  # stream -> method -> its results at its own budget
@@ -478,7 +480,9 @@ def bench_memory(results: Path, regs: Any) -> str:
     for r in iter_results(BENCH):
         if r.method in methods and r.status == "complete":
             own.setdefault(r.stream, {}).setdefault(r.method, []).append(r)
-    head = "| stream | method | own budget: memory, AA | " + " | ".join(f"memory {m}: AA (verdict)" for m in MEMORY_TRACKS)
+    head = "| stream | method | own budget: memory, AA | " + " | ".join(
+        f"memory {m}: AA (verdict)" for m in MEMORY_TRACKS
+    )
     lines = [head + " |", "|---|---|---|" + "---|" * len(MEMORY_TRACKS)]
     for stream in sorted({s for board in boards.values() for s in board}):
         for method in sorted({n for board in boards.values() for n in board.get(stream, {})}):
@@ -490,8 +494,10 @@ def bench_memory(results: Path, regs: Any) -> str:
                 row = boards.get(m, {}).get(stream, {}).get(method)
                 at.append("—" if row is None else f"{row.mean:.2f} ({row.verdict})")
             lines.append(f"| {stream} | `{method}` | {mine} | " + " | ".join(at) + " |")
-    sizes = [f"- memory {m}: " + profile_size(ROOT / "results" / "bench-memory" / str(m), "90 minutes")
-             for m in MEMORY_TRACKS]
+    sizes = [
+        f"- memory {m}: " + profile_size(ROOT / "results" / "bench-memory" / str(m), "90 minutes")
+        for m in MEMORY_TRACKS
+    ]
     return "\n".join(lines) + "\n\n" + "\n".join(sizes)
 
 

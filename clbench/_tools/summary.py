@@ -61,7 +61,8 @@ class Cost:
     def of(cls, results: Sequence[CellResult], specs: Mapping[str, MethodSpec] | None = None) -> Cost:
         steps, seconds, peaks, states, trainable = [], [], [], [], []
         memory = [n for n in (memory_of(r, specs or {}) for r in results) if n is not None]
-        example_bytes = [int(r.compute["example_bytes"]) for r in results if (r.compute or {}).get("example_bytes")]
+        recorded = [(r.compute or {}).get("example_bytes") for r in results]
+        example_bytes = [int(n) for n in recorded if n]
         forward: list[float] = []
         grad: list[float] = []
         for r in results:
@@ -102,6 +103,7 @@ def memory_of(result: CellResult, specs: Mapping[str, MethodSpec]) -> int | None
         if spec is not None and spec.memory is not None and settings.get(spec.memory.setting) is not None:
             kept.append(spec.memory.capacity(int(settings[spec.memory.setting]), len(result.tasks)))
     return sum(kept) if kept else None
+
 
 @dataclass(frozen=True)
 class SummaryRow:
