@@ -4,6 +4,16 @@ import torch
 pytest_plugins = ["clbench.testing"]
 
 
+@pytest.fixture(autouse=True)
+def _no_listing_cache(monkeypatch):
+    """`clbench list` run in-process by a test builds the registries it may have patched, never a listing another
+    test (or the user's own clbench) cached; tests/test_cli.py tests the cache in fresh interpreters."""
+    from clbench._core import listing
+
+    monkeypatch.setattr(listing, "load", lambda disabled: None)
+    monkeypatch.setattr(listing, "save", lambda found, disabled: None)
+
+
 @pytest.fixture
 def one_thread():
     """Tiny networks: one thread is as fast, and far faster than two on a loaded 2-core machine."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
 import shutil
 import statistics
@@ -383,3 +384,61 @@ def test_help_imports_no_numerical_library():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "Usage: clbench" in done.stdout
     assert done.stdout.splitlines()[-1] == "[]"
+
+
+def _list_in_subprocess(cache, *args: str, env_extra: dict[str, str] | None = None):
+    """`clbench list ARGS` in a fresh interpreter with the listing cache at ``cache``: its output, and which of
+    torch and pandas it imported."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys; from clbench._cli.main import main\n"
+            f"try:\n    main({list(args)!r})\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('torch', 'pandas') if m in sys.modules))")
+    env = {**os.environ, "CLBENCH_CACHE": str(cache), **(env_extra or {})}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    *lines, imported = done.stdout.splitlines()
+    return "\n".join(lines), imported, done.stderr
+
+
+def test_list_prints_from_a_cached_listing_without_importing_a_plugin(tmp_path, capsys):
+    """The first `clbench list` builds the registries and keeps the listing; the next prints the same lines
+    without importing torch; a changed plugin file makes a new listing (clbench._core.listing)."""
+    from clbench._core import listing
+
+    first, imported_first, _ = _list_in_subprocess(tmp_path, "list", "methods")
+    assert "torch" in imported_first  # built: every plugin imported
+    again, imported_again, _ = _list_in_subprocess(tmp_path, "list", "methods")
+    assert (again, imported_again) == (first, "[]")
+    # the listing is the registries' own: every registered method, once, with its plugin
+    from clbench._exec.local import harness_registry
+
+    regs = harness_registry()
+    names = [line.split()[0] for line in first.splitlines()[1:]]
+    assert names == list(regs.methods) and len(names) > 30
+    plugins, imported, _ = _list_in_subprocess(tmp_path, "list", "plugins")
+    assert imported == "[]"  # one listing holds every kind and the plugins: `list plugins` reads it too
+    assert "  memory_budgets " in plugins
+    # another key: a plugin disabled, or a plugin file changed
+    assert listing.key(["ewc"]) != listing.key([])
+    before = listing.key([])
+    source = Path(listing.__file__).parent.parent / "specs.py"
+    stat = source.stat()
+    os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
+    try:
+        assert listing.key([]) != before
+    finally:
+        os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert listing.key([]) == before
+
+
+def test_a_broken_listing_cache_is_rebuilt(tmp_path):
+    from clbench._core import listing
+
+    first, _, _ = _list_in_subprocess(tmp_path, "list", "metrics")
+    [cached] = (tmp_path / "listing").glob("*.json")
+    cached.write_text("{not json", encoding="utf-8")
+    again, imported, _ = _list_in_subprocess(tmp_path, "list", "metrics")
+    assert again == first and "torch" in imported
+    assert listing.Listing.from_json(json.loads(cached.read_text(encoding="utf-8"))).kinds["metrics"]

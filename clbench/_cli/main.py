@@ -23,6 +23,7 @@ from clbench._cli.commands._common import INTERRUPTED, INTERRUPTED_DEFAULT
 from clbench._cli.commands.list import KINDS  # noqa: F401 (kept importable from here)
 from clbench._cli.commands.run import summary  # noqa: F401 (public: the run's closing lines and exit code)
 from clbench._core import console
+from clbench._core.listing import Listing
 from clbench._core.registry import Registries, check_disabled
 from clbench.errors import ClbenchError
 
@@ -70,7 +71,7 @@ class ClbenchGroup(click.Group):
         return super().parse_args(ctx, _hoist(args))
 
 
-def build_cli(regs: Registries | None) -> click.Group:
+def build_cli(regs: Registries | Listing | None) -> click.Group:
     """The ``clbench`` command group for these registries: one command per module of :mod:`clbench._cli.commands`,
     each reading ``regs`` from ``ctx.obj``; ``clbench run`` also takes the options plugins add. None: only the
     group's own help and version are asked for (no plugin loaded)."""
@@ -94,7 +95,8 @@ def build_cli(regs: Registries | None) -> click.Group:
             if not value.startswith("no:") or len(value) == 3:
                 raise click.UsageError(f"-p {value}: expected no:NAME, which disables plugin NAME")
 
-    cli.add_command(run.with_plugin_options(run.command, regs.options.values() if regs is not None else ()))
+    options = regs.options.values() if isinstance(regs, Registries) else ()
+    cli.add_command(run.with_plugin_options(run.command, options))
     for cmd in (
         list_.command,
         leaderboard.command,
@@ -140,6 +142,37 @@ def _group_only(args: Sequence[str]) -> bool:
     return all(arg in GROUP_ONLY for arg in rest)
 
 
+def _listing_only(args: Sequence[str]) -> bool:
+    """Whether the command is ``clbench list [KIND]``: names and descriptions, which a cached listing gives
+    (``clbench list settings NAME`` reads a plugin's config classes and builds the registries)."""
+    words = [a for a in _hoist(args) if not a.startswith("-")]
+    if "-p" in args:  # -p's value is not a word of the command
+        words = [w for w in words if not w.startswith("no:")]
+    return bool(words) and words[0] == "list" and "settings" not in words[1:]
+
+
+def _registries(disabled: Sequence[str], listing_only: bool) -> Registries | Listing:
+    """Every installed plugin's registries; for ``clbench list [KIND]``, the listing cached for what is installed
+    (:mod:`clbench._core.listing`) when there is one, and one kept for the next time when the build warned of
+    nothing."""
+    from clbench._core import listing
+
+    if listing_only:
+        cached = listing.load(disabled)
+        if cached is not None:
+            return cached
+    with contextlib.redirect_stdout(sys.stderr):  # a plugin printing at import must not corrupt `show --json`
+        if not listing_only:
+            return harness_registry(disabled=disabled)
+        with warnings.catch_warnings(record=True) as caught:
+            regs = harness_registry(disabled=disabled)
+    for w in caught:  # shown as they would have been
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    if not caught:
+        listing.save(listing.Listing.of(regs), disabled)
+    return regs
+
+
 def _refuse_repeated_options(cli: click.Group, args: Sequence[str]) -> None:
     """A single-value option given twice (``--methods a --methods b``): click keeps the last silently; refuse it."""
     name = next((a for a in args if not a.startswith("-")), None)
@@ -177,10 +210,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     console.quiet_third_party_bars()
     try:
         check_disabled(disabled)
-        regs = None
+        regs: Registries | Listing | None = None
         if not _group_only(args):
-            with contextlib.redirect_stdout(sys.stderr):  # a plugin printing at import must not corrupt `show --json`
-                regs = harness_registry(disabled=disabled)
+            regs = _registries(disabled, _listing_only(args))
         cli = build_cli(regs)
         _refuse_repeated_options(cli, _hoist(args))
         cli.main(args=args, prog_name="clbench", standalone_mode=False)

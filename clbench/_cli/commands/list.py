@@ -8,15 +8,10 @@ from typing import Any
 import click
 
 from clbench._cli.commands import settings as settings_mod
-from clbench._core.registry import Origin, Registries
+from clbench._core.listing import KINDS, Listing, where
+from clbench._core.registry import Registries
 
-KINDS = ("methods", "models", "streams", "metrics", "profiles", "executors")
 WIDTH = 110  # help texts are wrapped to this many columns
-
-
-def where(origin: Origin) -> str:
-    """``plugin lota, clbench 0.1.0``: the name ``-p no:NAME`` takes and the distribution that installed it."""
-    return f"plugin {origin.plugin}, {origin.distribution}"
 
 
 @click.command(name="list")
@@ -30,7 +25,7 @@ def where(origin: Origin) -> str:
     help="With `settings`: whether NAME is a method, model or stream (when it names more than one).",
 )
 @click.pass_obj
-def command(regs: Registries, kind: str | None, name: str | None, of_kind: str | None) -> None:
+def command(regs: Registries | Listing, kind: str | None, name: str | None, of_kind: str | None) -> None:
     """What is registered, with a description, its plugin and distribution.
 
     `clbench list settings NAME` prints the settings of a method, model or stream: type, default, range,
@@ -40,54 +35,30 @@ def command(regs: Registries, kind: str | None, name: str | None, of_kind: str |
     if kind == "settings":
         if name is None:
             raise click.UsageError("clbench list settings NAME: name a method, model or stream")
+        assert isinstance(regs, Registries)  # (main builds them for `settings`: a plugin's config classes)
         show_settings(regs, name, of_kind)
         return
     if name is not None:
         raise click.UsageError(f"unexpected argument {name!r}: only `clbench list settings NAME` takes a name")
     if of_kind is not None:
         raise click.UsageError("--kind goes with `clbench list settings NAME`")
+    listing = regs if isinstance(regs, Listing) else Listing.of(regs)
     if kind == "plugins":
-        show_plugins(regs)
+        show_plugins(listing)
         return
     for k in [kind] if kind else KINDS:
-        reg = regs.kind(k)
         click.echo(f"{k}:")
-        if not len(reg):
+        if not listing.kinds[k]:
             click.echo("  (none)")
-        for item in reg:
-            spec = reg.get(item)
-            desc = getattr(spec, "description", "")
-            if k == "profiles" and item in regs.targets:  # a paper's numbers another plugin gives
-                desc += f"; the paper's numbers from {where(regs.targets.origins[item])}"
-            memory = getattr(spec, "memory", None)
-            if k == "methods" and memory is not None:  # what train.memory sets
-                desc += f"; memory: {item}.{memory.setting}" + (" a task" if memory.per == "task" else "")
-            click.echo(f"  {item:<22} {desc}  ({where(reg.origins[item])})")
+        for entry in listing.kinds[k]:
+            click.echo(f"  {entry.name:<22} {entry.description}  ({entry.origin})")
 
 
-def show_plugins(regs: Registries) -> None:
+def show_plugins(listing: Listing) -> None:
     """Every loaded plugin — the name ``-p no:NAME`` takes — its distribution and what it registers (observers
     and run options too, which no other list shows)."""
-    from clbench._core.boundary import origin_of
-
     click.echo("plugins:")
-    rows = []
-    for plugin in regs.pm.get_plugins():
-        origin = origin_of(regs, plugin)
-        offers = [
-            f"{k} {', '.join(n for n in regs.kind(k) if regs.kind(k).origins[n].plugin == origin.plugin)}"
-            for k in (*KINDS, "options", "targets", "memory")
-        ]
-        offers = [o for o in offers if not o.endswith(" ")]
-        hooks = sorted(
-            h.name.removeprefix("clbench_")
-            for h in regs.pm.get_hookcallers(plugin) or ()
-            if not h.name.startswith("clbench_add_")
-        )
-        if hooks:
-            offers.append(f"observes {', '.join(hooks)}")
-        rows.append((origin.plugin, origin.distribution, "; ".join(offers) or "nothing"))
-    for name, dist, offered in sorted(rows):
+    for name, dist, offered in listing.plugins:
         click.echo(f"  {name:<22} {dist:<28} {offered}")
 
 
