@@ -111,7 +111,7 @@ def test_a_declaration_that_names_nothing_real_is_refused(spec, message):
 
 
 def test_a_method_declares_its_memory_in_one_place():
-    with pytest.raises(PluginError, match="declare it in one place"):
+    with pytest.raises(PluginError, match="has memory of its own .* give them in one place"):
         testing.registry(_ReplayB(), _Declares(MemorySpec("replay-b", Memory("buffer_size"))))
 
 

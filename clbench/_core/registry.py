@@ -335,59 +335,41 @@ def collect(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) -> Registrie
                     )
                 _check_spec(spec, origin)
                 regs[kind].add(spec, origin)
-    _give_targets(regs["profiles"], regs["targets"])
-    _give_memory(regs["methods"], regs["memory"])
+    _give(regs["profiles"], regs["targets"], "profile", "targets")
+    _give(regs["methods"], regs["memory"], "method", "memory")
+    _check_memory(regs["methods"])
     return Registries(pm=pm, disabled=disabled, failed=failed, **regs)
 
 
-def _give_targets(profiles: Registry[ProfileSpec], targets: Registry[TargetsSpec]) -> None:
-    """Each :class:`TargetsSpec` becomes its profile's ``targets``: every reader of a profile sees them. A profile
-    with targets of its own, or one not registered (unless a disabled plugin may be the one that provides it), is
-    refused naming the plugin."""
+def _give(owners: Registry[Any], given: Registry[Any], kind: str, field: str) -> None:
+    """Each spec of ``given`` becomes the ``field`` of the ``kind`` it names (``spec.name``): a profile's targets
+    (:class:`TargetsSpec`), a method's memory (:class:`MemorySpec`), so every reader of the profile or method sees
+    them. One that names nothing registered (unless a disabled plugin may be the one that registers it), or whose
+    owner has its own already, is refused naming the plugin."""
     import dataclasses
-    import warnings
 
-    for spec in targets.values():
-        origin = targets.origins.get(spec.name)
-        profile = profiles.items.get(spec.profile)
-        if profile is None:
-            message = f"{origin} gives targets for profile {spec.profile!r}, which no plugin registers"
-            if profiles.disabled:
-                warnings.warn(f"{message} (or a disabled plugin does); the targets are not used", stacklevel=2)
+    for spec in given.values():
+        origin = given.origins.get(spec.name)
+        owner = owners.items.get(spec.name)
+        if owner is None:
+            message = f"{origin} gives {field} for {kind} {spec.name!r}, which no plugin registers"
+            if owners.disabled:
+                warnings.warn(f"{message} (or a disabled plugin does); they are not used", stacklevel=2)
                 continue
-            hint = did_you_mean(spec.profile, list(profiles))
+            hint = did_you_mean(spec.name, list(owners))
             raise PluginError(message + (f" — did you mean {hint!r}?" if hint else ""))
-        if profile.targets:
+        if getattr(owner, field):
             raise PluginError(
-                f"profile {spec.profile!r} has targets of its own ({profiles.origins.get(spec.profile)}) and from "
-                f"{origin}: give them in one place"
+                f"{kind} {spec.name!r} has {field} of its own ({owners.origins.get(spec.name)}) and from {origin}: "
+                "give them in one place"
             )
-        profiles.items[spec.profile] = dataclasses.replace(profile, targets=spec.targets)
+        owners.items[spec.name] = dataclasses.replace(owner, **{field: getattr(spec, field)})
 
 
-def _give_memory(methods: Registry[MethodSpec], memory: Registry[MemorySpec]) -> None:
-    """Each :class:`MemorySpec` becomes its method's ``memory``, as :func:`_give_targets` gives profiles their
-    targets: a method that declares its own, or one not registered (unless a disabled plugin may register it), is
-    refused naming the plugin; a setting its config lacks is refused too."""
+def _check_memory(methods: Registry[MethodSpec]) -> None:
+    """A method's memory names one of its settings (what ``train.memory`` sets)."""
     import dataclasses
-    import warnings
 
-    for spec in memory.values():
-        origin = memory.origins.get(spec.name)
-        method = methods.items.get(spec.method)
-        if method is None:
-            message = f"{origin} declares the memory of method {spec.method!r}, which no plugin registers"
-            if methods.disabled:
-                warnings.warn(f"{message} (or a disabled plugin does); the declaration is not used", stacklevel=2)
-                continue
-            hint = did_you_mean(spec.method, list(methods))
-            raise PluginError(message + (f" — did you mean {hint!r}?" if hint else ""))
-        if method.memory is not None:
-            raise PluginError(
-                f"method {spec.method!r} declares its memory ({methods.origins.get(spec.method)}) and {origin} does "
-                "too: declare it in one place"
-            )
-        methods.items[spec.method] = dataclasses.replace(method, memory=spec.memory)
     for method in methods.values():
         fields = {f.name for f in dataclasses.fields(method.config_cls)}
         if method.memory is not None and method.memory.setting not in fields:
