@@ -151,6 +151,10 @@ def test_the_summary_shows_memory_and_flags_a_row_that_keeps_another_amount():
         "replay": f"200 ({200 * 3136 / 1024:.1f} KiB)", "replay-b": "200", "der": "400 ⚑", "ewc": "—"}
     # two amounts, neither kept by more rows: both flagged
     assert memory_column(results) == {"replay": f"200 ({200 * 3136 / 1024:.1f} KiB) ⚑", "der": "400 ⚑", "ewc": "—"}
+    # a per-task split's remainder is not a difference: 98 a task of 2 (196, 2 % under 200) is not flagged, 97 is
+    for per_task, flag in ((98, ""), (97, " ⚑")):
+        results = [_result("replay", 200), _result("replay-b", 200), _result("der", per_task)]
+        assert memory_column(results)["der"] == f"{2 * per_task}{flag}"
 
 
 def test_cells_under_a_budget_form_their_own_board_named_by_it():
