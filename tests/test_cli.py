@@ -442,3 +442,14 @@ def test_a_broken_listing_cache_is_rebuilt(tmp_path):
     again, imported, _ = _list_in_subprocess(tmp_path, "list", "metrics")
     assert again == first and "torch" in imported
     assert listing.Listing.from_json(json.loads(cached.read_text(encoding="utf-8"))).kinds["metrics"]
+
+
+@pytest.mark.parametrize(("args", "listing"), [
+    (["list"], True), (["list", "methods"], True), (["-p", "no:ray", "list", "plugins"], True),
+    (["list", "--debug"], True), (["list", "settings", "ewc"], False), (["run", "--methods", "list"], False),
+    (["leaderboard", "runs/"], False),
+])
+def test_only_a_plain_listing_reads_the_cache(args, listing):
+    from clbench._cli.main import _listing_only
+
+    assert _listing_only(args) is listing
