@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -187,8 +188,8 @@ def test_committed_docs_have_the_markers():
     scale = (ROOT / "docs" / "scale-out.md").read_text(encoding="utf-8")
     assert dt.section_names(scale) == ["gpu-lease", "gpu-step-cost", "gpu-table2", "method-state"]
     bench = (ROOT / "docs" / "bench.md").read_text(encoding="utf-8")
-    assert dt.section_names(bench) == ["bench-size", "bench-summary", "bench-reproducibility", "bench-tuning-choices",
-                                       "bench-tuning-cost"]
+    assert dt.section_names(bench) == ["bench-size", "bench-memory", "bench-summary", "bench-reproducibility",
+                                       "bench-tuning-choices", "bench-tuning-cost"]
     used = (dt.section_names(text) + dt.section_names(readme) + dt.section_names(streams) + dt.section_names(tuning)
             + dt.section_names(scale) + dt.section_names(bench))
     assert sorted(dt.GENERATORS) == sorted(set(used))  # none unused
@@ -299,3 +300,25 @@ def test_method_state_rows_are_the_memory_plan_scaled_to_a_billion_parameters():
                    if p.dim() >= 2 and name not in model.output_parameter_names())
     expected = (2 * penalised + matrices) * 4 / n * 1e9 / 2**30
     assert row.split("|")[2].strip() == f"{expected:.1f}"
+
+
+def test_the_equal_memory_table_is_the_result_files_means():
+    """docs/bench.md's equal-memory row of GEM on split-mnist-cil, recomputed from the result files: its own memory
+    (256 a task × 5 tasks, from each result's settings) and AA at its own budget and at each train.memory."""
+    import json
+
+    bench = (ROOT / "docs" / "bench.md").read_text(encoding="utf-8")
+    [row] = [line for line in bench.splitlines() if line.startswith("| split-mnist-cil | `gem` |")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+
+    def mean_aa(tree: str) -> float:
+        files = sorted((ROOT / "results" / tree / "split-mnist-cil" / "gem").glob("order-*/seed-*/result.json"))
+        assert len(files) == 10
+        return statistics.fmean(json.loads(f.read_text(encoding="utf-8"))["metrics"]["AA"] for f in files)
+
+    first = json.loads(next((ROOT / "results/bench/split-mnist-cil/gem").glob("order-1/seed-0/result.json"))
+                       .read_text(encoding="utf-8"))
+    kept = first["config"]["methods"]["gem"]["memory_per_task"] * len(first["tasks"])
+    assert cells[2] == f"{kept:,}: {mean_aa('bench'):.2f}" and kept == 1280
+    for cell, m in zip(cells[3:], dt.MEMORY_TRACKS, strict=True):
+        assert cell.startswith(f"{mean_aa(f'bench-memory/{m}'):.2f} (")
