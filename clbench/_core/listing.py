@@ -2,7 +2,7 @@
 without importing a plugin when nothing installed has changed.
 
 Building the registries imports every plugin (and with them torch: seconds of CPU) for what is a few hundred names.
-The listing of one build is kept in the cache folder (:func:`clbench.data.cache_dir`), under a key that changes
+The listing of one build is kept in the cache folder (:func:`clbench.files.cache_dir`, ``listing/``), under a key that changes
 whenever something that could change it does: clbench's version, each entry point of the ``clbench`` group (name,
 module, distribution, version), the plugins disabled by ``-p no:NAME``, and the size and modification time of every
 ``*.py`` file of clbench and of each entry point's top-level package. The next ``clbench list`` with the same key
@@ -79,8 +79,8 @@ class Listing:
         return cls(kinds, sorted(plugins))
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": FORMAT, "kinds": {k: [asdict(e) for e in v] for k, v in self.kinds.items()},
-                "plugins": [list(p) for p in self.plugins]}  # fmt: skip
+        kinds = {k: [asdict(e) for e in v] for k, v in self.kinds.items()}
+        return {"format": FORMAT, "kinds": kinds, "plugins": [list(p) for p in self.plugins]}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Listing:
