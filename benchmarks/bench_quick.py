@@ -7,6 +7,8 @@
         --record results/bench/wall-time.json
     python benchmarks/bench_quick.py --profile bench --track equal-steps --data-dir DIR \
         --out results/bench-equal-steps --record results/bench-equal-steps/wall-time.json
+    python benchmarks/bench_quick.py --profile bench --track memory-200 --data-dir DIR \
+        --out results/bench-memory/200 --record results/bench-memory/200/wall-time.json
 
 Each ``--jobs`` value (default: auto) runs the whole profile (at equal steps: one ``clbench run`` a group of
 streams, each with its steps a task) into a fresh temporary folder (``--out``: that folder, one ``--jobs`` value),
@@ -39,13 +41,31 @@ def cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
+def track_name(value: str) -> str:
+    """``own``, ``equal-steps`` or ``memory-M`` (M examples: ``train.memory``)."""
+    if value in ("own", "equal-steps") or (value.startswith("memory-") and value[7:].isdigit() and int(value[7:])):
+        return value
+    raise argparse.ArgumentTypeError(f"{value!r}: own, equal-steps or memory-M (M > 0 examples)")
+
+
+def keeping_examples() -> list[str]:
+    """The registered methods that keep examples (``MethodSpec.memory``): what ``train.memory`` budgets."""
+    from clbench._exec.local import harness_registry
+
+    regs = harness_registry()
+    return [name for name in regs.methods if regs.methods.get(name).memory is not None]
+
+
 def commands(profile: str | None, track: str, sets: list[str]) -> list[list[str]]:
-    """The `clbench run` command lines of a profile's track: one, or at equal steps one a group of streams with its
-    steps a task (``BENCH_EQUAL_STEPS`` of the bench profile's plugin, docs/bench.md)."""
+    """The `clbench run` command lines of a profile's track: one; at equal steps one a group of streams with its
+    steps a task (``BENCH_EQUAL_STEPS`` of the bench profile's plugin, docs/bench.md); at equal memory M the methods
+    that keep examples, each keeping M (docs/budgets.md)."""
     base = ["clbench", "run", "--methods", "all"] + (["--profile", profile] if profile else [])
     base += [f"--set={s}" for s in sets]
     if track == "own":
         return [base]
+    if track.startswith("memory-"):
+        return [[*base[:3], ",".join(keeping_examples()), *base[4:], f"--set=train.memory={track[7:]}"]]
     if profile != "bench":
         sys.exit("--track equal-steps is defined for --profile bench (docs/bench.md)")
     from clbench_plugins.vision_streams.presets import BENCH_EQUAL_STEPS
@@ -61,8 +81,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, help="run into this (new) folder instead of a temporary one")
     ap.add_argument("--record", type=Path, help="write the last run's figures here (JSON)")
     ap.add_argument("--profile", help="time this profile (`clbench run --profile P`) instead of the quick default")
-    ap.add_argument("--track", choices=("own", "equal-steps"), default="own",
-                    help="the methods' own budgets, or (bench) every method the same optimizer steps a task")
+    ap.add_argument("--track", type=track_name, default="own",
+                    help="own: the methods' own budgets; equal-steps: (bench) every method the same optimizer steps "
+                         "a task; memory-M: the methods that keep examples, each keeping M (train.memory)")
     ap.add_argument("--data-dir", help="as clbench run --data-dir")
     ap.add_argument("--set", action="append", default=[], metavar="SCOPE.KEY=VALUE", help="as clbench run --set")
     args = ap.parse_args()

@@ -177,3 +177,24 @@ def test_cells_under_a_budget_form_their_own_board_named_by_it():
     both = board_title("bench-equal-steps-memory-200", boards["bench-equal-steps-memory-200"])
     assert both.startswith("clbench leaderboard — profile `bench` at equal steps: every method 85 optimizer steps")
     assert both.endswith("; at equal memory: every method that keeps examples keeps 200 (`train.memory`)")
+
+
+def test_the_benchmarks_memory_track_runs_the_methods_that_keep_examples_at_the_budget():
+    import argparse
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_quick.py"
+    spec = importlib.util.spec_from_file_location("bench_quick", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    regs = testing.registry()
+    keeping = sorted(n for n in regs.methods if regs.methods.get(n).memory is not None)
+    assert keeping == sorted(["replay", "der", "derpp", "er-ace", "gdumb", "icarl", "gem", "agem"])
+    [line] = bench.commands("bench", bench.track_name("memory-500"), [])
+    assert line[:3] == ["clbench", "run", "--methods"] and sorted(line[3].split(",")) == keeping
+    assert line[4:] == ["--profile", "bench", "--set=train.memory=500"]
+    for bad in ("memory-0", "memory-x", "memory"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            bench.track_name(bad)

@@ -101,7 +101,8 @@ def test_workflow_bench_job_runs_both_tracks_off_pull_requests():
         "bash scripts/leaderboard_ci.sh compare results/bench-equal-steps fresh/bench-equal-steps"]
     assert "steps.run.outcome == 'success'" in steps["stage"]["if"]
     assert bench["outputs"]["changed"] == "${{ steps.stage.outputs.changed }}"
-    for tree in ("results/bench", "results/bench-equal-steps"):
+    assert "--track memory-$m" in steps["run"]["run"] and "fresh/bench-memory/$m" in steps["compare"]["run"]
+    for tree in ("results/bench", "results/bench-equal-steps", "results/bench-memory/200", "results/bench-memory/500"):
         assert (ROOT / tree / "TOLERANCE").is_file()
 
 
@@ -113,7 +114,7 @@ def test_workflow_pull_request_job():
     assert pr["uses"] == "peter-evans/create-pull-request@v6"
     assert pr["with"]["branch"] == "leaderboard/regenerate"
     assert set(pr["with"]["add-paths"].split()) == {"results/quick", "results/bench", "results/bench-equal-steps",
-                                                    "leaderboards"}
+                                                    "results/bench-memory", "leaderboards"}
     assert not any("pip install" in s.get("run", "") or "clbench" in s.get("run", "") for s in job["steps"])
 
 
