@@ -30,7 +30,8 @@ def test_plain_training_forwards_each_training_example_once_an_epoch_with_gradie
     # the model, without gradients) and through the student again for each earlier task's head (with gradients)
     assert [t["examples_grad"] for t in lwf.timings["tasks"]] == [epochs * n * (1 + i) for i, n in enumerate(sizes)]
     assert [t["examples_forward"] for t in lwf.timings["tasks"]] == [
-        epochs * n * (1 + 2 * i) for i, n in enumerate(sizes)]
+        epochs * n * (1 + 2 * i) for i, n in enumerate(sizes)
+    ]
 
 
 def test_the_counter_counts_copies_only_while_active_and_gradients_apart():
@@ -56,7 +57,9 @@ def test_flop_count_is_two_per_multiply_add_of_each_product_forward_and_backward
 
     batch, width_in, hidden, width_out = 8, 20, 16, 3
     for device in ("cpu", "meta"):
-        net = torch.nn.Sequential(torch.nn.Linear(width_in, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, width_out))
+        net = torch.nn.Sequential(
+            torch.nn.Linear(width_in, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, width_out)
+        )
         x = torch.randn(batch, width_in, device=device)
         y = torch.zeros(batch, dtype=torch.long, device=device)
         with FlopCount() as count:
@@ -65,15 +68,19 @@ def test_flop_count_is_two_per_multiply_add_of_each_product_forward_and_backward
 
 
 def test_the_planned_flops_are_the_steps_and_the_test_batches_of_every_evaluation():
-    from types import SimpleNamespace
+    from dataclasses import replace
 
     from clbench._exec.compute import planned_flops
+    from clbench.config import TrainConfig
 
-    train = SimpleNamespace(steps_per_task=0, epochs=3, batch_size=10, eval_limit=0, eval_batch_size=4)
+    train = TrainConfig(epochs=3, batch_size=10, eval_batch_size=4)
     splits = [(25, 9), (10, 4)]  # 3 and 1 batches an epoch; 3 and 1 test batches
     assert planned_flops(train, splits, step=100, eval_batch=7) == (3 * 3 + 3 * 1) * 100 + 3 * (3 + 1) * 7
-    fixed = SimpleNamespace(**{**vars(train), "steps_per_task": 5, "eval_limit": 4})
+    fixed = replace(train, steps_per_task=5, eval_limit=4)
     assert planned_flops(fixed, splits, step=100, eval_batch=7) == 2 * 5 * 100 + 3 * (1 + 1) * 7
+    # an examples budget: 41 examples at batch 10 plan ceil(41 / 10) = 5 steps a task
+    counted = replace(train, examples_per_task=41)
+    assert planned_flops(counted, splits, step=100, eval_batch=7) == 2 * 5 * 100 + 3 * (3 + 1) * 7
     # a method's phases: 4 epochs on the first task, 2 on the second and every later one
     three = [(25, 9), (10, 4), (30, 4)]
     assert planned_flops(train, three, step=100, eval_batch=7, epochs=[4, 2]) == (

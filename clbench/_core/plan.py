@@ -330,10 +330,10 @@ def _check_one_test_set(cells: Sequence[Cell]) -> None:
     """The cells a leaderboard table ranks together (one stream, one track) must be scored on one test set: rows
     of a table are compared example by example, so a sweep of ``train.eval_split`` or ``train.eval_limit`` would
     train every cell and then have no table to go in. Refused here, before any cell."""
-    tables: dict[tuple[str, bool], list[Cell]] = {}
+    tables: dict[tuple[str, bool, bool], list[Cell]] = {}
     for c in cells:
-        tables.setdefault((c.stream, bool(c.train.steps_per_task)), []).append(c)
-    for (stream, _), group in tables.items():
+        tables.setdefault((c.stream, bool(c.train.steps_per_task), bool(c.train.examples_per_task)), []).append(c)
+    for (stream, *_), group in tables.items():
         differ = [k for k in TEST_SET_KEYS if len({getattr(c.train, k) for c in group}) > 1]
         if differ:
             values = "; ".join(

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch import Tensor, nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 from torch.utils.hooks import RemovableHandle
+
+if TYPE_CHECKING:
+    from clbench.config import TrainConfig
 
 
 @dataclass
@@ -64,10 +67,11 @@ def batch_size(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
 
 
 def planned_flops(
-    train: Any, splits: list[tuple[int, int]], step: int, eval_batch: int, epochs: Sequence[int] = ()
+    train: TrainConfig, splits: list[tuple[int, int]], step: int, eval_batch: int, epochs: Sequence[int] = ()
 ) -> int:
     """A cell's floating-point operations as its plan counts them (``clbench run --dry-run``): each task's optimizer
-    steps (``train.steps_per_task``, else its epochs × its training batches) at ``step`` FLOPs (one optimizer step's
+    steps (``train.steps_per_task``; ``train.examples_per_task`` over the batch size, an upper bound for a method
+    whose step forwards more than its batch; else its epochs × its training batches) at ``step`` FLOPs (one step's
     forwards and backwards, measured on the costliest batch), and every evaluation (the untrained row, then after
     each task, each task's test batches) at ``eval_batch`` FLOPs a batch. ``splits``: each task's (training, test)
     examples. ``epochs``: the epochs over the task's data of the method's phases, task by task (LPS's warm-up, ADMM
@@ -78,10 +82,8 @@ def planned_flops(
     def task_epochs(i: int) -> int:
         return epochs[min(i, len(epochs) - 1)] if epochs else train.epochs
 
-    steps = sum(
-        train.steps_per_task or task_epochs(i) * -(-n_train // train.batch_size)
-        for i, (n_train, _) in enumerate(splits)
-    )
+    per_budget = train.steps_per_task or -(-train.examples_per_task // train.batch_size)
+    steps = sum(per_budget or task_epochs(i) * -(-n_train // train.batch_size) for i, (n_train, _) in enumerate(splits))
     limit = train.eval_limit or None
     batches = sum(-(-min(n_test, limit or n_test) // train.eval_batch_size) for _, n_test in splits)
     return steps * step + (len(splits) + 1) * batches * eval_batch

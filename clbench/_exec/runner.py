@@ -38,7 +38,7 @@ from clbench._exec.cellstate import CellState, fingerprints
 from clbench._exec.compute import ExampleCounter
 from clbench._exec.evaluation import evaluate
 from clbench._exec.stats import epoch_losses, steps_done
-from clbench._exec.step import StepObserver, train_task
+from clbench._exec.step import COUNTER, StepObserver, train_task
 from clbench.cell import CHECKPOINT_FILE, ERROR_LOG, FOOTPRINT_FILE, RESULT_FILE, Cell, CellResult
 from clbench.data import Stream, atomic_write_text, atomic_write_with, shown_labels
 from clbench.distributed import SINGLE, Dist, resolve_device
@@ -343,6 +343,7 @@ class Runner:
         if start == 0:  # the untrained model's scores: FWT's reference b_j (a resumed cell has them)
             state.evaluate_untrained(lambda: evaluate(model, method, stream, order, train, device, dist)[0])
         counter = ExampleCounter()  # the examples the task's training forwarded (clbench._exec.compute)
+        ctx.stash[COUNTER] = counter  # what train.examples_per_task spends
         hook = counter.attach(model)
         with contextlib.closing(bar), hook:
             for index in range(start, len(order)):

@@ -22,6 +22,7 @@ from torch.optim.lr_scheduler import MultiStepLR
 from clbench._core.boundary import CheckedMethod
 from clbench._core.optim import Masters, make_optimizer, torch_optimizer_of
 from clbench._exec.capture import CapturedStep, CudaGraph, Graph
+from clbench._exec.compute import ExampleCounter
 from clbench._exec.stats import PhaseStats, TaskStats
 from clbench.data import Batch, batches, mixed_batches
 from clbench.distributed import Dist
@@ -117,13 +118,13 @@ StepObserver = Callable[[str, int, int, dict[str, float]], None]
 """``on_step(phase, epoch, step, values)``: what :func:`train_task` calls on a logged step (see clbench_step)."""
 
 
-def step_shares(budget: int, epochs: Sequence[int]) -> list[int]:
-    """``budget`` optimizer steps shared among phases in proportion to their ``epochs`` (largest remainder, ties
-    to the earlier phase; a phase of 0 epochs gets none, every other at least one)."""
+def step_shares(budget: int, epochs: Sequence[int], setting: str = "train.steps_per_task") -> list[int]:
+    """``budget`` optimizer steps (or examples: ``setting``) shared among phases in proportion to their ``epochs``
+    (largest remainder, ties to the earlier phase; a phase of 0 epochs gets none, every other at least one)."""
     weights = [max(0, e) for e in epochs]
     trained = [i for i, w in enumerate(weights) if w]
     if len(trained) > budget:
-        raise ClbenchError(f"train.steps_per_task={budget} is fewer than the task's {len(trained)} training phases")
+        raise ClbenchError(f"{setting}={budget} is fewer than the task's {len(trained)} training phases")
     total = sum(weights)
     exact = [budget * w / total if total else 0.0 for w in weights]
     shares = [int(x) for x in exact]
@@ -285,11 +286,17 @@ def train_task(
     train_tasks = checked.method.train_tasks(index)
     stats = TaskStats()
     model.train()
-    budget = ctx.train.steps_per_task
-    shares = step_shares(budget, [p.epochs for p in checked.method.phases(ctx.order[index], index)]) if budget else None
+    counter = budget_counter(ctx)
+    budget = ctx.train.examples_per_task if counter is not None else ctx.train.steps_per_task
+    epochs = [p.epochs for p in checked.method.phases(ctx.order[index], index)]
+    shares = (
+        step_shares(budget, epochs, "train.examples_per_task" if counter else "train.steps_per_task")
+        if budget
+        else None
+    )
     for p_i, phase, params, opt in task_phases(model, checked.method, ctx, index):
         limit = shares[p_i] if shares is not None else None
-        run = _PhaseRun(model, checked, ctx, phase, p_i, index, train_tasks, opt, params, on_step, step, limit)
+        run = _PhaseRun(model, checked, ctx, phase, p_i, index, train_tasks, opt, params, on_step, step, limit, counter)
         if ctx.train.capture:
             if ctx.dist.active:
                 raise ConfigError("train.capture records one whole step: it cannot run with --nproc > 1")
@@ -324,6 +331,28 @@ def train_task(
         )
     ctx.dist.broadcast_buffers(model)
     return stats
+
+
+COUNTER: StashKey[ExampleCounter] = StashKey()
+"""``ctx.stash`` key of the runner's :class:`~clbench._exec.compute.ExampleCounter`: what ``train.examples_per_task``
+spends."""
+
+
+def budget_counter(ctx: CellContext) -> ExampleCounter | None:
+    """The counter a task's steps spend under ``train.examples_per_task`` (None: that setting is 0). Refused where
+    the count cannot be the budget: several processes (each counts its own micro-batches, and every rank must stop at
+    the same step) or no counter attached (a task trained outside the runner)."""
+    if not ctx.train.examples_per_task:
+        return None
+    if ctx.dist.active:
+        raise ConfigError(
+            "train.examples_per_task stops a task by one process's count of the examples its model forwarded: it "
+            "cannot run with --nproc > 1 (use train.steps_per_task)"
+        )
+    counter = ctx.stash.get(COUNTER)
+    if counter is None:
+        raise ClbenchError("train.examples_per_task needs the runner's example counter (ctx.stash[COUNTER])")
+    return counter
 
 
 GRAPH: StashKey[Callable[[], Graph]] = StashKey()
@@ -394,7 +423,8 @@ class _PhaseRun:
     params: list[torch.nn.Parameter]
     on_step: StepObserver | None
     step: int
-    limit: int | None = None  # the phase's optimizer steps under train.steps_per_task (None: its epochs)
+    limit: int | None = None  # the phase's share of train.steps_per_task or train.examples_per_task (None: its epochs)
+    counter: ExampleCounter | None = None  # train.examples_per_task: the counter `limit` is spent from (else steps)
     steps: int = 0
     examples: int = 0
     first: float | None = None  # the blow-up reference: the loss the phase starts from (its first step's)
@@ -419,12 +449,20 @@ class _PhaseRun:
         )
         epoch_loss: list[float | None] = []
         epochs = range(phase.epochs) if self.limit is None else itertools.count()
+        start = self.counter.grad if self.counter is not None else 0  # the examples counted before the phase
         for epoch in epochs:
-            if self.limit is not None and self.steps >= self.limit:
+            spent = self.steps if self.counter is None else self.counter.grad - start
+            if self.limit is not None and spent >= self.limit:
                 break
-            total, n = self.epoch(epoch)
+            total, n = self.epoch(epoch, start)
             if self.limit is not None and n == 0:  # no batch at all: the share can never be spent
-                raise ClbenchError(f"phase {phase.name!r}: an epoch of no batches cannot spend train.steps_per_task")
+                raise ClbenchError(f"phase {phase.name!r}: an epoch of no batches cannot spend {self.setting}")
+            if self.counter is not None and self.counter.grad - start == spent:
+                raise ClbenchError(
+                    f"phase {phase.name!r}: an epoch of {n} steps forwarded no example with gradients through the "
+                    "model's forward, so train.examples_per_task can never be spent (a method that calls a submodule "
+                    "directly is not counted: clbench._exec.compute)"
+                )
             self.method.method.after_epoch(phase, epoch)
             if schedule is not None:
                 schedule.step()
@@ -444,7 +482,12 @@ class _PhaseRun:
                 )
         return epoch_loss
 
-    def epoch(self, epoch: int) -> tuple[float, int]:
+    @property
+    def setting(self) -> str:
+        """The budget ``limit`` is a share of."""
+        return "train.steps_per_task" if self.counter is None else "train.examples_per_task"
+
+    def epoch(self, epoch: int, start: int = 0) -> tuple[float, int]:
         """One epoch's optimizer steps: the sum of their losses and their count. The step is written out here, in
         one loop over locals: it is the harness's whole per-step cost (benchmarks/bench_overhead.py)."""
         model, method, ctx, opt, params, on_step = (
@@ -471,8 +514,10 @@ class _PhaseRun:
             if phase.batches is None
             else phase.batches(epoch)  # the method's own data (GDumb's memory)
         )
-        if self.limit is not None:  # the phase's share of train.steps_per_task: cut here, not counted in the loop
+        if self.limit is not None and self.counter is None:  # the share of train.steps_per_task: cut here
             epoch_batches = itertools.islice(epoch_batches, self.limit - self.steps)
+        elif self.limit is not None and self.counter is not None:  # train.examples_per_task: the step past it is last
+            epoch_batches = _until_spent(epoch_batches, self.counter, start + self.limit)
         captured = self.captured
         for batch in epoch_batches:
             if move:
@@ -550,6 +595,15 @@ class _PhaseRun:
             total += value
             n += 1
         return total, n, values[-1]
+
+
+def _until_spent(batches: Iterable[Batch], counter: ExampleCounter, goal: int) -> Iterator[Batch]:
+    """``batches`` until ``counter`` has counted ``goal`` examples with gradients (checked before each step: the
+    step that crosses it is the last)."""
+    for batch in batches:
+        if counter.grad >= goal:
+            return
+        yield batch
 
 
 def _diverged(

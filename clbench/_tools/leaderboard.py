@@ -470,20 +470,26 @@ def render_cell(result: CellResult) -> str:
 
 
 EQUAL_STEPS = "equal-steps"  # the track of cells trained under train.steps_per_task (its board: PROFILE-equal-steps)
+EQUAL_EXAMPLES = "equal-examples"  # cells under train.examples_per_task (its board: PROFILE-equal-examples)
 MEMORY = "memory"  # the track of cells under train.memory=M (its board: PROFILE-memory-M)
+# the equal-budget tracks: the board's suffix, the train.* setting, what it counts, the title's words
+BUDGET_TRACKS = (
+    (EQUAL_STEPS, "steps_per_task", "optimizer steps", "at equal steps"),
+    (EQUAL_EXAMPLES, "examples_per_task", "examples with gradients", "at equal compute"),
+)
 
 
 def by_profile(results: Iterable[CellResult]) -> Mapping[str, list[CellResult]]:
     """The results of each profile and track, never ranked with another's: a profile's cells under
     ``train.steps_per_task`` (every method the same optimizer steps a task) form the board
-    ``PROFILE-equal-steps``; those under ``train.memory=M`` (every method that keeps examples keeps M) the board
-    ``PROFILE-memory-M`` (both: ``PROFILE-equal-steps-memory-M``)."""
+    ``PROFILE-equal-steps``, under ``train.examples_per_task`` (every method the same examples forwarded with
+    gradients a task, as the harness counts them) ``PROFILE-equal-examples``; those under ``train.memory=M`` (every
+    method that keeps examples keeps M) the board ``PROFILE-memory-M`` (with a budget: ``PROFILE-equal-steps-memory-M``)."""
     out: dict[str, list[CellResult]] = {}
     for r in results:
         profile = str(r.config.get("profile", "custom"))
         train = r.config.get("train", {})
-        if train.get("steps_per_task"):
-            profile += f"-{EQUAL_STEPS}"
+        profile += "".join(f"-{suffix}" for suffix, setting, *_ in BUDGET_TRACKS if train.get(setting))
         if train.get("memory"):
             profile += f"-{MEMORY}-{train['memory']}"
         out.setdefault(profile, []).append(r)
@@ -495,17 +501,19 @@ def board_title(key: str, results: Sequence[CellResult]) -> str:
     memory = {int(r.config.get("train", {}).get("memory") or 0) for r in results}
     profile = key.removesuffix(f"-{MEMORY}-{max(memory)}") if memory - {0} else key
     tracks = []
-    if profile.endswith(f"-{EQUAL_STEPS}"):
-        profile = profile.removesuffix(f"-{EQUAL_STEPS}")
-        streams: dict[int, set[str]] = {}  # steps a task -> the streams that ran them
+    for suffix, setting, unit, words in BUDGET_TRACKS:
+        if not profile.endswith(f"-{suffix}"):
+            continue
+        profile = profile.removesuffix(f"-{suffix}")
+        streams: dict[int, set[str]] = {}  # the budget a task -> the streams that ran it
         for r in results:
-            streams.setdefault(int(r.config["train"]["steps_per_task"]), set()).add(r.stream)
+            streams.setdefault(int(r.config["train"][setting]), set()).add(r.stream)
         if len(streams) == 1:
-            steps = f"{next(iter(streams))} optimizer steps a task"
+            amount = f"{next(iter(streams)):,} {unit} a task"
         else:  # one budget a stream (a task of split MNIST is a fifth of a permuted one)
-            steps = "; ".join(f"{n} on {', '.join(f'`{s}`' for s in sorted(streams[n]))}" for n in sorted(streams))
-            steps = f"the same optimizer steps a task on a stream ({steps})"
-        tracks.append(f"at equal steps: every method {steps} (`train.steps_per_task`)")
+            each = "; ".join(f"{n:,} on {', '.join(f'`{s}`' for s in sorted(streams[n]))}" for n in sorted(streams))
+            amount = f"the same {unit} a task on a stream ({each})"
+        tracks.append(f"{words}: every method {amount} (`train.{setting}`)")
     if memory - {0}:
         tracks.append(f"at equal memory: every method that keeps examples keeps {max(memory):,} (`train.memory`)")
     return f"clbench leaderboard — profile `{profile}`" + (" " + "; ".join(tracks) if tracks else "")
@@ -514,6 +522,8 @@ def board_title(key: str, results: Sequence[CellResult]) -> str:
 __all__ = [  # the leaderboard's public names, wherever they are defined
     "BUDGET_FLAG",
     "Cost",
+    "BUDGET_TRACKS",
+    "EQUAL_EXAMPLES",
     "EQUAL_STEPS",
     "MEMORY",
     "Judging",

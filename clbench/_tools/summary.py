@@ -36,7 +36,8 @@ SUMMARY_LEGEND = (
     "defaults, not on settings chosen for the stream as the built-ins' presets are (docs/tuning.md). "
     "Cost: optimizer steps a task (⚑: above 1.2× the table's median), wall seconds a cell, the method's "
     "state after the last task, the most parameters a phase trained, (where the results counted them) the "
-    "examples the model forwarded a task, every loop of the method included, and of them those with gradients, and "
+    "examples the model forwarded a task, every loop of the method included, and of them those with gradients "
+    "(⚑: above 1.2× the table's median; not compared at equal compute, `train.examples_per_task`), and "
     "`memory`: the examples a method keeps at the stream's end (`train.memory`, docs/budgets.md), with their inputs' "
     "bytes where the results recorded them (⚑: more than 2 % off the number most rows keep; not compared at equal "
     "memory)."
@@ -125,6 +126,7 @@ class Summary:
     rows: list[SummaryRow]
     table: V.Table
     median_steps: float | None
+    median_grad: float | None = None  # examples with gradients a task, the rows' median (where results counted them)
 
 
 def summarise(
@@ -180,7 +182,8 @@ def summarise(
 
     out = [row(m) for m in ordered]
     steps = [r.cost.steps for r in out if r.cost.steps is not None]
-    return Summary(out, table, statistics.median(steps) if steps else None)
+    grad = [r.cost.grad for r in out if r.cost.grad is not None]
+    return Summary(out, table, statistics.median(steps) if steps else None, statistics.median(grad) if grad else None)
 
 
 def _bytes(n: int | None) -> str:
@@ -223,6 +226,17 @@ def _steps_text(row: SummaryRow, median: float | None) -> str:
         return "—"
     flag = f" ⚑{steps / median:.1f}×" if median and steps > BUDGET_FLAG * median else ""
     return f"{steps:,.0f}{flag}"
+
+
+def _examples_text(cost: Cost, median: float | None) -> str:
+    """Examples forwarded a task, and of them those with gradients; ⚑ where those are above
+    :data:`BUDGET_FLAG` × the table's median: the compute the rows spent is not equal (at equal compute,
+    ``train.examples_per_task``, what a method computes outside its steps: EWC's Fisher, GDumb's retraining)."""
+    if cost.forward is None:
+        return "—"
+    grad = round(cost.grad or 0)
+    flag = f" ⚑{grad / median:.1f}×" if median and grad > BUDGET_FLAG * median else ""
+    return f"{_count(round(cost.forward))} ({_count(grad)}){flag}"
 
 
 def _most_common(values: Sequence[int]) -> int | None:
@@ -291,7 +305,7 @@ def summary_table(
             if "memory" in head:
                 out.append(_memory_text(c, common))
             if "examples/task (grad)" in head:
-                out.append("—" if c.forward is None else f"{_count(round(c.forward))} ({_count(round(c.grad or 0))})")
+                out.append(_examples_text(c, summary.median_grad))
             if "peak memory" in head:
                 out.append(_bytes(c.peak))
         return out
