@@ -241,10 +241,15 @@ class Cell:
         }
 
     @property
-    def identity_since(self) -> dict[str, Mapping[str, Any]]:
-        """Each part's method settings that are left out of the identity at their first value (its config
-        class's ``IDENTITY_SINCE``, public names), as :attr:`clbench.config.TrainConfig.IDENTITY_SINCE`."""
-        return {k: getattr(type(v), "IDENTITY_SINCE", {}) for k, v in self.methods_cfg.items()}
+    def identity_since(self) -> dict[str, Any]:
+        """The settings of the cell's model, stream and each method part that its identity leaves out at one value
+        (:func:`clbench.config.identity_defaults`), by scope: ``{"methods": {part: {...}}, "model": {...},
+        "stream": {...}}`` (train and metrics: their classes', always)."""
+        return {
+            "methods": {k: cfg.identity_defaults(type(v)) for k, v in self.methods_cfg.items()},
+            "model": cfg.identity_defaults(type(self.model_cfg)),
+            "stream": cfg.identity_defaults(type(self.stream_cfg)),
+        }
 
     @functools.cached_property
     def config_hash(self) -> str:
@@ -259,21 +264,27 @@ def identity(
     stream: str,
     order: str,
     seed: int,
-    methods_since: Mapping[str, Mapping[str, Any]] | None = None,
+    since: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What makes a cell's numbers: every resolved setting, the stream, the order and the seed. Settings added
-    after results were committed are left out at the value they had before they existed (the train and metrics
-    scopes' ``IDENTITY_SINCE``; ``methods_since``, a method part's, :attr:`Cell.identity_since`), so those results
-    keep their config hash."""
+    after results were committed are left out at the value they had before they existed
+    (:func:`clbench.config.identity_defaults`: the train and metrics scopes' always; ``since`` by scope, the
+    cell's model, stream and method parts', :attr:`Cell.identity_since`), so those results keep their config
+    hash."""
     out = {k: v for k, v in resolved.items() if k not in IDENTITY_EXCLUDES}
-    if methods_since and isinstance(out.get("methods"), Mapping):
+    since = since or {}
+    parts = since.get("methods", {})
+    if parts and isinstance(out.get("methods"), Mapping):
         out["methods"] = {
-            part: _left_out(values, methods_since.get(part, {})) if isinstance(values, Mapping) else values
+            part: _left_out(values, parts.get(part, {})) if isinstance(values, Mapping) else values
             for part, values in out["methods"].items()
         }
+    for scope in ("model", "stream"):
+        if since.get(scope) and isinstance(out.get(scope), Mapping):
+            out[scope] = _left_out(out[scope], since[scope])
     for scope, cls in (("train", cfg.TrainConfig), ("metrics", cfg.MetricsConfig)):
         if isinstance(out.get(scope), Mapping):  # settings that change no number (train.log_every)
-            out[scope] = _left_out(out[scope], cls.IDENTITY_SINCE, getattr(cls, "NOT_IDENTITY", ()))
+            out[scope] = _left_out(out[scope], cfg.identity_defaults(cls), getattr(cls, "NOT_IDENTITY", ()))
     out["cell"] = {"stream": stream, "order": str(order), "seed": int(seed)}
     return out
 
@@ -288,13 +299,13 @@ def config_hash(
     stream: str,
     order: str,
     seed: int,
-    methods_since: Mapping[str, Mapping[str, Any]] | None = None,
+    since: Mapping[str, Any] | None = None,
 ) -> str:
     """sha256 of the canonical JSON of :func:`identity` (sorted keys, no spaces): stable across runs,
     processes and machines for the same settings."""
     try:
         text = json.dumps(
-            identity(resolved, stream, order, seed, methods_since),
+            identity(resolved, stream, order, seed, since),
             sort_keys=True,
             separators=(",", ":"),
             allow_nan=False,

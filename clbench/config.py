@@ -35,25 +35,55 @@ def bounded(
     le: float | None = None,
     lt: float | None = None,
     help: str = "",
+    since: str | None = None,
 ) -> Any:
     """A config field with a range, checked by :func:`apply` with the setting's name in the message.
 
     ``lam: float = bounded(1.0, ge=0, help="weight of the penalty")`` — plugin authors declare ranges this way
     instead of writing a ``__post_init__``; every number is also checked to be finite (NaN, ±inf and 1e400 are
-    refused). ``help`` is what ``clbench list settings`` prints for the setting (field metadata ``"help"``).
+    refused). ``help`` is what ``clbench list settings`` prints for the setting (field metadata ``"help"``);
+    ``since``, the version a setting appeared in (see :func:`identity_defaults`).
     """
     bounds = {k: v for k, v in {"ge": ge, "gt": gt, "le": le, "lt": lt}.items() if v is not None}
-    return field(default=default, metadata={"range": bounds, "help": help})
+    return field(default=default, metadata={"range": bounds, "help": help, **_since(since)})
 
 
-def setting(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, help: str) -> Any:
+def setting(
+    default: Any = dataclasses.MISSING,
+    *,
+    default_factory: Any = dataclasses.MISSING,
+    help: str,
+    since: str | None = None,
+) -> Any:
     """A config field without a range, with the help text ``clbench list settings`` prints for it.
 
     ``name: str = setting("", help="hub name or local folder")``; ``default_factory`` as
     :func:`dataclasses.field` takes it, and neither default for a required field. A field with a range takes its
-    help through :func:`bounded` instead.
+    help through :func:`bounded` instead. ``since``: as :func:`bounded`'s.
     """
-    return field(default=default, default_factory=default_factory, metadata={"help": help})
+    return field(default=default, default_factory=default_factory, metadata={"help": help, **_since(since)})
+
+
+def _since(version: str | None) -> dict[str, str]:
+    if version is not None and not re.fullmatch(r"\d+\.\d+\.\d+\S*", version):
+        raise ValueError(f"since={version!r}: a version such as '0.2.0'")
+    return {} if version is None else {"since": version}
+
+
+def identity_defaults(cls: type) -> dict[str, Any]:
+    """The settings of the config class ``cls`` that a cell's identity leaves out at one value (public names): each
+    field declared with ``since="VERSION"`` at its default, and the entries of the class's ``IDENTITY_SINCE``.
+
+    A setting added after results were stored declares the version it appeared in; at its default it is then not
+    part of the config hash, so every result made before it existed keeps its hash and stays current, and a cell
+    set to another value is a new cell. tests/test_config_fields.py fails on a new field that declares none."""
+    out = dict(getattr(cls, "IDENTITY_SINCE", {}))
+    if dataclasses.is_dataclass(cls):
+        for f in dataclasses.fields(cls):
+            if "since" in f.metadata:
+                default = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc,operator]
+                out.setdefault(public_name(f.name), default)
+    return out
 
 
 def public_name(field_name: str) -> str:
@@ -98,6 +128,7 @@ class TrainConfig:
             "episodic memories, iCaRL's exemplars, GDumb's memory): each such method's own setting is set from it by "
             "the rule it declares (a total, or M // tasks a task). 0: each method's own setting. docs/budgets.md"
         ),
+        since="0.1.0",
     )
     steps_per_task: int = bounded(
         0,
@@ -108,6 +139,20 @@ class TrainConfig:
             "optimizer steps, shared among the method's phases in proportion to their epochs (largest remainder; "
             "each phase's epochs repeat until its share is spent, the last cut short). docs/tuning.md"
         ),
+        since="0.1.0",
+    )
+    examples_per_task: int = bounded(
+        0,
+        ge=0,
+        le=10_000_000_000,
+        help=(
+            "the equal-compute track: 0 trains each method's own phases and epochs; N trains every task until the "
+            "model has forwarded N examples with gradients in the task's steps, as the harness counts them (a replay "
+            "batch, GEM's memory gradients included), shared among the method's phases in proportion to their epochs; "
+            "each phase's epochs repeat until its share is spent, stopped at the first step boundary past it. "
+            "docs/budgets.md"
+        ),
+        since="0.1.0",
     )
     grad_accum: int = bounded(
         1,
@@ -118,6 +163,7 @@ class TrainConfig:
             "float summation order; batch-norm statistics are per micro-batch). Memory of a micro-batch, the result of "
             "the global batch."
         ),
+        since="0.1.0",
     )
     eval_batch_size: int = bounded(256, ge=1)
     lr: float = bounded(0.01, gt=0)
@@ -133,6 +179,7 @@ class TrainConfig:
             "training data) for choosing settings without looking at the test split (`clbench tune`, "
             "docs/tuning.md)."
         ),
+        since="0.1.0",
     )
     init: Literal["model", "xavier"] = setting(
         "model",
@@ -141,6 +188,7 @@ class TrainConfig:
             'for mlp and cnn); "xavier", every Linear and Conv2d weight redrawn Xavier-uniform (gain 1) and its bias '
             "zeroed, heads included (the DER paper's code, Mammoth's backbones). Only for models trained from scratch."
         ),
+        since="0.1.0",
     )
     head: Literal["masked", "full", "task"] = setting(
         "masked",
@@ -153,6 +201,7 @@ class TrainConfig:
             "masked while it trains, earlier tasks' included, and the seen classes' scored as under \"masked\" (the "
             "prompt papers' train_mask: L2P, DualPrompt, CODA-Prompt). Only on class-incremental streams."
         ),
+        since="0.1.0",
     )
     scoring: Literal["stream", "task"] = setting(
         "stream",
@@ -163,6 +212,7 @@ class TrainConfig:
             "Mammoth's mask_classes). Only on class-incremental streams; cells scored differently go in different "
             "trees, as they rank on different questions."
         ),
+        since="0.1.0",
     )
     device: str = setting("auto", help="auto | cpu | cuda | cuda:N")
     threads: int = bounded(
@@ -207,6 +257,7 @@ class TrainConfig:
             "split-digits ewc, epoch means 0.49 → 2403 → 5.6e9; permuted-digits ewc λ=1000 reached 3e12 within its first "
             "epoch)."
         ),
+        since="0.1.0",
     )
     tf32: bool = setting(
         True,
@@ -217,6 +268,7 @@ class TrainConfig:
             "for convolutions only); false for full float32 products. No effect on the CPU or on bf16 weights; recorded, "
             "and part of the identity (it changes a GPU's numbers)."
         ),
+        since="0.1.0",
     )
     fused: bool = setting(
         True,
@@ -225,6 +277,7 @@ class TrainConfig:
             "for every parameter's update instead of a few per tensor group. Numbers may move in the last bits against "
             "the foreach implementation; recorded, part of the identity. No effect on the CPU."
         ),
+        since="0.1.0",
     )
     fp32_masters: bool = setting(
         True,
@@ -237,6 +290,7 @@ class TrainConfig:
             "bf16 weights of std 0.02 realises a few % of its float32 movement: docs/scale-out.md). No effect on "
             "float32 weights; recorded, part of the identity."
         ),
+        since="0.1.0",
     )
     autocast: Literal["off", "bfloat16"] = setting(
         "off",
@@ -247,6 +301,7 @@ class TrainConfig:
             "scaling: bfloat16 has float32's range. Evaluation runs as without it. \"off\": every op in the weights' "
             "dtype. Recorded, part of the identity."
         ),
+        since="0.1.0",
     )
     capture: bool = setting(
         False,
@@ -258,6 +313,7 @@ class TrainConfig:
             "The optimizer is torch's capturable form, whose numbers may move in the last bits; recorded, part of "
             "the identity."
         ),
+        since="0.1.0",
     )
     offload_state: bool = setting(
         False,
@@ -297,23 +353,6 @@ class TrainConfig:
         "device_data",
         "offload_state",
     )
-    # Settings added after results were committed: at this value they are left out of the identity, so a
-    # result written before they existed keeps its config hash (it was computed this way).
-    IDENTITY_SINCE: ClassVar[dict[str, Any]] = {
-        "grad_accum": 1,
-        "diverge_factor": 100.0,
-        "eval_split": "test",
-        "tf32": True,
-        "fused": True,
-        "steps_per_task": 0,
-        "fp32_masters": True,
-        "capture": False,
-        "init": "model",
-        "head": "masked",
-        "scoring": "stream",
-        "autocast": "off",
-        "memory": 0,
-    }
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
@@ -322,6 +361,13 @@ class TrainConfig:
             raise ConfigError(f"train.eval_split={self.eval_split!r}: choose test or val")
         if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", self.device):
             raise ConfigError(f"train.device={self.device!r}: choose auto, cpu, mps, cuda or cuda:N")
+        if self.examples_per_task and self.steps_per_task:
+            raise ConfigError("train.examples_per_task and train.steps_per_task are two equal budgets: set one of them")
+        if self.examples_per_task and self.capture:
+            raise ConfigError(
+                "train.examples_per_task counts the examples the model forwards, and a replayed train.capture graph "
+                "runs no Python hook: set train.capture=false"
+            )
         if self.batch_size % self.grad_accum:
             raise ConfigError(
                 f"train.grad_accum={self.grad_accum} does not divide train.batch_size="
@@ -365,6 +411,7 @@ class MetricsConfig:
             'ACR\'s threshold: "layer" τ·max|ΔW_t| of each task and layer (cannot see a layer shrunk as a whole), '
             '"task" τ·max|ΔW_t| over all layers of a task, "absolute" τ itself. Masked footprints count their mask.'
         ),
+        since="0.1.0",
     )
     awom: Literal["eq8", "transposed"] = setting(
         "eq8",
@@ -373,6 +420,7 @@ class MetricsConfig:
             '= A·B, A ∈ R^{d×r} on the input side (sums over the input index); "transposed" ‖ΔW_Tᵀ ΔW_i‖₂ in PEFT\'s '
             "layout (sums over the output index; the form of results that record awom=transposed)."
         ),
+        since="0.1.0",
     )
     delta_w: Literal["applied", "factors"] = setting(
         "applied",
@@ -381,6 +429,7 @@ class MetricsConfig:
             '"factors" B·A. Changes AWOM (by (α/r)²), the nuclear norms (α/r) and absolute-τ ACR; the paper writes ΔW = '
             "AB without α/r and its repository has no metric code, so it does not settle this."
         ),
+        since="0.1.0",
     )
     device: str = setting(
         "cpu",
@@ -392,11 +441,8 @@ class MetricsConfig:
             "B-parameter cell was still in it after 85 s on 8 threads. The routes agree to 1e-12 relative "
             "(tests/test_metrics.py)."
         ),
+        since="0.1.0",
     )
-
-    # Forms added after results were committed: at these values a form is left out of the identity (those
-    # results keep their hash). awom=eq8 is a change: the committed results were recomputed in its commit.
-    IDENTITY_SINCE: ClassVar[dict[str, Any]] = {"acr": "layer", "awom": "eq8", "delta_w": "applied", "device": "cpu"}
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"cpu|cuda(:\d+)?", self.device):

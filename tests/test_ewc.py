@@ -253,9 +253,10 @@ def test_fisher_weight_at_its_first_value_leaves_a_cells_identity_as_it_was():
     from clbench_plugins.ewc.config import EWCConfig
 
     from clbench.cell import config_hash
+    from clbench.config import identity_defaults
 
     recorded = {"methods": {"ewc": {"lambda": 100.0, "decay": 1.0}}, "train": {"lr": 0.1}}
-    since = {"ewc": EWCConfig.IDENTITY_SINCE}
+    since = {"methods": {"ewc": identity_defaults(EWCConfig)}}
     now = {"methods": {"ewc": {"lambda": 100.0, "decay": 1.0, "fisher_weight": "none"}}, "train": {"lr": 0.1}}
     weighted = {"methods": {"ewc": {**now["methods"]["ewc"], "fisher_weight": "probability"}}, "train": {"lr": 0.1}}
     assert config_hash(now, "s", "1", 0, since) == config_hash(recorded, "s", "1", 0)
