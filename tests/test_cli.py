@@ -386,6 +386,31 @@ def test_help_imports_no_numerical_library():
     assert done.stdout.splitlines()[-1] == "[]"
 
 
+@pytest.mark.parametrize(("args", "loads"), [(["leaderboard", "--help"], False), (["-p", "no:dgr", "stale", "-h"], False),
+                                           (["run", "--help"], True)])
+def test_a_subcommands_help_loads_plugins_only_where_they_add_options(args, loads):
+    """`clbench COMMAND --help` prints the command's own declarations: no plugin is loaded (torch is not imported),
+    except for `run`, whose help lists the options plugins add; the screen is the one built with the plugins."""
+    import subprocess
+    import sys
+
+    from click.testing import CliRunner
+
+    from clbench._cli.main import build_cli
+    from clbench._exec.local import harness_registry
+
+    code = ("import sys; from clbench._cli.main import main\n"
+            f"try:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
+            "print('torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    *lines, imported = done.stdout.splitlines()
+    assert imported == str(loads), done.stderr
+    regs = harness_registry()
+    command = [a for a in args if a in ("leaderboard", "stale", "run")]
+    built = CliRunner().invoke(build_cli(regs), [*command, "--help"], obj=regs, prog_name="clbench")
+    assert "".join("".join(lines).split()) == "".join(built.output.split())  # (the terminals' widths differ)
+
+
 def _list_in_subprocess(cache, *args: str, env_extra: dict[str, str] | None = None):
     """`clbench list ARGS` in a fresh interpreter with the listing cache at ``cache``: its output, and which of
     torch and pandas it imported."""

@@ -142,6 +142,14 @@ def _group_only(args: Sequence[str]) -> bool:
     return all(arg in GROUP_ONLY for arg in rest)
 
 
+def _help_without_plugins(args: Sequence[str]) -> bool:
+    """Whether the command line asks for a subcommand's help, of a subcommand whose options no plugin adds (every one
+    but ``run``): its help screen needs no plugin loaded."""
+    words = [a for a in _hoist(args) if not a.startswith("-") and not a.startswith("no:")]
+    head = args[: list(args).index("--")] if "--" in args else args
+    return any(a in ("-h", "--help") for a in head) and bool(words) and words[0] != "run"
+
+
 def _listing_only(args: Sequence[str]) -> bool:
     """Whether the command is ``clbench list [KIND]``: names and descriptions, which a cached listing gives
     (``clbench list settings NAME`` reads a plugin's config classes and builds the registries)."""
@@ -211,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         check_disabled(disabled)
         regs: Registries | Listing | None = None
-        if not _group_only(args):
+        if not _group_only(args) and not _help_without_plugins(args):
             regs = _registries(disabled, _listing_only(args))
         cli = build_cli(regs)
         _refuse_repeated_options(cli, _hoist(args))
