@@ -7,13 +7,13 @@
         --record results/bench/wall-time.json
     python benchmarks/bench_quick.py --profile bench --track equal-steps --data-dir DIR \
         --out results/bench-equal-steps --record results/bench-equal-steps/wall-time.json
-    python benchmarks/bench_quick.py --profile bench --track equal-examples --data-dir DIR \
-        --out results/bench-equal-examples --record results/bench-equal-examples/wall-time.json
+    python benchmarks/bench_quick.py --profile bench --track equal-compute --data-dir DIR \
+        --out results/bench-equal-compute --record results/bench-equal-compute/wall-time.json
     python benchmarks/bench_quick.py --profile bench --track memory-200 --data-dir DIR \
         --out results/bench-memory/200 --record results/bench-memory/200/wall-time.json
 
-Each ``--jobs`` value (default: auto) runs the whole profile (at equal steps or compute: one ``clbench run`` a
-group of streams, each with its budget a task) into a fresh temporary folder (``--out``: that folder, one ``--jobs`` value),
+Each ``--jobs`` value (default: auto) runs the whole profile (at equal steps: one ``clbench run`` a group of
+streams, each with its steps a task) into a fresh temporary folder (``--out``: that folder, one ``--jobs`` value),
 one after the other, timed from outside the process (start-up, plugin loading and the worker processes included).
 With ``--compare DIR`` every run's cells are then compared with ``DIR`` (``clbench compare``, exact): the numbers
 do not depend on ``--jobs``. ``--record FILE`` writes the last run's
@@ -43,14 +43,12 @@ def cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
-EQUAL = {"equal-steps": "steps_per_task", "equal-examples": "examples_per_task"}  # track -> its train.* budget
-
-
 def track_name(value: str) -> str:
-    """``own``, ``equal-steps``, ``equal-examples`` or ``memory-M`` (M examples: ``train.memory``)."""
-    if value in ("own", *EQUAL) or (value.startswith("memory-") and value[7:].isdigit() and int(value[7:])):
+    """``own``, ``equal-steps``, ``equal-compute`` or ``memory-M`` (M examples: ``train.memory``)."""
+    memory = value.startswith("memory-") and value[7:].isdigit() and int(value[7:]) > 0
+    if value in ("own", "equal-steps", "equal-compute") or memory:
         return value
-    raise argparse.ArgumentTypeError(f"{value!r}: own, equal-steps, equal-examples or memory-M (M > 0 examples)")
+    raise argparse.ArgumentTypeError(f"{value!r}: own, equal-steps, equal-compute or memory-M (M > 0 examples)")
 
 
 def keeping_examples() -> list[str]:
@@ -62,22 +60,24 @@ def keeping_examples() -> list[str]:
 
 
 def commands(profile: str | None, track: str, sets: list[str]) -> list[list[str]]:
-    """The `clbench run` command lines of a profile's track: one; at equal steps (compute) one a group of streams
-    with its steps (examples with gradients) a task (``BENCH_EQUAL_STEPS``, ``BENCH_EQUAL_EXAMPLES`` of the bench
-    profile's plugin, docs/bench.md); at equal memory M the methods that keep examples, each keeping M
-    (docs/budgets.md)."""
+    """The `clbench run` command lines of a profile's track: one; at equal compute one, every task's examples with
+    gradients those of one epoch of plain fine-tuning (``train.compute_epochs=1``); at equal steps one a group of
+    streams with its steps a task (``BENCH_EQUAL_STEPS`` of the bench profile's plugin, docs/bench.md); at equal
+    memory M the methods that keep examples, each keeping M (docs/budgets.md)."""
     base = ["clbench", "run", "--methods", "all"] + (["--profile", profile] if profile else [])
     base += [f"--set={s}" for s in sets]
     if track == "own":
         return [base]
+    if track == "equal-compute":
+        return [[*base, "--set=train.compute_epochs=1"]]
     if track.startswith("memory-"):
         return [[*base[:3], ",".join(keeping_examples()), *base[4:], f"--set=train.memory={track[7:]}"]]
     if profile != "bench":
         sys.exit(f"--track {track} is defined for --profile bench (docs/bench.md)")
-    from clbench_plugins.vision_streams.presets import BENCH_EQUAL_EXAMPLES, BENCH_EQUAL_STEPS
+    from clbench_plugins.vision_streams.presets import BENCH_EQUAL_STEPS
 
-    budgets = BENCH_EQUAL_STEPS if track == "equal-steps" else BENCH_EQUAL_EXAMPLES
-    return [[*base, "--stream", ",".join(streams), f"--set=train.{EQUAL[track]}={n}"] for n, streams in budgets]
+    return [[*base, "--stream", ",".join(streams), f"--set=train.steps_per_task={steps}"]
+            for steps, streams in BENCH_EQUAL_STEPS]
 
 
 def main() -> None:
@@ -89,7 +89,8 @@ def main() -> None:
     ap.add_argument("--profile", help="time this profile (`clbench run --profile P`) instead of the quick default")
     ap.add_argument("--track", type=track_name, default="own",
                     help="own: the methods' own budgets; equal-steps: (bench) every method the same optimizer steps "
-                         "a task; equal-examples: (bench) the same examples with gradients a task; memory-M: the methods that keep examples, each keeping M (train.memory)")
+                         "a task; equal-compute: every task's examples with gradients those of one epoch of plain "
+                         "fine-tuning; memory-M: the methods that keep examples, each keeping M (train.memory)")
     ap.add_argument("--data-dir", help="as clbench run --data-dir")
     ap.add_argument("--set", action="append", default=[], metavar="SCOPE.KEY=VALUE", help="as clbench run --set")
     args = ap.parse_args()

@@ -141,16 +141,16 @@ class TrainConfig:
         ),
         since="0.1.0",
     )
-    examples_per_task: int = bounded(
-        0,
+    compute_epochs: float = bounded(
+        0.0,
         ge=0,
-        le=10_000_000_000,
+        le=10_000,
         help=(
-            "the equal-compute track: 0 trains each method's own phases and epochs; N trains every task until the "
-            "model has forwarded N examples with gradients in the task's steps, as the harness counts them (a replay "
-            "batch, GEM's memory gradients included), shared among the method's phases in proportion to their epochs; "
-            "each phase's epochs repeat until its share is spent, stopped at the first step boundary past it. "
-            "docs/budgets.md"
+            "the equal-compute track: 0 trains each method's own phases and epochs; E trains every task until the "
+            "model has forwarded, with gradients, E times the task's training examples (what E epochs of plain "
+            "fine-tuning forward), as the harness counts them in the task's steps (a replay batch, GEM's memory "
+            "gradients included); shared among the method's phases in proportion to their epochs, each phase's "
+            "epochs repeating until its share is spent, stopped at the first step boundary past it. docs/budgets.md"
         ),
         since="0.1.0",
     )
@@ -361,11 +361,11 @@ class TrainConfig:
             raise ConfigError(f"train.eval_split={self.eval_split!r}: choose test or val")
         if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", self.device):
             raise ConfigError(f"train.device={self.device!r}: choose auto, cpu, mps, cuda or cuda:N")
-        if self.examples_per_task and self.steps_per_task:
-            raise ConfigError("train.examples_per_task and train.steps_per_task are two equal budgets: set one of them")
-        if self.examples_per_task and self.capture:
+        if self.compute_epochs and self.steps_per_task:
+            raise ConfigError("train.compute_epochs and train.steps_per_task are two equal budgets: set one of them")
+        if self.compute_epochs and self.capture:
             raise ConfigError(
-                "train.examples_per_task counts the examples the model forwards, and a replayed train.capture graph "
+                "train.compute_epochs counts the examples the model forwards, and a replayed train.capture graph "
                 "runs no Python hook: set train.capture=false"
             )
         if self.batch_size % self.grad_accum:

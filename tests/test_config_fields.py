@@ -89,7 +89,7 @@ def test_a_field_with_since_at_its_default_leaves_the_hash_of_a_result_stored_be
 
 def test_train_settings_added_since_results_were_stored_are_left_out_at_their_default():
     defaults = identity_defaults(TrainConfig)
-    assert defaults["examples_per_task"] == 0 and defaults["memory"] == 0 and defaults["head"] == "masked"
+    assert defaults["compute_epochs"] == 0 and defaults["memory"] == 0 and defaults["head"] == "masked"
     assert "lr" not in defaults and "epochs" not in defaults  # settings every result has held
     recorded = {"train": {"lr": 0.1, "epochs": 2}}
     now = {"train": {"lr": 0.1, "epochs": 2, **defaults}}

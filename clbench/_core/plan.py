@@ -332,7 +332,7 @@ def _check_one_test_set(cells: Sequence[Cell]) -> None:
     train every cell and then have no table to go in. Refused here, before any cell."""
     tables: dict[tuple[str, bool, bool], list[Cell]] = {}
     for c in cells:
-        tables.setdefault((c.stream, bool(c.train.steps_per_task), bool(c.train.examples_per_task)), []).append(c)
+        tables.setdefault((c.stream, bool(c.train.steps_per_task), bool(c.train.compute_epochs)), []).append(c)
     for (stream, *_), group in tables.items():
         differ = [k for k in TEST_SET_KEYS if len({getattr(c.train, k) for c in group}) > 1]
         if differ:

@@ -10,6 +10,7 @@ pass through the model's own ``forward`` is not counted: a method calling a subm
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -70,9 +71,9 @@ def planned_flops(
     train: TrainConfig, splits: list[tuple[int, int]], step: int, eval_batch: int, epochs: Sequence[int] = ()
 ) -> int:
     """A cell's floating-point operations as its plan counts them (``clbench run --dry-run``): each task's optimizer
-    steps (``train.steps_per_task``; ``train.examples_per_task`` over the batch size, an upper bound for a method
-    whose step forwards more than its batch; else its epochs × its training batches) at ``step`` FLOPs (one step's
-    forwards and backwards, measured on the costliest batch), and every evaluation (the untrained row, then after
+    steps (``train.steps_per_task``; under ``train.compute_epochs=E``, E × its training batches, an upper bound
+    for a method whose step forwards more than its batch; else its epochs × its training batches) at ``step`` FLOPs
+    (one step's forwards and backwards, measured on the costliest batch), and every evaluation (the untrained row, then after
     each task, each task's test batches) at ``eval_batch`` FLOPs a batch. ``splits``: each task's (training, test)
     examples. ``epochs``: the epochs over the task's data of the method's phases, task by task (LPS's warm-up, ADMM
     and retrain: 150 a task in paper-lps), the last one for every later task; empty: ``train.epochs``. What a method
@@ -82,8 +83,14 @@ def planned_flops(
     def task_epochs(i: int) -> int:
         return epochs[min(i, len(epochs) - 1)] if epochs else train.epochs
 
-    per_budget = train.steps_per_task or -(-train.examples_per_task // train.batch_size)
-    steps = sum(per_budget or task_epochs(i) * -(-n_train // train.batch_size) for i, (n_train, _) in enumerate(splits))
+    def task_steps(i: int, n_train: int) -> int:
+        if train.steps_per_task:
+            return train.steps_per_task
+        if train.compute_epochs:
+            return math.ceil(max(1, round(train.compute_epochs * n_train)) / train.batch_size)
+        return task_epochs(i) * -(-n_train // train.batch_size)
+
+    steps = sum(task_steps(i, n_train) for i, (n_train, _) in enumerate(splits))
     limit = train.eval_limit or None
     batches = sum(-(-min(n_test, limit or n_test) // train.eval_batch_size) for _, n_test in splits)
     return steps * step + (len(splits) + 1) * batches * eval_batch

@@ -343,7 +343,7 @@ class Runner:
         if start == 0:  # the untrained model's scores: FWT's reference b_j (a resumed cell has them)
             state.evaluate_untrained(lambda: evaluate(model, method, stream, order, train, device, dist)[0])
         counter = ExampleCounter()  # the examples the task's training forwarded (clbench._exec.compute)
-        ctx.stash[COUNTER] = counter  # what train.examples_per_task spends
+        ctx.stash[COUNTER] = counter  # what train.compute_epochs spends
         hook = counter.attach(model)
         with contextlib.closing(bar), hook:
             for index in range(start, len(order)):

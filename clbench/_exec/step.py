@@ -287,12 +287,10 @@ def train_task(
     stats = TaskStats()
     model.train()
     counter = budget_counter(ctx)
-    budget = ctx.train.examples_per_task if counter is not None else ctx.train.steps_per_task
+    budget = examples_budget(ctx, index) if counter is not None else ctx.train.steps_per_task
     epochs = [p.epochs for p in checked.method.phases(ctx.order[index], index)]
     shares = (
-        step_shares(budget, epochs, "train.examples_per_task" if counter else "train.steps_per_task")
-        if budget
-        else None
+        step_shares(budget, epochs, "train.compute_epochs" if counter else "train.steps_per_task") if budget else None
     )
     for p_i, phase, params, opt in task_phases(model, checked.method, ctx, index):
         limit = shares[p_i] if shares is not None else None
@@ -334,24 +332,30 @@ def train_task(
 
 
 COUNTER: StashKey[ExampleCounter] = StashKey()
-"""``ctx.stash`` key of the runner's :class:`~clbench._exec.compute.ExampleCounter`: what ``train.examples_per_task``
+"""``ctx.stash`` key of the runner's :class:`~clbench._exec.compute.ExampleCounter`: what ``train.compute_epochs``
 spends."""
 
 
+def examples_budget(ctx: CellContext, index: int) -> int:
+    """Task ``index``'s examples with gradients under ``train.compute_epochs=E``: E × its training examples (what E
+    epochs of plain fine-tuning forward; a joint or replay method's other data does not enlarge it), at least 1."""
+    return max(1, round(ctx.train.compute_epochs * len(ctx.stream.data(ctx.order[index]).train)))
+
+
 def budget_counter(ctx: CellContext) -> ExampleCounter | None:
-    """The counter a task's steps spend under ``train.examples_per_task`` (None: that setting is 0). Refused where
+    """The counter a task's steps spend under ``train.compute_epochs`` (None: that setting is 0). Refused where
     the count cannot be the budget: several processes (each counts its own micro-batches, and every rank must stop at
     the same step) or no counter attached (a task trained outside the runner)."""
-    if not ctx.train.examples_per_task:
+    if not ctx.train.compute_epochs:
         return None
     if ctx.dist.active:
         raise ConfigError(
-            "train.examples_per_task stops a task by one process's count of the examples its model forwarded: it "
+            "train.compute_epochs stops a task by one process's count of the examples its model forwarded: it "
             "cannot run with --nproc > 1 (use train.steps_per_task)"
         )
     counter = ctx.stash.get(COUNTER)
     if counter is None:
-        raise ClbenchError("train.examples_per_task needs the runner's example counter (ctx.stash[COUNTER])")
+        raise ClbenchError("train.compute_epochs needs the runner's example counter (ctx.stash[COUNTER])")
     return counter
 
 
@@ -423,8 +427,8 @@ class _PhaseRun:
     params: list[torch.nn.Parameter]
     on_step: StepObserver | None
     step: int
-    limit: int | None = None  # the phase's share of train.steps_per_task or train.examples_per_task (None: its epochs)
-    counter: ExampleCounter | None = None  # train.examples_per_task: the counter `limit` is spent from (else steps)
+    limit: int | None = None  # the phase's share of train.steps_per_task or train.compute_epochs (None: its epochs)
+    counter: ExampleCounter | None = None  # train.compute_epochs: the counter `limit` is spent from (else steps)
     steps: int = 0
     examples: int = 0
     first: float | None = None  # the blow-up reference: the loss the phase starts from (its first step's)
@@ -460,7 +464,7 @@ class _PhaseRun:
             if self.counter is not None and self.counter.grad - start == spent:
                 raise ClbenchError(
                     f"phase {phase.name!r}: an epoch of {n} steps forwarded no example with gradients through the "
-                    "model's forward, so train.examples_per_task can never be spent (a method that calls a submodule "
+                    "model's forward, so train.compute_epochs can never be spent (a method that calls a submodule "
                     "directly is not counted: clbench._exec.compute)"
                 )
             self.method.method.after_epoch(phase, epoch)
@@ -485,7 +489,7 @@ class _PhaseRun:
     @property
     def setting(self) -> str:
         """The budget ``limit`` is a share of."""
-        return "train.steps_per_task" if self.counter is None else "train.examples_per_task"
+        return "train.steps_per_task" if self.counter is None else "train.compute_epochs"
 
     def epoch(self, epoch: int, start: int = 0) -> tuple[float, int]:
         """One epoch's optimizer steps: the sum of their losses and their count. The step is written out here, in
@@ -516,7 +520,7 @@ class _PhaseRun:
         )
         if self.limit is not None and self.counter is None:  # the share of train.steps_per_task: cut here
             epoch_batches = itertools.islice(epoch_batches, self.limit - self.steps)
-        elif self.limit is not None and self.counter is not None:  # train.examples_per_task: the step past it is last
+        elif self.limit is not None and self.counter is not None:  # train.compute_epochs: the step past it is last
             epoch_batches = _until_spent(epoch_batches, self.counter, start + self.limit)
         captured = self.captured
         for batch in epoch_batches:

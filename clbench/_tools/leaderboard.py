@@ -470,30 +470,45 @@ def render_cell(result: CellResult) -> str:
 
 
 EQUAL_STEPS = "equal-steps"  # the track of cells trained under train.steps_per_task (its board: PROFILE-equal-steps)
-EQUAL_EXAMPLES = "equal-examples"  # cells under train.examples_per_task (its board: PROFILE-equal-examples)
+EQUAL_COMPUTE = "equal-compute"  # cells under train.compute_epochs (its board: PROFILE-equal-compute)
 MEMORY = "memory"  # the track of cells under train.memory=M (its board: PROFILE-memory-M)
-# the equal-budget tracks: the board's suffix, the train.* setting, what it counts, the title's words
-BUDGET_TRACKS = (
-    (EQUAL_STEPS, "steps_per_task", "optimizer steps", "at equal steps"),
-    (EQUAL_EXAMPLES, "examples_per_task", "examples with gradients", "at equal compute"),
-)
+# the equal-budget tracks: the board's suffix and the train.* setting of each
+BUDGET_TRACKS = ((EQUAL_STEPS, "steps_per_task"), (EQUAL_COMPUTE, "compute_epochs"))
 
 
 def by_profile(results: Iterable[CellResult]) -> Mapping[str, list[CellResult]]:
     """The results of each profile and track, never ranked with another's: a profile's cells under
     ``train.steps_per_task`` (every method the same optimizer steps a task) form the board
-    ``PROFILE-equal-steps``, under ``train.examples_per_task`` (every method the same examples forwarded with
-    gradients a task, as the harness counts them) ``PROFILE-equal-examples``; those under ``train.memory=M`` (every
+    ``PROFILE-equal-steps``, under ``train.compute_epochs`` (every method the same examples forwarded with
+    gradients a task, as the harness counts them) ``PROFILE-equal-compute``; those under ``train.memory=M`` (every
     method that keeps examples keeps M) the board ``PROFILE-memory-M`` (with a budget: ``PROFILE-equal-steps-memory-M``)."""
     out: dict[str, list[CellResult]] = {}
     for r in results:
         profile = str(r.config.get("profile", "custom"))
         train = r.config.get("train", {})
-        profile += "".join(f"-{suffix}" for suffix, setting, *_ in BUDGET_TRACKS if train.get(setting))
+        profile += "".join(f"-{suffix}" for suffix, setting in BUDGET_TRACKS if train.get(setting))
         if train.get("memory"):
             profile += f"-{MEMORY}-{train['memory']}"
         out.setdefault(profile, []).append(r)
     return dict(sorted(out.items()))
+
+
+def _budget_words(setting: str, streams: Mapping[Any, set[str]]) -> str:
+    """What every method of an equal-budget board gets: ``streams`` maps each value of ``train.SETTING`` to the
+    streams that ran it (one budget a stream where their tasks differ in size)."""
+    if setting == "compute_epochs":
+        each = "; ".join(f"{e:g} on {', '.join(f'`{s}`' for s in sorted(streams[e]))}" for e in sorted(streams))
+        e = f"{next(iter(streams)):g}" if len(streams) == 1 else f"E ({each})"
+        return (
+            f"at equal compute: every method forwards with gradients {e} × each task's training examples a task, as "
+            f"many as {e} epoch of plain fine-tuning does (`train.compute_epochs`)"
+        )
+    if len(streams) == 1:
+        steps = f"{next(iter(streams))} optimizer steps a task"
+    else:  # a task of split MNIST is a fifth of a permuted one
+        each = "; ".join(f"{n} on {', '.join(f'`{s}`' for s in sorted(streams[n]))}" for n in sorted(streams))
+        steps = f"the same optimizer steps a task on a stream ({each})"
+    return f"at equal steps: every method {steps} (`train.steps_per_task`)"
 
 
 def board_title(key: str, results: Sequence[CellResult]) -> str:
@@ -501,19 +516,13 @@ def board_title(key: str, results: Sequence[CellResult]) -> str:
     memory = {int(r.config.get("train", {}).get("memory") or 0) for r in results}
     profile = key.removesuffix(f"-{MEMORY}-{max(memory)}") if memory - {0} else key
     tracks = []
-    for suffix, setting, unit, words in BUDGET_TRACKS:
-        if not profile.endswith(f"-{suffix}"):
-            continue
-        profile = profile.removesuffix(f"-{suffix}")
-        streams: dict[int, set[str]] = {}  # the budget a task -> the streams that ran it
-        for r in results:
-            streams.setdefault(int(r.config["train"][setting]), set()).add(r.stream)
-        if len(streams) == 1:
-            amount = f"{next(iter(streams)):,} {unit} a task"
-        else:  # one budget a stream (a task of split MNIST is a fifth of a permuted one)
-            each = "; ".join(f"{n:,} on {', '.join(f'`{s}`' for s in sorted(streams[n]))}" for n in sorted(streams))
-            amount = f"the same {unit} a task on a stream ({each})"
-        tracks.append(f"{words}: every method {amount} (`train.{setting}`)")
+    for suffix, setting in BUDGET_TRACKS:
+        if profile.endswith(f"-{suffix}"):
+            profile = profile.removesuffix(f"-{suffix}")
+            streams: dict[Any, set[str]] = {}  # the budget -> the streams that ran it
+            for r in results:
+                streams.setdefault(r.config["train"][setting], set()).add(r.stream)
+            tracks.append(_budget_words(setting, streams))
     if memory - {0}:
         tracks.append(f"at equal memory: every method that keeps examples keeps {max(memory):,} (`train.memory`)")
     return f"clbench leaderboard — profile `{profile}`" + (" " + "; ".join(tracks) if tracks else "")
@@ -523,7 +532,7 @@ __all__ = [  # the leaderboard's public names, wherever they are defined
     "BUDGET_FLAG",
     "Cost",
     "BUDGET_TRACKS",
-    "EQUAL_EXAMPLES",
+    "EQUAL_COMPUTE",
     "EQUAL_STEPS",
     "MEMORY",
     "Judging",

@@ -37,7 +37,7 @@ SUMMARY_LEGEND = (
     "Cost: optimizer steps a task (⚑: above 1.2× the table's median), wall seconds a cell, the method's "
     "state after the last task, the most parameters a phase trained, (where the results counted them) the "
     "examples the model forwarded a task, every loop of the method included, and of them those with gradients "
-    "(⚑: above 1.2× the table's median; not compared at equal compute, `train.examples_per_task`), and "
+    "(⚑: above 1.2× the table's median; not compared at equal compute, `train.compute_epochs`), and "
     "`memory`: the examples a method keeps at the stream's end (`train.memory`, docs/budgets.md), with their inputs' "
     "bytes where the results recorded them (⚑: more than 2 % off the number most rows keep; not compared at equal "
     "memory)."
@@ -231,7 +231,7 @@ def _steps_text(row: SummaryRow, median: float | None) -> str:
 def _examples_text(cost: Cost, median: float | None) -> str:
     """Examples forwarded a task, and of them those with gradients; ⚑ where those are above
     :data:`BUDGET_FLAG` × the table's median: the compute the rows spent is not equal (at equal compute,
-    ``train.examples_per_task``, what a method computes outside its steps: EWC's Fisher, GDumb's retraining)."""
+    ``train.compute_epochs``, what a method computes outside its steps: EWC's Fisher, GDumb's retraining)."""
     if cost.forward is None:
         return "—"
     grad = round(cost.grad or 0)

@@ -17,9 +17,3 @@ BENCH_PERMUTED = {**BENCH, "stream.tasks": 3}
 # mean task at batch 128 (SeqFT's own budget): 54,000 / 128 -> 422 a permutation; the split pairs' 10,137-11,399
 # training images -> 80-90 steps, 85 on average. (steps, streams) a `clbench run` (benchmarks/bench_quick.py).
 BENCH_EQUAL_STEPS = ((422, ("permuted-mnist", "permuted-mnist-dil")), (85, ("split-mnist", "split-mnist-cil")))
-# The equal-compute track: every method, every task, the examples SeqFT's own epoch forwards with gradients on the
-# stream's mean task: 54,000 a permutation, 54,000 / 5 = 10,800 a split pair (`train.examples_per_task`).
-BENCH_EQUAL_EXAMPLES = (
-    (54_000, ("permuted-mnist", "permuted-mnist-dil")),
-    (10_800, ("split-mnist", "split-mnist-cil")),
-)

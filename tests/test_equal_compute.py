@@ -1,0 +1,119 @@
+"""The equal-compute track, `train.compute_epochs=E`: every task of every method trains until the model has forwarded
+with gradients E × the task's training examples (what E epochs of plain fine-tuning forward), as the harness counts
+them (clbench._exec.compute), shared among its phases in proportion to their epochs; stopped at the first step
+boundary past the share."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import pytest
+
+from clbench import testing
+from clbench._exec.step import step_shares
+from clbench.config import TrainConfig
+from clbench.errors import ConfigError
+
+BATCH, TASK = 16, 64  # the test profile's batch; tiny-vector's tasks: 64 training examples, 4 batches an epoch
+E = 1.5
+BUDGET = round(E * TASK)  # 96 examples with gradients a task
+
+
+def _phase_steps(result) -> list[dict[str, int]]:
+    return [{p: t[p]["steps"] for p in t["phases"]} for t in result.timings["tasks"]]
+
+
+def _grad(result) -> list[int]:
+    return [t["examples_grad"] for t in result.timings["tasks"]]
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    regs = testing.registry()
+    done = testing.run(
+        regs,
+        tmp_path_factory.mktemp("equal-compute"),
+        "seqft,joint,packnet,lps,gem,ewc",
+        sets={"train.compute_epochs": [E]},
+    )
+    for r in done:
+        assert r.status == "complete", (r.method, r.error)
+        assert r.config["train"]["compute_epochs"] == E
+    return {r.method: r for r in done}
+
+
+def test_a_method_of_one_batch_a_step_takes_the_steps_that_reach_the_budget(results):
+    """SeqFT and joint training forward one batch a step: ⌈96 / 16⌉ = 6 steps a task. Joint training's budget is
+    the new task's 64 × 1.5, not that of every task it trains on."""
+    steps = math.ceil(BUDGET / BATCH)
+    for method in ("seqft", "joint"):
+        assert _phase_steps(results[method]) == [{"train": steps}] * 2, method
+        assert _grad(results[method]) == [steps * BATCH] * 2, method
+
+
+def test_phases_share_the_budget_by_their_epochs(results):
+    """PackNet (train 2 epochs, retrain 1): 64 and 32 examples, 4 and 2 steps; LPS's five phases of one epoch:
+    20, 19, 19, 19, 19 examples, 2 steps each."""
+    shares = step_shares(BUDGET, [2, 1])
+    assert shares == [64, 32]
+    packnet = {"train": math.ceil(shares[0] / BATCH), "retrain": math.ceil(shares[1] / BATCH)}
+    assert _phase_steps(results["packnet"]) == [packnet] * 2
+    assert _grad(results["packnet"]) == [sum(packnet.values()) * BATCH] * 2
+    lps = [list(t.values()) for t in _phase_steps(results["lps"])]
+    assert lps == [[math.ceil(share / BATCH) for share in step_shares(BUDGET, [1] * 5)]] * 2 == [[2] * 5] * 2
+
+
+def test_a_step_that_forwards_more_takes_fewer_steps(results):
+    """GEM's step on the second task also forwards the first task's memory (its gradient constrains the step):
+    each step forwards 16 + 64 examples with gradients, so the task takes ⌈96 / 80⌉ = 2 steps."""
+    gem = results["gem"]
+    [first, second] = _phase_steps(gem)
+    assert first == {"train": math.ceil(BUDGET / BATCH)}
+    memory = min(gem.config["methods"]["gem"]["memory_per_task"], TASK)  # 256 asked, the task's 64 kept
+    per_step = BATCH + memory
+    assert second == {"train": math.ceil(BUDGET / per_step)} == {"train": 2}
+    assert _grad(gem)[1] == 2 * per_step
+
+
+def test_what_a_method_computes_outside_its_steps_is_counted_not_capped(results):
+    """EWC's Fisher after each task forwards the task's 64 examples with gradients: counted above the steps' 96."""
+    assert _phase_steps(results["ewc"]) == [{"train": 6}] * 2
+    assert _grad(results["ewc"]) == [6 * BATCH + TASK] * 2
+
+
+def test_one_epoch_of_compute_is_plain_fine_tunings_own_epoch(tmp_path):
+    """At E = 1 SeqFT trains exactly its own single epoch, on the same batches: the same numbers."""
+    regs = testing.registry()
+    [own] = testing.run(regs, tmp_path / "own", "seqft", sets={"train.epochs": [1]})
+    [equal] = testing.run(regs, tmp_path / "equal", "seqft", sets={"train.compute_epochs": [1.0]})
+    assert _phase_steps(equal) == _phase_steps(own) == [{"train": TASK // BATCH}] * 2
+    assert equal.accuracy_matrix == own.accuracy_matrix
+    assert equal.config_hash != own.config_hash  # another track: another cell
+
+
+def test_an_equal_compute_board_is_its_own_and_names_the_budget(results):
+    from clbench._tools.leaderboard import board_title, by_profile
+
+    boards = by_profile(results.values())
+    assert list(boards) == ["test-equal-compute"]
+    title = board_title("test-equal-compute", boards["test-equal-compute"])
+    assert "at equal compute: every method forwards with gradients 1.5 × each task's training examples" in title
+    assert "(`train.compute_epochs`)" in title
+
+
+def test_two_budgets_or_a_replayed_graph_are_refused():
+    with pytest.raises(ConfigError, match="two equal budgets"):
+        TrainConfig(compute_epochs=1.0, steps_per_task=3)
+    with pytest.raises(ConfigError, match="runs no Python hook"):
+        TrainConfig(compute_epochs=1.0, capture=True)
+
+
+def test_steps_the_counter_never_sees_end_the_cell_with_the_reason(tmp_path, monkeypatch):
+    """A method whose steps bypass the model's forward is not counted; the budget could never be spent."""
+    from clbench._exec import compute
+
+    monkeypatch.setattr(compute.ExampleCounter, "attach", lambda self, model: contextlib.nullcontext())
+    [r] = testing.run(testing.registry(), tmp_path, "seqft", sets={"train.compute_epochs": [E]})
+    assert r.status != "complete"
+    assert "forwarded no example with gradients" in r.error
