@@ -60,20 +60,21 @@ def keeping_examples() -> list[str]:
 
 
 def commands(profile: str | None, track: str, sets: list[str]) -> list[list[str]]:
-    """The `clbench run` command lines of a profile's track: one; at equal compute one, every task's examples with
-    gradients those of one epoch of plain fine-tuning (``train.compute_epochs=1``); at equal steps one a group of
-    streams with its steps a task (``BENCH_EQUAL_STEPS`` of the bench profile's plugin, docs/bench.md); at equal
-    memory M the methods that keep examples, each keeping M (docs/budgets.md)."""
+    """The `clbench run` command lines of a profile's track: one; at equal compute (bench) the profile that is that
+    track, ``bench-equal-compute`` (every task's examples with gradients those of one epoch of plain fine-tuning,
+    presets tuned on that budget); at equal steps (bench) one a group of streams with its steps a task
+    (``BENCH_EQUAL_STEPS`` of the bench profile's plugin); at equal memory M the methods that keep examples, each
+    keeping M (docs/bench.md, docs/budgets.md)."""
     base = ["clbench", "run", "--methods", "all"] + (["--profile", profile] if profile else [])
     base += [f"--set={s}" for s in sets]
     if track == "own":
         return [base]
-    if track == "equal-compute":
-        return [[*base, "--set=train.compute_epochs=1"]]
     if track.startswith("memory-"):
         return [[*base[:3], ",".join(keeping_examples()), *base[4:], f"--set=train.memory={track[7:]}"]]
     if profile != "bench":
         sys.exit(f"--track {track} is defined for --profile bench (docs/bench.md)")
+    if track == "equal-compute":
+        return [[*base[:5], "bench-equal-compute", *base[6:]]]
     from clbench_plugins.vision_streams.presets import BENCH_EQUAL_STEPS
 
     return [[*base, "--stream", ",".join(streams), f"--set=train.steps_per_task={steps}"]
@@ -89,8 +90,8 @@ def main() -> None:
     ap.add_argument("--profile", help="time this profile (`clbench run --profile P`) instead of the quick default")
     ap.add_argument("--track", type=track_name, default="own",
                     help="own: the methods' own budgets; equal-steps: (bench) every method the same optimizer steps "
-                         "a task; equal-compute: every task's examples with gradients those of one epoch of plain "
-                         "fine-tuning; memory-M: the methods that keep examples, each keeping M (train.memory)")
+                         "a task; equal-compute: (bench) the profile bench-equal-compute; memory-M: the methods that "
+                         "keep examples, each keeping M (train.memory)")
     ap.add_argument("--data-dir", help="as clbench run --data-dir")
     ap.add_argument("--set", action="append", default=[], metavar="SCOPE.KEY=VALUE", help="as clbench run --set")
     args = ap.parse_args()

@@ -20,7 +20,7 @@ import math
 import re
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Literal
 
@@ -619,10 +619,20 @@ def to_dict(obj: Any) -> dict[str, Any]:
     return out
 
 
-def preset_values(presets: Mapping[str, Mapping[str, Any]], profile: str, stream: str, order: str) -> dict[str, Any]:
-    """Merge presets from the least to the most specific key."""
+def preset_keys(profile: str | Sequence[str], stream: str, order: str) -> list[str]:
+    """The preset keys a cell reads, the least specific first: ``profile``, ``profile/stream``,
+    ``profile/stream/order``; for a profile's lineage (``ProfileSpec.extends``, the most basic first) each one's
+    keys in turn, so an extending profile's presets, at any level, are laid over its base's."""
+    names = (profile,) if isinstance(profile, str) else tuple(profile)
+    return [key for p in names for key in (p, f"{p}/{stream}", f"{p}/{stream}/{order}")]
+
+
+def preset_values(
+    presets: Mapping[str, Mapping[str, Any]], profile: str | Sequence[str], stream: str, order: str
+) -> dict[str, Any]:
+    """Merge presets from the least to the most specific key (:func:`preset_keys`)."""
     out: dict[str, Any] = {}
-    for key in (profile, f"{profile}/{stream}", f"{profile}/{stream}/{order}"):
+    for key in preset_keys(profile, stream, order):
         out.update(presets.get(key, {}))
     return out
 

@@ -258,6 +258,10 @@ class ProfileSpec:
     # the paper's published numbers for these rows (clbench._tools.parity: its file format and the verdict rule);
     # `clbench leaderboard` shows them beside clbench's
     targets: Mapping[str, Any] = field(default_factory=dict)
+    # Another profile whose presets this one reads first: every stream's and method's preset keyed by the base's
+    # name applies, then those keyed by this one's (a track of a profile, tuned on its own budget, gets its own
+    # presets over the base's). Its streams default to the base's; its seeds, methods, sets and rows are its own.
+    extends: str | None = None
 
 
 @dataclass(frozen=True)

@@ -117,3 +117,96 @@ def test_steps_the_counter_never_sees_end_the_cell_with_the_reason(tmp_path, mon
     [r] = testing.run(testing.registry(), tmp_path, "seqft", sets={"train.compute_epochs": [E]})
     assert r.status != "complete"
     assert "forwarded no example with gradients" in r.error
+
+
+# --- a track as a profile of its own: ProfileSpec.extends ---------------------------------------------------------
+
+
+class _Profiles:
+    """A base profile on tiny-vector, a track extending it with a method preset of its own, and a cycle."""
+
+    @staticmethod
+    def specs():
+        from clbench.specs import ProfileSpec
+
+        return [
+            ProfileSpec("test-equal-compute", sets={"train.compute_epochs": 1.0}, extends="test"),
+            ProfileSpec("loop-a", extends="loop-b"),
+            ProfileSpec("loop-b", extends="loop-a"),
+            ProfileSpec("orphan", extends="nowhere"),
+        ]
+
+    from clbench import hookimpl
+
+    @hookimpl
+    def clbench_add_profiles(self):
+        return self.specs()
+
+    @hookimpl
+    def clbench_add_methods(self):
+        from clbench_plugins.seqft.plugin import clbench_add_methods as seqft  # the registered seqft, renamed
+
+        [spec] = [s for s in seqft() if s.name == "seqft"]
+        from dataclasses import replace
+
+        presets = {"test/tiny-vector": {"train.lr": 0.05}, "test-equal-compute/tiny-vector": {"train.lr": 0.02}}
+        based = {"test/tiny-vector": {"train.lr": 0.05}}  # a preset of the base profile only
+        return [replace(spec, name="tracked", presets=presets), replace(spec, name="based", presets=based)]
+
+
+def test_a_profile_that_extends_another_reads_its_presets_then_its_own(tmp_path):
+    from clbench._core.cells import RunRequest, profile_lineage
+    from clbench._core.plan import make_plan
+
+    regs = testing.registry(_Profiles())
+    assert profile_lineage(regs, "test-equal-compute") == ("test", "test-equal-compute")
+    base = make_plan(regs, RunRequest(methods="tracked,seqft", profile="test", out=tmp_path)).cells
+    track = make_plan(regs, RunRequest(methods="tracked,seqft", profile="test-equal-compute", out=tmp_path)).cells
+    assert {c.stream for c in track} == {c.stream for c in base}  # the base's streams (its `streams`)
+    by = {(c.method, c.profile): c for c in [*base, *track] if c.stream == "tiny-vector"}
+    assert by["tracked", "test"].train.lr == 0.05 and by["tracked", "test-equal-compute"].train.lr == 0.02  # its own preset
+    seqft_base, seqft_track = by["seqft", "test"], by["seqft", "test-equal-compute"]
+    assert seqft_track.train.lr == seqft_base.train.lr  # no preset of its own: the base's
+    assert seqft_track.train.compute_epochs == 1.0 and seqft_base.train.compute_epochs == 0  # its own sets
+    assert seqft_track.config_hash != seqft_base.config_hash
+
+
+def test_a_profile_lineage_that_loops_or_names_no_profile_is_refused():
+    from clbench._core.cells import profile_lineage
+
+    regs = testing.registry(_Profiles())
+    with pytest.raises(ConfigError, match="extends itself: loop-a → loop-b → loop-a"):
+        profile_lineage(regs, "loop-a")
+    with pytest.raises(ConfigError, match="extends profile 'nowhere', which is not registered"):
+        profile_lineage(regs, "orphan")
+
+
+def test_the_track_profiles_board_is_named_once_and_its_base_presets_are_not_defaults(tmp_path):
+    from clbench._tools.leaderboard import by_profile, method_labels
+
+    regs = testing.registry(_Profiles())
+    results = testing.run(regs, tmp_path, "seqft", profile="test-equal-compute")
+    assert list(by_profile(results)) == ["test-equal-compute"]  # named once
+    specs = regs.methods.items
+    assert method_labels(["based"], specs, ("test", "test-equal-compute"), "tiny-vector") == {"based": "based"}
+    assert method_labels(["based"], specs, "test-equal-compute", "tiny-vector") == {"based": "based (defaults)"}
+
+
+def test_the_bench_equal_compute_profile_is_bench_at_one_epoch_of_compute():
+    import importlib.util
+    from pathlib import Path
+
+    regs = testing.registry()
+    from clbench._core.cells import profile_lineage
+
+    spec = regs.profiles.get("bench-equal-compute")
+    assert profile_lineage(regs, "bench-equal-compute") == ("bench", "bench-equal-compute")
+    assert dict(spec.sets) == {"train.compute_epochs": 1.0} and spec.seeds == regs.profiles.get("bench").seeds
+    path = Path(__file__).parents[1] / "benchmarks" / "bench_quick.py"
+    loaded = importlib.util.spec_from_file_location("bench_quick", path)
+    assert loaded is not None and loaded.loader is not None
+    bench = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(bench)
+    assert bench.commands("bench", "equal-compute", []) == [
+        ["clbench", "run", "--methods", "all", "--profile", "bench-equal-compute"]
+    ]

@@ -104,11 +104,27 @@ Scoped = dict[str, dict[str, Any]]  # {"train": {"lr": 1e-3}, "ewc": {...}, "": 
 Layer = tuple[str, Scoped]  # (where the values come from, the values)
 
 
+def profile_lineage(regs: Registries, name: str) -> tuple[str, ...]:
+    """The profiles whose presets a cell of profile ``name`` reads, the most basic first: ``name`` itself and,
+    where it extends another (``ProfileSpec.extends``), that one's lineage before it."""
+    out: list[str] = []
+    while True:
+        if name in out:
+            raise ConfigError(f"profile {out[0]!r} extends itself: {' → '.join([*reversed(out), name])}")
+        out.insert(0, name)
+        base = regs.profiles.get(name).extends if name in regs.profiles else None
+        if base is None:
+            return tuple(out)
+        if base not in regs.profiles:
+            raise ConfigError(f"profile {name!r} extends profile {base!r}, which is not registered")
+        name = base
+
+
 def _preset_layers(
-    presets: Mapping[str, Mapping[str, Any]], profile: str, stream: str, order: str, owner: str
+    presets: Mapping[str, Mapping[str, Any]], profile: Sequence[str], stream: str, order: str, owner: str
 ) -> list[Layer]:
-    """A plugin's presets for a cell, least specific key first (:func:`clbench.config.preset_values`' order)."""
-    keys = (profile, f"{profile}/{stream}", f"{profile}/{stream}/{order}")
+    """A plugin's presets for a cell, least specific key first (:func:`clbench.config.preset_keys`' order)."""
+    keys = cfg.preset_keys(profile, stream, order)
     return [(f"{owner} preset {key!r}", cfg.split_scoped(presets[key])) for key in keys if presets.get(key)]
 
 
@@ -135,7 +151,7 @@ class _Layers:
     @classmethod
     def of(
         cls,
-        profile: str,
+        profile: Sequence[str],
         profile_sets: Mapping[str, Any],
         sspec: StreamSpec,
         order: str,
@@ -223,7 +239,7 @@ def _make_cell(
 ) -> Cell | str:
     """The cell of one method label, stream order, seed and sweep point, or why its methods do not fit; ``row``: the
     profile's settings for the label on this stream (``ProfileSpec.rows``)."""
-    layers = _Layers.of(profile, profile_sets, sspec, order, mspecs, user_sets, row)
+    layers = _Layers.of(profile_lineage(regs, profile), profile_sets, sspec, order, mspecs, user_sets, row)
     named = layers.model_name()
     model_name = req.model or (named[0] if named else None)
     if model_name is None:
@@ -342,7 +358,7 @@ def explain(regs: Registries, req: RunRequest, cell: Cell) -> list[Origin]:
     label = cell.method.split("@", 1)[0]
     single = {k: v[0] for k, v in req.sets.items() if len(v) == 1}
     layers = _Layers.of(
-        profile.name,
+        profile_lineage(regs, profile.name),
         profile.sets,
         sspec,
         cell.order,

@@ -17,7 +17,7 @@ from typing import Any
 from clbench import config as cfg
 from clbench._core import provenance
 from clbench._core.boundary import blame, check_type, describe
-from clbench._core.cells import RunRequest, _Layers, _make_cell, _with_path
+from clbench._core.cells import RunRequest, _Layers, _make_cell, _with_path, profile_lineage
 from clbench._core.placement import place
 from clbench._core.registry import Registries, Registry
 from clbench.cell import RESERVED_SCOPES, SEED_LIMIT, TEST_PROFILE, Cell, Plan
@@ -104,14 +104,19 @@ def _check_request(regs: Registries, req: RunRequest, profile: ProfileSpec) -> N
 
 
 def _streams(regs: Registries, req: RunRequest, profile: ProfileSpec) -> list[StreamSpec]:
-    """``--stream``, else the profile's streams, else every stream with a preset for it (not those of your own
-    data: tag ``own-data``, they need --data-dir)."""
+    """``--stream``, else the profile's streams (or, for a profile that extends another and names none, its
+    base's), else every stream with a preset for it or a profile it extends (not those of your own data: tag
+    ``own-data``, they need --data-dir)."""
+    lineage = profile_lineage(regs, profile.name)
+    named = [p.streams for p in (regs.profiles.get(n) for n in reversed(lineage) if n in regs.profiles) if p.streams]
     if req.streams:
         names = list(req.streams)
-    elif profile.streams is not None:
-        names = list(profile.streams)
+    elif named:
+        names = list(named[0])
     else:
-        names = [s.name for s in regs.streams.values() if profile.name in s.presets and "own-data" not in s.tags]
+        names = [
+            s.name for s in regs.streams.values() if any(p in s.presets for p in lineage) and "own-data" not in s.tags
+        ]
     if not names:
         raise ConfigError(f"profile {profile.name!r} has no streams; pass --stream")
     return [regs.streams.get(n) for n in names]
@@ -143,7 +148,8 @@ def _methods(regs: Registries, req: RunRequest, profile: ProfileSpec, streams: S
     )
     labels = sorted(regs.methods) if expr == "all" else [m.strip() for m in expr.split(",") if m.strip()]
     _once(labels, "--methods")
-    presets = {s.name: cfg.preset_values(s.presets, profile.name, s.name, "") for s in streams}
+    lineage = profile_lineage(regs, profile.name)
+    presets = {s.name: cfg.preset_values(s.presets, lineage, s.name, "") for s in streams}
     on_stream = {}
     for sspec in streams:
         preset_methods = presets[sspec.name].get("methods")
@@ -206,7 +212,9 @@ def _build_stream(
     single: Mapping[str, Any],
 ) -> Stream:
     """The stream with its settings (preset, profile, ``--set``, ``--data-dir``); a plugin's fault names it."""
-    layers = _Layers.of(profile.name, profile.sets, sspec, "", (), single)  # the cells' stream settings, by one rule
+    layers = _Layers.of(
+        profile_lineage(regs, profile.name), profile.sets, sspec, "", (), single
+    )  # the cells' stream settings, by one rule
     values = _with_path(
         sspec.config_cls, layers.stream_scope(), sspec.data_dir_field, req.data_dir, layers.user.get("stream", {})
     )

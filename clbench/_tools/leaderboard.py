@@ -213,12 +213,13 @@ def cannot_run(df: pd.DataFrame, scenario: str, specs: Mapping[str, MethodSpec] 
 def method_labels(
     methods: Sequence[str],
     specs: Mapping[str, MethodSpec] | None,
-    profile: str | None = None,
+    profile: str | Sequence[str] | None = None,
     stream: str | None = None,
     rows: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
     """``joint (oracle)``, ``mymethod (defaults)``: a method label with what a reader must see: an oracle, or (with
-    ``profile`` and ``stream``) a method none of whose parts has a preset for them and that is not a row of the
+    ``profile`` — a name, or a profile's lineage, ``clbench._core.cells.profile_lineage`` — and ``stream``) a method
+    none of whose parts has a preset for them and that is not a row of the
     profile (``rows``: the profile's rows on the stream), so that it ran on the training defaults beside methods
     whose presets were chosen for this stream (docs/tuning.md)."""
     out = {}
@@ -236,16 +237,16 @@ def method_labels(
     return out
 
 
-def _has_preset(label: str, specs: Mapping[str, MethodSpec], profile: str, stream: str) -> bool:
+def _has_preset(label: str, specs: Mapping[str, MethodSpec], profile: str | Sequence[str], stream: str) -> bool:
     """Whether a part of the method (an unknown one counts as having one: nothing to say) has a preset for
-    ``profile`` on ``stream`` (the profile's own, the stream's, or an order's)."""
+    ``profile`` (or a profile of its lineage) on ``stream`` (the profile's own, the stream's, or an order's)."""
+    names = (profile,) if isinstance(profile, str) else tuple(profile)
     for part in _parts(label):
         if part not in specs:
             return True
-        if any(
-            k in (profile, f"{profile}/{stream}") or k.startswith(f"{profile}/{stream}/") for k in specs[part].presets
-        ):
-            return True
+        for p in names:
+            if any(k in (p, f"{p}/{stream}") or k.startswith(f"{p}/{stream}/") for k in specs[part].presets):
+                return True
     return False
 
 
@@ -284,6 +285,7 @@ def render(
     judging: Judging | None = None,
     other_code: int = 0,
     profile: ProfileSpec | None = None,
+    lineage: Sequence[str] = (),
 ) -> str:
     """The markdown leaderboard of one profile's results: per stream and scenario, the ranked summary, then one
     table per objective (rows as in the summary; objectives that are n/a for most rows last), then the
@@ -292,7 +294,8 @@ def render(
     ``other_code`` is how many of the results were made by other code, data or settings than installed
     (:func:`clbench._tools.verify.stale`): the page then says it is a record of that code; ``profile``: the
     results' profile, whose rows (``ProfileSpec.rows``) are a method's settings, and whose published numbers
-    (``ProfileSpec.targets``, :mod:`clbench._tools.parity`) are shown beside clbench's after the summary."""
+    (``ProfileSpec.targets``, :mod:`clbench._tools.parity`) are shown beside clbench's after the summary;
+    ``lineage``: that profile's and those it extends (their presets count as its own)."""
     rows = profile.rows if profile is not None else {}
     judging = judging or Judging()
     results = list(results)
@@ -330,7 +333,7 @@ def render(
             labels = method_labels(
                 [r.method for r in summary.rows],
                 methods,
-                _profile_of(by_section[stream, scenario]),
+                lineage or _profile_of(by_section[stream, scenario]),
                 stream,
                 rows.get(stream, {}),
             )
@@ -351,7 +354,7 @@ def render(
             else sorted(sdf["method"].unique(), key=label_key)
         )
         labels = method_labels(
-            order, methods, _profile_of(by_section.get((stream, scenario), [])), stream, rows.get(stream, {})
+            order, methods, lineage or _profile_of(by_section.get((stream, scenario), [])), stream, rows.get(stream, {})
         )
         parts.append(
             f"## {section_title(stream, scenario)}\n\nseeds: {', '.join(str(s) for s in seeds)}; "
@@ -486,7 +489,10 @@ def by_profile(results: Iterable[CellResult]) -> Mapping[str, list[CellResult]]:
     for r in results:
         profile = str(r.config.get("profile", "custom"))
         train = r.config.get("train", {})
-        profile += "".join(f"-{suffix}" for suffix, setting in BUDGET_TRACKS if train.get(setting))
+        # (a profile that is the track, `bench-equal-compute`, is named once)
+        profile += "".join(
+            f"-{suffix}" for suffix, setting in BUDGET_TRACKS if train.get(setting) and not profile.endswith(suffix)
+        )
         if train.get("memory"):
             profile += f"-{MEMORY}-{train['memory']}"
         out.setdefault(profile, []).append(r)

@@ -286,6 +286,7 @@ def _tex(text: str) -> str:
 def _write_leaderboards(
     regs: Registries, results: list[Any], out: Path, plots: bool, heatmaps: bool, check: bool, judging: Judging
 ) -> list[Path]:
+    from clbench._core.cells import profile_lineage
     from clbench._tools.leaderboard import board_title, by_profile, render
     from clbench._tools.verify import stale as other_code
 
@@ -301,6 +302,7 @@ def _write_leaderboards(
             judging,
             other_code=len(other_code(regs, group)),
             profile=regs.profiles.items.get(profile),
+            lineage=profile_lineage(regs, profile) if profile in regs.profiles else (),
         )
         if check:
             if not path.exists():

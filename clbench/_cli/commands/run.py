@@ -379,11 +379,13 @@ def _chosen_settings(regs: Registries, cells: Sequence[Any]) -> list[str]:
     """One line per stream whose training settings nobody chose for it: a stream of your own data (tag
     ``own-data``: its presets are generic), or a stream without a preset for the run's profile (the training
     defaults). Each method's model and settings (methods with the same ones together)."""
+    from clbench._core.cells import profile_lineage
+
     chosen: dict[str, dict[str, list[str]]] = {}  # stream → settings text → methods
     why: dict[str, str] = {}
     for c in cells:
         spec = regs.streams.get(c.stream)
-        preset = c.profile in spec.presets
+        preset = any(p in spec.presets for p in profile_lineage(regs, c.profile))
         if preset and "own-data" not in spec.tags:
             continue
         t = c.train
