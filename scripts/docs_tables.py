@@ -19,7 +19,8 @@ Sections (all from ``results/quick/cl-quick/*/order-1/seed-0``, the LoRA-family 
   (``results/reproducibility/*``, result.json only, compared with ``clbench._tools.verify.compare``).
 - ``tuning-choices``, ``tuning-cost`` (docs/tuning.md): the quick presets' tuning protocol as committed under
   ``results/tuning/quick`` (``clbench tune``): what was searched, each choice, its stability, and what it cost;
-  ``bench-tuning-choices``, ``bench-tuning-cost`` (docs/bench.md) the same for ``results/tuning/bench``.
+  ``bench-tuning-choices``, ``bench-tuning-cost`` (docs/bench.md) the same for ``results/tuning/bench``, and
+  ``bench-equal-compute-tuning-*`` for ``results/tuning/bench-equal-compute``.
 - ``bench-size`` (docs/bench.md), ``bench-summary`` (README.md, docs/bench.md): the committed bench tracks
   (``results/bench``, ``results/bench-equal-steps``): cells and wall time, and per stream the verdict counts
   against the reference and the verdicts that differ between the tracks.
@@ -388,12 +389,16 @@ def quick_size(results: Path, regs: Any) -> str:
 
 
 BENCH = ROOT / "results" / "bench"
-BENCH_TRACKS = {"bench": "the methods' own budgets", "bench-equal-steps": "equal steps (`train.steps_per_task`)"}
+BENCH_TRACKS = {
+    "bench": "the methods' own budgets",
+    "bench-equal-steps": "equal steps (`train.steps_per_task`)",
+    "bench-equal-compute": "equal compute (`train.compute_epochs`)",
+}
 
 
 def bench_size(results: Path, regs: Any) -> str:
-    """The committed bench tracks' cells and wall times (results/bench, results/bench-equal-steps), and both
-    together against the profile's 90 minutes."""
+    """The committed bench tracks' cells and wall times (results/bench, results/bench-equal-steps,
+    results/bench-equal-compute), and all together."""
     walls = [
         json.loads((ROOT / "results" / t / "wall-time.json").read_text(encoding="utf-8"))["wall_s"]
         for t in BENCH_TRACKS
@@ -405,7 +410,7 @@ def bench_size(results: Path, regs: Any) -> str:
                 f"- {words}: " + profile_size(ROOT / "results" / track, "90 minutes")
                 for track, words in BENCH_TRACKS.items()
             ),
-            f"- both tracks, one after the other: {minutes} min {seconds:02d} s.",
+            f"- the {len(walls)} tracks, one after the other: {minutes} min {seconds:02d} s.",
         ]
     )
 
@@ -413,7 +418,8 @@ def bench_size(results: Path, regs: Any) -> str:
 def bench_summary(results: Path, regs: Any) -> str:
     """Per bench stream and track: the best non-oracle mean AA, how many rows the verdict rule (no declared
     reference: every row against every other) calls below, behind, equivalent or not separated, the smallest
-    Holm-adjusted p the table can reach; then the rows whose verdict differs between the two tracks."""
+    Holm-adjusted p the table can reach; then the rows whose verdict differs between the own budgets and each
+    equal-budget track."""
     from clbench import verdicts as V
     from clbench._core.results import iter_results
     from clbench._tools.leaderboard import Judging, section_results, summarise
@@ -442,19 +448,19 @@ def bench_summary(results: Path, regs: Any) -> str:
                 + " | ".join(str(count[v]) for v in words_of)
                 + f" | {V.fmt_p(table.min_p)} | {oracle} |"
             )
-    own, equal = BENCH_TRACKS
-    changes = []
-    for title, by_track in tables.items():
-        if set(by_track) != {own, equal}:
-            continue
-        a, b = ({r.name: r.verdict for r in by_track[t].rows} for t in (own, equal))
-        moved = [f"`{m}` {a[m]} → {b[m]}" for m in sorted(set(a) & set(b)) if a[m] != b[m]]
-        changes.append(f"- {title}: " + ("; ".join(moved) if moved else "no verdict changes"))
-    return (
-        "\n".join(lines)
-        + "\n\nVerdicts that differ between the two tracks (own budgets → equal steps):\n\n"
-        + "\n".join(changes)
-    )
+    own, *equal = BENCH_TRACKS
+    out = "\n".join(lines)
+    for track in equal:
+        changes = []
+        for title, by_track in tables.items():
+            if not {own, track} <= set(by_track):
+                continue
+            a, b = ({r.name: r.verdict for r in by_track[t].rows} for t in (own, track))
+            moved = [f"`{m}` {a[m]} → {b[m]}" for m in sorted(set(a) & set(b)) if a[m] != b[m]]
+            changes.append(f"- {title}: " + ("; ".join(moved) if moved else "no verdict changes"))
+        words = BENCH_TRACKS[track].split(" (")[0]
+        out += f"\n\nVerdicts that differ between the own budgets and {words} (own → {words}):\n\n" + "\n".join(changes)
+    return out
 
 
 MEMORY_TRACKS = (200, 500)  # results/bench-memory/<M>: the bench profile's methods that keep examples at train.memory=M
@@ -1237,6 +1243,8 @@ GENERATORS: dict[str, Callable[[Path, Any], str]] = {
     "tuning-cost": tuning_cost,
     "bench-tuning-choices": functools.partial(tuning_choices, profile="bench"),
     "bench-tuning-cost": functools.partial(tuning_cost, profile="bench"),
+    "bench-equal-compute-tuning-choices": functools.partial(tuning_choices, profile="bench-equal-compute"),
+    "bench-equal-compute-tuning-cost": functools.partial(tuning_cost, profile="bench-equal-compute"),
     "bench-size": bench_size,
     "bench-summary": bench_summary,
     "bench-memory": bench_memory,
