@@ -110,6 +110,42 @@ def recompute(regs: Registries, result: CellResult) -> tuple[dict[str, float | N
     return metrics, errors, has_footprints
 
 
+def matrix_metrics(regs: Registries, result: CellResult) -> dict[str, float | None]:
+    """The metrics of a complete result that need only its accuracy matrix (AA, F.Ra, BWT, ...: ``needs="matrix"``),
+    recomputed from the stored matrix: what a table ranks by, whatever number the file stores."""
+    matrix = [[float(cast(float, v)) for v in row] for row in result.accuracy_matrix]
+    inp = MetricInput.with_settings(
+        metric_settings(result),
+        matrix=matrix,
+        footprints=None,
+        report={},
+        tasks=list(result.tasks),
+        initial=result.initial_row,
+        scenario=result.scenario,
+    )
+    specs = [s for s in regs.metrics.values() if s.needs == "matrix"]
+    return compute_metrics(specs, inp, regs.metrics.origins)[0]
+
+
+def with_matrix_metrics(regs: Registries, results: Iterable[CellResult]) -> tuple[list[CellResult], list[str]]:
+    """``results`` with each complete one's matrix metrics recomputed from its matrix (:func:`matrix_metrics`), and
+    a line for each result whose stored value of one differs (edited by hand, or made by other metric code)."""
+    out, differ = [], []
+    for r in results:
+        if r.status != "complete" or not r.accuracy_matrix:
+            out.append(r)
+            continue
+        fresh = {k: v for k, v in matrix_metrics(regs, r).items() if v is not None or k in r.metrics}
+        moved = [k for k, v in fresh.items() if k in r.metrics and not _close(True, r.metrics[k], v, 1e-9, 0.0)]
+        if moved:
+            where = r.path or r.key
+            differ.append(
+                f"{where}: " + ", ".join(f"{k} stored {r.metrics[k]} but its matrix gives {fresh[k]}" for k in moved)
+            )
+        out.append(replace(r, metrics={**r.metrics, **fresh}))
+    return out, differ
+
+
 @dataclass
 class Recomputed:
     deltas: list[Delta]  # cells whose stored metrics differ, or whose footprint file is unreadable

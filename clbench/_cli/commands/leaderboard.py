@@ -151,7 +151,19 @@ def command(
             "once, from the first tree given",
             err=True,
         )
-    results = unique
+    from clbench._tools.verify import with_matrix_metrics
+
+    # ranked by the matrix metrics its matrices give, whatever the files store
+    results, differ = with_matrix_metrics(regs, unique)
+    if differ:
+        click.echo(
+            f"warning: {len(differ)} result{'s' if len(differ) > 1 else ''} store matrix metrics that their accuracy "
+            "matrices do not give (edited by hand, or made by other metric code); the tables use the recomputed ones "
+            "and `clbench metrics RUNS` stores them:\n  "
+            + "\n  ".join(differ[:5])
+            + ("\n  ..." if len(differ) > 5 else ""),
+            err=True,
+        )
     if reference is not None and reference not in {r.method for r in results}:
         known = sorted({r.method for r in results})
         raise ClbenchError(
