@@ -289,9 +289,8 @@ def train_task(
     counter = budget_counter(ctx)
     budget = examples_budget(ctx, index) if counter is not None else ctx.train.steps_per_task
     epochs = [p.epochs for p in checked.method.phases(ctx.order[index], index)]
-    shares = (
-        step_shares(budget, epochs, "train.compute_epochs" if counter else "train.steps_per_task") if budget else None
-    )
+    setting = "train.steps_per_task" if counter is None else "train.compute_epochs"
+    shares = step_shares(budget, epochs, setting) if budget else None
     for p_i, phase, params, opt in task_phases(model, checked.method, ctx, index):
         limit = shares[p_i] if shares is not None else None
         run = _PhaseRun(model, checked, ctx, phase, p_i, index, train_tasks, opt, params, on_step, step, limit, counter)
