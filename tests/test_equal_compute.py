@@ -109,6 +109,21 @@ def test_two_budgets_or_a_replayed_graph_are_refused():
         TrainConfig(compute_epochs=1.0, capture=True)
 
 
+def test_equal_compute_on_several_ranks_is_refused_before_any_cell_starts(tmp_path):
+    from clbench._core.cells import RunRequest
+    from clbench._core.plan import make_plan
+    from clbench._exec.executors import check_data_parallel
+    from clbench.errors import ClbenchError
+
+    regs = testing.registry()
+    request = RunRequest(methods="seqft", streams=["tiny-vector"], profile="test", out=tmp_path,
+                         sets={"train.compute_epochs": [1.0]})
+    plan = make_plan(regs, request)
+    with pytest.raises(ClbenchError, match="--nproc 2: train.compute_epochs stops a task by one process's count"):
+        check_data_parallel(plan, regs, 2, "local", {"rank_plugins": ["clbench.testing:TinyPlugin"]})
+    check_data_parallel(plan, regs, 1, "local", {})  # one process: nothing to refuse
+
+
 def test_steps_the_counter_never_sees_end_the_cell_with_the_reason(tmp_path, monkeypatch):
     """A method whose steps bypass the model's forward is not counted; the budget could never be spent."""
     from clbench._exec import compute

@@ -65,7 +65,7 @@ def _name_of(spec: str) -> str:
 
 def check_data_parallel(plan: Plan, regs: Registries, nproc: int, executor: str, options: Mapping[str, Any]) -> None:
     """Refuse, before anything runs, a data-parallel run of a method that cannot run on ranks
-    (``MethodSpec.data_parallel``), whose global batches do not split into ``nproc`` ranks × ``train.grad_accum``
+    (``MethodSpec.data_parallel``), of a cell under ``train.compute_epochs``, whose global batches do not split into ``nproc`` ranks × ``train.grad_accum``
     equal micro-batches, or whose plugins the rank processes could not load."""
     if nproc == 1:
         return
@@ -78,6 +78,12 @@ def check_data_parallel(plan: Plan, regs: Registries, nproc: int, executor: str,
                     "larger global batch)"
                 )
     for cell in plan.cells:
+        if cell.train.compute_epochs:
+            raise ClbenchError(
+                f"--nproc {nproc}: train.compute_epochs stops a task by one process's count of the examples its model "
+                f"forwarded, and every rank must stop at the same step ({cell.key}); run it with --nproc 1 or use "
+                "train.steps_per_task"
+            )
         batch, accum = cell.train.batch_size, cell.train.grad_accum
         if batch % (nproc * accum):
             why = (
