@@ -57,6 +57,7 @@ _EXPORTS = {
             "TargetsSpec",
             "Memory",
             "MemorySpec",
+            "ShardingSpec",
             "EmptyConfig",
             "Workers",
         ),

@@ -25,6 +25,7 @@ run, to which the parent hands each cell; the parent returns rank 0's result. Th
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -137,6 +138,16 @@ class Dist:
     def barrier(self) -> None:
         if self.active:
             torch.distributed.barrier()
+
+
+def full_value(value: Tensor) -> Tensor:
+    """``value`` whole: a weight sharded over the ranks (a DTensor, ``train.shard=full``) gathered from every rank
+    (every rank must call this), any other tensor as it is. Reads no module that is not imported already: without
+    ``torch.distributed.tensor`` there is no DTensor."""
+    dtensor = sys.modules.get("torch.distributed.tensor")
+    if dtensor is not None and isinstance(value, dtensor.DTensor):
+        return value.full_tensor()
+    return value
 
 
 SINGLE = Dist()

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         ModelSpec,
         OptionSpec,
         ProfileSpec,
+        ShardingSpec,
         StreamSpec,
         TargetsSpec,
     )
@@ -110,6 +111,16 @@ def clbench_add_memory() -> list[MemorySpec]:  # type: ignore[empty-body]
     Called once at start-up. Returns a list of :class:`~clbench.specs.MemorySpec`; each becomes its method's
     ``memory``, which ``train.memory`` sets. A method whose own spec declares one, or that two plugins declare, is an
     error naming both.
+    """
+
+
+@hookspec
+def clbench_add_sharding() -> list[ShardingSpec]:  # type: ignore[empty-body]
+    """Return the methods (of this plugin or of another) that run correctly with the model's weights sharded over the
+    ranks (``train.shard=full``).
+
+    Called once at start-up. Returns a list of :class:`~clbench.specs.ShardingSpec`; each sets its method's
+    ``shardable``. A method whose own spec says so, or that two plugins declare, is an error naming both.
     """
 
 

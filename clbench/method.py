@@ -37,7 +37,7 @@ import torch
 from torch import Tensor, nn
 
 from clbench.data import Batch, Stream, TaskData
-from clbench.distributed import SINGLE, Dist
+from clbench.distributed import SINGLE, Dist, full_value
 from clbench.errors import ClbenchError
 from clbench.footprints import Dense, TaskFootprint
 
@@ -105,7 +105,7 @@ class CellContext:
         itself otherwise (float32 weights, frozen ones)."""
         masters = self.stash.get(MASTERS)
         value = masters.value(p) if masters is not None else None
-        return p.detach() if value is None else value
+        return full_value(p.detach()) if value is None else value  # (a sharded weight: gathered whole)
 
     def generator(self, *salt: int) -> torch.Generator:
         """A CPU generator seeded from the cell seed and ``salt`` (deterministic, resumable)."""

@@ -64,6 +64,20 @@ class MemorySpec:
 
 
 @dataclass(frozen=True)
+class ShardingSpec:
+    """That a method runs correctly with its model's weights sharded over the ranks (``train.shard=full``), given
+    apart from its :class:`MethodSpec` (``clbench_add_sharding``): a method whose only use of the weights is the
+    model's forward and backward (no copy, anchor, mask or per-weight state of its own)."""
+
+    method: str
+    shardable: bool = True
+
+    @property
+    def name(self) -> str:  # (registries key specs by name: one declaration a method)
+        return self.method
+
+
+@dataclass(frozen=True)
 class MethodSpec:
     """A continual-learning method.
 
@@ -107,6 +121,10 @@ class MethodSpec:
     # The examples it keeps, as one of its settings (``train.memory`` sets it); None: it keeps none. A plugin may
     # declare it here or with ``clbench_add_memory`` (:class:`MemorySpec`), not both.
     memory: Memory | None = None
+    # Whether it gives one process's numbers with the model's weights sharded over the ranks (``train.shard=full``):
+    # it reads the weights only through the model's forward and backward. False: refused before a sharded cell starts.
+    # A plugin may declare it here or with ``clbench_add_sharding`` (:class:`ShardingSpec`).
+    shardable: bool = False
 
     @property
     def trains_model(self) -> bool:

@@ -58,6 +58,8 @@ class Listing:
                 memory = getattr(spec, "memory", None)
                 if kind == "methods" and memory is not None:  # what train.memory sets
                     desc += f"; memory: {name}.{memory.setting}" + (" a task" if memory.per == "task" else "")
+                if kind == "methods" and getattr(spec, "shardable", False):  # what train.shard=full allows
+                    desc += "; runs sharded"
                 entries.append(Entry(name, desc, where(reg.origins[name])))
             kinds[kind] = entries
         plugins = []
@@ -65,7 +67,7 @@ class Listing:
             origin = origin_of(regs, plugin)
             offers = [
                 f"{k} {', '.join(n for n in regs.kind(k) if regs.kind(k).origins[n].plugin == origin.plugin)}"
-                for k in (*KINDS, "options", "targets", "memory")
+                for k in (*KINDS, "options", "targets", "memory", "sharding")
             ]
             offers = [o for o in offers if not o.endswith(" ")]
             hooks = sorted(

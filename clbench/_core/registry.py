@@ -26,6 +26,7 @@ from clbench.specs import (
     ModelSpec,
     OptionSpec,
     ProfileSpec,
+    ShardingSpec,
     StreamSpec,
     TargetsSpec,
 )
@@ -128,6 +129,7 @@ _HOOKS: dict[str, tuple[str, type]] = {
     "options": ("clbench_add_options", OptionSpec),
     "targets": ("clbench_add_targets", TargetsSpec),
     "memory": ("clbench_add_memory", MemorySpec),
+    "sharding": ("clbench_add_sharding", ShardingSpec),
 }
 
 
@@ -145,6 +147,7 @@ class Registries:
     options: Registry[OptionSpec]
     targets: Registry[TargetsSpec]  # each also in its profile's ``targets`` (:func:`collect`)
     memory: Registry[MemorySpec]  # each also in its method's ``memory`` (:func:`collect`)
+    sharding: Registry[ShardingSpec]  # each also in its method's ``shardable`` (:func:`collect`)
     disabled: tuple[str, ...] = ()  # -p no:NAME, so remote workers can rebuild the same registries
     failed: Mapping[str, str] = field(default_factory=dict)  # plugin -> distribution, of those that failed to import
 
@@ -337,6 +340,7 @@ def collect(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) -> Registrie
                 regs[kind].add(spec, origin)
     _give(regs["profiles"], regs["targets"], "profile", "targets")
     _give(regs["methods"], regs["memory"], "method", "memory")
+    _give(regs["methods"], regs["sharding"], "method", "shardable")
     _check_memory(regs["methods"])
     return Registries(pm=pm, disabled=disabled, failed=failed, **regs)
 

@@ -65,12 +65,25 @@ def _name_of(spec: str) -> str:
 
 def check_data_parallel(plan: Plan, regs: Registries, nproc: int, executor: str, options: Mapping[str, Any]) -> None:
     """Refuse, before anything runs, a data-parallel run of a method that cannot run on ranks
-    (``MethodSpec.data_parallel``), of a cell under ``train.compute_epochs``, whose global batches do not split into ``nproc`` ranks × ``train.grad_accum``
+    (``MethodSpec.data_parallel``), of a cell under ``train.compute_epochs``, a sharded cell on one process or of a
+    method not declared to run sharded (``MethodSpec.shardable``), whose global batches do not split into ``nproc`` ranks × ``train.grad_accum``
     equal micro-batches, or whose plugins the rank processes could not load."""
+    for cell in plan.cells:
+        if cell.train.shard == "full" and nproc == 1:
+            raise ClbenchError(
+                f"train.shard=full shards the model over ranks ({cell.key}): give --nproc N (N > 1), or run "
+                "torchrun with N processes"
+            )
     if nproc == 1:
         return
     for cell in plan.cells:
         for part in cell.parts:
+            if cell.train.shard == "full" and part in regs.methods and not regs.methods.get(part).shardable:
+                raise ClbenchError(
+                    f"--nproc {nproc} --set train.shard=full: method {part!r} is not declared to run with its model's "
+                    "weights sharded (it may copy, anchor or mask them: ShardingSpec, docs/scale-out.md); run it "
+                    "with train.shard=off"
+                )
             if part in regs.methods and not regs.methods.get(part).data_parallel:
                 raise ClbenchError(
                     f"--nproc {nproc}: method {part!r} cannot run data-parallel (its state is kept per rank: the "

@@ -333,6 +333,13 @@ class Runner:
         state.env = environment(str(device), train, dict(self._versions), world_size=dist.world_size)
 
         model, method, start = self._resume(cell, state, model, method, device)
+        sharded = train.shard == "full"
+        if sharded:  # after the fresh build's fingerprints and the resume (clbench._exec.shard)
+            from clbench._exec.shard import shard_model
+
+            shard_model(model)
+        # a sharded forward is a collective: every rank evaluates every batch (the same predictions as one process)
+        scoring = SINGLE if sharded else dist
         ctx = method.ctx
         checked = CheckedMethod(method, method_label(self.regs, cell))
         kind = self.regs.methods.get(cell.parts[0]).footprint_kind  # the first part owns the footprint
@@ -341,7 +348,7 @@ class Runner:
         saved = time.perf_counter()  # the cell's start or its last checkpoint (train.checkpoint_every_s)
         step = steps_done(state.task_timings)  # optimizer steps of the tasks done (by a checkpoint, on resume)
         if start == 0:  # the untrained model's scores: FWT's reference b_j (a resumed cell has them)
-            state.evaluate_untrained(lambda: evaluate(model, method, stream, order, train, device, dist)[0])
+            state.evaluate_untrained(lambda: evaluate(model, method, stream, order, train, device, scoring)[0])
         counter = ExampleCounter()  # the examples the task's training forwarded (clbench._exec.compute)
         ctx.stash[COUNTER] = counter  # what train.compute_epochs spends
         hook = counter.attach(model)
@@ -371,7 +378,7 @@ class Runner:
                     stats.examples_forward, stats.examples_grad = forward, grad
                 state.footprints.append(checked.footprint(task, index, kind))
                 t1 = time.perf_counter()
-                row, per_example = evaluate(model, method, stream, order, train, device, dist, shown)
+                row, per_example = evaluate(model, method, stream, order, train, device, scoring, shown)
                 stats.task, stats.train_s, stats.eval_s = task, t1 - t0, time.perf_counter() - t1
                 if device.type == "cuda":
                     stats.peak_memory_bytes = torch.cuda.max_memory_allocated(device)  # this task's peak
@@ -379,6 +386,7 @@ class Runner:
                 state.report = checked.report()
                 # after the last task the result file is written at once
                 due = index < len(order) - 1 and time.perf_counter() - saved >= train.checkpoint_every_s
+                due = due and not sharded  # (a sharded cell writes no resume checkpoint yet: clbench._exec.shard)
                 if dist.broadcast(due):  # rank 0's clock decides: every rank goes on knowing the file is written
                     if dist.is_main:
                         state.save_checkpoint(model, checked)

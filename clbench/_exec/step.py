@@ -252,20 +252,28 @@ def data_parallel_step(
     dist: Dist,
     task_loss: bool = True,
     amp: torch.dtype | None = None,
+    sharded: bool = False,
 ) -> Losses:
     """This rank's part of a step on the global ``batch``: micro-batches rank, rank+N, ... of ``batch`` cut into
     N × ``accum`` (each scaled by its share of the global batch, as :func:`accumulate` does), then the gradients
     and the losses summed over the ranks. Returns the global batch's loss, task loss and terms (every rank the
-    same), the gradients of ``params`` being the one-process mean gradient."""
+    same), the gradients of ``params`` being the one-process mean gradient. ``sharded`` (``train.shard=full``):
+    FSDP reduce-scatters the gradients in the backward as the ranks' mean, so each rank's losses are scaled by N
+    (clbench._exec.shard)."""
     pieces = micro_batches(batch, accum * dist.world_size)
     mine = dist.shard(pieces)
+    scale = dist.world_size if sharded else 1
     if mine:
-        loss, model_loss, terms = _backward(model, method, mine, [len(m) / len(batch) for m in mine], task_loss, amp)
+        weights = [scale * len(m) / len(batch) for m in mine]
+        loss, model_loss, terms = _backward(model, method, mine, weights, task_loss, amp)
     else:  # a short last batch, fewer micro-batches than ranks: piece 0 at weight 0 adds nothing, and this rank
         # reduces the same loss terms and gradients as the others (a missing one would leave them waiting)
         loss, model_loss, terms = _backward(model, method, pieces[:1], [0.0], task_loss, amp)
     total = dist.sum(torch.stack([loss.float(), model_loss.float(), *(t.float() for t in terms.values())]))
-    dist.all_reduce_grads(params)  # before after_backward: a method edits (and adds to) the global gradient
+    if sharded:
+        total = total / scale
+    else:
+        dist.all_reduce_grads(params)  # before after_backward: a method edits (and adds to) the global gradient
     return total[0], total[1], dict(zip(terms, total[2:], strict=True))
 
 
@@ -506,7 +514,7 @@ class _PhaseRun:
         with_task = phase.task_loss  # False: the method's own objective alone (Phase.task_loss)
         every = ctx.train.log_every if on_step is not None else 0
         # a batch not already on the device (a split kept on the host) is copied there; on the CPU it is used as is
-        move, parallel = ctx.device.type != "cpu", dist.active
+        move, parallel, sharded = ctx.device.type != "cpu", dist.active, ctx.train.shard == "full"
         after_backward, after_step = step_hooks(method.method)
         step, total, n, value = self.step, 0.0, 0, math.nan
         # the step losses read at once every `sync` steps (train.sync_every): every step on the CPU, where reading one
@@ -539,7 +547,7 @@ class _PhaseRun:
                 opt.zero_grad(set_to_none=True)
                 if parallel:  # the losses summed over the ranks: every rank diverges at the same step or none
                     loss, task_loss, terms = data_parallel_step(
-                        model, method, batch, accum, params, dist, with_task, amp
+                        model, method, batch, accum, params, dist, with_task, amp, sharded
                     )
                 elif accum == 1:
                     loss, task_loss, terms = batch_loss(model, method, batch, with_task, amp)
