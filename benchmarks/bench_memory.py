@@ -64,7 +64,7 @@ def status(key):
 
 Path("/proc/self/clear_refs").write_text("5")
 before = status("VmRSS")
-_, counted, _ = memory._measure(regs, cell, torch.device("cpu"))
+_, counted, _, _ = memory._measure(regs, cell, torch.device("cpu"))
 peak = status("VmHWM")
 print(json.dumps({"estimate": est.peak, "device": est.device, "counted": counted, "measured": peak - before}))
 """

@@ -51,8 +51,8 @@ def test_the_meta_estimate_is_the_measurement_on_real_tensors(regs, method):
     0.2 %: its chunked Fisher (plugins/ewc/fisher.py) holds 1.8 KB more transiently on real tensors than on meta at
     the task's end, not yet explained (the per-example losses' vmap is the suspect)."""
     cell = _cell(regs, method)
-    meta, meta_peak, _ = memory._measure(regs, cell, torch.device("meta"))
-    cpu, cpu_peak, _ = memory._measure(regs, cell, torch.device("cpu"))
+    meta, meta_peak, _, _ = memory._measure(regs, cell, torch.device("meta"))
+    cpu, cpu_peak, _, _ = memory._measure(regs, cell, torch.device("cpu"))
     if method == "ewc":
         assert {k: v for k, v in meta.items() if k != "activations"} == {
             k: v for k, v in cpu.items() if k != "activations"}
@@ -119,8 +119,8 @@ def test_whole_selections_over_count_the_packed_coordinates_outside_the_masks(re
 
     cell = _cell(regs, "expander-ewc")
     with torch.fx.experimental._config.patch(meta_nonzero_assume_all_nonzero=True):
-        _, whole, _ = memory._measure(regs, cell, torch.device("meta"))
-    _, real, _ = memory._measure(regs, cell, torch.device("cpu"))
+        _, whole, _, _ = memory._measure(regs, cell, torch.device("meta"))
+    _, real, _, _ = memory._measure(regs, cell, torch.device("cpu"))
     from clbench._exec.runner import build_model, build_stream
 
     model = build_model(regs, cell, build_stream(regs, cell))
@@ -185,8 +185,8 @@ def test_whole_selections_of_bf16_weights_also_over_count_the_masters_outside_th
 
     two, four = cell("tiny-vector"), cell("tiny-vector-4")
     with torch.fx.experimental._config.patch(meta_nonzero_assume_all_nonzero=True):
-        _, whole, _ = memory._measure(regs, two, torch.device("meta"))
-    _, real, _ = memory._measure(regs, two, torch.device("cpu"))
+        _, whole, _, _ = memory._measure(regs, two, torch.device("meta"))
+    _, real, _, _ = memory._measure(regs, two, torch.device("cpu"))
     config = two.methods_cfg["expander-ewc"]
     assert config.overlap_policy == "avoid" and config.optimizer == "rmsprop"
     masked = 8 * 512 + 512 * 512 + 512 * 2  # every Linear is an adaptable layer
@@ -304,8 +304,8 @@ def test_a_transformers_cell_is_estimated_on_the_meta_device_and_agrees_with_rea
     cell = make_plan(regs, req).cells[0]
     est = memory.estimate(regs, cell)
     # the CPU runs PyTorch's math attention: compared with the meta device on the same kernels
-    _, meta_peak, _ = memory._measure(regs, cell, torch.device("meta"), fused_attention=False)
-    _, cpu_peak, _ = memory._measure(regs, cell, torch.device("cpu"))
+    _, meta_peak, _, _ = memory._measure(regs, cell, torch.device("meta"), fused_attention=False)
+    _, cpu_peak, _, _ = memory._measure(regs, cell, torch.device("cpu"))
     assert est.device == "meta" and meta_peak == pytest.approx(cpu_peak, rel=0.01)
     assert est.terms["activations"] > est.terms["weights"]  # a 32-example batch of text through 6 layers
     assert est.peak < meta_peak  # the plan's fused attention keeps no attention matrix

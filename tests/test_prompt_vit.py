@@ -194,6 +194,6 @@ def test_the_memory_plan_of_a_vit_cell_is_its_measurement_on_real_tensors(method
     sets = {"l2p.init": ["uniform"]} if method == "l2p" else {}
     cell = make_plan(regs, RunRequest(profile="test", methods=method, streams=["tiny-image"], orders=["1"], seeds=[0],
                                       sets=sets, out=tmp_path)).cells[0]
-    meta, meta_peak, _ = memory._measure(regs, cell, torch.device("meta"), fused_attention=False)
-    cpu, cpu_peak, _ = memory._measure(regs, cell, torch.device("cpu"))
+    meta, meta_peak, _, _ = memory._measure(regs, cell, torch.device("meta"), fused_attention=False)
+    cpu, cpu_peak, _, _ = memory._measure(regs, cell, torch.device("cpu"))
     assert meta_peak == pytest.approx(cpu_peak, rel=0.2) and meta["method"] == cpu["method"] > 0

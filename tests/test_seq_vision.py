@@ -370,6 +370,6 @@ def test_the_memory_plan_of_a_resnet_replay_cell_is_its_measurement_on_real_tens
     req = RunRequest(profile="paper-der-cifar", methods="derpp", streams=["seq-cifar10"], seeds=[0], sets=sets,
                      out=tmp_path)
     cell = make_plan(regs, req).cells[0]
-    meta, meta_peak, _ = memory._measure(regs, cell, torch.device("meta"))
-    cpu, cpu_peak, _ = memory._measure(regs, cell, torch.device("cpu"))  # (a CPU cell counts its host buffer too)
+    meta, meta_peak, _, _ = memory._measure(regs, cell, torch.device("meta"))
+    cpu, cpu_peak, _, _ = memory._measure(regs, cell, torch.device("cpu"))  # (a CPU cell counts its host buffer too)
     assert meta_peak == pytest.approx(cpu_peak, rel=0.2) and meta["weights"] == cpu["weights"] > 0

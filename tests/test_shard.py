@@ -61,12 +61,71 @@ def test_a_method_not_declared_shardable_is_refused_before_a_cell_starts(tmp_pat
     assert not any(tmp_path.rglob("result.json"))
 
 
-def test_sharding_keeps_float32_weights():
-    from clbench._exec.shard import shard_model
-    from clbench.errors import ConfigError
+def _mixed_precision_rank(rank: int, world: int, port: int, out: str) -> None:
+    """One rank of a bfloat16 MLP sharded with float32 masters: one SGD step on its half of 6 examples."""
+    import os
 
-    with pytest.raises(ConfigError, match="keeps float32 weights; this model has torch.bfloat16 weights"):
-        shard_model(torch.nn.Linear(2, 2).to(torch.bfloat16))
+    import torch.distributed as dist
+
+    from clbench._exec.shard import shard_model
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        model = _bf16_mlp()
+        shard_model(model, fp32_masters=True)
+        x, y = _examples()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        mine = slice(rank * 3, rank * 3 + 3)
+        loss = torch.nn.functional.cross_entropy(model(x[mine]).float(), y[mine], reduction="sum") / 6
+        (loss * world).backward()  # as clbench's sharded step scales a rank's loss (clbench._exec.shard)
+        opt.step()
+        full = [p.full_tensor() for p in model.parameters()]
+        if rank == 0:
+            torch.save({"dtypes": [str(p.dtype) for p in model.parameters()], "weights": full}, out)
+    finally:
+        dist.destroy_process_group()
+
+
+def _bf16_mlp() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).to(torch.bfloat16)
+
+
+def _examples() -> tuple[torch.Tensor, torch.Tensor]:
+    x = torch.randn(6, 8, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
+    return x, torch.randint(0, 4, (6,), generator=torch.Generator().manual_seed(2))
+
+
+def test_low_precision_weights_with_masters_shard_as_float32_computed_in_their_precision(tmp_path):
+    """bfloat16 weights with train.fp32_masters: the shards are the float32 masters, the forward and backward run in
+    bfloat16. Against one process (bfloat16 weights, float32 masters stepped by SGD from the two micro-batches'
+    gradients summed in bfloat16) the masters agree to bfloat16's rounding of the gradient."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "rank0.pt"
+    mp.spawn(_mixed_precision_rank, args=(2, port, str(out)), nprocs=2)
+    got = torch.load(out, weights_only=True)
+    assert set(got["dtypes"]) == {"torch.float32"}  # the shards are the masters
+    ref = _bf16_mlp()
+    masters = [p.detach().float().clone() for p in ref.parameters()]
+    x, y = _examples()
+    for k in range(2):
+        part = slice(k * 3, k * 3 + 3)
+        (torch.nn.functional.cross_entropy(ref(x[part]).float(), y[part], reduction="sum") / 6).backward()
+    with torch.no_grad():
+        for m, p in zip(masters, ref.parameters(), strict=True):
+            m -= 0.1 * p.grad.float()
+    start = [p.float() for p in _bf16_mlp().parameters()]
+    moved = max((m - b).abs().max().item() for m, b in zip(masters, start, strict=True))
+    diff = max((a - m).abs().max().item() for a, m in zip(got["weights"], masters, strict=True))
+    assert diff < 1e-2 * moved  # the step itself moved the weights by `moved`; the two differ by bf16 rounding
+    assert diff > 0  # (float32 sums of the gradients, not bfloat16 ones: not the same bits)
 
 
 def test_a_sharding_declaration_must_name_a_method_and_only_once():
@@ -88,3 +147,33 @@ def test_a_sharding_declaration_must_name_a_method_and_only_once():
         testing.registry(Declares(ShardingSpec("seqft")))  # plugins/sharding declares it already
     regs = testing.registry(Declares(ShardingSpec("ewc")))
     assert regs.methods.get("ewc").shardable and not testing.registry().methods.get("ewc").shardable
+
+
+def test_the_memory_plan_of_a_sharded_cell_is_a_ranks(tmp_path):
+    """The plan of a cell at train.shard=full over N ranks: 1/N of the one-process weights, gradients and optimizer
+    state, plus the largest module's own weights whole (and their gradients); the rest as one process's."""
+    import dataclasses
+
+    from clbench._core.cells import RunRequest
+    from clbench._core.plan import make_plan
+    from clbench._exec import memory
+    from clbench._exec.runner import build_model, build_stream
+
+    regs = testing.registry()
+    one, = make_plan(regs, RunRequest(methods="seqft", streams=["tiny-vector"], profile="test", out=tmp_path)).cells
+    sharded, = make_plan(regs, RunRequest(methods="seqft", streams=["tiny-vector"], profile="test", out=tmp_path,
+                                          sets={"train.shard": ["full"]})).cells
+    four = dataclasses.replace(sharded, nproc=4)  # as `clbench run --nproc 4 --dry-run` plans it
+    whole, rank = memory.estimate(regs, one), memory.estimate(regs, four)
+    model = build_model(regs, one, build_stream(regs, one))
+    unit = max(sum(p.numel() * 4 for p in m.parameters(recurse=False)) for m in model.modules())  # float32 bytes
+    assert unit == whole.unit == 16 * 8 * 4 + 16 * 4  # tiny-vector's MLP: its first layer, 16 × 8 and a bias
+    assert rank.terms["weights"] == -(-whole.terms["weights"] // 4) + unit
+    assert rank.terms["gradients"] == -(-whole.terms["gradients"] // 4) + unit
+    assert rank.terms["optimizer"] == -(-whole.terms["optimizer"] // 4)
+    assert {k: rank.terms[k] for k in ("method", "activations", "evaluation")} == {
+        k: whole.terms[k] for k in ("method", "activations", "evaluation")
+    }
+    moved = sum(rank.terms[k] - whole.terms[k] for k in ("weights", "gradients", "optimizer"))
+    assert rank.peak == whole.peak + moved < whole.peak
+    assert any("per rank of 4 (train.shard=full)" in n for n in rank.notes)

@@ -28,6 +28,7 @@ a card's time follows at the rate it sustains.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -71,6 +72,7 @@ class MemoryEstimate:
     device: str  # "meta" (sizes only) or "cpu" (real tensors: the code needed values)
     notes: list[str] = field(default_factory=list)
     flops: int | None = None  # the cell's planned floating-point operations (clbench._exec.compute.planned_flops)
+    unit: int = 0  # the largest weights one module holds of its own: what a sharded rank gathers whole at once
 
     def largest(self, n: int = 2) -> list[tuple[str, int]]:
         return sorted(self.terms.items(), key=lambda kv: -kv[1])[:n]
@@ -149,8 +151,9 @@ def _measure(
     device: torch.device,
     fused_attention: bool = True,
     flops: dict[str, int] | None = None,
-) -> tuple[dict[str, int], int, list[str]]:
-    """The cell's memory terms, its peak and notes; ``flops`` (given): gets "step", "eval" (a batch) and "cell"
+) -> tuple[dict[str, int], int, list[str], int]:
+    """The cell's memory terms, its peak, notes and the bytes of the largest weights one module holds of its own
+    (a unit of ``train.shard=full``); ``flops`` (given): gets "step", "eval" (a batch) and "cell"
     (:func:`clbench._exec.compute.planned_flops`)."""
     notes: list[str] = []
     stream = build_stream(regs, cell)
@@ -177,6 +180,7 @@ def _measure(
     for t in (*model.parameters(), *model.buffers()):
         mode.add(t)
     parts = {"weights": mode.now}
+    unit = max((sum(p.nbytes for p in m.parameters(recurse=False)) for m in model.modules()), default=0)
     fused = (
         mock.patch.object(F, "scaled_dot_product_attention", _fused_attention)
         if fused_attention and device.type == "meta"
@@ -214,7 +218,7 @@ def _measure(
         splits = [(len(ctx.data(t).train), len(ctx.data(t).test)) for t in order]
         epochs = [flops[f"epochs:{i}"] for i in range(2) if f"epochs:{i}" in flops]
         flops["cell"] = planned_flops(cell.train, splits, flops.get("step", 0), flops.get("eval", 0), epochs)
-    return {k: parts.get(k, 0) for k in TERMS}, mode.top, notes
+    return {k: parts.get(k, 0) for k in TERMS}, mode.top, notes, unit
 
 
 def _fused_attention(
@@ -294,7 +298,30 @@ def estimate(regs: Registries, cell: Cell, cpu_fallback: bool = True) -> MemoryE
     if cell.device_type == "cuda":
         est.terms["workspace"] = CUDA_WORKSPACE_BYTES
         est.peak += CUDA_WORKSPACE_BYTES
+    if cell.train.shard == "full" and cell.nproc > 1:
+        est = per_rank(est, cell.nproc)
     return est
+
+
+SHARDED = ("weights", "gradients", "optimizer")  # what train.shard=full splits over the ranks
+
+
+def per_rank(est: MemoryEstimate, ranks: int) -> MemoryEstimate:
+    """``est`` (one process's) for one of ``ranks`` ranks of a sharded cell (``train.shard=full``): 1/N of the
+    weights, gradients and optimizer state, plus the largest unit's whole weights, gathered for its forward and
+    backward, and its whole gradients before they are reduce-scattered. What a method keeps, the activations and an
+    evaluation batch's are a rank's own. The peak moves by the same amounts."""
+    terms = dict(est.terms)
+    for name in SHARDED:
+        terms[name] = -(-est.terms[name] // ranks)
+    terms["weights"] += est.unit
+    terms["gradients"] += est.unit if est.terms["gradients"] else 0
+    peak = est.peak + sum(terms[n] - est.terms[n] for n in SHARDED)
+    note = (
+        f"per rank of {ranks} (train.shard=full): 1/{ranks} of the weights, gradients and optimizer state, and the "
+        f"largest unit's whole weights and gradients ({fmt_bytes(est.unit)}) while it computes"
+    )
+    return dataclasses.replace(est, terms=terms, peak=peak, notes=[*est.notes, note])
 
 
 def _estimate(regs: Registries, cell: Cell, cpu_fallback: bool) -> MemoryEstimate:
@@ -302,28 +329,34 @@ def _estimate(regs: Registries, cell: Cell, cpu_fallback: bool) -> MemoryEstimat
     with _cpu_threads(cell.train.threads):
         flops: dict[str, int] = {}
         try:
-            terms, peak, notes = _measure(regs, cell, torch.device("meta"), flops=flops)
-            return MemoryEstimate(cell.key, terms, peak, "meta", notes, flops.get("cell"))
+            terms, peak, notes, unit = _measure(regs, cell, torch.device("meta"), flops=flops)
+            return MemoryEstimate(cell.key, terms, peak, "meta", notes, flops.get("cell"), unit)
         except Exception as exc:  # noqa: BLE001 - a shape that follows from values, or a check of a value meta lacks
             why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
         # ignore: torch's config modules get patch() at import (install_config_module), which the stubs lack
         with torch.fx.experimental._config.patch(meta_nonzero_assume_all_nonzero=True):  # type: ignore[attr-defined]
             try:
                 flops.clear()
-                terms, peak, notes = _measure(regs, cell, torch.device("meta"), flops=flops)
+                terms, peak, notes, unit = _measure(regs, cell, torch.device("meta"), flops=flops)
             except Exception:  # noqa: BLE001 - the whole selections may break a method's own checks (LoTTO's)
                 terms = None
         if terms is not None and (terms["weights"] > CPU_FALLBACK_BYTES or not cpu_fallback):
             notes.append(f"an upper bound: value-dependent selections taken whole on the meta device ({why})")
             return MemoryEstimate(
-                cell.key, terms, peak - _masks_at_density(regs, cell, peak, notes), "meta", notes, flops.get("cell")
+                cell.key,
+                terms,
+                peak - _masks_at_density(regs, cell, peak, notes),
+                "meta",
+                notes,
+                flops.get("cell"),
+                unit,
             )
         if not cpu_fallback:
             raise NotEstimable(f"{cell.key}: the memory plan cannot run its code on the meta device ({why})")
         flops.clear()
-        terms, peak, notes = _measure(regs, cell, torch.device("cpu"), flops=flops)
+        terms, peak, notes, unit = _measure(regs, cell, torch.device("cpu"), flops=flops)
         notes.append(f"measured on the CPU: on the meta device {why}")
-        return MemoryEstimate(cell.key, terms, peak, "cpu", notes, flops.get("cell"))
+        return MemoryEstimate(cell.key, terms, peak, "cpu", notes, flops.get("cell"), unit)
 
 
 def whole_selection_excess(
@@ -431,6 +464,13 @@ def remedies(regs: Registries, cell: Cell, est: MemoryEstimate) -> list[str]:
         )
     if top & {"method", "activations"} and not cell.train.offload_state and cell.device_type != "cpu":
         out.append("--set train.offload_state=true (a Fisher and an anchor in host memory: the same numbers)")
+    shardable = all(regs.methods.get(p).shardable for p in cell.parts if p in regs.methods)
+    if top & set(SHARDED) and shardable and cell.train.shard == "off":
+        ranks = ", ".join(f"{fmt_bytes(per_rank(est, n).peak)} at N={n}" for n in (2, 4, 8))
+        out.append(
+            f"--nproc N --set train.shard=full (the weights, gradients and optimizer state split over N ranks: "
+            f"a rank's peak {ranks}; docs/scale-out.md)"
+        )
     if top & {"optimizer", "gradients", "method"}:
         out.append("a method that trains fewer weights (a LoRA method), or optimizer=sgd (no moment state)")
     return out

@@ -337,7 +337,7 @@ class Runner:
         if sharded:  # after the fresh build's fingerprints and the resume (clbench._exec.shard)
             from clbench._exec.shard import shard_model
 
-            shard_model(model)
+            shard_model(model, train.fp32_masters)
         # a sharded forward is a collective: every rank evaluates every batch (the same predictions as one process)
         scoring = SINGLE if sharded else dist
         ctx = method.ctx

@@ -16,6 +16,8 @@ What changes against plain data parallelism (clbench.distributed):
 * a forward is a collective: every rank evaluates every test batch (not its share of them);
 * a value read outside the step (a task's footprint) is gathered whole on every rank
   (:func:`clbench.distributed.full_value`);
+* low-precision weights with float32 masters become float32 shards computed in the low precision (FSDP's
+  mixed-precision policy, :func:`shard_model`);
 * no resume checkpoint is written yet: a sharded cell that stops starts over.
 """
 
@@ -27,19 +29,24 @@ from torch import nn
 from clbench.errors import ConfigError
 
 
-def shard_model(model: nn.Module) -> None:
+def shard_model(model: nn.Module, fp32_masters: bool = True) -> None:
     """Shard ``model`` over the default process group in place: every module with parameters of its own a unit,
-    then the root (its own parameters, if any). Float32 weights only: a low-precision model's float32 masters
-    (``train.fp32_masters``) would need FSDP's mixed-precision policy, which is not wired in."""
-    from torch.distributed.fsdp import fully_shard
+    then the root (its own parameters, if any).
 
-    low = sorted({str(p.dtype) for p in model.parameters() if p.dtype != torch.float32})
-    if low:
-        raise ConfigError(
-            f"train.shard=full keeps float32 weights; this model has {', '.join(low)} weights (train.autocast "
-            "computes in bfloat16 on float32 weights)"
-        )
+    Low-precision (bfloat16, float16) weights with ``train.fp32_masters`` are what one process keeps as float32
+    masters: here the weights themselves become float32 shards (the masters) and FSDP's mixed-precision policy
+    gathers them in the low precision for the forward and backward and reduces the gradients in float32, so the
+    optimizer steps float32 as with masters (the gradients are summed in float32 rather than in the weights'
+    precision: the same to that precision's rounding). Without ``fp32_masters`` they stay in their precision."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    low = {p.dtype for p in model.parameters() if p.dtype != torch.float32}
+    if len(low) > 1:
+        raise ConfigError(f"train.shard=full: the model's weights are of several precisions ({sorted(map(str, low))})")
+    policy = MixedPrecisionPolicy()  # (FSDP's default: compute in the weights' own precision)
+    if low and fp32_masters:
+        policy = MixedPrecisionPolicy(param_dtype=low.pop(), reduce_dtype=torch.float32)
+        model.to(torch.float32)
     units = [m for m in model.modules() if m is not model and next(m.parameters(recurse=False), None) is not None]
-    for unit in units:
-        fully_shard(unit)
-    fully_shard(model)
+    for module in (*units, model):
+        fully_shard(module, mp_policy=policy)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gc
 import os
 import shlex
@@ -249,7 +250,8 @@ def command(
         click.echo("\n".join(explain_lines(regs, req, plan.cells, verbose)))
         if not dry_run:
             sys.exit(0)
-    _memory_plan(regs, plan.cells, dry_run, device_memory, progress)
+    ranked = [dataclasses.replace(c, nproc=nproc) for c in plan.cells] if nproc else plan.cells  # a rank's plan
+    _memory_plan(regs, ranked, dry_run, device_memory, progress)
     freeze_loaded()  # each cell's objects are then collected after it for ~0.1 ms (clbench._exec.runner.release)
     try:
         results = execute(
