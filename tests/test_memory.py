@@ -496,3 +496,34 @@ def test_the_compute_plan_counts_the_epochs_of_a_methods_phases(regs):
     p = plans["packnet"]
     assert p["cell"] == planned_flops(packnet.train, splits, p["step"], p["eval"], [5])
     assert p["cell"] > planned_flops(packnet.train, splits, p["step"], p["eval"])  # train.epochs alone: 2
+
+
+@pytest.mark.slow
+def test_paper_llama_full_fine_tuning_fits_80_gib_a_rank_sharded_over_two(regs, tmp_path):
+    """LLaMA-7B SeqFT (bf16 weights, float32 masters and Adam's two moments: 12 bytes a weight of optimizer state)
+    does not fit one 80 GiB card; sharded over two ranks (train.shard=full) a rank's plan does, and the plan's
+    remedies say so."""
+    from transformers import LlamaConfig
+
+    llama = _architecture(tmp_path / "llama-7b", LlamaConfig(vocab_size=32000, hidden_size=4096,
+                                                             intermediate_size=11008, num_hidden_layers=32,
+                                                             num_attention_heads=32))
+    req = RunRequest(profile="paper-llama", methods="seqft", streams=["standard"], orders=["1"], seeds=[0],
+                     data_dir=_long_data(tmp_path / "data"), model_path=llama, out=tmp_path / "out",
+                     sets={"train.device": ["cuda"]})
+    cell = make_plan(regs, req).cells[0]
+    one = memory.estimate(regs, cell, cpu_fallback=False)
+    weights = sum(p.numel() for p in _llama_parameters(llama))
+    assert one.terms["optimizer"] >= 12 * weights  # masters and two moments, float32
+    limit = 80 * 2**30
+    assert one.peak > limit and memory.per_rank(one, 2).peak < limit
+    [remedy] = [r for r in memory.remedies(regs, cell, one) if "train.shard=full" in r]
+    assert f"{memory.fmt_bytes(memory.per_rank(one, 2).peak)} at N=2" in remedy
+
+
+def _llama_parameters(folder: str) -> list[torch.nn.Parameter]:
+    """The parameters of the architecture in ``folder``, built on the meta device (no memory)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    with torch.device("meta"):
+        return list(AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder)).parameters())
