@@ -82,6 +82,16 @@ def test_what_a_method_computes_outside_its_steps_is_counted_not_capped(results)
     assert _grad(results["ewc"]) == [6 * BATCH + TASK] * 2
 
 
+def test_a_phase_on_the_methods_own_objective_runs_its_own_epochs_outside_the_budget(tmp_path):
+    """DGR's generator phase (Phase.task_loss=False) trains another network, which the counter does not see: it runs
+    its own epochs (the test profile's 2 × 4 batches); the solver's phase gets the whole budget, ⌈96 / 16⌉ = 6 steps
+    on the first task and ⌈96 / 32⌉ = 3 on the second, where each step also forwards a generated batch."""
+    [dgr] = testing.run(testing.registry(), tmp_path, "dgr", sets={"train.compute_epochs": [E]})
+    assert dgr.status == "complete", dgr.error
+    assert _phase_steps(dgr) == [{"train": 6, "generator": 8}, {"train": 3, "generator": 8}]
+    assert _grad(dgr) == [6 * BATCH, 3 * 2 * BATCH]
+
+
 def test_one_epoch_of_compute_is_plain_fine_tunings_own_epoch(tmp_path):
     """At E = 1 SeqFT trains exactly its own single epoch, on the same batches: the same numbers."""
     regs = testing.registry()

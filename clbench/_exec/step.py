@@ -296,12 +296,17 @@ def train_task(
     model.train()
     counter = budget_counter(ctx)
     budget = examples_budget(ctx, index) if counter is not None else ctx.train.steps_per_task
-    epochs = [p.epochs for p in checked.method.phases(ctx.order[index], index)]
+    phases = checked.method.phases(ctx.order[index], index)
+    # under train.compute_epochs a phase on the method's own objective alone (DGR's generator: another network,
+    # which the counter does not see) runs its own epochs outside the budget; the others share it
+    counted = [counter is None or p.task_loss for p in phases]
+    epochs = [p.epochs if c else 0 for p, c in zip(phases, counted, strict=True)]
     setting = "train.steps_per_task" if counter is None else "train.compute_epochs"
     shares = step_shares(budget, epochs, setting) if budget else None
     for p_i, phase, params, opt in task_phases(model, checked.method, ctx, index):
-        limit = shares[p_i] if shares is not None else None
-        run = _PhaseRun(model, checked, ctx, phase, p_i, index, train_tasks, opt, params, on_step, step, limit, counter)
+        limit = shares[p_i] if shares is not None and counted[p_i] else None
+        spends = counter if limit is not None else None
+        run = _PhaseRun(model, checked, ctx, phase, p_i, index, train_tasks, opt, params, on_step, step, limit, spends)
         if ctx.train.capture:
             if ctx.dist.active:
                 raise ConfigError("train.capture records one whole step: it cannot run with --nproc > 1")
