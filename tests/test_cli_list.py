@@ -86,8 +86,8 @@ def test_ewc_settings(regs):
     lam = rows["lambda"]
     assert (lam.key, lam.type, lam.default, lam.range, lam.in_config) == ("ewc.lambda", "float", 100.0, ">= 0", True)
     assert lam.help.startswith("the paper tunes λ per benchmark; the quick presets come from `clbench tune`")
-    tuned = _tuned("ewc")  # quick's four streams and bench's four
-    assert dict(lam.presets) == {k: v["lambda"] for k, v in tuned.items()} and len(tuned) == 8
+    tuned = _tuned("ewc")  # quick's four streams, bench's four and bench-equal-compute's four
+    assert dict(lam.presets) == {k: v["lambda"] for k, v in tuned.items()} and len(tuned) == 12
     lr = rows["train.lr"]  # a preset outside the method's config, shown under its key
     assert not lr.in_config and dict(lr.presets) == {
         **{k: v["train.lr"] for k, v in tuned.items()}, **{k: v["train.lr"] for k, v in FULL_FT.items()}}
