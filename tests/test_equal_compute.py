@@ -207,11 +207,14 @@ def test_a_profile_lineage_that_loops_or_names_no_profile_is_refused():
 
 
 def test_the_track_profiles_board_is_named_once_and_its_base_presets_are_not_defaults(tmp_path):
-    from clbench._tools.leaderboard import by_profile, method_labels
+    from clbench._tools.leaderboard import board_title, by_profile, method_labels
 
     regs = testing.registry(_Profiles())
     results = testing.run(regs, tmp_path, "seqft", profile="test-equal-compute")
     assert list(by_profile(results)) == ["test-equal-compute"]  # named once
+    assert board_title("test-equal-compute", results).startswith(
+        "clbench leaderboard — profile `test-equal-compute` at equal compute"
+    )
     specs = regs.methods.items
     assert method_labels(["based"], specs, ("test", "test-equal-compute"), "tiny-vector") == {"based": "based"}
     assert method_labels(["based"], specs, "test-equal-compute", "tiny-vector") == {"based": "based (defaults)"}

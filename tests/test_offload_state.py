@@ -97,7 +97,8 @@ def test_a_plan_over_the_card_names_the_settings_that_shrink_masters_and_method_
     est = memory.MemoryEstimate("k", {"optimizer": 60, "method": 30, "weights": 15, "activations": 1}, 106, "meta")
 
     def cell(dtype: str, **train: object) -> SimpleNamespace:
-        return SimpleNamespace(train=TrainConfig(**train), model_cfg=SimpleNamespace(dtype=dtype), device_type="cuda")
+        return SimpleNamespace(train=TrainConfig(**train), model_cfg=SimpleNamespace(dtype=dtype), device_type="cuda",
+                               parts=("ewc",))
 
     said = " ".join(memory.remedies(testing.registry(), cell("bfloat16"), est))  # type: ignore[arg-type]
     assert "train.fp32_masters=false" in said and "train.offload_state=true" in said

@@ -522,9 +522,10 @@ def board_title(key: str, results: Sequence[CellResult]) -> str:
     memory = {int(r.config.get("train", {}).get("memory") or 0) for r in results}
     profile = key.removesuffix(f"-{MEMORY}-{max(memory)}") if memory - {0} else key
     tracks = []
+    named = {str(r.config.get("profile", "custom")) for r in results}  # (a profile that is a track keeps its name)
     for suffix, setting in BUDGET_TRACKS:
         if profile.endswith(f"-{suffix}"):
-            profile = profile.removesuffix(f"-{suffix}")
+            profile = profile if profile in named else profile.removesuffix(f"-{suffix}")
             streams: dict[Any, set[str]] = {}  # the budget -> the streams that ran it
             for r in results:
                 streams.setdefault(r.config["train"][setting], set()).add(r.stream)
