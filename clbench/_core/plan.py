@@ -212,9 +212,8 @@ def _build_stream(
     single: Mapping[str, Any],
 ) -> Stream:
     """The stream with its settings (preset, profile, ``--set``, ``--data-dir``); a plugin's fault names it."""
-    layers = _Layers.of(
-        profile_lineage(regs, profile.name), profile.sets, sspec, "", (), single
-    )  # the cells' stream settings, by one rule
+    # the cells' stream settings, by one rule
+    layers = _Layers.of(profile_lineage(regs, profile.name), profile.sets, sspec, "", (), single)
     values = _with_path(
         sspec.config_cls, layers.stream_scope(), sspec.data_dir_field, req.data_dir, layers.user.get("stream", {})
     )
