@@ -67,6 +67,12 @@ def batch_size(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
     return 0 if value is None else int(value.shape[0])
 
 
+def compute_budget(compute_epochs: float, n_train: int) -> int:
+    """A task's examples with gradients under ``train.compute_epochs=E``: E × its ``n_train`` training examples (what
+    E epochs of plain fine-tuning forward), at least 1."""
+    return max(1, round(compute_epochs * n_train))
+
+
 def planned_flops(
     train: TrainConfig, splits: list[tuple[int, int]], step: int, eval_batch: int, epochs: Sequence[int] = ()
 ) -> int:
@@ -87,7 +93,7 @@ def planned_flops(
         if train.steps_per_task:
             return train.steps_per_task
         if train.compute_epochs:
-            return math.ceil(max(1, round(train.compute_epochs * n_train)) / train.batch_size)
+            return math.ceil(compute_budget(train.compute_epochs, n_train) / train.batch_size)
         return task_epochs(i) * -(-n_train // train.batch_size)
 
     steps = sum(task_steps(i, n_train) for i, (n_train, _) in enumerate(splits))

@@ -22,7 +22,7 @@ from torch.optim.lr_scheduler import MultiStepLR
 from clbench._core.boundary import CheckedMethod
 from clbench._core.optim import Masters, make_optimizer, torch_optimizer_of
 from clbench._exec.capture import CapturedStep, CudaGraph, Graph
-from clbench._exec.compute import ExampleCounter
+from clbench._exec.compute import ExampleCounter, compute_budget
 from clbench._exec.stats import PhaseStats, TaskStats
 from clbench.data import Batch, batches, mixed_batches
 from clbench.distributed import Dist
@@ -351,7 +351,7 @@ spends."""
 def examples_budget(ctx: CellContext, index: int) -> int:
     """Task ``index``'s examples with gradients under ``train.compute_epochs=E``: E × its training examples (what E
     epochs of plain fine-tuning forward; a joint or replay method's other data does not enlarge it), at least 1."""
-    return max(1, round(ctx.train.compute_epochs * len(ctx.stream.data(ctx.order[index]).train)))
+    return compute_budget(ctx.train.compute_epochs, len(ctx.stream.data(ctx.order[index]).train))
 
 
 def budget_counter(ctx: CellContext) -> ExampleCounter | None:
