@@ -491,7 +491,9 @@ def by_profile(results: Iterable[CellResult]) -> Mapping[str, list[CellResult]]:
         train = r.config.get("train", {})
         # (a profile that is the track, `bench-equal-compute`, is named once)
         profile += "".join(
-            f"-{suffix}" for suffix, setting in BUDGET_TRACKS if train.get(setting) and not profile.endswith(suffix)
+            f"-{suffix}"
+            for suffix, setting in BUDGET_TRACKS
+            if train.get(setting) and not profile.endswith(f"-{suffix}")
         )
         if train.get("memory"):
             profile += f"-{MEMORY}-{train['memory']}"
