@@ -281,4 +281,5 @@ def test_list_plugins_names_every_plugin_with_what_it_offers(capsys):
     assert "options logger; observes cell_end, cell_start, step, task_end" in lines["loggers"]
     assert lines["lota"].split(None, 1)[1].endswith("methods lota, lotto")
     assert "methods dense-ewc, expander, expander-ewc, random-mask-ewc" in lines["expander_ewc"]
-    assert lines["lps_paper"].split(None, 1)[1].endswith("targets paper-lps")  # a paper's numbers, nothing else
+    # a paper's numbers, and the profile that runs two of its columns at a tenth of its epochs
+    assert lines["lps_paper"].split(None, 1)[1].endswith("profiles paper-lps-tenth; targets paper-lps, paper-lps-tenth")

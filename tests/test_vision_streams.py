@@ -145,6 +145,36 @@ def test_paper_lps_profile_settings():
         ([0.1], [0.9], 30, 90, 30)
 
 
+def test_paper_lps_tenth_is_paper_lps_at_a_tenth_of_its_epochs():
+    """paper-lps-tenth's cells equal paper-lps's but for the epochs of each phase, a tenth of Table I's; its targets
+    are Table II's PackNet and LPS rows on permuted MNIST, the numbers paper-lps's own."""
+    from clbench._core.plan import RunRequest, make_plan
+    from clbench._exec.local import harness_registry
+
+    regs = harness_registry()
+
+    def cells(profile, streams=None):
+        req = RunRequest(profile=profile, methods=None, streams=streams, seeds=None, orders=None, sets={},
+                         out=Path("/tmp/unused"))
+        return {(c.stream, c.parts): c for c in make_plan(regs, req).cells}
+
+    paper, tenth = cells("paper-lps", ["permuted-mnist"]), cells("paper-lps-tenth")
+    assert set(tenth) == {("permuted-mnist", ("packnet",)), ("permuted-mnist", ("lps",))}
+    epochs = {"packnet": ("train_epochs", "retrain_epochs"), "lps": ("warmup_epochs", "admm_epochs", "retrain_epochs")}
+    for key, cell in tenth.items():
+        (method,) = key[1]
+        full = paper[key]
+        assert (cell.stream, cell.model_config, cell.train_config) == (full.stream, full.model_config, full.train_config)
+        mine, theirs = cell.method_config[method], full.method_config[method]
+        assert [mine[k] * 10 for k in epochs[method]] == [theirs[k] for k in epochs[method]]
+        assert {k: v for k, v in mine.items() if k not in epochs[method]} == \
+            {k: v for k, v in theirs.items() if k not in epochs[method]}
+    rows = regs.profiles.get("paper-lps-tenth").targets["rows"]
+    table_ii = {(r["stream"], r["method"]): r["mean"] for r in regs.profiles.get("paper-lps").targets["rows"]}
+    assert {(r["stream"], r["method"]): r["mean"] for r in rows} == {
+        k: table_ii[k] for k in (("permuted-mnist", "packnet"), ("permuted-mnist", "lps"))}
+
+
 @needs_mnist
 def test_split_mnist_in_both_scenarios_keeps_every_test_image():
     from clbench_plugins.vision_streams.streams import SplitMNIST, SplitMNISTConfig

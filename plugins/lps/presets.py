@@ -24,4 +24,6 @@ QUICK_PRESETS = {
     "paper-lps/split-cifar10-100": {"alpha": [0.1], "alpha_first": 0.5, "beta": [0.92], "warmup_epochs": 200,
                                     "admm_epochs": 600, "retrain_epochs": 200,  # Table I, split CIFAR: 50%/10%, 92%, 200/600/200
                                     **_RELEASED_LR},  # 65, 100, 130, 190 fire: each phase ends at 1/16 of its rate
+    # paper-lps-tenth (extends paper-lps): a tenth of Table I's epochs a phase, the rest paper-lps's
+    "paper-lps-tenth/permuted-mnist": {"warmup_epochs": 3, "admm_epochs": 9, "retrain_epochs": 3},
 }

@@ -13,4 +13,6 @@ QUICK_PRESETS = {
     # paper gives none for PackNet; it runs the authors' code with "the recommended hyperparameters")
     "paper-lps/permuted-mnist": {"alpha": [0.1], "train_epochs": 30, "retrain_epochs": 30},
     "paper-lps/split-cifar10-100": {"alpha": [0.1], "alpha_first": 0.5, "train_epochs": 200, "retrain_epochs": 200},
+    # paper-lps-tenth (extends paper-lps): a tenth of those epochs, the rest paper-lps's
+    "paper-lps-tenth/permuted-mnist": {"train_epochs": 3, "retrain_epochs": 3},
 }
