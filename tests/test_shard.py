@@ -17,8 +17,12 @@ import torch
 
 from clbench import footprints as fps
 from clbench import testing
-from clbench.cell import FOOTPRINT_FILE
+from clbench._core.plan import make_plan
+from clbench._exec.executors import execute
+from clbench._exec.runner import build_model, build_stream
+from clbench.cell import CHECKPOINT_FILE, FOOTPRINT_FILE
 from clbench.errors import ClbenchError
+from clbench.testing.running import _request
 
 SHARDED = {"train.shard": ["full"]}
 CLIPPED = {"train.grad_clip": [0.05]}  # clipping on: its norm is over every rank's shard of every gradient
@@ -52,6 +56,38 @@ def test_a_sharded_cell_gives_one_processs_numbers(pairs, method):
             torch.testing.assert_close(task_a[name].delta, task_b[name].delta, rtol=1e-5, atol=1e-8)
 
 
+class KillAfterFirstTask(testing.KillAfterTask):
+    """Loaded by the ranks by name (``rank_plugins``): rank 0's observer interrupts the cell after task 1."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+
+
+@pytest.mark.slow
+def test_a_killed_sharded_cell_resumes_from_whole_weights_to_the_uninterrupted_numbers(pairs, tmp_path):
+    """The checkpoint after task 1 holds every weight whole (the unsharded model's shapes, gathered from the two
+    ranks' halves); the rerun resumes from it, sharded again, and ends where the uninterrupted sharded cell did."""
+    regs = testing.registry()
+    sets = {**SHARDED, **CLIPPED, "train.checkpoint_every_s": [0]}
+    plan = make_plan(regs, _request(tmp_path, "seqft", "tiny-vector", sets=sets))
+    ranks = ["clbench.testing:TinyPlugin", f"{__name__}:{KillAfterFirstTask.__name__}"]
+    with pytest.raises(KeyboardInterrupt):
+        execute(plan, regs, progress=False, options={"nproc": 2, "rank_plugins": ranks})
+    [checkpoint] = tmp_path.rglob(CHECKPOINT_FILE)
+    saved = torch.load(checkpoint, weights_only=True)
+    assert saved["done"] == 1
+    [cell] = plan.cells
+    whole = build_model(regs, cell, build_stream(regs, cell)).state_dict()
+    assert saved["model"] and {n: t.shape for n, t in saved["model"].items()} == {n: whole[n].shape for n in saved["model"]}
+    [resumed] = testing.run(regs, tmp_path, "seqft", sets=sets, nproc=2)
+    straight = pairs[0]["seqft"]
+    assert resumed.status == "complete" and resumed.config["train"]["shard"] == "full"
+    assert resumed.timings["tasks"][0] == saved["timings"][0]  # task 1 came from the checkpoint, not run again
+    assert resumed.accuracy_matrix == straight.accuracy_matrix
+    assert resumed.footprints["sha256"] == straight.footprints["sha256"]
+    assert not checkpoint.exists()
+
+
 def test_a_method_not_declared_shardable_is_refused_before_a_cell_starts(tmp_path):
     regs = testing.registry()
     with pytest.raises(ClbenchError, match="method 'ewc' is not declared to run with its model's weights sharded"):
@@ -67,13 +103,15 @@ def _mixed_precision_rank(rank: int, world: int, port: int, out: str) -> None:
 
     import torch.distributed as dist
 
-    from clbench._exec.shard import shard_model
+    from clbench._exec.shard import compute_precision, shard_model
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
         model = _bf16_mlp()
-        shard_model(model, fp32_masters=True)
+        compute = compute_precision(model, fp32_masters=True)
+        model.to(torch.float32)
+        shard_model(model, compute)
         x, y = _examples()
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         mine = slice(rank * 3, rank * 3 + 3)

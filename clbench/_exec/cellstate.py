@@ -89,7 +89,9 @@ class CellState:
     def fail(self, status: str, error: str) -> None:
         self.status, self.error = status, error
 
-    def save_checkpoint(self, model: CLModel, checked: CheckedMethod) -> None:
+    def save_checkpoint(self, model: CLModel, checked: CheckedMethod, whole: dict[str, Tensor] | None = None) -> None:
+        """The cell's state after its last finished task; ``whole``: the model's state gathered whole from its shards
+        (``train.shard=full``: :func:`clbench._exec.shard.full_state_dict`), else its own ``state_dict()``."""
         method = checked.method
         payload = {
             "config_hash": self.cell.config_hash,
@@ -100,7 +102,7 @@ class CellState:
             "initial": self.initial,
             "timings": [t.to_json() for t in self.task_timings],
             "report": self.report,
-            **self._changed_weights(model),
+            **self._changed_weights(model.state_dict() if whole is None else whole),
             "method": method.state_dict(),
             "footprints": fps.to_tensors(self.footprints),
             "masters": cell_masters(method.ctx).state_dict({id(p): n for n, p in model.named_parameters()}),
@@ -117,12 +119,12 @@ class CellState:
                 f"{exc}); return tensors, numbers, strings and lists or dicts of them"
             ) from exc
 
-    def _changed_weights(self, model: CLModel) -> dict[str, Any]:
-        """The model's state entries that differ from a fresh build's (``self.base``) under ``model``, and under
-        ``unchanged`` the fingerprints of the others, left out: a LoRA cell on a frozen 8B base checkpoints its
-        adapters, not 16 GB of base weights it never moved."""
+    def _changed_weights(self, weights: dict[str, Tensor]) -> dict[str, Any]:
+        """The model's state entries (``weights``) that differ from a fresh build's (``self.base``) under ``model``,
+        and under ``unchanged`` the fingerprints of the others, left out: a LoRA cell on a frozen 8B base checkpoints
+        its adapters, not 16 GB of base weights it never moved."""
         changed, unchanged = {}, {}
-        for name, tensor in model.state_dict().items():
+        for name, tensor in weights.items():
             mark = fingerprint(tensor)
             if self.base.get(name) == mark:
                 unchanged[name] = mark

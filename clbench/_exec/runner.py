@@ -37,6 +37,7 @@ from clbench._core.results import environment, read_result, write_result
 from clbench._exec.cellstate import CellState, fingerprints
 from clbench._exec.compute import ExampleCounter
 from clbench._exec.evaluation import evaluate
+from clbench._exec.shard import compute_precision, full_state_dict, shard_model
 from clbench._exec.stats import epoch_losses, steps_done
 from clbench._exec.step import COUNTER, StepObserver, train_task
 from clbench.cell import CHECKPOINT_FILE, ERROR_LOG, FOOTPRINT_FILE, RESULT_FILE, Cell, CellResult
@@ -298,10 +299,11 @@ class Runner:
         return model, method
 
     def _resume(
-        self, cell: Cell, state: CellState, model: CLModel, method: Method, device: torch.device
+        self, cell: Cell, state: CellState, model: CLModel, method: Method, device: torch.device, float32: bool
     ) -> tuple[CLModel, Method, int]:
         """The model and method to go on with and the tasks already done, from the cell's checkpoint (every rank
-        must agree); one that does not fit starts the cell over from fresh objects."""
+        must agree); one that does not fit starts the cell over from fresh objects (``float32``: their weights cast
+        to it, as the runner casts a sharded cell's)."""
         start = state.load_checkpoint(model, method)
         starts = self.dist.gather(start)
         if len(set(starts)) > 1:
@@ -312,6 +314,8 @@ class Runner:
         if start < 0:  # a checkpoint that did not fit may have half-loaded: start from fresh objects
             assert state.stream is not None
             model, method = self._build(cell, state.stream, state.tasks, device)
+            if float32:
+                model.to(torch.float32)
             start = 0
         elif start and self.dist.is_main:
             tqdm.write(
@@ -329,15 +333,18 @@ class Runner:
         scenario = "task-incremental" if train.scoring == "task" else stream.scenario
         state.tasks, state.scenario, state.stream = order, scenario, stream
         model, method = self._build(cell, stream, order, device)
+        sharded = train.shard == "full"
+        compute = None
+        if sharded:  # low-precision weights shard as their float32 masters, which a checkpoint holds
+            compute = compute_precision(model, train.fp32_masters)
+        if compute is not None:
+            model.to(torch.float32)
         state.base = fingerprints(model)  # what a fresh build reproduces: checkpoints leave out what still equals it
         state.env = environment(str(device), train, dict(self._versions), world_size=dist.world_size)
 
-        model, method, start = self._resume(cell, state, model, method, device)
-        sharded = train.shard == "full"
-        if sharded:  # after the fresh build's fingerprints and the resume (clbench._exec.shard)
-            from clbench._exec.shard import shard_model
-
-            shard_model(model, train.fp32_masters)
+        model, method, start = self._resume(cell, state, model, method, device, compute is not None)
+        if sharded:  # after the fresh build's fingerprints and the resume, which loads whole weights
+            shard_model(model, compute)
         # a sharded forward is a collective: every rank evaluates every batch (the same predictions as one process)
         scoring = SINGLE if sharded else dist
         ctx = method.ctx
@@ -386,10 +393,10 @@ class Runner:
                 state.report = checked.report()
                 # after the last task the result file is written at once
                 due = index < len(order) - 1 and time.perf_counter() - saved >= train.checkpoint_every_s
-                due = due and not sharded  # (a sharded cell writes no resume checkpoint yet: clbench._exec.shard)
                 if dist.broadcast(due):  # rank 0's clock decides: every rank goes on knowing the file is written
+                    whole = full_state_dict(model) if sharded else None  # (a collective: every rank gathers)
                     if dist.is_main:
-                        state.save_checkpoint(model, checked)
+                        state.save_checkpoint(model, checked, whole)
                     dist.barrier()
                     saved = time.perf_counter()
                 self._notify(

@@ -17,8 +17,10 @@ What changes against plain data parallelism (clbench.distributed):
 * a value read outside the step (a task's footprint) is gathered whole on every rank
   (:func:`clbench.distributed.full_value`);
 * low-precision weights with float32 masters become float32 shards computed in the low precision (FSDP's
-  mixed-precision policy, :func:`shard_model`);
-* no resume checkpoint is written yet: a sharded cell that stops starts over.
+  mixed-precision policy, :func:`compute_precision`);
+* a resume checkpoint holds the whole weights, gathered to rank 0's host memory a tensor at a time
+  (:func:`full_state_dict`), as one process's does: a resumed cell loads it into the fresh, unsharded build on every
+  rank and shards that, so a cell resumes on any number of ranks, or on one process with the masters' precision.
 """
 
 from __future__ import annotations
@@ -29,24 +31,40 @@ from torch import nn
 from clbench.errors import ConfigError
 
 
-def shard_model(model: nn.Module, fp32_masters: bool = True) -> None:
-    """Shard ``model`` over the default process group in place: every module with parameters of its own a unit,
-    then the root (its own parameters, if any).
+def compute_precision(model: nn.Module, fp32_masters: bool = True) -> torch.dtype | None:
+    """The low precision ``model``'s weights compute in when sharded as float32 (None: they shard as they are).
 
     Low-precision (bfloat16, float16) weights with ``train.fp32_masters`` are what one process keeps as float32
-    masters: here the weights themselves become float32 shards (the masters) and FSDP's mixed-precision policy
-    gathers them in the low precision for the forward and backward and reduces the gradients in float32, so the
-    optimizer steps float32 as with masters (the gradients are summed in float32 rather than in the weights'
-    precision: the same to that precision's rounding). Without ``fp32_masters`` they stay in their precision."""
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-
+    masters: sharded, the weights themselves are cast to float32 (the masters; the runner casts them before a resume
+    loads into them) and FSDP's mixed-precision policy gathers them in the low precision for the forward and
+    backward and reduces the gradients in float32, so the optimizer steps float32 as with masters (the gradients
+    are summed in float32 rather than in the weights' precision: the same to that precision's rounding). Without
+    ``fp32_masters`` they stay in their precision."""
     low = {p.dtype for p in model.parameters() if p.dtype != torch.float32}
     if len(low) > 1:
         raise ConfigError(f"train.shard=full: the model's weights are of several precisions ({sorted(map(str, low))})")
+    return low.pop() if low and fp32_masters else None
+
+
+def shard_model(model: nn.Module, compute: torch.dtype | None = None) -> None:
+    """Shard ``model`` over the default process group in place: every module with parameters of its own a unit,
+    then the root (its own parameters, if any); ``compute``: the precision float32 weights are gathered in for the
+    forward and backward (:func:`compute_precision`; the weights float32 already)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
     policy = MixedPrecisionPolicy()  # (FSDP's default: compute in the weights' own precision)
-    if low and fp32_masters:
-        policy = MixedPrecisionPolicy(param_dtype=low.pop(), reduce_dtype=torch.float32)
-        model.to(torch.float32)
+    if compute is not None:
+        policy = MixedPrecisionPolicy(param_dtype=compute, reduce_dtype=torch.float32)
     units = [m for m in model.modules() if m is not model and next(m.parameters(recurse=False), None) is not None]
     for module in (*units, model):
         fully_shard(module, mp_policy=policy)
+
+
+def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The sharded ``model``'s state whole, under the names an unsharded build gives (FSDP2 shards modules in place):
+    on rank 0 in host memory, gathered a tensor at a time, so no rank holds the whole model on its device; empty on
+    every other rank. Every rank must call it (each tensor's gather is a collective)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    return {name: value for name, value in state.items() if isinstance(value, torch.Tensor)}
