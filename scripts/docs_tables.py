@@ -978,14 +978,14 @@ def _tuning(profile: str) -> Path:
 
 def _choices(regs: Any, profile: str) -> list[Any]:
     """A profile's tuning, read back from results/tuning/PROFILE (`clbench tune`; nothing is trained)."""
-    from clbench._core.results import iter_results
     from clbench._tools.tables import Judging
     from clbench._tools.tune import choice, lower_bounds, tune
 
     tuning = _tuning(profile)
     if not tuning.is_dir():
         raise DocsTableError(f"{_shown(tuning)}: no tuning results; run `clbench tune --profile {profile}`")
-    seeds = len({r.seed for r in iter_results(tuning)})  # the tuning seeds it ran (`clbench tune --tuning-seeds`)
+    # the tuning seeds it ran (`clbench tune --tuning-seeds`), from the cells' folders (tune reads the results)
+    seeds = len({f.parent.name for f in tuning.rglob("result.json")})
     pairs, left = tune(regs, profile, tuning, tuning_seeds=seeds, dry_run=True)
     if left:
         raise DocsTableError(f"{_shown(tuning)}: {left} tuning cells still to run (`clbench tune --profile {profile}`)")
