@@ -58,6 +58,7 @@ _EXPORTS = {
             "Memory",
             "MemorySpec",
             "ShardingSpec",
+            "TestSetSpec",
             "EmptyConfig",
             "Workers",
         ),

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         ShardingSpec,
         StreamSpec,
         TargetsSpec,
+        TestSetSpec,
     )
 
 PROJECT = "clbench"
@@ -111,6 +112,15 @@ def clbench_add_memory() -> list[MemorySpec]:  # type: ignore[empty-body]
     Called once at start-up. Returns a list of :class:`~clbench.specs.MemorySpec`; each becomes its method's
     ``memory``, which ``train.memory`` sets. A method whose own spec declares one, or that two plugins declare, is an
     error naming both.
+    """
+
+
+@hookspec
+def clbench_add_test_sets() -> list[TestSetSpec]:  # type: ignore[empty-body]
+    """Return the streams (of this plugin or of another) whose tasks are all scored on the same test examples.
+
+    Called once at start-up. Returns a list of :class:`~clbench.specs.TestSetSpec`; each sets its stream's
+    ``shared_test_set``. A stream whose own spec says so, or that two plugins declare, is an error naming both.
     """
 
 

@@ -177,6 +177,26 @@ class StreamSpec:
     presets: Presets = field(default_factory=dict)
     tags: frozenset[str] = frozenset()
     data_dir_field: str | None = "data_dir"  # the config field naming the data's folder (--data-dir sets it)
+    # Every task is scored on the same test examples, in the same order, each transformed its own way (permuted or
+    # rotated images): the verdict rule's bootstrap then resamples them once for all tasks (their errors correlate).
+    # Also given apart from the spec (:class:`TestSetSpec`).
+    shared_test_set: bool = False
+
+
+@dataclass(frozen=True)
+class TestSetSpec:
+    """That every task of a stream is scored on the same test examples in the same order (each task transforming them
+    its own way: permuted or rotated images), given apart from its :class:`StreamSpec` (``clbench_add_test_sets``).
+    The verdict rule's bootstrap resamples such a stream's test examples once for all its tasks."""
+
+    __test__ = False  # (not a pytest test class, whatever its name)
+
+    stream: str
+    shared_test_set: bool = True
+
+    @property
+    def name(self) -> str:  # (registries key specs by name: one declaration a stream)
+        return self.stream
 
 
 @dataclass(frozen=True)

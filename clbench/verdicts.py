@@ -75,11 +75,14 @@ class Rule:
     seed: int = 0  # the bootstrap's and the permutation test's generator: a table is the same on every run
     reference: str | None = None
     margin_from: str = "fixed in advance"
+    # every task scored on the same test examples (StreamSpec.shared_test_set): one draw of their weights for all
+    shared_test_set: bool = False
 
     def describe(self, unit: str = "pp") -> str:
+        joint = " (the tasks' shared test examples resampled once for all tasks)" if self.shared_test_set else ""
         return (
             f"one-sided paired sign-flip tests over the cells, Holm across the comparisons, α = {self.alpha:g}; "
-            f"Δ = {self.margin:g} {unit} ({self.margin_from}); {_pct(self.level)} two-level bootstrap intervals"
+            f"Δ = {self.margin:g} {unit} ({self.margin_from}); {_pct(self.level)} two-level bootstrap intervals{joint}"
         )
 
 
@@ -284,8 +287,9 @@ def replicates(rows: Sequence[Row], rule: Rule) -> np.ndarray:
     """Bootstrap replicates of every row's mean, shape (rule.resamples, len(rows)) (NaN where a replicate drew
     none of a row's cells). Each replicate draws the cells with replacement within each order (the same draw for
     every row: they are paired; the design's seeds × orders: every order keeps its number of cells), then Poisson(1)
-    weights for the test examples of every task (the same for every row and cell: one test set); a cell with
-    per-example scores takes its value from them, one without keeps its value."""
+    weights for the test examples of every task (the same for every row and cell: one test set; with
+    ``rule.shared_test_set`` one draw for every task too, whose examples are the same ones); a cell with per-example
+    scores takes its value from them, one without keeps its value."""
     rng = np.random.default_rng(rule.seed)
     cells = _cells(rows)
     B = rule.resamples
@@ -299,8 +303,16 @@ def replicates(rows: Sequence[Row], rule: Rule) -> np.ndarray:
     # per (row, cell) its value under each replicate's test weights: B values, or its fixed value
     task_means: dict[str, np.ndarray] = {}  # task -> B × (rows·cells) of weighted mean scores, filled lazily
     column = {(ri, c): k for k, (ri, c) in enumerate((ri, c) for ri in range(len(rows)) for c in cells)}
+    if rule.shared_test_set and len(set(sizes.values())) > 1:
+        raise ValueError(
+            f"the tasks are declared to share one test set (shared_test_set) but have {sorted(set(sizes.values()))} "
+            "test examples"
+        )
+    shared: np.ndarray | None = None
     for task, n in sizes.items():
-        weights = rng.poisson(1.0, size=(B, n)).astype(np.float32)
+        if shared is None or not rule.shared_test_set:
+            shared = rng.poisson(1.0, size=(B, n)).astype(np.float32)
+        weights = shared
         scores = np.zeros((n, len(column)), dtype=np.float32)
         for (ri, c), k in column.items():
             per_task = rows[ri].examples.get(c)

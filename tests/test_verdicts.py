@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
 
 import numpy as np
 import pytest
 
+from clbench import testing
 from clbench import verdicts as v
 
 
@@ -171,6 +173,41 @@ def test_row_intervals_cover_at_their_level_with_a_shared_test_set_and_with_cell
         lo, hi = v._interval(v.replicates([row], v.Rule(resamples=1000))[:, 0], 0.95)
         plain += lo <= 80.0 <= hi
     assert covered / 1000 >= 0.925 and plain / 1000 < 0.915
+
+
+def test_tasks_that_share_one_test_set_resample_it_once():
+    """Four tasks scored on the same 2,000 examples with identical errors (perfectly correlated, as permuted images
+    are in part): one cell's AA then varies over the test set as one task's mean does, sd(s)/√n (the binomial sd
+    of a mean of n scores); resampled as four independent test sets it would vary half as much (1/√4). The
+    declaration of a shared test set gives the first; the draws of other tables are the ones they always were."""
+    rng = np.random.default_rng(3)
+    n, tasks = 2000, 4
+    scores = (rng.random(n) < 0.8).astype(np.float32)
+    examples = {"1/0": {f"t{k}": scores for k in range(tasks)}}
+    row = v.Row("a", {"1/0": 100 * float(scores.mean())}, examples=examples)
+    expected = 100 * float(scores.std()) / math.sqrt(n)
+    joint = v.replicates([row], v.Rule(resamples=4000, shared_test_set=True))[:, 0].std()
+    apart = v.replicates([row], v.Rule(resamples=4000))[:, 0].std()
+    assert joint == pytest.approx(expected, rel=0.06)
+    assert apart == pytest.approx(expected / math.sqrt(tasks), rel=0.06)
+    # the first task's draw is the same either way: a table that declares nothing keeps its numbers
+    one = {"1/0": {"t0": scores}}
+    first = v.Row("a", {"1/0": 100 * float(scores.mean())}, examples=one)
+    assert np.array_equal(v.replicates([first], v.Rule(shared_test_set=True)), v.replicates([first], v.Rule()))
+    with pytest.raises(ValueError, match="declared to share one test set"):
+        uneven = {"1/0": {"t0": scores, "t1": scores[:10]}}
+        v.replicates([v.Row("a", {"1/0": 80.0}, examples=uneven)], v.Rule(shared_test_set=True))
+
+
+def test_the_streams_that_share_one_test_set_are_judged_so():
+    from clbench._tools.tables import Judging
+
+    regs = testing.registry()
+    judging = Judging.of(regs)
+    assert judging.rule("permuted-mnist", "task-incremental").shared_test_set
+    assert judging.rule("rot-mnist", "domain-incremental").shared_test_set
+    assert not judging.rule("split-mnist", "task-incremental").shared_test_set
+    assert "resampled once for all tasks" in judging.rule("perm-mnist", "domain-incremental").describe()
 
 
 def test_resampling_keeps_each_orders_number_of_cells():

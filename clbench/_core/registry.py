@@ -29,6 +29,7 @@ from clbench.specs import (
     ShardingSpec,
     StreamSpec,
     TargetsSpec,
+    TestSetSpec,
 )
 
 ENTRY_POINT_GROUP = "clbench"
@@ -130,6 +131,7 @@ _HOOKS: dict[str, tuple[str, type]] = {
     "targets": ("clbench_add_targets", TargetsSpec),
     "memory": ("clbench_add_memory", MemorySpec),
     "sharding": ("clbench_add_sharding", ShardingSpec),
+    "test_sets": ("clbench_add_test_sets", TestSetSpec),
 }
 
 
@@ -148,6 +150,7 @@ class Registries:
     targets: Registry[TargetsSpec]  # each also in its profile's ``targets`` (:func:`collect`)
     memory: Registry[MemorySpec]  # each also in its method's ``memory`` (:func:`collect`)
     sharding: Registry[ShardingSpec]  # each also in its method's ``shardable`` (:func:`collect`)
+    test_sets: Registry[TestSetSpec]  # each also in its stream's ``shared_test_set`` (:func:`collect`)
     disabled: tuple[str, ...] = ()  # -p no:NAME, so remote workers can rebuild the same registries
     failed: Mapping[str, str] = field(default_factory=dict)  # plugin -> distribution, of those that failed to import
 
@@ -341,6 +344,7 @@ def collect(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) -> Registrie
     _give(regs["profiles"], regs["targets"], "profile", "targets")
     _give(regs["methods"], regs["memory"], "method", "memory")
     _give(regs["methods"], regs["sharding"], "method", "shardable")
+    _give(regs["streams"], regs["test_sets"], "stream", "shared_test_set")
     _check_memory(regs["methods"])
     return Registries(pm=pm, disabled=disabled, failed=failed, **regs)
 

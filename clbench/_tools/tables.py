@@ -10,7 +10,7 @@ import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from tabulate import tabulate
@@ -18,6 +18,9 @@ from tabulate import tabulate
 from clbench import verdicts as V
 from clbench.cell import CellResult
 from clbench.specs import MethodSpec, MetricSpec
+
+if TYPE_CHECKING:
+    from clbench._core.registry import Registries
 
 NA = "n/a"
 ERROR = "error"
@@ -342,14 +345,27 @@ class Judging:
 
     margins: Mapping[str, float] = field(default_factory=dict)
     reference: str | None = None
+    # the streams whose tasks share one test set (StreamSpec.shared_test_set): see :meth:`of`
+    shared_test_sets: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, regs: Registries, margins: Mapping[str, float] | None = None, reference: str | None = None) -> Judging:
+        """The judging of tables whose streams ``regs`` registers (which of them share one test set)."""
+        shared = frozenset(name for name, spec in regs.streams.items.items() if spec.shared_test_set)
+        return cls(dict(margins or {}), reference, shared)
 
     def rule(self, stream: str, scenario: str | None) -> V.Rule:
+        shared = stream in self.shared_test_sets
         for key in (stream, scenario or "", "*"):
             if key in self.margins:
                 where = "set by --margin" + ("" if key == "*" else f" {key}")
-                return V.Rule(margin=self.margins[key], reference=self.reference, margin_from=where)
+                return V.Rule(
+                    margin=self.margins[key], reference=self.reference, margin_from=where, shared_test_set=shared
+                )
         where = f"the {scenario} default" if scenario in V.MARGINS else "the default"
-        return V.Rule(margin=V.margin_for(scenario), reference=self.reference, margin_from=where)
+        return V.Rule(
+            margin=V.margin_for(scenario), reference=self.reference, margin_from=where, shared_test_set=shared
+        )
 
 
 def parse_margins(values: Iterable[str]) -> dict[str, float]:

@@ -171,7 +171,7 @@ def command(
         )
     from clbench._tools.tables import Judging
 
-    judging = Judging(margins, reference)
+    judging = Judging.of(regs, margins, reference)
     try:
         stale = _write_leaderboards(regs, results, out, plots, heatmaps, check, judging)
         if not check:

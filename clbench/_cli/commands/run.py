@@ -267,9 +267,12 @@ def command(
     lines, code = summary(results, getattr(results, "faults", ()))
     if results:
         from clbench._tools.leaderboard import console_summary
+        from clbench._tools.tables import Judging
 
         spec = regs.profiles.items.get(plan.profile)
-        table = console_summary(results, regs.methods.items, rows=spec.rows if spec is not None else None)
+        table = console_summary(
+            results, regs.methods.items, Judging.of(regs), rows=spec.rows if spec is not None else None
+        )
         if table:
             click.echo("\n" + table)
         line, written = _leaderboard_line(regs, results, plan.profile, out, write_board)
@@ -420,6 +423,7 @@ def _leaderboard_line(
             f"results: {out}/; leaderboard: clbench leaderboard {shlex.quote(str(out))} (writes {out / 'leaderboard'}/)"
         ), True
     from clbench._tools.leaderboard import render
+    from clbench._tools.tables import Judging
     from clbench.data import atomic_write_text
 
     path = out / LEADERBOARD_FILE
@@ -429,6 +433,7 @@ def _leaderboard_line(
         f"profile `{profile}` ({out})",
         out.resolve(),
         regs.methods.items,
+        Judging.of(regs),
         profile=regs.profiles.items.get(profile),
     )
     try:

@@ -95,7 +95,7 @@ def command(
         dry_run=check,
     )
     floors = lower_bounds(pairs)  # SeqFT's choice per stream: a method no better than it is flagged
-    judging = Judging(margins)
+    judging = Judging.of(regs, margins)
     choices = [choice(p, judging.rule(p.stream, p.scenario).margin, floors.get(p.stream)) for p in pairs]
     for c in choices:
         if c.chosen is None:

@@ -43,7 +43,9 @@ def command(
         raise click.BadParameter(f"{labels!r}: give two names, `A,B`", param_hint="--labels")
     first, second = scan(a), scan(b)
     bad = skipping(first.problems + second.problems)
-    rows, notes = contrast(first.results, second.results, Judging(margins), comma_set(methods), comma_set(streams))
+    rows, notes = contrast(
+        first.results, second.results, Judging.of(regs, margins), comma_set(methods), comma_set(streams)
+    )
     if not rows:
         raise ClbenchError(
             f"no (stream, method) has a complete cell in both {a} and {b}: nothing to compare"
