@@ -340,7 +340,7 @@ def quick_excerpt(results: Path, regs: Any) -> str:
     )
     blocks = []
     for (stream, scenario), section in section_results(cells).items():
-        summary = summarise(section, regs.methods.items, Judging().rule(stream, scenario))
+        summary = summarise(section, regs.methods.items, Judging.of(regs).rule(stream, scenario))
         labels = method_labels([r.method for r in summary.rows], regs.methods.items, "quick", stream)
         blocks.append(
             f"**{section_title(stream, scenario)}**\n\n{summary_caption(summary)}\n\n{summary_table(summary, labels)}"
@@ -434,7 +434,7 @@ def bench_summary(results: Path, regs: Any) -> str:
     ]
     for track, words in BENCH_TRACKS.items():
         for (stream, scenario), section in section_results(iter_results(ROOT / "results" / track)).items():
-            table = summarise(section, regs.methods.items, Judging().rule(stream, scenario)).table
+            table = summarise(section, regs.methods.items, Judging.of(regs).rule(stream, scenario)).table
             title = f"{stream} ({scenario})" if scenario else stream
             tables.setdefault(title, {})[track] = table
             best = next(r for r in table.rows if r.verdict == V.BEST)
@@ -479,7 +479,7 @@ def bench_memory(results: Path, regs: Any) -> str:
         for (stream, scenario), section in section_results(
             iter_results(ROOT / "results" / "bench-memory" / str(m))
         ).items():
-            table = summarise(section, regs.methods.items, Judging().rule(stream, scenario)).table
+            table = summarise(section, regs.methods.items, Judging.of(regs).rule(stream, scenario)).table
             boards.setdefault(m, {})[stream] = {r.name: r for r in table.rows}
     own: dict[str, dict[str, list[Any]]] = {}  # stream -> method -> its results at its own budget
     methods = {name for board in boards.values() for rows in board.values() for name in rows}
@@ -845,7 +845,7 @@ def claims_verdict(results: Path, regs: Any) -> str:
     from clbench._tools.leaderboard import Judging
 
     scenario = next(r.scenario for rs in cells.values() for r in rs)
-    margin = Judging().rule(STREAM, scenario).margin
+    margin = Judging.of(regs).rule(STREAM, scenario).margin
     rows = _claim_rows(cells, taus, margin)
     pairs = max(len(rs) for rs in cells.values())
     floor = V.claims_floor(len(rows), pairs)
@@ -990,7 +990,7 @@ def _choices(regs: Any, profile: str) -> list[Any]:
     if left:
         raise DocsTableError(f"{_shown(tuning)}: {left} tuning cells still to run (`clbench tune --profile {profile}`)")
     floors = lower_bounds(pairs)
-    return [choice(p, Judging().rule(p.stream, p.scenario).margin, floors.get(p.stream)) for p in pairs]
+    return [choice(p, Judging.of(regs).rule(p.stream, p.scenario).margin, floors.get(p.stream)) for p in pairs]
 
 
 def _g(x: float | None) -> str:
