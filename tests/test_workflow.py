@@ -302,3 +302,27 @@ def test_stage(base, tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.strip().splitlines()[-1] == "changed=true"
 
+
+
+def test_compare_names_the_cpu_kernels_of_trees_that_differ_and_how_to_force_them(capsys):
+    """Committed cells made with AVX2 kernels and rerun with AVX-512 ones differ (a chaotic cell by whole points):
+    the comparison names both and the setting that reruns on the first's kernels; trees made on one kernel path get
+    no such line. (Checked by hand on an AVX-512 machine: ATEN_CPU_CAPABILITY=avx2 reruns results/quick's
+    split-digits-cil/gem seed 1 to its committed AA exactly, 85.89, where AVX-512 gives 74.40.)"""
+    import dataclasses
+
+    from clbench import testing
+    from clbench._cli.commands.verify import report_deltas
+    from clbench._core.results import read_result
+
+    regs = testing.registry()
+    made = read_result(ROOT / "results" / "quick" / "split-digits" / "seqft" / "order-1" / "seed-0" / "result.json")
+    made = dataclasses.replace(made, env={**made.env, "device": "cpu", "cpu_capability": "AVX2"})
+    moved = [[a + 1.0 for a in row] for row in made.accuracy_matrix]
+    rerun = dataclasses.replace(made, accuracy_matrix=moved, env={**made.env, "cpu_capability": "AVX512"})
+    assert report_deltas(regs, {made.key: made}, {made.key: rerun}, 0, 0) == 1
+    err = capsys.readouterr().err
+    assert "CPU kernels: AVX2 made the first, AVX512 the second (rerun with ATEN_CPU_CAPABILITY=avx2" in err
+    same = dataclasses.replace(rerun, env=made.env)
+    report_deltas(regs, {made.key: made}, {made.key: same}, 0, 0)
+    assert "CPU kernels" not in capsys.readouterr().err

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +139,17 @@ def report_deltas(regs: Registries, old: Mapping[str, Any], new: Mapping[str, An
     for key in only_new:
         click.echo(f"extra: {key} (only in the second)", err=True)
     bad = [d for d in deltas if not d.within(atol, rtol, percent)]
+    kernels = [_kernels(side.values()) for side in (old, new)]
+    if any(d.matrix or d.metrics for d in deltas) and kernels[0] != kernels[1]:
+        made = kernels[0]  # one kernel name (AVX2) can be forced on a CPU that has more (AVX512)
+        force = (
+            f" (rerun with ATEN_CPU_CAPABILITY={made.lower()}: torch's kernels that made it)" if made.isalnum() else ""
+        )
+        click.echo(
+            f"CPU kernels: {kernels[0]} made the first, {kernels[1]} the second{force}; float results differ between "
+            "kernel paths, and a chaotic cell's by whole points",
+            err=True,
+        )
     other = sum(verdict_of(d, atol, rtol, percent) == "other code" for d in bad)
     click.echo(
         f"{len(deltas) - len(bad)} within tolerance, {len(bad)} beyond it (atol {atol:g} pp, rtol {rtol:g})"
@@ -147,3 +158,9 @@ def report_deltas(regs: Registries, old: Mapping[str, Any], new: Mapping[str, An
         err=True,
     )
     return 1 if bad or only_old else 0
+
+
+def _kernels(results: Iterable[Any]) -> str:
+    """The CPU kernel paths (``env.cpu_capability``) the CPU cells of ``results`` were made with."""
+    found = {str(r.env.get("cpu_capability", "not recorded")) for r in results if r.env.get("device") == "cpu"}
+    return ", ".join(sorted(found)) or "none on the CPU"
