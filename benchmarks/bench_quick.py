@@ -114,14 +114,17 @@ def main() -> None:
                     sys.exit(f"{' '.join(line)} --jobs {jobs} exited {done.returncode}:\n{done.stderr[-3000:]}")
             seconds = time.perf_counter() - t0
             cells = list(out.rglob("result.json"))
-            busy = sum(json.loads(p.read_text())["timings"]["total_s"] for p in cells)
+            made = [json.loads(p.read_text()) for p in cells]
+            busy = sum(r["timings"]["total_s"] for r in made)
+            kernels = ", ".join(sorted({str(r["env"].get("cpu_capability")) for r in made}))  # torch's CPU kernels
             print(f"--jobs {jobs}: {len(cells)} cells in {int(seconds // 60)} min {seconds % 60:.0f} s wall "
                   f"({seconds:.1f} s; the cells' own times add up to {busy:.1f} s)  (goal ≤ {goal})")
             if args.record:
                 args.record.write_text(json.dumps({
                     "command": "; ".join(" ".join(line) for line in lines), "jobs": jobs, "cells": len(cells),
                     "wall_s": round(seconds, 1), "cells_s": round(busy, 1), "cpu": cpu_model(),
-                    "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d")}, indent=1) + "\n", encoding="utf-8")
+                    "cpus": os.cpu_count(), "cpu_capability": kernels, "date": time.strftime("%Y-%m-%d")}, indent=1) + "\n",
+                    encoding="utf-8")
             if args.compare:
                 cmp = subprocess.run([sys.executable, "-m", "clbench", "compare", str(args.compare), str(out)],
                                      capture_output=True, text=True, check=False)

@@ -376,8 +376,9 @@ def profile_size(tree: Path, goal: str) -> str:
     how = (
         f"measured beside {w['beside']}: an upper bound" if w.get("beside") else "`benchmarks/bench_quick.py --record`"
     )
+    kernels = f", {w['cpu_capability']} kernels" if w.get("cpu_capability") else ""  # (records made before: none)
     return text + (
-        f" On {w['cpu']} ({w['cpus']} CPUs, `--jobs {w['jobs']}`) `{w['command']}` took {minutes} min "
+        f" On {w['cpu']} ({w['cpus']} CPUs{kernels}, `--jobs {w['jobs']}`) `{w['command']}` took {minutes} min "
         f"{seconds:02d} s from the command to its last line ({w['date']}, {how}; the goal is {goal} on 2 "
         "cores)."
     )

@@ -143,7 +143,10 @@ def report_deltas(regs: Registries, old: Mapping[str, Any], new: Mapping[str, An
     if any(d.matrix or d.metrics for d in deltas) and kernels[0] != kernels[1]:
         made = kernels[0]  # one kernel name (AVX2) can be forced on a CPU that has more (AVX512)
         force = (
-            f" (rerun with ATEN_CPU_CAPABILITY={made.lower()}: torch's kernels that made it)" if made.isalnum() else ""
+            f" (ATEN_CPU_CAPABILITY={made.lower()} reruns on torch's own kernels of the first; BLAS and oneDNN pick "
+            "theirs apart)"
+            if made.isalnum()
+            else ""
         )
         click.echo(
             f"CPU kernels: {kernels[0]} made the first, {kernels[1]} the second{force}; float results differ between "
