@@ -120,8 +120,8 @@ class CellState:
             ) from exc
 
     def _changed_weights(self, weights: dict[str, Tensor]) -> dict[str, Any]:
-        """The model's state entries (``weights``) that differ from a fresh build's (``self.base``) under ``model``,
-        and under ``unchanged`` the fingerprints of the others, left out: a LoRA cell on a frozen 8B base checkpoints
+        """The model's state entries (``weights``) that differ from a fresh build's (``self.base``), and under
+        ``unchanged`` the fingerprints of the others, left out: a LoRA cell on a frozen 8B base checkpoints
         its adapters, not 16 GB of base weights it never moved."""
         changed, unchanged = {}, {}
         for name, tensor in weights.items():

@@ -334,9 +334,8 @@ class Runner:
         state.tasks, state.scenario, state.stream = order, scenario, stream
         model, method = self._build(cell, stream, order, device)
         sharded = train.shard == "full"
-        compute = None
-        if sharded:  # low-precision weights shard as their float32 masters, which a checkpoint holds
-            compute = compute_precision(model, train.fp32_masters)
+        # low-precision weights shard as their float32 masters, which a checkpoint holds
+        compute = compute_precision(model, train.fp32_masters) if sharded else None
         if compute is not None:
             model.to(torch.float32)
         state.base = fingerprints(model)  # what a fresh build reproduces: checkpoints leave out what still equals it

@@ -19,8 +19,8 @@ What changes against plain data parallelism (clbench.distributed):
 * low-precision weights with float32 masters become float32 shards computed in the low precision (FSDP's
   mixed-precision policy, :func:`compute_precision`);
 * a resume checkpoint holds the whole weights, gathered to rank 0's host memory a tensor at a time
-  (:func:`full_state_dict`), as one process's does: a resumed cell loads it into the fresh, unsharded build on every
-  rank and shards that, so a cell resumes on any number of ranks, or on one process with the masters' precision.
+  (:func:`full_state_dict`), as one process's does: a resumed cell loads it into every rank's fresh, unsharded build
+  and shards that.
 """
 
 from __future__ import annotations
