@@ -308,11 +308,10 @@ def replicates(rows: Sequence[Row], rule: Rule) -> np.ndarray:
             f"the tasks are declared to share one test set (shared_test_set) but have {sorted(set(sizes.values()))} "
             "test examples"
         )
-    shared: np.ndarray | None = None
+    weights: np.ndarray | None = None
     for task, n in sizes.items():
-        if shared is None or not rule.shared_test_set:
-            shared = rng.poisson(1.0, size=(B, n)).astype(np.float32)
-        weights = shared
+        if weights is None or not rule.shared_test_set:  # a shared test set keeps the first task's draw
+            weights = rng.poisson(1.0, size=(B, n)).astype(np.float32)
         scores = np.zeros((n, len(column)), dtype=np.float32)
         for (ri, c), k in column.items():
             per_task = rows[ri].examples.get(c)

@@ -339,8 +339,9 @@ def quick_excerpt(results: Path, regs: Any) -> str:
         f"{', '.join(orders)}. {SUMMARY_LEGEND} Scores in percent.\n"
     )
     blocks = []
+    judging = Judging.of(regs)
     for (stream, scenario), section in section_results(cells).items():
-        summary = summarise(section, regs.methods.items, Judging.of(regs).rule(stream, scenario))
+        summary = summarise(section, regs.methods.items, judging.rule(stream, scenario))
         labels = method_labels([r.method for r in summary.rows], regs.methods.items, "quick", stream)
         blocks.append(
             f"**{section_title(stream, scenario)}**\n\n{summary_caption(summary)}\n\n{summary_table(summary, labels)}"
@@ -433,9 +434,10 @@ def bench_summary(results: Path, regs: Any) -> str:
         + " | smallest attainable p | oracles apart: AA |",
         "|---|---|---|---|---|" + "---|" * len(words_of) + "---|---|",
     ]
+    judging = Judging.of(regs)
     for track, words in BENCH_TRACKS.items():
         for (stream, scenario), section in section_results(iter_results(ROOT / "results" / track)).items():
-            table = summarise(section, regs.methods.items, Judging.of(regs).rule(stream, scenario)).table
+            table = summarise(section, regs.methods.items, judging.rule(stream, scenario)).table
             title = f"{stream} ({scenario})" if scenario else stream
             tables.setdefault(title, {})[track] = table
             best = next(r for r in table.rows if r.verdict == V.BEST)
@@ -476,11 +478,12 @@ def bench_memory(results: Path, regs: Any) -> str:
     from clbench._tools.summary import memory_of
 
     boards: dict[int, dict[str, dict[str, Any]]] = {}  # memory -> stream -> method -> judged row
+    judging = Judging.of(regs)
     for m in MEMORY_TRACKS:
         for (stream, scenario), section in section_results(
             iter_results(ROOT / "results" / "bench-memory" / str(m))
         ).items():
-            table = summarise(section, regs.methods.items, Judging.of(regs).rule(stream, scenario)).table
+            table = summarise(section, regs.methods.items, judging.rule(stream, scenario)).table
             boards.setdefault(m, {})[stream] = {r.name: r for r in table.rows}
     own: dict[str, dict[str, list[Any]]] = {}  # stream -> method -> its results at its own budget
     methods = {name for board in boards.values() for rows in board.values() for name in rows}
@@ -991,7 +994,8 @@ def _choices(regs: Any, profile: str) -> list[Any]:
     if left:
         raise DocsTableError(f"{_shown(tuning)}: {left} tuning cells still to run (`clbench tune --profile {profile}`)")
     floors = lower_bounds(pairs)
-    return [choice(p, Judging.of(regs).rule(p.stream, p.scenario).margin, floors.get(p.stream)) for p in pairs]
+    judging = Judging.of(regs)
+    return [choice(p, judging.rule(p.stream, p.scenario).margin, floors.get(p.stream)) for p in pairs]
 
 
 def _g(x: float | None) -> str:

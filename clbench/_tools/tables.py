@@ -355,16 +355,17 @@ class Judging:
         return cls(dict(margins or {}), reference, shared)
 
     def rule(self, stream: str, scenario: str | None) -> V.Rule:
-        shared = stream in self.shared_test_sets
+        margin = V.margin_for(scenario)
+        where = f"the {scenario} default" if scenario in V.MARGINS else "the default"
         for key in (stream, scenario or "", "*"):
             if key in self.margins:
-                where = "set by --margin" + ("" if key == "*" else f" {key}")
-                return V.Rule(
-                    margin=self.margins[key], reference=self.reference, margin_from=where, shared_test_set=shared
-                )
-        where = f"the {scenario} default" if scenario in V.MARGINS else "the default"
+                margin, where = self.margins[key], "set by --margin" + ("" if key == "*" else f" {key}")
+                break
         return V.Rule(
-            margin=V.margin_for(scenario), reference=self.reference, margin_from=where, shared_test_set=shared
+            margin=margin,
+            reference=self.reference,
+            margin_from=where,
+            shared_test_set=stream in self.shared_test_sets,
         )
 
 
