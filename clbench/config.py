@@ -324,14 +324,17 @@ class TrainConfig:
             "at the cost of a host-to-device copy of it per step (EWC). Changes no number."
         ),
     )
-    shard: Literal["off", "full"] = setting(
+    shard: Literal["off", "full", "offload"] = setting(
         "off",
         help=(
             "With --nproc N: 'full' shards the model's weights, gradients and optimizer state over the N ranks "
             "(PyTorch FSDP2, fully_shard: each module with weights of its own a unit), so a rank holds 1/N of them "
             "and gathers a unit's weights for its forward and backward only; the numbers are one process's at the "
-            "same global batch. Methods that read the weights only through the model (ShardingSpec) run; the "
-            "others are refused before a cell starts. docs/scale-out.md"
+            "same global batch. 'offload' shards them as 'full' does and keeps the shards, their gradients and the "
+            "optimizer's state in host memory, where the optimizer steps (FSDP2's CPUOffloadPolicy, as ZeRO-Offload "
+            "does): the device holds a unit's gathered weights while it computes; on one GPU (--nproc 1) or N. "
+            "Methods that read the weights only through the model (ShardingSpec) run; the others are refused before "
+            "a cell starts. docs/scale-out.md"
         ),
         since="0.1.0",
     )
@@ -374,8 +377,10 @@ class TrainConfig:
             raise ConfigError(f"train.device={self.device!r}: choose auto, cpu, mps, cuda or cuda:N")
         if self.compute_epochs and self.steps_per_task:
             raise ConfigError("train.compute_epochs and train.steps_per_task are two equal budgets: set one of them")
-        if self.shard == "full" and self.capture:
-            raise ConfigError("train.shard=full gathers weights inside the step: it cannot be recorded (train.capture)")
+        if self.shard != "off" and self.capture:
+            raise ConfigError(
+                f"train.shard={self.shard} gathers weights inside the step: it cannot be recorded (train.capture)"
+            )
         if self.compute_epochs and self.capture:
             raise ConfigError(
                 "train.compute_epochs counts the examples the model forwards, and a replayed train.capture graph "

@@ -499,26 +499,38 @@ def test_the_compute_plan_counts_the_epochs_of_a_methods_phases(regs):
 
 
 @pytest.mark.slow
-def test_paper_llama_full_fine_tuning_fits_80_gib_a_rank_sharded_over_two(regs, tmp_path):
+def test_paper_llama_full_fine_tuning_fits_80_gib_a_rank_sharded_over_two_or_offloaded_on_one(regs, tmp_path):
     """LLaMA-7B SeqFT (bf16 weights, float32 masters and Adam's two moments: 12 bytes a weight of optimizer state)
-    does not fit one 80 GiB card; sharded over two ranks (train.shard=full) a rank's plan does, and the plan's
-    remedies say so."""
+    does not fit one 80 GiB card in one process; sharded over two ranks (train.shard=full) a rank's plan does, and
+    the plan's remedies say so. As the profile runs it (train.shard=offload, one card) the device holds the whole
+    model only while it is built and cast to float32 before sharding, and host memory the 16 bytes a weight."""
     from transformers import LlamaConfig
 
     llama = _architecture(tmp_path / "llama-7b", LlamaConfig(vocab_size=32000, hidden_size=4096,
                                                              intermediate_size=11008, num_hidden_layers=32,
                                                              num_attention_heads=32))
-    req = RunRequest(profile="paper-llama", methods="seqft", streams=["standard"], orders=["1"], seeds=[0],
-                     data_dir=_long_data(tmp_path / "data"), model_path=llama, out=tmp_path / "out",
-                     sets={"train.device": ["cuda"]})
-    cell = make_plan(regs, req).cells[0]
-    one = memory.estimate(regs, cell, cpu_fallback=False)
+    data = _long_data(tmp_path / "data")
+
+    def cell(**sets: list[Any]) -> Any:
+        req = RunRequest(profile="paper-llama", methods="seqft", streams=["standard"], orders=["1"], seeds=[0],
+                         data_dir=data, model_path=llama, out=tmp_path / "out", sets={"train.device": ["cuda"], **sets})
+        return make_plan(regs, req).cells[0]
+
+    plain, profiled = cell(**{"train.shard": ["off"]}), cell()
+    one = memory.estimate(regs, plain, cpu_fallback=False)
     weights = sum(p.numel() for p in _llama_parameters(llama))
     assert one.terms["optimizer"] >= 12 * weights  # masters and two moments, float32
     limit = 80 * 2**30
     assert one.peak > limit and memory.per_rank(one, 2).peak < limit
-    [remedy] = [r for r in memory.remedies(regs, cell, one) if "train.shard=full" in r]
+    [remedy] = [r for r in memory.remedies(regs, plain, one) if "train.shard=full" in r]
     assert f"{memory.fmt_bytes(memory.per_rank(one, 2).peak)} at N=2" in remedy
+    [remedy] = [r for r in memory.remedies(regs, plain, one) if "train.shard=offload" in r]
+    assert profiled.train.shard == "offload"
+    offloaded = memory.estimate(regs, profiled, cpu_fallback=False)
+    assert offloaded.host == sum(one.terms[k] for k in ("weights", "gradients", "optimizer")) >= 16 * weights
+    assert offloaded.terms["optimizer"] == 0 and offloaded.peak < limit
+    assert offloaded.peak >= 4 * weights  # built whole on the device and cast to float32 before it is sharded
+    assert memory.fmt_bytes(offloaded.host) in remedy
 
 
 def _llama_parameters(folder: str) -> list[torch.nn.Parameter]:

@@ -88,11 +88,73 @@ def test_a_killed_sharded_cell_resumes_from_whole_weights_to_the_uninterrupted_n
     assert not checkpoint.exists()
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["replay", "seqft"])
+def test_one_rank_with_its_shards_in_host_memory_gives_one_processs_numbers(pairs, method, tmp_path):
+    """train.shard=offload on one rank (--nproc 1: the world of one that FSDP2 needs, a process of its own) keeps the
+    shards, their gradients and the optimizer's state in host memory; its numbers are one process's at the same
+    batch: the same two micro-batches a step, the gradient clipped over the one shard."""
+    regs = testing.registry()
+    sets = {"train.shard": ["offload"], "train.grad_accum": [2], **CLIPPED}
+    [offloaded] = testing.run(regs, tmp_path, method, sets=sets, nproc=1)
+    one = pairs[1][method]
+    assert offloaded.status == "complete", offloaded.error
+    assert offloaded.config["train"]["shard"] == "offload" and "nproc" not in offloaded.config
+    for a, b in zip(offloaded.accuracy_matrix, one.accuracy_matrix, strict=True):
+        assert a == pytest.approx(b, abs=1e-3)
+    for task_a, task_b in zip(
+        fps.load(offloaded.path.parent / FOOTPRINT_FILE, offloaded.footprints),
+        fps.load(one.path.parent / FOOTPRINT_FILE, one.footprints),
+        strict=True,
+    ):
+        for name in task_a:
+            torch.testing.assert_close(task_a[name].delta, task_b[name].delta, rtol=1e-5, atol=1e-8)
+
+
+def test_offloaded_shards_hold_the_optimizers_state_in_host_memory_and_step_it_there():
+    """FSDP2's CPUOffloadPolicy, as shard_model applies it: every shard is a host tensor, so the optimizer's moments
+    are created there; the step equals an unsharded model's (a world of one rank, gloo)."""
+    import os
+    import socket
+
+    import torch.distributed as dist
+
+    from clbench._exec.shard import shard_model
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    try:
+        model, plain = (_bf16_mlp().float() for _ in range(2))
+        shard_model(model, offload=True)
+        x, y = (t.float() if t.is_floating_point() else t for t in _examples())
+        for m in (model, plain):
+            opt = torch.optim.Adam(m.parameters(), lr=0.01)
+            torch.nn.functional.cross_entropy(m(x), y).backward()
+            opt.step()
+            if m is model:
+                moments = [v for state in opt.state.values() for v in state.values() if v.dim()]
+        locals_ = [p.to_local() for p in model.parameters()]
+        assert {str(p.device) for p in locals_} == {str(m.device) for m in moments} == {"cpu"}
+        assert len(moments) == 2 * len(locals_)  # Adam's two moments of every shard
+        for sharded, whole in zip(model.parameters(), plain.parameters(), strict=True):
+            torch.testing.assert_close(sharded.full_tensor(), whole.detach(), rtol=0, atol=0)
+        # on the CPU every tensor is a host tensor anyway: what tells offloading from not is the unit's policy
+        for unit in (model[0], model[2]):
+            assert type(unit._get_fsdp_state()._fsdp_param_group.offload_policy).__name__ == "CPUOffloadPolicy"
+    finally:
+        dist.destroy_process_group()
+
+
 def test_a_method_not_declared_shardable_is_refused_before_a_cell_starts(tmp_path):
     regs = testing.registry()
     with pytest.raises(ClbenchError, match="method 'ewc' is not declared to run with its model's weights sharded"):
         testing.run(regs, tmp_path, "ewc", sets=SHARDED, nproc=2)
-    with pytest.raises(ClbenchError, match="train.shard=full shards the model over ranks"):
+    with pytest.raises(ClbenchError, match="--set train.shard=offload: method 'ewc' is not declared"):
+        testing.run(regs, tmp_path, "ewc", sets={"train.shard": ["offload"]}, nproc=1)
+    with pytest.raises(ClbenchError, match=r"train.shard=full shards the model over ranks.*\(train.shard=offload\)"):
         testing.run(regs, tmp_path, "seqft", sets=SHARDED)
     assert not any(tmp_path.rglob("result.json"))
 
@@ -215,3 +277,29 @@ def test_the_memory_plan_of_a_sharded_cell_is_a_ranks(tmp_path):
     moved = sum(rank.terms[k] - whole.terms[k] for k in ("weights", "gradients", "optimizer"))
     assert rank.peak == whole.peak + moved < whole.peak
     assert any("per rank of 4 (train.shard=full)" in n for n in rank.notes)
+
+
+def test_the_memory_plan_of_an_offloaded_cell_puts_the_shards_on_the_host(tmp_path):
+    """train.shard=offload: the device keeps the largest unit's whole weights and gradients while it computes, the
+    method's state, activations and evaluation as one process's; host memory holds 1/N of one process's weights,
+    gradients and optimizer state (on one rank, all of them); the peak moves by the device terms' change."""
+    from clbench._core.cells import RunRequest
+    from clbench._exec import memory
+
+    regs = testing.registry()
+    one, offloaded = (
+        make_plan(regs, RunRequest(methods="seqft", streams=["tiny-vector"], profile="test", out=tmp_path,
+                                   sets=sets)).cells[0]
+        for sets in ({}, {"train.shard": ["offload"]})
+    )
+    whole, rank = memory.estimate(regs, one), memory.estimate(regs, offloaded)
+    unit = 16 * 8 * 4 + 16 * 4  # tiny-vector's MLP: its first layer, 16 × 8 and a bias, float32
+    assert (rank.terms["weights"], rank.terms["gradients"], rank.terms["optimizer"]) == (unit, unit, 0)
+    assert rank.host == sum(whole.terms[k] for k in ("weights", "gradients", "optimizer")) > 0
+    assert whole.host == 0
+    for k in ("method", "activations", "evaluation"):
+        assert rank.terms[k] == whole.terms[k]
+    moved = sum(rank.terms[k] - whole.terms[k] for k in ("weights", "gradients", "optimizer"))
+    assert rank.peak == max(whole.peak + moved, whole.terms["weights"])
+    assert any("train.shard=offload" in n and "in host memory" in n for n in rank.notes)
+    assert "host (offloaded)" in memory.memory_table([(offloaded, rank)], None)

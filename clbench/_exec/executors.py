@@ -71,19 +71,20 @@ def check_data_parallel(plan: Plan, regs: Registries, nproc: int, executor: str,
     for cell in plan.cells:
         if cell.train.shard == "full" and nproc == 1:
             raise ClbenchError(
-                f"train.shard=full shards the model over ranks ({cell.key}): give --nproc N (N > 1), or run "
-                "torchrun with N processes"
+                f"train.shard=full shards the model over ranks ({cell.key}): give --nproc N (N > 1), run torchrun "
+                "with N processes, or keep the shards in host memory on one device (train.shard=offload)"
             )
+        for part in cell.parts:
+            if cell.train.shard != "off" and part in regs.methods and not regs.methods.get(part).shardable:
+                raise ClbenchError(
+                    f"--nproc {nproc} --set train.shard={cell.train.shard}: method {part!r} is not declared to run "
+                    "with its model's weights sharded (it may copy, anchor or mask them: ShardingSpec, "
+                    "docs/scale-out.md); run it with train.shard=off"
+                )
     if nproc == 1:
         return
     for cell in plan.cells:
         for part in cell.parts:
-            if cell.train.shard == "full" and part in regs.methods and not regs.methods.get(part).shardable:
-                raise ClbenchError(
-                    f"--nproc {nproc} --set train.shard=full: method {part!r} is not declared to run with its model's "
-                    "weights sharded (it may copy, anchor or mask them: ShardingSpec, docs/scale-out.md); run it "
-                    "with train.shard=off"
-                )
             if part in regs.methods and not regs.methods.get(part).data_parallel:
                 raise ClbenchError(
                     f"--nproc {nproc}: method {part!r} cannot run data-parallel (its state is kept per rank: the "
@@ -390,15 +391,18 @@ def _execute(
         total=len(plan.cells), initial=len(results), desc="grid", unit="cell", disable=not progress or not dist.is_main
     )
     nproc = int(options.get("nproc") or 1)
-    # --nproc N: each cell on N rank processes (started at the first cell that runs, kept for the next ones)
+    # --nproc N: each cell on N rank processes (started at the first cell that runs, kept for the next ones); a
+    # sharded cell on one device (train.shard=offload) on one, the process group its engine needs
     pool = (
         RankPool(runner, nproc, regs.not_loaded, tuple(options.get("rank_plugins", ())))
-        if nproc > 1 and not dist.active
+        if (nproc > 1 or any(c.train.shard != "off" for c in todo)) and not dist.active
         else None
     )
     try:
         with pool or contextlib.nullcontext():
-            for result in engine.run(todo, pool.run if pool else runner.run):
+            for result in engine.run(
+                todo, lambda c: pool.run(c) if pool and (nproc > 1 or c.train.shard != "off") else runner.run(c)
+            ):
                 results[result.key] = result
                 bar.update(1)
                 bar.set_postfix_str(f"{result.method} {result.stream} o{result.order} s{result.seed}: {result.status}")

@@ -49,11 +49,13 @@ class LocalExecutor:
 
     def workers(self, cells: list[Cell]) -> int:
         """How many worker processes to start (1: run in this process)."""
-        if self.nproc > 1:  # a data-parallel cell takes N processes (and cores, or GPUs) of its own
+        # a data-parallel or sharded cell takes rank processes (and cores, or GPUs) of its own
+        if self.nproc > 1 or any(c.train.shard != "off" for c in cells):
             if self.jobs != "auto" and int(self.jobs) > 1:
+                ranks = f"--nproc {self.nproc}" if self.nproc > 1 else "a sharded cell (train.shard)"
                 raise ClbenchError(
-                    f"--nproc {self.nproc} runs one cell at a time on {self.nproc} processes; it does "
-                    f"not combine with --jobs {self.jobs} (use --jobs 1, or leave --jobs at auto)"
+                    f"{ranks} runs one cell at a time on {self.nproc} process{'es' if self.nproc > 1 else ''}; it "
+                    f"does not combine with --jobs {self.jobs} (use --jobs 1, or leave --jobs at auto)"
                 )
             return 1
         if self.jobs == "auto":

@@ -73,6 +73,7 @@ class MemoryEstimate:
     notes: list[str] = field(default_factory=list)
     flops: int | None = None  # the cell's planned floating-point operations (clbench._exec.compute.planned_flops)
     unit: int = 0  # the largest weights one module holds of its own: what a sharded rank gathers whole at once
+    host: int = 0  # host memory the cell keeps for its training (train.shard=offload: the shards and their state)
 
     def largest(self, n: int = 2) -> list[tuple[str, int]]:
         return sorted(self.terms.items(), key=lambda kv: -kv[1])[:n]
@@ -298,30 +299,55 @@ def estimate(regs: Registries, cell: Cell, cpu_fallback: bool = True) -> MemoryE
     if cell.device_type == "cuda":
         est.terms["workspace"] = CUDA_WORKSPACE_BYTES
         est.peak += CUDA_WORKSPACE_BYTES
-    if cell.train.shard == "full" and cell.nproc > 1:
-        est = per_rank(est, cell.nproc)
+    if (cell.train.shard == "full" and cell.nproc > 1) or cell.train.shard == "offload":
+        est = per_rank(est, cell.nproc, offload=cell.train.shard == "offload", built=built(cell, est))
     return est
+
+
+def built(cell: Cell, est: MemoryEstimate) -> int:
+    """The bytes of ``cell``'s whole model on a rank's device before it is sharded: each rank builds it there,
+    low-precision weights with float32 masters cast to float32, then shards it (:mod:`clbench._exec.runner`)."""
+    low = getattr(cell.model_cfg, "dtype", None) in ("bfloat16", "float16") and cell.train.fp32_masters
+    return est.terms["weights"] * (2 if low else 1)
 
 
 SHARDED = ("weights", "gradients", "optimizer")  # what train.shard=full splits over the ranks
 
 
-def per_rank(est: MemoryEstimate, ranks: int) -> MemoryEstimate:
+def per_rank(est: MemoryEstimate, ranks: int, offload: bool = False, built: int = 0) -> MemoryEstimate:
     """``est`` (one process's) for one of ``ranks`` ranks of a sharded cell (``train.shard=full``): 1/N of the
     weights, gradients and optimizer state, plus the largest unit's whole weights, gathered for its forward and
     backward, and its whole gradients before they are reduce-scattered. What a method keeps, the activations and an
-    evaluation batch's are a rank's own. The peak moves by the same amounts."""
+    evaluation batch's are a rank's own. The peak moves by the same amounts.
+
+    ``offload`` (``train.shard=offload``): the 1/N shares live in the rank's host memory (:attr:`MemoryEstimate.host`)
+    and the device keeps the largest unit's whole weights and gradients alone. The host's share is one process's
+    three terms over N: FSDP keeps the shards in float32 where one process keeps low-precision weights and
+    gradients beside float32 masters (2 + 2 + 4 bytes a weight against 4 + 4), and the optimizer's moments alike.
+    ``built``: the bytes of the whole model on the device before it is sharded, a floor of the peak."""
     terms = dict(est.terms)
+    shares = {name: -(-est.terms[name] // ranks) for name in SHARDED}
     for name in SHARDED:
-        terms[name] = -(-est.terms[name] // ranks)
+        terms[name] = 0 if offload else shares[name]
     terms["weights"] += est.unit
     terms["gradients"] += est.unit if est.terms["gradients"] else 0
     peak = est.peak + sum(terms[n] - est.terms[n] for n in SHARDED)
+    notes = list(est.notes)
+    if built > peak:
+        peak = built
+        notes.append(f"the peak is the whole model built on the device before it is sharded ({fmt_bytes(built)})")
+    whole = f"the largest unit's whole weights and gradients ({fmt_bytes(est.unit)}) while it computes"
+    if offload:
+        host = sum(shares.values())
+        note = (
+            f"per rank of {ranks} (train.shard=offload): on the device {whole}; in host memory 1/{ranks} of the "
+            f"weights, gradients and optimizer state ({fmt_bytes(host)}), where the optimizer steps"
+        )
+        return dataclasses.replace(est, terms=terms, peak=peak, host=est.host + host, notes=[*notes, note])
     note = (
-        f"per rank of {ranks} (train.shard=full): 1/{ranks} of the weights, gradients and optimizer state, and the "
-        f"largest unit's whole weights and gradients ({fmt_bytes(est.unit)}) while it computes"
+        f"per rank of {ranks} (train.shard=full): 1/{ranks} of the weights, gradients and optimizer state, and {whole}"
     )
-    return dataclasses.replace(est, terms=terms, peak=peak, notes=[*est.notes, note])
+    return dataclasses.replace(est, terms=terms, peak=peak, notes=[*notes, note])
 
 
 def _estimate(regs: Registries, cell: Cell, cpu_fallback: bool) -> MemoryEstimate:
@@ -466,10 +492,17 @@ def remedies(regs: Registries, cell: Cell, est: MemoryEstimate) -> list[str]:
         out.append("--set train.offload_state=true (a Fisher and an anchor in host memory: the same numbers)")
     shardable = all(regs.methods.get(p).shardable for p in cell.parts if p in regs.methods)
     if top & set(SHARDED) and shardable and cell.train.shard == "off":
-        ranks = ", ".join(f"{fmt_bytes(per_rank(est, n).peak)} at N={n}" for n in (2, 4, 8))
+        ranks = ", ".join(f"{fmt_bytes(per_rank(est, n, built=built(cell, est)).peak)} at N={n}" for n in (2, 4, 8))
         out.append(
             f"--nproc N --set train.shard=full (the weights, gradients and optimizer state split over N ranks: "
             f"a rank's peak {ranks}; docs/scale-out.md)"
+        )
+    if top & set(SHARDED) and shardable and cell.train.shard == "off" and cell.device_type != "cpu":
+        host = per_rank(est, 1, offload=True, built=built(cell, est))
+        out.append(
+            f"--set train.shard=offload (one device: the weights, gradients and optimizer state in host memory, "
+            f"where the optimizer steps: {fmt_bytes(host.peak)} on the device, {fmt_bytes(host.host)} of host "
+            "memory; docs/scale-out.md)"
         )
     if top & {"optimizer", "gradients", "method"}:
         out.append("a method that trains fewer weights (a LoRA method), or optimizer=sgd (no moment state)")
@@ -505,7 +538,9 @@ def memory_table(rows: list[tuple[Cell, MemoryEstimate | None]], limit: int | No
     body = []
     for cell, est in sorted(rows, key=lambda r: -(r[1].peak if r[1] else 0)):
         if est is None:
-            body.append([cell.key, "-", "not estimated (the meta device cannot run its code)", "", *[""] * len(TERMS)])
+            body.append(
+                [cell.key, "-", "not estimated (the meta device cannot run its code)", "", *[""] * (len(TERMS) + 1)]
+            )
             continue
         fits = "" if limit is None else ("fits" if est.peak <= limit else "DOES NOT FIT")
         compute = "-" if est.flops is None else fmt_flops(est.flops)
@@ -516,9 +551,11 @@ def memory_table(rows: list[tuple[Cell, MemoryEstimate | None]], limit: int | No
                 f"{fmt_bytes(est.peak)} {fits}".strip(),
                 compute,
                 *(fmt_bytes(est.terms[t]) for t in TERMS),
+                fmt_bytes(est.host) if est.host else "-",
             ]
         )
-    return tabulate(body, headers=["cell", "measured on", "peak", "compute", *TERMS], tablefmt="github")
+    headers = ["cell", "measured on", "peak", "compute", *TERMS, "host (offloaded)"]
+    return tabulate(body, headers=headers, tablefmt="github")
 
 
 def fmt_flops(n: int) -> str:

@@ -333,7 +333,7 @@ class Runner:
         scenario = "task-incremental" if train.scoring == "task" else stream.scenario
         state.tasks, state.scenario, state.stream = order, scenario, stream
         model, method = self._build(cell, stream, order, device)
-        sharded = train.shard == "full"
+        sharded = train.shard != "off"
         # low-precision weights shard as their float32 masters, which a checkpoint holds
         compute = compute_precision(model, train.fp32_masters) if sharded else None
         if compute is not None:
@@ -343,7 +343,7 @@ class Runner:
 
         model, method, start = self._resume(cell, state, model, method, device, compute is not None)
         if sharded:  # after the fresh build's fingerprints and the resume, which loads whole weights
-            shard_model(model, compute)
+            shard_model(model, compute, offload=train.shard == "offload", pin=device.type == "cuda")
         # a sharded forward is a collective: every rank evaluates every batch (the same predictions as one process)
         scoring = SINGLE if sharded else dist
         ctx = method.ctx

@@ -1,5 +1,7 @@
 """Sharded data parallelism (``train.shard=full`` with ``--nproc N``): the model's weights, gradients and optimizer
-state split over the ranks with PyTorch's FSDP2 (``torch.distributed.fsdp.fully_shard``).
+state split over the ranks with PyTorch's FSDP2 (``torch.distributed.fsdp.fully_shard``); with
+``train.shard=offload`` the shards, their gradients and the optimizer's state held in host memory, on one rank or N
+(ZeRO-Offload's arrangement, through FSDP2's ``CPUOffloadPolicy``).
 
 Why FSDP2 and not DeepSpeed ZeRO-3: it is part of torch (no second engine with its own launcher, config file and
 optimizer wrappers), it shards the module in place, so the harness's own step, optimizers, clipping, accumulation
@@ -46,18 +48,22 @@ def compute_precision(model: nn.Module, fp32_masters: bool = True) -> torch.dtyp
     return low.pop() if low and fp32_masters else None
 
 
-def shard_model(model: nn.Module, compute: torch.dtype | None = None) -> None:
+def shard_model(model: nn.Module, compute: torch.dtype | None = None, offload: bool = False, pin: bool = False) -> None:
     """Shard ``model`` over the default process group in place: every module with parameters of its own a unit,
     then the root (its own parameters, if any); ``compute``: the precision float32 weights are gathered in for the
-    forward and backward (:func:`compute_precision`; the weights float32 already)."""
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    forward and backward (:func:`compute_precision`; the weights float32 already). ``offload``
+    (``train.shard=offload``): the shards and their gradients live in host memory (pinned with ``pin``, for
+    asynchronous copies to a GPU), so the optimizer's state is created and stepped there too; a unit's shard is
+    copied to the device to be gathered for its forward and backward (FSDP2's ``CPUOffloadPolicy``)."""
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 
     policy = MixedPrecisionPolicy()  # (FSDP's default: compute in the weights' own precision)
     if compute is not None:
         policy = MixedPrecisionPolicy(param_dtype=compute, reduce_dtype=torch.float32)
+    host = CPUOffloadPolicy(pin_memory=pin) if offload else OffloadPolicy()  # (the base class: no offload)
     units = [m for m in model.modules() if m is not model and next(m.parameters(recurse=False), None) is not None]
     for module in (*units, model):
-        fully_shard(module, mp_policy=policy)
+        fully_shard(module, mp_policy=policy, offload_policy=host)
 
 
 def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:

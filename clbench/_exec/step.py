@@ -257,7 +257,7 @@ def data_parallel_step(
     """This rank's part of a step on the global ``batch``: micro-batches rank, rank+N, ... of ``batch`` cut into
     N × ``accum`` (each scaled by its share of the global batch, as :func:`accumulate` does), then the gradients
     and the losses summed over the ranks. Returns the global batch's loss, task loss and terms (every rank the
-    same), the gradients of ``params`` being the one-process mean gradient. ``sharded`` (``train.shard=full``):
+    same), the gradients of ``params`` being the one-process mean gradient. ``sharded`` (``train.shard``):
     FSDP reduce-scatters the gradients in the backward as the ranks' mean, so each rank's losses are scaled by N
     (clbench._exec.shard)."""
     pieces = micro_batches(batch, accum * dist.world_size)
@@ -519,7 +519,7 @@ class _PhaseRun:
         with_task = phase.task_loss  # False: the method's own objective alone (Phase.task_loss)
         every = ctx.train.log_every if on_step is not None else 0
         # a batch not already on the device (a split kept on the host) is copied there; on the CPU it is used as is
-        move, parallel, sharded = ctx.device.type != "cpu", dist.active, ctx.train.shard == "full"
+        move, parallel, sharded = ctx.device.type != "cpu", dist.active, ctx.train.shard != "off"
         after_backward, after_step = step_hooks(method.method)
         step, total, n, value = self.step, 0.0, 0, math.nan
         # the step losses read at once every `sync` steps (train.sync_every): every step on the CPU, where reading one

@@ -8,7 +8,7 @@ from clbench import hookimpl
 from clbench.specs import ModelSpec, ProfileSpec, StreamSpec
 
 from .model import build_sft
-from .presets import PAPER, PAPER_METHODS
+from .presets import PAPER, PAPER_METHODS, PAPER_ROWS
 from .streams import CapabilityConfig, build
 
 
@@ -32,4 +32,5 @@ def clbench_add_models() -> list[ModelSpec]:
 def clbench_add_profiles() -> list[ProfileSpec]:
     return [ProfileSpec("paper-expander", "the Expander-EWC paper: Llama-3-8B capability chains (Tables 2-4, 6; "
                         "instruct orders need stream.judge) and RoBERTa-base GLUE at 99 % sparsity (Table 5); GPU",
-                        methods=PAPER_METHODS, streams=("capability-chain", "glue-sparse"), requires_gpu=True)]
+                        methods=PAPER_METHODS, streams=("capability-chain", "glue-sparse"), requires_gpu=True,
+                        rows=PAPER_ROWS)]

@@ -29,5 +29,10 @@ PAPER = {
     "train.offload_state": True,
     # masks: 10 % density (§6) is each masked method's own paper-expander/capability-chain preset
 }
+# Full fine-tuning (SeqFT) keeps float32 masters and RMSProp's square average beside the bf16 weights: more than the
+# paper's one 80 GiB H100 holds. There the float32 shards, gradients and state wait in host memory and are stepped
+# there (train.shard=offload, as DeepSpeed ZeRO-Offload would). The masked methods (and LoTA's dense calibration)
+# read whole weights and have no sharded form (docs/scale-out.md).
+PAPER_ROWS = {"capability-chain": {"seqft": {"train.shard": "offload"}}}
 # Table 1-4 and 6 methods: FFT (= seqft), LoRA (= seqlora), LoTA, LoTTO, ours and its ablations.
 PAPER_METHODS = ("seqft", "seqlora", "lota", "lotto", "expander-ewc", "expander", "random-mask-ewc")

@@ -177,11 +177,22 @@ SMOL_PROFILE = ProfileSpec("smol", "the LoRA family and the prompt rows on cl-qu
                            streams=("cl-quick",))
 
 
+# How the full fine-tuning rows of LLaMA-7B run: its bf16 weights with float32 masters and AdamW's two moments need
+# 16 bytes a weight, more than an 80 GiB card holds. SeqFT and Replay read the weights only through the model, so
+# they run on one 80 GiB card with the weights' float32 shards, gradients and moments in host memory, stepped there
+# (train.shard=offload, FSDP2's CPU offload; the released code ran DeepSpeed ZeRO over several GPUs); with N GPUs,
+# `--nproc N --set train.shard=full` instead. EWC, LwF and PerTaskFT read or copy whole weights: no sharded form, so
+# they need one card above their plan (docs/scale-out.md, "Full fine-tuning of the paper profiles").
+_LLAMA_OFFLOAD = {"train.shard": "offload"}
+LLAMA_ROWS = {"standard": {"seqft": _LLAMA_OFFLOAD, "replay": _LLAMA_OFFLOAD}}
+
 PAPER_PROFILES = [
     ProfileSpec("paper-t5", "the N-LoRA paper's T5-large runs: standard orders 1-3 and long orders 4-6, "
                 "scripts' hyperparameters, generation + EM, 3 seeds (GPU)", seeds=(0, 1, 2),
                 methods=PAPER_METHODS, streams=("standard", "long"), requires_gpu=True),
     ProfileSpec("paper-llama", "the N-LoRA paper's LLaMA-7B runs: standard orders 1-3, scripts' hyperparameters, "
-                "bf16, generation + EM, 3 seeds (GPU)", seeds=(0, 1, 2), methods=PAPER_METHODS,
-                streams=("standard",), requires_gpu=True),
+                "bf16, generation + EM, 3 seeds (GPU); SeqFT and Replay on one 80 GiB card with their shards in "
+                "host memory (train.shard=offload); EWC, LwF and PerTaskFT in one process on a card above their plan "
+                "(an H200)", seeds=(0, 1, 2), methods=PAPER_METHODS, streams=("standard",),
+                requires_gpu=True, rows=LLAMA_ROWS),
 ]
