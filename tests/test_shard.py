@@ -148,12 +148,21 @@ def test_offloaded_shards_hold_the_optimizers_state_in_host_memory_and_step_it_t
         dist.destroy_process_group()
 
 
-def test_a_method_not_declared_shardable_is_refused_before_a_cell_starts(tmp_path):
+@pytest.mark.parametrize(("method", "stream"), [("ewc", "tiny-vector"), ("derpp", "tiny-vector"), ("olora", "tiny-text")])
+def test_a_method_not_declared_shardable_is_refused_before_a_cell_starts(tmp_path, method, stream):
+    """A regulariser (EWC's anchor and Fisher), a replay method that stores logits (DER++) and a LoRA method (O-LoRA's
+    merges and earlier adapters) read or copy whole weights: refused sharded and offloaded, naming the method."""
     regs = testing.registry()
-    with pytest.raises(ClbenchError, match="method 'ewc' is not declared to run with its model's weights sharded"):
-        testing.run(regs, tmp_path, "ewc", sets=SHARDED, nproc=2)
-    with pytest.raises(ClbenchError, match="--set train.shard=offload: method 'ewc' is not declared"):
-        testing.run(regs, tmp_path, "ewc", sets={"train.shard": ["offload"]}, nproc=1)
+    for sets, nproc in ((SHARDED, 2), ({"train.shard": ["offload"]}, 1)):
+        shard = sets["train.shard"][0]
+        with pytest.raises(ClbenchError, match=f"train.shard={shard}: method '{method}' is not declared to run with "
+                                               "its model's weights sharded"):
+            testing.run(regs, tmp_path, method, stream, sets=sets, nproc=nproc)
+    assert not any(tmp_path.rglob("result.json"))
+
+
+def test_a_sharded_cell_on_one_process_is_refused_unless_offloaded(tmp_path):
+    regs = testing.registry()
     with pytest.raises(ClbenchError, match=r"train.shard=full shards the model over ranks.*\(train.shard=offload\)"):
         testing.run(regs, tmp_path, "seqft", sets=SHARDED)
     assert not any(tmp_path.rglob("result.json"))
