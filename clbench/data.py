@@ -429,6 +429,78 @@ class Stream:
         return self.score_examples(task, preds, limit, split)
 
 
+# what a form must leave to the default: a stream that scores its own way is scored on its own labels
+_OWN_SCORING = ("score", "evaluate", "predictions", "evaluate_examples", "score_examples", "example_scores")
+
+
+class ClassIncrementalForm(Stream):
+    """A task-incremental stream's tasks as one class-incremental problem (:class:`clbench.specs.StreamFormSpec`):
+    every task's labels are the union of all tasks' labels, in the order of the base's tasks (each label as the base
+    names it, or ``task/label`` for every label when two tasks share a name); a task's data are the base's, each
+    label index moved to its place in the union; one shared head, no task identity at test time. The base's orders,
+    input shape and training augmentation are kept. A stream with one label set (domain-incremental), or one that
+    scores its own way (:meth:`Stream.score` and the other evaluation entry points), has no such form."""
+
+    def __init__(self, base: Stream, name: str) -> None:
+        if base.scenario != "task-incremental" or len({t.labels for t in base.tasks}) <= 1:
+            raise DataError(
+                f"stream {name!r}: a class-incremental form needs a task-incremental stream whose tasks have label "
+                f"sets of their own; {base.name!r} is {base.scenario} with "
+                f"{len({t.labels for t in base.tasks})} label set(s)"
+            )
+        own = [m for m in _OWN_SCORING if getattr(type(base), m) is not getattr(Stream, m)]
+        if own:
+            raise DataError(
+                f"stream {name!r}: {base.name!r} scores its tasks its own way ({', '.join(own)}), which a "
+                "class-incremental form cannot carry over"
+            )
+        names = [label for t in base.tasks for label in t.labels]
+        shared = len(set(names)) < len(names)
+        self._index: dict[str, Tensor] = {}  # a task's local label index → its index in the union
+        union: list[str] = []
+        for t in base.tasks:
+            self._index[t.name] = torch.arange(len(union), len(union) + len(t.labels))
+            union += [f"{t.name}/{label}" if shared else label for label in t.labels]
+        labels = tuple(union)
+        tasks = [
+            TaskInfo(t.name, labels, t.group, t.instruction, classes=labels[int(i[0]) : int(i[-1]) + 1])
+            for t, i in zip(base.tasks, self._index.values(), strict=True)
+        ]
+        provenance = f"{base.provenance}; its tasks as one class-incremental problem" if base.provenance else ""
+        super().__init__(
+            name=name,
+            tasks=tasks,
+            orders={k: list(v) for k, v in base.orders.items()},
+            modality=base.modality,
+            input_shape=base.input_shape,
+            multi_head=False,
+            provenance=provenance,
+            scenario="class-incremental",
+            augment=base.augment,
+        )
+        self.form_of = base
+        self.config = getattr(base, "config", None)  # (what a plugin's code may read of its stream)
+
+    def load(self, info: TaskInfo) -> TaskData:
+        data = self.form_of.data(info.name)
+        index = self._index[info.name]
+
+        def moved(split: Split | None) -> Split | None:
+            return None if split is None else Split(split.x, index[split.y.long()])
+
+        train, test = moved(data.train), moved(data.test)
+        assert train is not None and test is not None  # (a base's task has both)
+        return TaskData(info, train, test, moved(data.val))
+
+
+def stream_form(factory: Callable[[Any], Stream], name: str, form: str, config: Any) -> Stream:
+    """The stream ``factory`` builds from ``config``, in ``form`` (:data:`clbench.specs.FORMS`), named ``name``: what a
+    :class:`~clbench.specs.StreamFormSpec` registers as its stream's factory."""
+    if form != "class-incremental":
+        raise DataError(f"stream {name!r}: unknown form {form!r}")
+    return ClassIncrementalForm(factory(config), name)
+
+
 def _device_memory(device: torch.device) -> int:
     """The total memory of an accelerator (bytes); 0 where torch cannot say (then nothing is copied there)."""
     if device.type == "cuda":

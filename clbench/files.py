@@ -166,6 +166,9 @@ _seen: dict[str, set[str]] = {}  # owner (a stream's package) -> every data file
 def owner(stream: object) -> str:
     """The package a stream's class lives in (``clbench_plugins.digits``): streams of one package may share what
     their plugin caches in the process."""
+    base = getattr(stream, "form_of", None)  # a form of another stream (clbench.data.stream_form) reads its data
+    if base is not None:
+        return owner(base)
     module = type(stream).__module__
     return module.rpartition(".")[0] or module
 

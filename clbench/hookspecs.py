@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         OptionSpec,
         ProfileSpec,
         ShardingSpec,
+        StreamFormSpec,
         StreamSpec,
         TargetsSpec,
         TestSetSpec,
@@ -121,6 +122,17 @@ def clbench_add_test_sets() -> list[TestSetSpec]:  # type: ignore[empty-body]
 
     Called once at start-up. Returns a list of :class:`~clbench.specs.TestSetSpec`; each sets its stream's
     ``shared_test_set``. A stream whose own spec says so, or that two plugins declare, is an error naming both.
+    """
+
+
+@hookspec
+def clbench_add_stream_forms() -> list[StreamFormSpec]:  # type: ignore[empty-body]
+    """Return streams made from registered ones (of this plugin or of another) by a form the core knows: a
+    task-incremental stream's class-incremental form.
+
+    Called once at start-up. Returns a list of :class:`~clbench.specs.StreamFormSpec`; each registers a stream under
+    its ``name``. One whose base no plugin registers, whose name is taken, or whose form is unknown is an error naming
+    the plugin.
     """
 
 

@@ -199,6 +199,29 @@ class TestSetSpec:
         return self.stream
 
 
+FORMS = {
+    "class-incremental": "the tasks, each with its own labels, as one class-incremental problem: one head over the "
+    "union of their labels and no task identity at test time",
+}
+"""The forms a stream can be given (:class:`StreamFormSpec`), with what each makes of it."""
+
+
+@dataclass(frozen=True)
+class StreamFormSpec:
+    """Another stream made from a registered one by a transform the core knows (``form``, one of :data:`FORMS`),
+    registered as ``name`` (``clbench_add_stream_forms``). ``class-incremental``: a task-incremental stream's tasks,
+    each with its own label set, trained and scored as one class-incremental problem — one head over the union of
+    their labels (each task's labels kept, or named ``task/label`` where two tasks share a name), the base's data,
+    orders, settings and augmentation. The form's cells are identified by the base stream's code and data: the
+    transform is the core's (:class:`clbench.data.ClassIncrementalForm`). It takes the base's presets (the model and
+    settings each profile gives it) but is none of a profile's default streams: it runs when named (``--stream``)."""
+
+    name: str
+    base: str
+    form: str = "class-incremental"
+    description: str = ""
+
+
 @dataclass(frozen=True)
 class MetricSpec:
     """A number computed from a cell's result.

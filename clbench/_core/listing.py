@@ -67,7 +67,7 @@ class Listing:
             origin = origin_of(regs, plugin)
             offers = [
                 f"{k} {', '.join(n for n in regs.kind(k) if regs.kind(k).origins[n].plugin == origin.plugin)}"
-                for k in (*KINDS, "options", "targets", "memory", "sharding", "test_sets")
+                for k in (*KINDS, "options", "targets", "memory", "sharding", "test_sets", "stream_forms")
             ]
             offers = [o for o in offers if not o.endswith(" ")]
             hooks = sorted(

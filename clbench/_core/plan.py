@@ -106,7 +106,7 @@ def _check_request(regs: Registries, req: RunRequest, profile: ProfileSpec) -> N
 def _streams(regs: Registries, req: RunRequest, profile: ProfileSpec) -> list[StreamSpec]:
     """``--stream``, else the profile's streams (or, for a profile that extends another and names none, its
     base's), else every stream with a preset for it or a profile it extends (not those of your own data: tag
-    ``own-data``, they need --data-dir)."""
+    ``own-data``, they need --data-dir, nor a form of another stream, :class:`~clbench.specs.StreamFormSpec`)."""
     lineage = profile_lineage(regs, profile.name)
     named = [p.streams for p in (regs.profiles.get(n) for n in reversed(lineage) if n in regs.profiles) if p.streams]
     if req.streams:
@@ -115,7 +115,10 @@ def _streams(regs: Registries, req: RunRequest, profile: ProfileSpec) -> list[St
         names = list(named[0])
     else:
         names = [
-            s.name for s in regs.streams.values() if any(p in s.presets for p in lineage) and "own-data" not in s.tags
+            s.name
+            for s in regs.streams.values()
+            # (a form of another stream has its base's presets, and runs when named: --stream)
+            if any(p in s.presets for p in lineage) and "own-data" not in s.tags and s.name not in regs.stream_forms
         ]
     if not names:
         raise ConfigError(f"profile {profile.name!r} has no streams; pass --stream")

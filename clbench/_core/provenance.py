@@ -366,6 +366,8 @@ def _code_of(regs: Registries, entries: list[tuple[str, str]]) -> tuple[dict[str
     versions = {"clbench": _clbench_version()}
     for kind, name in entries:
         origin = regs.kind(kind).origins.get(name)
+        if kind == "streams" and name in regs.stream_forms:  # a form of another stream: its code makes the data
+            origin = regs.streams.origins.get(regs.stream_forms.get(name).base)
         if origin is None:
             continue
         if origin.plugin not in by_plugin:

@@ -27,6 +27,7 @@ from clbench.specs import (
     OptionSpec,
     ProfileSpec,
     ShardingSpec,
+    StreamFormSpec,
     StreamSpec,
     TargetsSpec,
     TestSetSpec,
@@ -132,6 +133,7 @@ _HOOKS: dict[str, tuple[str, type]] = {
     "memory": ("clbench_add_memory", MemorySpec),
     "sharding": ("clbench_add_sharding", ShardingSpec),
     "test_sets": ("clbench_add_test_sets", TestSetSpec),
+    "stream_forms": ("clbench_add_stream_forms", StreamFormSpec),
 }
 
 
@@ -151,6 +153,7 @@ class Registries:
     memory: Registry[MemorySpec]  # each also in its method's ``memory`` (:func:`collect`)
     sharding: Registry[ShardingSpec]  # each also in its method's ``shardable`` (:func:`collect`)
     test_sets: Registry[TestSetSpec]  # each also in its stream's ``shared_test_set`` (:func:`collect`)
+    stream_forms: Registry[StreamFormSpec]  # each also a stream of its own (:func:`collect`)
     disabled: tuple[str, ...] = ()  # -p no:NAME, so remote workers can rebuild the same registries
     failed: Mapping[str, str] = field(default_factory=dict)  # plugin -> distribution, of those that failed to import
 
@@ -341,6 +344,7 @@ def collect(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) -> Registrie
                     )
                 _check_spec(spec, origin)
                 regs[kind].add(spec, origin)
+    _derive(regs["streams"], regs["stream_forms"], regs["methods"])
     _give(regs["profiles"], regs["targets"], "profile", "targets")
     _give(regs["methods"], regs["memory"], "method", "memory")
     _give(regs["methods"], regs["sharding"], "method", "shardable")
@@ -372,6 +376,61 @@ def _give(owners: Registry[Any], given: Registry[Any], kind: str, field: str) ->
                 "give them in one place"
             )
         owners.items[spec.name] = dataclasses.replace(owner, **{field: getattr(spec, field)})
+
+
+_SCENARIO_KEYS = frozenset({"model.multi_head", "train.scoring"})  # what a form does not take of its base's presets
+
+
+def _derive(streams: Registry[StreamSpec], forms: Registry[StreamFormSpec], methods: Registry[MethodSpec]) -> None:
+    """Each form (:class:`StreamFormSpec`) becomes a stream: its base's spec under the form's name, built by the
+    base's factory then transformed (:func:`clbench.data.stream_form`), with the base's presets, and every method's
+    presets for the base under the form's name too, but for the head and scoring of the base's scenario (a profile's
+    default streams leave it out: clbench._core.plan._streams). A cell's code
+    digest names the base's plugin (:mod:`clbench._core.provenance`), whose code makes its data; the transform is the
+    core's. A form of an unknown stream or form, or under a taken name, is refused naming
+    the plugin that declares it."""
+    import dataclasses
+    import functools
+
+    from clbench.data import stream_form
+    from clbench.specs import FORMS
+
+    for spec in forms.values():
+        origin = forms.origins[spec.name]
+        if spec.form not in FORMS:
+            raise PluginError(f"{origin} declares stream {spec.name!r} in form {spec.form!r}; forms: {sorted(FORMS)}")
+        base = streams.items.get(spec.base)
+        if base is None:
+            message = (
+                f"{origin} declares stream {spec.name!r} as a form of stream {spec.base!r}, which no plugin registers"
+            )
+            if streams.disabled:
+                warnings.warn(f"{message} (or a disabled plugin does); it is not registered", stacklevel=2)
+                continue
+            hint = did_you_mean(spec.base, list(streams))
+            raise PluginError(message + (f" — did you mean {hint!r}?" if hint else ""))
+        if spec.name in streams:
+            raise PluginError(f"{origin} declares stream {spec.name!r}, which {streams.origins[spec.name]} registers")
+        description = spec.description or f"{spec.base} in {spec.form} form: {FORMS[spec.form]}"
+        derived = dataclasses.replace(
+            base,
+            name=spec.name,
+            factory=functools.partial(stream_form, base.factory, spec.name, spec.form),
+            description=description,
+            # (a task-incremental base's heads and scoring are not the form's scenario's)
+            presets={p: {k: v for k, v in s.items() if k not in _SCENARIO_KEYS} for p, s in base.presets.items()},
+        )
+        streams.add(derived, origin)
+        for name, method in list(methods.items.items()):  # "profile/base[/order]" keys as "profile/form[/order]"
+            given = {
+                key.replace(f"/{spec.base}", f"/{spec.name}", 1): {
+                    k: v for k, v in values.items() if k not in _SCENARIO_KEYS
+                }
+                for key, values in method.presets.items()
+                if key.split("/")[1:2] == [spec.base]
+            }
+            if given:
+                methods.items[name] = dataclasses.replace(method, presets={**method.presets, **given})
 
 
 def _check_memory(methods: Registry[MethodSpec]) -> None:
