@@ -164,3 +164,28 @@ def test_every_preset_is_the_committed_choice(regs, profile, tuning_seeds, strea
     assert T.preset_mismatches([T.choice(p, 1.0) for p in pairs]) == []
     for p in pairs:  # tuned apart from reporting: twins of the reported seeds on another order
         assert not set(p.seeds) & set(p.reported_seeds) and p.order not in p.reported_orders
+
+
+def test_fragility_runs_each_choices_neighbours_on_the_reported_cells(regs, tuned, tmp_path):
+    """Each neighbour of a choice (0.5× and 2× its lr and strengths) runs on the reported seeds and orders, scored on
+    the test split: its mean AA is the reported cells' AA rerun by hand with the neighbour's settings."""
+    out, pairs, _ = tuned
+    scores, left = T.fragility(regs, pairs, TEST_PROFILE, tmp_path / "fragility", options={"jobs": 1}, progress=False)
+    assert left == 0 and set(scores) == {"tiny-vector/seqft", "tiny-vector/ewc"}
+    assert set(scores["tiny-vector/seqft"]) == {"choice", "lr×0.5", "lr×2"}
+    assert set(scores["tiny-vector/ewc"]) == {"choice", "lr×0.5", "lr×2", "strength×0.5", "strength×2"}
+    ewc = next(p for p in pairs if p.label == "ewc")
+    point = ewc.variants(ewc.best())["strength×2"]
+    by_hand = testing.run(regs, tmp_path / "by-hand", "ewc", sets={k: [v] for k, v in point.items()},
+                          seeds=ewc.reported_seeds, orders=ewc.reported_orders)
+    assert all(r.config.get("train", {}).get("eval_split", "test") == "test" for r in by_hand)
+    expected = sum(float(r.metrics["AA"]) for r in by_hand) / len(by_hand)
+    assert scores["tiny-vector/ewc"]["strength×2"] == pytest.approx(expected, abs=1e-9)
+    results = list(iter_results(tmp_path / "fragility"))
+    assert {r.seed for r in results} == set(ewc.reported_seeds) and {r.order for r in results} == set(ewc.reported_orders)
+    again, left = T.fragility(regs, pairs, TEST_PROFILE, tmp_path / "fragility", progress=False, dry_run=True)
+    assert again == scores and left == 0
+    worst, move = T.fragility_of(scores["tiny-vector/ewc"])
+    moves = {k: v - scores["tiny-vector/ewc"]["choice"] for k, v in scores["tiny-vector/ewc"].items() if k != "choice"}
+    assert move == min(moves.values()) == moves[worst]
+    assert T.fragility_of({"choice": 50.0, "lr×2": None, "lr×0.5": 49.0}) == ("lr×2", -math.inf)

@@ -426,6 +426,95 @@ def tune(
             (cell.directory / FOOTPRINT_FILE).unlink(missing_ok=True)
 
 
+def fragility(
+    regs: Registries,
+    pairs: Sequence[Pair],
+    profile: str,
+    out: Path,
+    *,
+    sets: Mapping[str, list[Any]] | None = None,
+    data_dir: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    progress: bool = True,
+    dry_run: bool = False,
+) -> tuple[dict[str, dict[str, float | None]], int]:
+    """Each pair's neighbours — its choice at 0.5× and 2× its learning rate, and at 0.5× and 2× its strengths
+    (:meth:`Pair.variants`) — and the choice itself (``"choice"``) run on the reported seeds and orders and scored on
+    the test split, as the reported cells are, under ``out``: what the stability check measures on the tuning seeds,
+    measured where the table reports, the choice rerun beside them so that both come from one machine's kernels.
+    Returns per pair key the mean AA of each over those cells (None where one did not complete), and the cells still
+    to run (0 when every one is there; ``dry_run`` runs none)."""
+    from clbench._core.plan import RunRequest, make_plan
+    from clbench._core.results import iter_results
+    from clbench._exec.executors import execute
+    from clbench.cell import Plan
+
+    wanted: dict[str, dict[str, dict[str, float]]] = {}
+    cells: list[Cell] = []
+    for pair in pairs:
+        best = pair.best()
+        if best is None:
+            continue
+        wanted[pair.key] = {"choice": dict(best.point), **pair.variants(best)}
+        req = RunRequest(
+            profile=profile,
+            methods=pair.label,
+            streams=[pair.stream],
+            orders=pair.reported_orders,
+            seeds=pair.reported_seeds,
+            sets=dict(sets or {}),
+            points=list(wanted[pair.key].values()),
+            out=out,
+            data_dir=data_dir,
+        )
+        cells += make_plan(regs, req).cells
+    found = {r.key: r for r in iter_results(out)} if out.is_dir() else {}
+    left = [c for c in cells if c.key not in found]
+    if left and not dry_run:
+        execute(
+            Plan(cells=cells, profile=profile, out=out),
+            regs,
+            progress=progress,
+            options={"jobs": "auto", "on_change": "refuse", **(options or {})},
+        )
+        for cell in cells:  # a neighbour keeps its result.json; its footprints (megabytes a cell) are not read
+            (cell.directory / FOOTPRINT_FILE).unlink(missing_ok=True)
+        found = {r.key: r for r in iter_results(out)}
+        left = [c for c in cells if c.key not in found]
+    by_pair: dict[str, dict[str, list[CellResult]]] = {}
+    for cell in cells:
+        result = found.get(cell.key)
+        if result is None:
+            continue
+        key = f"{cell.stream}/{cell.method.split('@', 1)[0]}"
+        name = next(n for n, p in wanted[key].items() if _same(result.config.get("sweep", {}), p))
+        by_pair.setdefault(key, {}).setdefault(name, []).append(result)
+    by_key = {p.key: p for p in pairs}
+    scores: dict[str, dict[str, float | None]] = {}
+    for key, variants in wanted.items():
+        n = len(by_key[key].reported_seeds) * len(by_key[key].reported_orders)
+        scores[key] = {}
+        for name in variants:
+            done = by_pair.get(key, {}).get(name, [])
+            aa = [float(r.metrics["AA"]) for r in done if r.status == "complete" and r.metrics.get("AA") is not None]  # type: ignore[arg-type]
+            scores[key][name] = statistics.fmean(aa) if len(aa) == n else None
+    return scores, len(left)
+
+
+def fragility_of(scores: Mapping[str, float | None]) -> tuple[str, float] | None:
+    """A pair's fragility from its :func:`fragility` scores: the neighbour whose AA falls furthest below the choice's
+    and by how much (its AA minus the choice's; a neighbour that did not complete is the worst, at -inf); None when the
+    choice itself did not complete."""
+    centre = scores.get("choice")
+    if centre is None:
+        return None
+    moves = {k: (-math.inf if v is None else v - centre) for k, v in scores.items() if k != "choice"}
+    if not moves:
+        return None
+    worst = min(moves, key=lambda k: moves[k])
+    return worst, moves[worst]
+
+
 def preset_table(profile: str, choices: Sequence[Choice]) -> dict[str, dict[str, dict[str, float]]]:
     """``{method: {"PROFILE/STREAM": {key: value}}}``: each choice as its method's presets name the keys (``train.lr``
     as is, the method's own ``ewc.lambda`` as ``lambda``), for a plugin to lay over its presets."""

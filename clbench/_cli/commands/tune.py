@@ -46,6 +46,12 @@ def _power_of_two(ctx: click.Context, param: click.Parameter, value: int) -> int
 @margin_option
 @click.option("-j", "--jobs", type=Jobs(), default="auto", show_default=True, help="Cells at once (as clbench run).")
 @click.option("--write", type=click.Path(path_type=Path), help="Write the choices as a presets file (JSON) there.")
+@click.option(
+    "--fragility",
+    type=click.Path(path_type=Path),
+    help="Also run each choice's neighbours (0.5× and 2× its lr and strengths) on the reported seeds and orders, "
+    "scored on the test split, into this folder, and print each one's AA there (docs/tuning.md).",
+)
 @click.option("--check", is_flag=True, help="Run nothing; exit 1 when a preset is not what the results choose.")
 @click.option("--progress/--no-progress", default=True, help="Progress bars.")
 @click.pass_obj
@@ -64,6 +70,7 @@ def command(
     margins: dict[str, float],
     jobs: int | str,
     write: Path | None,
+    fragility: Path | None,
     check: bool,
     progress: bool,
 ) -> None:
@@ -121,12 +128,40 @@ def command(
         write.parent.mkdir(parents=True, exist_ok=True)
         write.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
         click.echo(f"wrote {write}", err=True)
+    fragile_left = 0
+    if fragility is not None:
+        if left:
+            raise ClbenchError(
+                f"--fragility {fragility}: {left} tuning cells are still to run; run `clbench tune` first"
+            )
+        from clbench._tools.tune import fragility as neighbours
+        from clbench._tools.tune import fragility_of
+
+        scores, fragile_left = neighbours(
+            regs,
+            pairs,
+            profile,
+            fragility,
+            sets=parse_sets(sets),
+            data_dir=data_dir,
+            options={"jobs": jobs},
+            progress=progress,
+            dry_run=check,
+        )
+        for key, moves in scores.items():
+            shown = ", ".join(f"{k} {'not complete' if v is None else f'{v:.2f}'}" for k, v in moves.items())
+            worst = fragility_of(moves)
+            click.echo(
+                f"{key}: AA on the reported cells: {shown}"
+                + ("" if worst is None else f"; worst neighbour {worst[0]}, {worst[1]:+.2f} against the choice")
+            )
     bad = preset_mismatches(choices)
     for line in bad:
         click.echo(f"preset: {line}", err=True)
     click.echo(
         f"clbench tune: {len(pairs)} method × stream pairs; {len(bad)} presets differ from the choice"
-        + (f"; {left} cells still to run" if left else ""),
+        + (f"; {left} cells still to run" if left else "")
+        + (f"; {fragile_left} neighbour cells still to run" if fragile_left else ""),
         err=True,
     )
-    sys.exit(1 if check and (bad or left) else 0)
+    sys.exit(1 if check and (bad or left or fragile_left) else 0)
