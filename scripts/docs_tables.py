@@ -17,8 +17,9 @@ Sections (all from ``results/quick/cl-quick/*/order-1/seed-0``, the LoRA-family 
 - ``quick-size`` (README.md): the committed quick default's cell count per stream.
 - ``reproducibility`` (README.md): how far the quick cells move with AVX2 kernels or another thread count
   (``results/reproducibility/*``, result.json only, compared with ``clbench._tools.verify.compare``).
-- ``tuning-choices``, ``tuning-cost`` (docs/tuning.md): the quick presets' tuning protocol as committed under
-  ``results/tuning/quick`` (``clbench tune``): what was searched, each choice, its stability, and what it cost;
+- ``tuning-choices``, ``tuning-cost``, ``tuning-fragility`` (docs/tuning.md): the quick presets' tuning protocol as
+  committed under ``results/tuning/quick`` (``clbench tune``): what was searched, each choice, its stability, and
+  what it cost; each choice's neighbours on the reported cells (``results/fragility/quick``, ``--fragility``);
   ``bench-tuning-choices``, ``bench-tuning-cost`` (docs/bench.md) the same for ``results/tuning/bench``, and
   ``bench-equal-compute-tuning-*`` for ``results/tuning/bench-equal-compute``.
 - ``bench-size`` (docs/bench.md), ``bench-summary`` (README.md, docs/bench.md): the committed bench tracks
@@ -980,8 +981,17 @@ def _tuning(profile: str) -> Path:
     return ROOT / "results" / "tuning" / profile
 
 
+_CHOICES: dict[str, list[Any]] = {}  # per profile: read once for the tables that show it
+
+
 def _choices(regs: Any, profile: str) -> list[Any]:
     """A profile's tuning, read back from results/tuning/PROFILE (`clbench tune`; nothing is trained)."""
+    if profile not in _CHOICES:
+        _CHOICES[profile] = _read_choices(regs, profile)
+    return _CHOICES[profile]
+
+
+def _read_choices(regs: Any, profile: str) -> list[Any]:
     from clbench._tools.tables import Judging
     from clbench._tools.tune import choice, lower_bounds, tune
 
@@ -1030,6 +1040,43 @@ def tuning_choices(results: Path, regs: Any, profile: str = "quick") -> str:
             f"| {p.stream} | {p.label} | {searched} | **{point}** | {len(p.trials)} | "
             f"{c.chosen.mean:.2f} ± {c.chosen.sd:.2f} | {', '.join(c.edges) or 'no'} | {' | '.join(moves)} | "
             f"{_g(c.margin)} | {', '.join(c.flagged) or 'no'} | {'; '.join(c.at_lower_bound) or 'no'} |"
+        )
+    return "\n".join(lines)
+
+
+def tuning_fragility(results: Path, regs: Any, profile: str = "quick") -> str:
+    """Per stream × method of ``profile``: the choice and its neighbours (0.5× and 2× its lr and strengths) rerun on
+    the reported seeds and orders, scored on the test split (results/fragility/PROFILE, `clbench tune --fragility`):
+    the choice's AA there, each neighbour's move from it, and the worst."""
+    from clbench._tools.tune import fragility, fragility_of
+
+    tree = ROOT / "results" / "fragility" / profile
+    choices = _choices(regs, profile)
+    scores, left = fragility(regs, [c.pair for c in choices], profile, tree, dry_run=True)
+    if left:
+        raise DocsTableError(
+            f"{_shown(tree)}: {left} cells still to run (`clbench tune --profile {profile} --fragility {_shown(tree)}`)"
+        )
+    lines = [
+        "| stream | method | AA at the choice (reported seeds and orders) | lr ×0.5 | lr ×2 | strength ×0.5 | "
+        "strength ×2 | worst neighbour | Δ | beyond Δ |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in sorted(choices, key=lambda c: (c.pair.stream, c.pair.label)):
+        s = scores[c.pair.key]
+        centre = s["choice"]
+        if centre is None:
+            raise DocsTableError(f"{c.pair.key}: the choice did not complete on every reported cell in {_shown(tree)}")
+        moves = [
+            "—" if k not in s else _pp(None if s[k] is None else s[k] - centre)  # type: ignore[operator]
+            for k in ("lr×0.5", "lr×2", "strength×0.5", "strength×2")
+        ]
+        worst = fragility_of(s)
+        assert worst is not None  # (the choice completed, and every pair has an lr neighbour)
+        lines.append(
+            f"| {c.pair.stream} | {c.pair.label} | {centre:.2f} | {' | '.join(moves)} | {worst[0]} "
+            f"({_pp(None if worst[1] == -math.inf else worst[1])}) | {_g(c.margin)} | "
+            f"{'yes' if worst[1] < -c.margin else 'no'} |"
         )
     return "\n".join(lines)
 
@@ -1246,6 +1293,7 @@ GENERATORS: dict[str, Callable[[Path, Any], str]] = {
     "gpu-table2": gpu_table2,
     "tuning-choices": tuning_choices,
     "tuning-cost": tuning_cost,
+    "tuning-fragility": tuning_fragility,
     "bench-tuning-choices": functools.partial(tuning_choices, profile="bench"),
     "bench-tuning-cost": functools.partial(tuning_cost, profile="bench"),
     "bench-equal-compute-tuning-choices": functools.partial(tuning_choices, profile="bench-equal-compute"),
