@@ -312,3 +312,18 @@ def test_the_memory_plan_of_an_offloaded_cell_puts_the_shards_on_the_host(tmp_pa
     assert rank.peak == max(whole.peak + moved, whole.terms["weights"])
     assert any("train.shard=offload" in n and "in host memory" in n for n in rank.notes)
     assert "host (offloaded)" in memory.memory_table([(offloaded, rank)], None)
+
+
+@pytest.mark.slow
+def test_clbench_verify_reruns_an_offloaded_cell_in_its_group_of_one(tmp_path):
+    """`clbench verify` reruns a train.shard=offload cell as it ran (a rank process of its own, the group FSDP2
+    needs) and gets its numbers back exactly."""
+    from clbench._tools.verify import rerun
+
+    regs = testing.registry()
+    sets = {"train.shard": ["offload"], "train.epochs": [1]}
+    [cell] = testing.run(regs, tmp_path / "run", "seqft", "split-digits", profile="quick", orders=["1"], sets=sets,
+                         nproc=1)
+    assert cell.status == "complete", cell.error
+    [again] = rerun(regs, [cell], tmp_path / "again")
+    assert again.accuracy_matrix == cell.accuracy_matrix

@@ -317,7 +317,7 @@ def rerun(regs: Registries, results: Sequence[CellResult], out: Path | None = No
     runner = Runner(regs, progress=False)
     with tempfile.TemporaryDirectory(prefix="clbench-verify-") as tmp, contextlib.ExitStack() as stack:
         target = Path(out) if out is not None else Path(tmp)
-        pools: dict[int, RankPool] = {}  # a data-parallel cell reruns on as many processes as it ran on
+        pools: dict[int, RankPool] = {}  # a data-parallel or sharded cell reruns on as many processes as it ran on
         fresh = []
         for result in results:
             cell = cell_from_result(regs, result, target)
@@ -326,9 +326,10 @@ def rerun(regs: Registries, results: Sequence[CellResult], out: Path | None = No
                     f"{result.path}: its recorded settings now hash to {cell.config_hash[:12]}, not "
                     f"{result.config_hash[:12]}: the code resolves them differently; rerun the profile"
                 )
-            if cell.nproc > 1 and cell.nproc not in pools:
+            ranked = cell.nproc > 1 or cell.train.shard != "off"  # (a sharded cell needs its group, even of one)
+            if ranked and cell.nproc not in pools:
                 pools[cell.nproc] = stack.enter_context(RankPool(runner, cell.nproc, regs.disabled))
-            fresh.append(pools[cell.nproc].run(cell) if cell.nproc > 1 else runner.run(cell))
+            fresh.append(pools[cell.nproc].run(cell) if ranked else runner.run(cell))
         return fresh
 
 
