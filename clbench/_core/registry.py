@@ -385,10 +385,9 @@ def _derive(streams: Registry[StreamSpec], forms: Registry[StreamFormSpec], meth
     """Each form (:class:`StreamFormSpec`) becomes a stream: its base's spec under the form's name, built by the
     base's factory then transformed (:func:`clbench.data.stream_form`), with the base's presets, and every method's
     presets for the base under the form's name too, but for the head and scoring of the base's scenario (a profile's
-    default streams leave it out: clbench._core.plan._streams). A cell's code
-    digest names the base's plugin (:mod:`clbench._core.provenance`), whose code makes its data; the transform is the
-    core's. A form of an unknown stream or form, or under a taken name, is refused naming
-    the plugin that declares it."""
+    default streams leave it out: clbench._core.plan._streams). A cell's code digest names the base's plugin
+    (:mod:`clbench._core.provenance`), whose code makes its data; the transform is the core's. A form of an unknown
+    stream or form, or under a taken name, is refused naming the plugin that declares it."""
     import dataclasses
     import functools
 
