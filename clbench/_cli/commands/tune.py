@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -153,7 +154,12 @@ def command(
             worst = fragility_of(moves)
             click.echo(
                 f"{key}: AA on the reported cells: {shown}"
-                + ("" if worst is None else f"; worst neighbour {worst[0]}, {worst[1]:+.2f} against the choice")
+                + (
+                    ""
+                    if worst is None
+                    else f"; worst neighbour {worst[0]}, "
+                    + ("not complete" if worst[1] == -math.inf else f"{worst[1]:+.2f} against the choice")
+                )
             )
     bad = preset_mismatches(choices)
     for line in bad:
