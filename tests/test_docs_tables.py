@@ -184,7 +184,7 @@ def test_committed_docs_have_the_markers():
     streams = (ROOT / "docs" / "text-streams-and-models.md").read_text(encoding="utf-8")
     assert dt.section_names(streams) == ["smol-cells"]
     tuning = (ROOT / "docs" / "tuning.md").read_text(encoding="utf-8")
-    assert dt.section_names(tuning) == ["tuning-choices", "tuning-cost"]
+    assert dt.section_names(tuning) == ["tuning-choices", "tuning-fragility", "tuning-cost"]
     scale = (ROOT / "docs" / "scale-out.md").read_text(encoding="utf-8")
     assert dt.section_names(scale) == ["gpu-lease", "gpu-step-cost", "gpu-table2", "method-state"]
     bench = (ROOT / "docs" / "bench.md").read_text(encoding="utf-8")
@@ -323,3 +323,28 @@ def test_the_equal_memory_table_is_the_result_files_means():
     assert cells[2] == f"{kept:,}: {mean_aa('bench'):.2f}" and kept == 1280
     for cell, m in zip(cells[3:], dt.MEMORY_TRACKS, strict=True):
         assert cell.startswith(f"{mean_aa(f'bench-memory/{m}'):.2f} (")
+
+
+@pytest.mark.slow
+def test_the_fragility_table_is_each_neighbours_mean_over_the_reported_cells_minus_the_choices():
+    """One row recomputed from the committed cells by hand: group split-digits' EWC cells by their sweep point, average
+    AA over the reported seeds and orders, subtract the choice's (the point the presets hold)."""
+    from clbench._core.results import iter_results
+    from clbench._exec.local import harness_registry
+
+    regs = harness_registry()
+    table = dt.tuning_fragility(ROOT / "results", regs)
+    by_point: dict[tuple, list[float]] = {}
+    for r in iter_results(ROOT / "results" / "fragility" / "quick" / "split-digits"):
+        if r.method.split("@", 1)[0] == "ewc":
+            by_point.setdefault(tuple(sorted(r.config["sweep"].items())), []).append(float(r.metrics["AA"]))
+    preset = regs.methods.get("ewc").presets["quick/split-digits"]
+    choice = tuple(sorted({"train.lr": preset["train.lr"], "ewc.lambda": preset["lambda"]}.items()))
+    centre = statistics.fmean(by_point.pop(choice))
+    assert len(by_point) == 4 and all(len(v) == 3 for v in by_point.values())  # four neighbours, three seeds
+    moves = sorted(statistics.fmean(v) - centre for v in by_point.values())
+    [row] = [line for line in table.splitlines() if line.startswith("| split-digits | ewc |")]
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert float(cells[2]) == pytest.approx(centre, abs=0.005)
+    assert sorted(float(c) for c in cells[3:7]) == pytest.approx(moves, abs=0.005)
+    assert cells[7].endswith(f"({moves[0]:+.2f})")
