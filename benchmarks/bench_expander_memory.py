@@ -11,6 +11,10 @@ optimizer state and masked copies are planned dense, an upper bound (said in the
 preset's density leave out (``memory.whole_selection_excess``, checked against real masks on the CPU in
 tests/test_memory.py). The evaluation is lm-eval's and ROUGE's own (not planned).
 
+The tables below plan one process. Since 2026-11-30 the profile runs SeqFT with ``train.shard=offload`` (its
+masters, gradients and state in host memory: benchmarks/plan_full_fine_tuning.py); ``--set train.shard=off`` plans it
+as below.
+
 Measured 2026-11-27 (torch 2.13.0+cpu; sizes, so the machine does not matter; planning on AMD EPYC, 2 vCPUs, 0.6 GB
 of host memory at most), with the profile's ``train.offload_state`` (EWC's and Expander-EWC's Fisher in host memory,
 Expander-EWC's on the device at the task's masks only; LoTA's starting weights on the host). Each step of a phase is
