@@ -11,6 +11,9 @@ examples each (one full evaluation batch). Attention is planned as a GPU's fused
 KV cache at full length (docs/scale-out.md, "Memory plan"); value-dependent selections would be taken whole (none
 here). tests/test_memory.py asserts the cells fit 80 GiB as the presets run them.
 
+The tables below plan one process. Since 2026-11-30 paper-llama runs SeqFT and Replay with ``train.shard=offload``
+(benchmarks/plan_full_fine_tuning.py has every full fine-tuning row's plan in one process, sharded and offloaded).
+
 Measured 2026-11-26 (torch 2.13.0+cpu; sizes, so the machine does not matter):
 
 | profile | method | batch | as the presets run it | peak | one batch, no accumulation |
