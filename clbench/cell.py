@@ -187,6 +187,12 @@ class Cell:
     def directory(self) -> Path:
         return Path(self.out).joinpath(*cell_folders(self.stream, self.method, self.order, self.seed))
 
+    def in_ranks(self, nproc: int) -> bool:
+        """Whether the cell runs in rank processes of its own (:class:`clbench._exec.ranks.RankPool`) on a run of
+        ``nproc`` processes a cell: data-parallel, or sharded (``train.shard``: FSDP2 needs a process group, even of
+        one)."""
+        return nproc > 1 or self.train.shard != "off"
+
     @property
     def device_type(self) -> str:
         """Where the cell runs, "cpu" or "cuda" (…): its placement, else ``train.device`` resolved."""

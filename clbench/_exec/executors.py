@@ -395,14 +395,12 @@ def _execute(
     # sharded cell on one device (train.shard=offload) on one, the process group its engine needs
     pool = (
         RankPool(runner, nproc, regs.not_loaded, tuple(options.get("rank_plugins", ())))
-        if (nproc > 1 or any(c.train.shard != "off" for c in todo)) and not dist.active
+        if any(c.in_ranks(nproc) for c in todo) and not dist.active
         else None
     )
     try:
         with pool or contextlib.nullcontext():
-            for result in engine.run(
-                todo, lambda c: pool.run(c) if pool and (nproc > 1 or c.train.shard != "off") else runner.run(c)
-            ):
+            for result in engine.run(todo, lambda c: pool.run(c) if pool and c.in_ranks(nproc) else runner.run(c)):
                 results[result.key] = result
                 bar.update(1)
                 bar.set_postfix_str(f"{result.method} {result.stream} o{result.order} s{result.seed}: {result.status}")

@@ -50,7 +50,7 @@ class LocalExecutor:
     def workers(self, cells: list[Cell]) -> int:
         """How many worker processes to start (1: run in this process)."""
         # a data-parallel or sharded cell takes rank processes (and cores, or GPUs) of its own
-        if self.nproc > 1 or any(c.train.shard != "off" for c in cells):
+        if self.nproc > 1 or any(c.in_ranks(self.nproc) for c in cells):
             if self.jobs != "auto" and int(self.jobs) > 1:
                 ranks = f"--nproc {self.nproc}" if self.nproc > 1 else "a sharded cell (train.shard)"
                 raise ClbenchError(

@@ -281,9 +281,8 @@ def run_one(cell: Any, disabled: Sequence[str], fail_fast: bool, nproc: int = 1)
     processes of this one (one per GPU the task was given, through ``CUDA_VISIBLE_DEVICES``, or CPU processes with
     gloo)."""
     runner = bootstrap(disabled, fail_fast)
-    if (nproc == 1 and cell.train.shard == "off") or runner.existing(
-        cell
-    ) is not None:  # (complete on another worker since the driver looked)
+    # (a cell complete on another worker since the driver looked runs no rank)
+    if not cell.in_ranks(nproc) or runner.existing(cell) is not None:
         return runner.run(cell)
     with RankPool(runner, nproc, disabled) as pool:
         return pool.run(cell)

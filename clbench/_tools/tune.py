@@ -449,13 +449,12 @@ def fragility(
     from clbench._exec.executors import execute
     from clbench.cell import Plan
 
-    wanted: dict[str, dict[str, dict[str, float]]] = {}
-    cells: list[Cell] = []
+    planned: list[tuple[Pair, dict[str, dict[str, float]], list[Cell]]] = []  # a pair, its points by name, its cells
     for pair in pairs:
         best = pair.best()
         if best is None:
             continue
-        wanted[pair.key] = {"choice": dict(best.point), **pair.variants(best)}
+        points = {"choice": dict(best.point), **pair.variants(best)}
         req = RunRequest(
             profile=profile,
             methods=pair.label,
@@ -463,11 +462,12 @@ def fragility(
             orders=pair.reported_orders,
             seeds=pair.reported_seeds,
             sets=dict(sets or {}),
-            points=list(wanted[pair.key].values()),
+            points=list(points.values()),
             out=out,
             data_dir=data_dir,
         )
-        cells += make_plan(regs, req).cells
+        planned.append((pair, points, make_plan(regs, req).cells))
+    cells = [c for _, _, mine in planned for c in mine]
     found = {r.key: r for r in iter_results(out)} if out.is_dir() else {}
     left = [c for c in cells if c.key not in found]
     if left and not dry_run:
@@ -481,23 +481,20 @@ def fragility(
             (cell.directory / FOOTPRINT_FILE).unlink(missing_ok=True)
         found = {r.key: r for r in iter_results(out)}
         left = [c for c in cells if c.key not in found]
-    by_pair: dict[str, dict[str, list[CellResult]]] = {}
-    for cell in cells:
-        result = found.get(cell.key)
-        if result is None:
-            continue
-        key = f"{cell.stream}/{cell.method.split('@', 1)[0]}"
-        name = next(n for n, p in wanted[key].items() if _same(result.config.get("sweep", {}), p))
-        by_pair.setdefault(key, {}).setdefault(name, []).append(result)
-    by_key = {p.key: p for p in pairs}
     scores: dict[str, dict[str, float | None]] = {}
-    for key, variants in wanted.items():
-        n = len(by_key[key].reported_seeds) * len(by_key[key].reported_orders)
-        scores[key] = {}
-        for name in variants:
-            done = by_pair.get(key, {}).get(name, [])
-            aa = [float(r.metrics["AA"]) for r in done if r.status == "complete" and r.metrics.get("AA") is not None]  # type: ignore[arg-type]
-            scores[key][name] = statistics.fmean(aa) if len(aa) == n else None
+    for pair, points, mine in planned:
+        n = len(pair.reported_seeds) * len(pair.reported_orders)
+        done = [found[c.key] for c in mine if c.key in found]
+        scores[pair.key] = {}
+        for name, point in points.items():
+            aa = [
+                float(r.metrics["AA"])  # type: ignore[arg-type]
+                for r in done
+                if _same(r.config.get("sweep", {}), point)
+                and r.status == "complete"
+                and r.metrics.get("AA") is not None
+            ]
+            scores[pair.key][name] = statistics.fmean(aa) if len(aa) == n else None
     return scores, len(left)
 
 

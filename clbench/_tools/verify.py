@@ -326,7 +326,7 @@ def rerun(regs: Registries, results: Sequence[CellResult], out: Path | None = No
                     f"{result.path}: its recorded settings now hash to {cell.config_hash[:12]}, not "
                     f"{result.config_hash[:12]}: the code resolves them differently; rerun the profile"
                 )
-            ranked = cell.nproc > 1 or cell.train.shard != "off"  # (a sharded cell needs its group, even of one)
+            ranked = cell.in_ranks(cell.nproc)
             if ranked and cell.nproc not in pools:
                 pools[cell.nproc] = stack.enter_context(RankPool(runner, cell.nproc, regs.disabled))
             fresh.append(pools[cell.nproc].run(cell) if ranked else runner.run(cell))
