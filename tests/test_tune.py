@@ -3,6 +3,7 @@ order, chooses the same point twice, and the committed quick presets are what th
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -91,17 +92,63 @@ def test_tuning_runs_only_tuning_seeds_on_a_held_out_order(tuned):
         assert (pair.seeds, pair.reported_seeds, pair.order) == ([1000], [0], "2")
 
 
-def test_every_method_gets_the_same_configurations_per_round(tuned):
+def test_every_method_gets_the_same_configurations_per_setting_searched(tuned):
+    """The per-setting rule: 4 configurations a round for SeqFT's lr, 8 for EWC's lr and λ (4 × 2 settings)."""
     out, pairs, _ = tuned
     by = {p.label: p for p in pairs}
     assert set(by) == {"seqft", "ewc"}
+    assert [len(by[m].space.keys) for m in ("seqft", "ewc")] == [1, 2]
     for pair in pairs:
-        assert len(pair.trials) == 4 * len(pair.rounds)
+        assert len(pair.trials) == 4 * len(pair.space.keys) * len(pair.rounds)
         names = {r.method for r in iter_results(out) if r.method.split("@")[0] == pair.label}
         assert len(names) == len({tuple(t.point.items()) for t in pair.trials} | {
             tuple(t.point.items()) for t in pair.stability.values()})
     assert set(by["seqft"].stability) == {"lr×0.5", "lr×2"}
     assert set(by["ewc"].stability) == {"lr×0.5", "lr×2", "strength×0.5", "strength×2"}
+
+
+def test_the_rule_scales_the_configurations_by_the_settings_searched():
+    one, two, three = (T.Space(("train.lr", "x.a", "x.b")[:n], ((1e-3, 1e-1),) * n) for n in (1, 2, 3))
+    assert [T.trials_for(s, 8, "per-setting") for s in (one, two, three)] == [8, 16, 32]  # 24 rounded up to 32
+    assert [T.trials_for(s, 8, "flat") for s in (one, two, three)] == [8, 8, 8]
+    with pytest.raises(ConfigError, match="one of per-setting, flat"):
+        T.trials_for(one, 8, "dense")
+    # a flat round is the first points of the per-setting round: widening a tree in place reruns none of its cells
+    assert T.draw(two, two.ranges, 16, "s/m/0")[:8] == T.draw(two, two.ranges, 8, "s/m/0")
+
+
+def test_a_tuning_tree_records_its_search_and_refuses_another(tuned, tmp_path):
+    out, _, _ = tuned
+    assert json.loads((out / T.SEARCH_FILE).read_text()) == {"trials": 4, "rule": "per-setting"}
+    assert T.search_of(out, None, None) == (4, "per-setting")
+    with pytest.raises(ConfigError, match="searched with --trials 4 --search per-setting; asked --trials 8"):
+        T.search_of(out, 8, None)
+    with pytest.raises(ConfigError, match="asked --trials 4 --search flat"):
+        T.search_of(out, None, "flat")
+    (tmp_path / T.SEARCH_FILE).write_text('{"trials": 8, "rule": "flat"}')
+    assert T.search_of(tmp_path, None, "per-setting") == (8, "per-setting")  # widened in place
+    assert T.search_of(tmp_path / "new", None, None) == (8, "per-setting")  # a new tree: the default
+    (tmp_path / T.SEARCH_FILE).write_text('{"trials": 8}')
+    with pytest.raises(ConfigError, match="not a search record"):
+        T.search_of(tmp_path, None, None)
+
+
+def test_a_flat_tree_widened_to_per_setting_runs_only_the_new_points(regs, tmp_path):
+    """A flat search's cells are reused by the per-setting search of the same tree: SeqFT (one setting) runs no new
+    cell, EWC's first round keeps its 4 flat points as the first 4 of its 8."""
+    kw = dict(streams=["tiny-vector"], methods="seqft,ewc", trials=4, extensions=0, offset=1000,
+              options={"jobs": 1}, progress=False)
+    flat, _ = T.tune(regs, TEST_PROFILE, tmp_path, rule="flat", **kw)
+    before = {r.key for r in iter_results(tmp_path)}
+    wide, left = T.tune(regs, TEST_PROFILE, tmp_path, rule="per-setting", **kw)
+    assert left == 0
+    new = {r.key: r for r in iter_results(tmp_path) if r.key not in before}
+    by_flat, by_wide = {p.label: p for p in flat}, {p.label: p for p in wide}
+    assert [t.point for t in by_wide["seqft"].trials] == [t.point for t in by_flat["seqft"].trials]
+    assert [t.point for t in by_wide["ewc"].trials[:4]] == [t.point for t in by_flat["ewc"].trials]
+    assert len(by_wide["ewc"].trials) == 8
+    assert all(r.method.split("@")[0] == "ewc" for r in new.values())
+    assert json.loads((tmp_path / T.SEARCH_FILE).read_text()) == {"trials": 4, "rule": "per-setting"}
 
 
 def test_the_choice_is_the_best_complete_point_and_repeats(regs, tuned, tmp_path):
@@ -189,3 +236,52 @@ def test_fragility_runs_each_choices_neighbours_on_the_reported_cells(regs, tune
     moves = {k: v - scores["tiny-vector/ewc"]["choice"] for k, v in scores["tiny-vector/ewc"].items() if k != "choice"}
     assert move == min(moves.values()) == moves[worst]
     assert T.fragility_of({"choice": 50.0, "lr×2": None, "lr×0.5": 49.0}) == ("lr×2", -math.inf)
+
+
+def test_neighbour_names_by_the_keys_that_moved_and_their_factor():
+    choice = {"train.lr": 0.00908, "ewc.lambda": 4330.0}
+    assert T.neighbour_of(dict(choice), choice) == "choice"
+    assert T.neighbour_of({"train.lr": 0.00454, "ewc.lambda": 4330.0}, choice) == "lr×0.5"
+    assert T.neighbour_of({"train.lr": 0.0182, "ewc.lambda": 4330.0}, choice) == "lr×2"  # 0.01816 rounded
+    assert T.neighbour_of({"train.lr": 0.00908, "ewc.lambda": 8660.0}, choice) == "strength×2"
+    assert T.neighbour_of({"train.lr": 0.0182, "ewc.lambda": 8660.0}, choice) is None  # both moved: no neighbour
+    assert T.neighbour_of({"train.lr": 0.027, "ewc.lambda": 4330.0}, choice) is None  # ×3
+    assert T.neighbour_of({"expander.lr": 2e-3}, {"expander.lr": 1e-3}) == "lr×2"  # a method's own lr
+    assert T.neighbour_of({"train.lr": 1e-3}, {"train.lr": 1e-3, "ewc.lambda": 1.0}) is None
+
+
+@pytest.mark.slow
+def test_the_leaderboards_fragility_column_is_the_committed_trees_read_by_hand(regs, tmp_path):
+    """`clbench leaderboard results/quick --fragility results/fragility/quick`: GEM's row on split-digits-cil shows
+    its worst neighbour's mean AA minus its choice's over the reported cells, both computed here from the cell
+    folders' result.json files (the neighbour whose lr is twice the reported cells' lr)."""
+    import json as _json
+
+    from click.testing import CliRunner
+
+    from clbench._cli.main import build_cli
+
+    reported = sorted((ROOT / "results/quick/split-digits-cil/gem").glob("order-*/seed-*/result.json"))
+    config = _json.loads(reported[0].read_text())["config"]
+    lr, margin = config["train"]["lr"], config["methods"]["gem"]["margin"]
+    cells = {(p.parent.parent.name, p.parent.name) for p in reported}
+
+    def mean_aa(point: dict[str, float]) -> float:
+        folders = [d for d in (ROOT / "results/fragility/quick/split-digits-cil").glob("gem@*")
+                   if _json.loads(next(d.glob("*/*/result.json")).read_text())["config"]["sweep"] == point]
+        assert len(folders) == 1
+        files = sorted(folders[0].glob("order-*/seed-*/result.json"))
+        assert {(p.parent.parent.name, p.parent.name) for p in files} == cells
+        return sum(_json.loads(p.read_text())["metrics"]["AA"] for p in files) / len(files)
+
+    choice = mean_aa({"gem.margin": margin, "train.lr": lr})
+    lr2 = mean_aa({"gem.margin": margin, "train.lr": float(f"{2 * lr:.3g}")})
+    result = CliRunner().invoke(build_cli(regs), ["leaderboard", str(ROOT / "results/quick"), "--fragility",
+                                       str(ROOT / "results/fragility/quick"), "--out", str(tmp_path), "--no-plots",
+                                       "--stream", "split-digits-cil"], obj=regs)
+    assert result.exit_code == 0, result.output
+    board = (tmp_path / "quick.md").read_text()
+    row = next(line for line in board.splitlines() if line.startswith("|") and "| gem " in line)
+    assert f"{lr2 - choice:+.2f} (lr×2) ⚑" in row  # below the choice by more than Δ = 2 pp here
+    assert lr2 - choice < -2
+    assert "`fragility`: the worst of the row's neighbours" in board

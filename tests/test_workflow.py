@@ -60,7 +60,7 @@ def test_workflow_steps_call_the_script():
     text = "\n".join(runs)
     assert "--index-url https://download.pytorch.org/whl/cpu" in text
     # (a) committed files agree with each other
-    assert "clbench leaderboard results/quick --out leaderboards --check --no-plots" in runs
+    assert "clbench leaderboard results/quick --fragility results/fragility/quick --out leaderboards --check --no-plots" in runs
     assert "clbench metrics results/quick --check" in runs
     assert "python scripts/docs_tables.py --check" in runs
     # (b) the run, (c) its leaderboards

@@ -30,6 +30,7 @@ from tabulate import tabulate
 
 from clbench._core.results import iter_results
 from clbench._tools.summary import (
+    FRAGILITY_LEGEND,
     RANK_BY,
     SECOND,
     SUMMARY_LEGEND,
@@ -82,11 +83,13 @@ def summary_frame(
     results: Iterable[CellResult],
     specs: Mapping[str, MethodSpec] | None = None,
     judging: Judging | None = None,
+    fragility: Mapping[tuple[str, str], tuple[str, float] | None] | None = None,
 ) -> pd.DataFrame:
     """The summary tables as numbers, one row per (profile, stream, scenario, method): rank interval, the label
     the tables print (with its tags), oracle, AA (mean, 95 % interval, sample std), the verdict, d and its p (raw
-    and Holm), whether the leaderboard bolds it, every other metric's mean and sample std over the row's cells, and
-    the cost. What ``clbench leaderboard --format csv,json,latex`` writes; the same for a pandas user."""
+    and Holm), whether the leaderboard bolds it, every other metric's mean and sample std over the row's cells, the
+    cost, and with ``fragility`` the worst neighbour and its move (-inf: it did not complete). What ``clbench
+    leaderboard --format csv,json,latex`` writes; the same for a pandas user."""
     rows = []
     for profile, group in by_profile(results).items():
         for (stream, scenario), section in section_results(group).items():
@@ -119,6 +122,10 @@ def summary_frame(
                     "reference": summary.table.reference if summary.table.declared else None,
                     "bold": row.method in bold,
                 }
+                if fragility is not None:
+                    worst = fragility.get((stream, row.method))
+                    out["fragility neighbour"] = None if worst is None else worst[0]
+                    out["fragility move"] = None if worst is None else worst[1]
                 for name in metrics:
                     values = [] if row.diverged else _metric_values(section, row.method, name)
                     mean, std = _stats(values) if values else (None, None)
@@ -286,6 +293,7 @@ def render(
     other_code: int = 0,
     profile: ProfileSpec | None = None,
     lineage: Sequence[str] = (),
+    fragility: Mapping[tuple[str, str], tuple[str, float] | None] | None = None,
 ) -> str:
     """The markdown leaderboard of one profile's results: per stream and scenario, the ranked summary, then one
     table per objective (rows as in the summary; objectives that are n/a for most rows last), then the
@@ -295,7 +303,9 @@ def render(
     (:func:`clbench._tools.verify.stale`): the page then says it is a record of that code; ``profile``: the
     results' profile, whose rows (``ProfileSpec.rows``) are a method's settings, and whose published numbers
     (``ProfileSpec.targets``, :mod:`clbench._tools.parity`) are shown beside clbench's after the summary;
-    ``lineage``: that profile's and those it extends (their presets count as its own)."""
+    ``lineage``: that profile's and those it extends (their presets count as its own); ``fragility``: per (stream,
+    method) the worst neighbour of its tuned choice and its move (``clbench leaderboard --fragility``), a column of
+    the summaries."""
     rows = profile.rows if profile is not None else {}
     judging = judging or Judging()
     results = list(results)
@@ -328,7 +338,8 @@ def render(
         if any(RANK_BY in r.metrics for r in section)
     }
     if summaries:
-        parts.append("## Summary\n\n" + SUMMARY_LEGEND + "\n")
+        legend = SUMMARY_LEGEND + (f" {FRAGILITY_LEGEND}" if fragility is not None else "")
+        parts.append(f"## Summary\n\n{legend}\n")
         for (stream, scenario), summary in summaries.items():
             labels = method_labels(
                 [r.method for r in summary.rows],
@@ -339,7 +350,7 @@ def render(
             )
             parts.append(
                 f"### {section_title(stream, scenario)}\n\n{summary_caption(summary)}\n\n"
-                f"{summary_table(summary, labels)}"
+                f"{summary_table(summary, labels, fragility=_of_stream(fragility, stream))}"
             )
     if profile is not None and profile.targets:
         from clbench._tools.parity import section
@@ -388,6 +399,12 @@ def render(
         if errors:
             parts.append(_fence(errors))
     return "\n".join(parts)
+
+
+def _of_stream(
+    fragility: Mapping[tuple[str, str], tuple[str, float] | None] | None, stream: str
+) -> dict[str, tuple[str, float] | None] | None:
+    return None if fragility is None else {m: w for (s, m), w in fragility.items() if s == stream}
 
 
 # the protocol conventions a reader must know to compare a table with a published one: (scope, setting, default)

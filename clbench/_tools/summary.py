@@ -265,13 +265,39 @@ def _rank(row: SummaryRow) -> str:
     return "ref." if row.oracle else row.judged.rank_text
 
 
+FRAGILITY_LEGEND = (
+    "`fragility`: the worst of the row's neighbours — its tuned choice at 0.5× and 2× its learning rate and at 0.5× "
+    "and 2× its strengths (docs/tuning.md) — rerun on the row's own orders and seeds beside the choice: the "
+    "neighbour's mean AA minus the rerun choice's there, and which neighbour (⚑: below by more than the table's Δ, "
+    "so a factor of two in one setting moves the row by more than the verdict rule's margin; `not complete`: that "
+    "neighbour diverged or failed; —: no neighbours were run for the row)."
+)
+
+
+def fragility_text(worst: tuple[str, float] | None, margin: float) -> str:
+    """A row's ``fragility`` cell from :func:`clbench._tools.tune.fragility_of`."""
+    if worst is None:
+        return "—"
+    name, move = worst
+    if move == float("-inf"):
+        return f"not complete ({name}) ⚑"
+    return f"{move:+.2f} ({name})" + (" ⚑" if move < -margin else "")
+
+
 def summary_table(
-    summary: Summary, labels: Mapping[str, str] | None = None, tablefmt: str = "github", cost: bool = True
+    summary: Summary,
+    labels: Mapping[str, str] | None = None,
+    tablefmt: str = "github",
+    cost: bool = True,
+    fragility: Mapping[str, tuple[str, float] | None] | None = None,
 ) -> str:
     """One section's answer to "which method is best, and by how much": the ranked rows, then the oracle rows
-    (their own table in markdown, a block below in plain text), then rows that cannot be judged."""
+    (their own table in markdown, a block below in plain text), then rows that cannot be judged. ``fragility``:
+    per method its worst neighbour and move (:data:`FRAGILITY_LEGEND`), a column after the verdict's."""
     labels = labels or {}
     head = ["rank", "method", f"{RANK_BY} ↑ (95 % CI)", f"{SECOND} ↓", "cells", "verdict", "d (p)"]
+    if fragility is not None:
+        head.append("fragility")
     if cost:
         head += ["steps/task", "s/cell", "state", "trained"]
         kept = [r.cost.memory for r in summary.rows if r.cost.memory is not None]
@@ -294,6 +320,8 @@ def summary_table(
             "" if row.oracle else verdict,
             _diff_text(row),
         ]
+        if fragility is not None:
+            out.append(fragility_text(fragility.get(row.method), summary.table.rule.margin))
         if cost:
             c = row.cost
             out += [

@@ -2,10 +2,13 @@
 
 For every stream × method label that ``clbench run --profile P`` plans (docs/tuning.md says why each step):
 
-1. **Search.** The same number of configurations for every method (``trials``, a power of two): a scrambled Sobol
-   sequence (``scipy.stats.qmc``, seeded per stream × method) over the log ranges of its learning rate — its own
-   ``lr`` where :attr:`MethodSpec.tune` names one, else ``train.lr`` over :data:`LR_RANGES` of its optimizer —
-   and of its strengths (the other keys of :attr:`MethodSpec.tune`). Values are rounded to 3 significant digits.
+1. **Search.** A scrambled Sobol sequence (``scipy.stats.qmc``, seeded per stream × method) over the log ranges of
+   its learning rate — its own ``lr`` where :attr:`MethodSpec.tune` names one, else ``train.lr`` over
+   :data:`LR_RANGES` of its optimizer — and of its strengths (the other keys of :attr:`MethodSpec.tune`), of
+   :func:`trials_for` configurations: under the ``per-setting`` rule ``trials`` for each setting searched, rounded up
+   to a power of two (8, 16, 32 for one, two, three settings at ``trials=8``), so that a method with more settings
+   is searched as densely per setting; under the ``flat`` rule ``trials`` whatever the number. The rule a tuning
+   tree was searched by is recorded in it (:data:`SEARCH_FILE`). Values are rounded to 3 significant digits.
 2. **Apart from reporting.** Each configuration runs on the **tuning seeds** (each reporting seed + ``offset``:
    its twin, never a reported seed) and a **held-out order** (the stream's first order that is not reported; the
    reported one where the stream has no other), scored by AA on the stream's validation split
@@ -24,6 +27,7 @@ resumes and a finished tree reproduces its report without training.
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 import zlib
@@ -44,6 +48,8 @@ LR_RANGES: dict[str, tuple[float, float]] = {
     "adamw": (3e-4, 3e-2),
     "rmsprop": (1e-4, 1e-2),
 }
+RULES = ("per-setting", "flat")
+SEARCH_FILE = "search.json"  # in a tuning tree: {"trials": N, "rule": R}, the search its cells were drawn by
 EDGE = 1 / 8  # a coordinate within this share of either end of its log range is on the edge
 STABILITY = (("lr", 0.5), ("lr", 2.0), ("strength", 0.5), ("strength", 2.0))
 
@@ -112,6 +118,43 @@ def draw(space: Space, ranges: Sequence[tuple[float, float]], trials: int, salt:
         }
         for row in sample
     ]
+
+
+def trials_for(space: Space, trials: int, rule: str) -> int:
+    """Configurations a round for ``space`` under ``rule`` (module docstring, step 1). A Sobol sequence's first 2^m
+    points are those of every longer one from the same seed, so a tree searched at ``flat`` holds the first half (or
+    quarter) of each ``per-setting`` round of two (or three) settings."""
+    if rule not in RULES:
+        raise ConfigError(f"search rule {rule!r}: one of {', '.join(RULES)}")
+    if rule == "flat":
+        return trials
+    return 1 << (trials * len(space.keys) - 1).bit_length()
+
+
+def search_of(root: Path, trials: int | None, rule: str | None) -> tuple[int, str]:
+    """The search of the tuning tree ``root``: what it records, or for a tree that records none the one asked for
+    (8 configurations a setting, ``per-setting``, by default). Asking for another than a tree records is refused,
+    as the tree's choices would mix two searches, but for widening a ``flat`` tree to ``per-setting`` at the same
+    ``trials``: its cells are the first points of the wider rounds, and only the rest run."""
+    path = root / SEARCH_FILE
+    if not path.is_file():
+        return trials or 8, rule or "per-setting"
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+        have = int(rec["trials"]), str(rec["rule"])
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ConfigError(f'{path}: not a search record ({err}); it holds {{"trials": N, "rule": R}}') from err
+    if have[1] not in RULES:
+        raise ConfigError(f"{path}: rule {have[1]!r} is not one of {', '.join(RULES)}")
+    asked = (trials or have[0], rule or have[1])
+    if asked == (have[0], "per-setting") and have[1] == "flat":
+        return asked  # widened in place: a flat round is the first points of the per-setting round (trials_for)
+    if asked != have:
+        raise ConfigError(
+            f"{root} was searched with --trials {have[0]} --search {have[1]}; asked --trials {asked[0]} --search "
+            f"{asked[1]}: tune into another --out (a flat tree widens to per-setting in place at its own --trials)"
+        )
+    return have
 
 
 def _same(a: Mapping[str, Any], b: Mapping[str, float]) -> bool:
@@ -231,8 +274,11 @@ def pairs_of(regs: Registries, plan_cells: Sequence[Cell], offset: int, seeds: i
     return pairs
 
 
-def read(pair: Pair, results: Sequence[CellResult], trials: int, extensions: int) -> list[dict[str, float]]:
-    """Fill ``pair`` from ``results`` and return the points its next stage needs (empty: done)."""
+def read(
+    pair: Pair, results: Sequence[CellResult], trials: int, extensions: int, rule: str = "flat"
+) -> list[dict[str, float]]:
+    """Fill ``pair`` from ``results`` and return the points its next stage needs (empty: done); each round draws
+    :func:`trials_for` ``(trials, rule)`` configurations."""
     mine = [
         r
         for r in results
@@ -254,7 +300,8 @@ def read(pair: Pair, results: Sequence[CellResult], trials: int, extensions: int
 
     pair.rounds, pair.trials, pair.stability = [list(pair.space.ranges)], [], {}
     while True:
-        points = draw(pair.space, pair.rounds[-1], trials, f"{pair.key}/{len(pair.rounds) - 1}")
+        n = trials_for(pair.space, trials, rule)
+        points = draw(pair.space, pair.rounds[-1], n, f"{pair.key}/{len(pair.rounds) - 1}")
         round_trials = [trial(p) for p in points]
         pair.trials += round_trials
         if any(len(t.statuses) < len(pair.seeds) for t in round_trials):
@@ -371,7 +418,8 @@ def tune(
     streams: Sequence[str] | None = None,
     methods: str | None = None,
     sets: Mapping[str, list[Any]] | None = None,
-    trials: int = 8,
+    trials: int | None = None,
+    rule: str | None = None,
     extensions: int = 1,
     offset: int = 1000,
     tuning_seeds: int | None = None,
@@ -381,7 +429,8 @@ def tune(
     dry_run: bool = False,
 ) -> tuple[list[Pair], int]:
     """Run every stage the results under ``root`` still lack (none with ``dry_run``); the pairs, read back, and
-    the number of cells the next stage needs (0 when the protocol is finished)."""
+    the number of cells the next stage needs (0 when the protocol is finished). ``trials`` and ``rule`` default to
+    the search ``root`` records (:func:`search_of`); a tree that runs a cell records its search."""
     from clbench._core.plan import RunRequest, make_plan
     from clbench._core.results import iter_results
     from clbench._exec.executors import execute
@@ -402,12 +451,13 @@ def tune(
             f"combination is not tuned (it trains with its parts' choices); tune its parts: --methods {parts}"
         )
     pairs = pairs_of(regs, reporting.cells, offset, tuning_seeds)
+    n_trials, search = search_of(root, trials, rule)
     seen: set[tuple[str, ...]] = set()
     while True:
         results = list(iter_results(root)) if root.is_dir() else []
         cells: list[Cell] = []
         for pair in pairs:
-            points = read(pair, results, trials, extensions)
+            points = read(pair, results, n_trials, extensions, search)
             if points:
                 cells += make_plan(regs, tuning_requests(pair, points, profile, root, sets, data_dir)).cells
         if not cells or dry_run:
@@ -416,6 +466,8 @@ def tune(
         if stage in seen:  # the cells ran, yet their results do not read back as the points asked for
             raise ConfigError(f"clbench tune: {len(cells)} cells ran but their results are not found under {root}")
         seen.add(stage)
+        root.mkdir(parents=True, exist_ok=True)
+        (root / SEARCH_FILE).write_text(json.dumps({"trials": n_trials, "rule": search}) + "\n", encoding="utf-8")
         execute(
             Plan(cells=cells, profile=profile, out=root),
             regs,
@@ -510,6 +562,67 @@ def fragility_of(scores: Mapping[str, float | None]) -> tuple[str, float] | None
         return None
     worst = min(moves, key=lambda k: moves[k])
     return worst, moves[worst]
+
+
+def _setting(config: Mapping[str, Any], key: str) -> Any:
+    """A resolved configuration's value of a tuned key: ``train.lr`` or a method's ``ewc.lambda``."""
+    scope, name = key.split(".", 1)
+    return config.get("train", {}).get(name) if scope == "train" else config.get("methods", {}).get(scope, {}).get(name)
+
+
+def neighbour_of(point: Mapping[str, float], choice: Mapping[str, float]) -> str | None:
+    """Which of :meth:`Pair.variants` ``point`` is for ``choice`` (``"lr×2"``, ``"strength×0.5"``, or ``"choice"``
+    itself), by the keys that moved and their factor; None when it is none of them."""
+    if set(point) != set(choice):
+        return None
+    moved = {k: point[k] / choice[k] for k in point if not math.isclose(point[k], choice[k], rel_tol=1e-9)}
+    if not moved:
+        return "choice"
+    lr = next((k for k in choice if k == "train.lr" or k.endswith(".lr")), None)
+    what = "lr" if set(moved) == {lr} else "strength" if set(moved) == set(choice) - {lr} else None
+    for kind, factor in STABILITY:  # values are rounded to 3 digits: a factor within 1 %
+        if kind == what and all(abs(math.log(f / factor)) < 0.01 for f in moved.values()):
+            return f"{kind}×{factor:g}"
+    return None
+
+
+def fragility_scores(
+    reported: Sequence[CellResult], neighbours: Sequence[CellResult]
+) -> dict[tuple[str, str], dict[str, float | None]]:
+    """What :func:`fragility` returns, read from a ``clbench tune --fragility`` tree alone: per (stream, method) of the
+    ``reported`` cells, the mean AA over the reported orders and seeds of the choice — the point of ``neighbours``
+    that equals the reported cells' settings — and of each neighbour of it found (None: a cell missing or not
+    complete). A row whose choice is not in the tree is left out."""
+    rows: dict[tuple[str, str], list[CellResult]] = {}
+    for r in reported:
+        rows.setdefault((r.stream, r.method), []).append(r)
+    points: dict[tuple[str, str], dict[tuple[tuple[str, float], ...], list[CellResult]]] = {}
+    for r in neighbours:
+        point = r.config.get("sweep") or {}
+        if point:
+            key = (r.stream, r.method.split("@", 1)[0])
+            points.setdefault(key, {}).setdefault(tuple(sorted(point.items())), []).append(r)
+    out: dict[tuple[str, str], dict[str, float | None]] = {}
+    for key, cells in rows.items():
+        wanted = {(c.order, c.seed) for c in cells}
+        scores: dict[str, float | None] = {}
+        for items, found in points.get(key, {}).items():
+            point = dict(items)
+            choice = {k: _setting(cells[0].config, k) for k in point}
+            if any(v is None for v in choice.values()):
+                continue
+            name = neighbour_of(point, {k: float(v) for k, v in choice.items()})
+            if name is None:
+                continue
+            aa = {
+                (c.order, c.seed): float(c.metrics["AA"])  # type: ignore[arg-type]
+                for c in found
+                if c.status == "complete" and c.metrics.get("AA") is not None and (c.order, c.seed) in wanted
+            }
+            scores[name] = statistics.fmean(aa.values()) if set(aa) == wanted else None
+        if "choice" in scores:
+            out[key] = scores
+    return out
 
 
 def preset_table(profile: str, choices: Sequence[Choice]) -> dict[str, dict[str, dict[str, float]]]:

@@ -62,6 +62,12 @@ def _formats(ctx: click.Context, param: click.Parameter, value: str) -> list[str
 )
 @click.option("--methods", default=None, help="Only these methods' rows (a comma list of labels).")
 @click.option("--stream", "streams", default=None, help="Only these streams (a comma list).")
+@click.option(
+    "--fragility",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A `clbench tune --fragility` tree of these results: each summary row gains the worst neighbour of its tuned "
+    "choice (0.5× and 2× its lr and strengths) rerun on its orders and seeds (docs/tuning.md).",
+)
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if the markdown on disk differs.")
 @click.pass_obj
 def command(
@@ -76,6 +82,7 @@ def command(
     labels: tuple[str, ...],
     methods: str | None,
     streams: str | None,
+    fragility: Path | None,
     check: bool,
 ) -> None:
     """Markdown tables (and plots) from result directories (default: runs/), written beside them."""
@@ -172,14 +179,32 @@ def command(
     from clbench._tools.tables import Judging
 
     judging = Judging.of(regs, margins, reference)
+    worst = _fragility(results, fragility) if fragility is not None else None
     try:
-        stale = _write_leaderboards(regs, results, out, plots, heatmaps, check, judging)
+        stale = _write_leaderboards(regs, results, out, plots, heatmaps, check, judging, worst)
         if not check:
-            _export(regs, results, out, [f for f in formats if f != "md"], judging)
+            _export(regs, results, out, [f for f in formats if f != "md"], judging, worst)
     except OSError as exc:
         raise ClbenchError(f"cannot write leaderboards to {out}/: {exc.strerror or exc}") from None
     if stale:
         sys.exit(1)
+
+
+def _fragility(results: list[Any], tree: Path) -> dict[tuple[str, str], tuple[str, float] | None]:
+    """Per (stream, method) of ``results``: the worst neighbour in the fragility ``tree`` and its move."""
+    from clbench._core.results import scan
+    from clbench._tools.tune import fragility_of, fragility_scores
+
+    found = scan(tree)
+    if skipping(found.problems):
+        raise ClbenchError(f"--fragility {tree}: unreadable results (named above); rerun them or move them away")
+    scores = fragility_scores(results, found.results)
+    if not scores:
+        raise ClbenchError(
+            f"--fragility {tree}: no row of these results has its tuned choice there; make it with "
+            "`clbench tune --profile P --fragility DIR`"
+        )
+    return {key: fragility_of(s) for key, s in scores.items()}
 
 
 def _names(result: Any, field: str) -> set[str]:
@@ -188,7 +213,14 @@ def _names(result: Any, field: str) -> set[str]:
     return {value, value.split("@", 1)[0]} if field == "method" else {value}
 
 
-def _export(regs: Registries, results: list[Any], out: Path, formats: list[str], judging: Judging) -> None:
+def _export(
+    regs: Registries,
+    results: list[Any],
+    out: Path,
+    formats: list[str],
+    judging: Judging,
+    fragility: dict[tuple[str, str], tuple[str, float] | None] | None = None,
+) -> None:
     """The summary tables as numbers (csv, json) or LaTeX, one file per profile; pandas writes them."""
     if not formats:
         return
@@ -196,7 +228,7 @@ def _export(regs: Registries, results: list[Any], out: Path, formats: list[str],
     from clbench.data import atomic_write_text
 
     for profile, group in by_profile(results).items():
-        df = summary_frame(group, regs.methods.items, judging)
+        df = summary_frame(group, regs.methods.items, judging, fragility)
         for fmt in formats:
             path = out / f"{profile}{FORMATS[fmt]}"
             if fmt == "csv":
@@ -296,7 +328,14 @@ def _tex(text: str) -> str:
 
 
 def _write_leaderboards(
-    regs: Registries, results: list[Any], out: Path, plots: bool, heatmaps: bool, check: bool, judging: Judging
+    regs: Registries,
+    results: list[Any],
+    out: Path,
+    plots: bool,
+    heatmaps: bool,
+    check: bool,
+    judging: Judging,
+    fragility: dict[tuple[str, str], tuple[str, float] | None] | None = None,
 ) -> list[Path]:
     from clbench._core.cells import profile_lineage
     from clbench._tools.leaderboard import board_title, by_profile, render
@@ -315,6 +354,7 @@ def _write_leaderboards(
             other_code=len(other_code(regs, group)),
             profile=regs.profiles.items.get(profile),
             lineage=profile_lineage(regs, profile) if profile in regs.profiles else (),
+            fragility=fragility,
         )
         if check:
             if not path.exists():

@@ -15,7 +15,9 @@ from clbench._core.registry import Registries
 from clbench.errors import ClbenchError
 
 
-def _power_of_two(ctx: click.Context, param: click.Parameter, value: int) -> int:
+def _power_of_two(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    if value is None:
+        return None
     if value < 1 or value & (value - 1):
         raise click.BadParameter(f"{value}: give a power of two (1, 2, 4, 8, ...): a Sobol sequence is balanced there")
     return value
@@ -30,10 +32,16 @@ def _power_of_two(ctx: click.Context, param: click.Parameter, value: int) -> int
 @click.option("--data-dir", type=click.Path(exists=True, file_okay=False), help="As clbench run --data-dir.")
 @click.option(
     "--trials",
-    default=8,
-    show_default=True,
+    type=int,
     callback=_power_of_two,
-    help="Configurations a method × stream (a power of 2).",
+    help="Configurations a round for one searched setting (a power of 2; default: the tuning tree's, else 8).",
+)
+@click.option(
+    "--search",
+    "rule",
+    type=click.Choice(["per-setting", "flat"]),
+    help="per-setting: TRIALS for each setting a method × stream searches, rounded up to a power of 2; flat: "
+    "TRIALS whatever the number (default: the rule the tuning tree records, else per-setting).",
 )
 @click.option(
     "--extensions",
@@ -64,7 +72,8 @@ def command(
     sets: tuple[str, ...],
     out: Path | None,
     data_dir: str | None,
-    trials: int,
+    trials: int | None,
+    rule: str | None,
     extensions: int,
     offset: int,
     tuning_seeds: int | None,
@@ -77,15 +86,16 @@ def command(
 ) -> None:
     """Choose learning rates and method strengths on tuning seeds and a held-out order, never the reported ones.
 
-    Every method gets the same number of configurations (a Sobol sequence over log ranges), scored by validation
-    AA; a choice on a range's edge searches past it; the choice is rerun at 0.5× and 2× its learning rate and
+    Every method gets the same number of configurations for each setting it searches (a Sobol sequence over log
+    ranges), scored by validation AA; a choice on a range's edge searches past it; the choice is rerun at 0.5× and 2× its learning rate and
     strengths. Rerunning resumes; the table it prints is docs/tuning.md's. See docs/tuning.md.
     """
     from clbench._tools.tables import Judging
-    from clbench._tools.tune import choice, lower_bounds, preset_mismatches, preset_table, tune
+    from clbench._tools.tune import choice, lower_bounds, preset_mismatches, preset_table, search_of, tune
     from clbench.config import parse_sets
 
     root = out or Path("results") / "tuning" / profile
+    trials, rule = search_of(root, trials, rule)
     pairs, left = tune(
         regs,
         profile,
@@ -94,6 +104,7 @@ def command(
         methods=methods,
         sets=parse_sets(sets),
         trials=trials,
+        rule=rule,
         extensions=extensions,
         offset=offset,
         tuning_seeds=tuning_seeds,
@@ -124,6 +135,7 @@ def command(
             "profile": profile,
             "written_by": f"clbench tune --profile {profile} --write",
             "tuning_results": str(root),
+            "search": {"trials": trials, "rule": rule, "extensions": extensions},
             "methods": preset_table(profile, choices),
         }
         write.parent.mkdir(parents=True, exist_ok=True)
