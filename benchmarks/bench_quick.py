@@ -3,7 +3,7 @@
 
     python benchmarks/bench_quick.py [--jobs auto] [--jobs 1] [--compare results/quick]
     python benchmarks/bench_quick.py --out results/quick --record results/quick/wall-time.json
-    python benchmarks/bench_quick.py --profile bench --data-dir DIR --out results/bench \
+    python benchmarks/bench_quick.py --profile bench --seeds 0,1,2,3,4,5,6,7,8,9 --data-dir DIR --out results/bench \
         --record results/bench/wall-time.json
     python benchmarks/bench_quick.py --profile bench --track equal-steps --data-dir DIR \
         --out results/bench-equal-steps --record results/bench-equal-steps/wall-time.json
@@ -93,6 +93,7 @@ def main() -> None:
                          "a task; equal-compute: (bench) the profile bench-equal-compute; memory-M: the methods that "
                          "keep examples, each keeping M (train.memory)")
     ap.add_argument("--data-dir", help="as clbench run --data-dir")
+    ap.add_argument("--seeds", help="as clbench run --seeds (default: the profile's)")
     ap.add_argument("--set", action="append", default=[], metavar="SCOPE.KEY=VALUE", help="as clbench run --set")
     args = ap.parse_args()
     if args.out and len(args.jobs or ["auto"]) > 1:
@@ -106,6 +107,7 @@ def main() -> None:
         for jobs in args.jobs or ["auto"]:
             out = args.out or Path(tmp) / f"jobs-{jobs}"
             data = ["--data-dir", args.data_dir] if args.data_dir else []
+            data += ["--seeds", args.seeds] if args.seeds else []
             t0 = time.perf_counter()
             for line in lines:
                 done = subprocess.run([sys.executable, "-m", "clbench", *line[1:], *data, "--jobs", jobs, "--out", str(out),

@@ -379,10 +379,20 @@ def profile_size(tree: Path, goal: str) -> str:
         f"measured beside {w['beside']}: an upper bound" if w.get("beside") else "`benchmarks/bench_quick.py --record`"
     )
     kernels = f", {w['cpu_capability']} kernels" if w.get("cpu_capability") else ""  # (records made before: none)
-    return text + (
-        f" On {w['cpu']} ({w['cpus']} CPUs{kernels}, `--jobs {w['jobs']}`) `{w['command']}` took {minutes} min "
-        f"{seconds:02d} s from the command to its last line ({w['date']}, {how}; the goal is {goal} on 2 "
-        "cores)."
+    reruns = "".join(
+        f" Rerun since: {r['cells']} of its cells, `{r['command']}`, {r['wall_s'] / 60:.1f} min ({r['date']}"
+        + (f", beside {r['beside']}" if r.get("beside") else "")
+        + ")."
+        for r in w.get("reruns", [])
+    )
+    return (
+        text
+        + (
+            f" On {w['cpu']} ({w['cpus']} CPUs{kernels}, `--jobs {w['jobs']}`) `{w['command']}` took {minutes} min "
+            f"{seconds:02d} s from the command to its last line ({w['date']}, {how}; the goal is {goal} on 2 "
+            "cores)."
+        )
+        + reruns
     )
 
 
@@ -472,7 +482,7 @@ MEMORY_TRACKS = (200, 500)  # results/bench-memory/<M>: the bench profile's meth
 
 def bench_memory(results: Path, regs: Any) -> str:
     """Per bench stream, the methods that keep examples: the examples each keeps and its AA at its own budget
-    (results/bench), then at each equal memory (results/bench-memory/M, every one of them keeping M) with that
+    (results/bench, on the memory trees' orders and seeds), then at each equal memory (results/bench-memory/M, every one of them keeping M) with that
     board's verdict (no declared reference: every row against every other); then each memory tree's size."""
     from clbench._core.results import iter_results
     from clbench._tools.leaderboard import Judging, section_results, summarise
@@ -488,8 +498,12 @@ def bench_memory(results: Path, regs: Any) -> str:
             boards.setdefault(m, {})[stream] = {r.name: r for r in table.rows}
     own: dict[str, dict[str, list[Any]]] = {}  # stream -> method -> its results at its own budget
     methods = {name for board in boards.values() for rows in board.values() for name in rows}
+    # the own budget on the memory tracks' orders and seeds alone (the own-budget tree may hold more seeds)
+    paired = {
+        (r.order, r.seed) for m in MEMORY_TRACKS for r in iter_results(ROOT / "results" / "bench-memory" / str(m))
+    }
     for r in iter_results(BENCH):
-        if r.method in methods and r.status == "complete":
+        if r.method in methods and r.status == "complete" and (r.order, r.seed) in paired:
             own.setdefault(r.stream, {}).setdefault(r.method, []).append(r)
     head = "| stream | method | own budget: memory, AA | " + " | ".join(
         f"memory {m}: AA (verdict)" for m in MEMORY_TRACKS
@@ -515,7 +529,7 @@ def bench_memory(results: Path, regs: Any) -> str:
 # folder under results/reproducibility -> (how it was made, the one setting allowed to differ from the committed cell)
 REPRO_RUNS = {
     "quick-sse": (
-        "SSE kernels instead of AVX2: `ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 clbench run "
+        "SSE kernels instead of AVX2 or AVX-512: `ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 clbench run "
         "--methods all` (another CPU's vector kernels, on this one)",
         None,
     ),
@@ -523,7 +537,7 @@ REPRO_RUNS = {
 }
 BENCH_REPRO_RUNS = {
     "bench-sse": (
-        "SSE kernels instead of AVX2: `ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 clbench run "
+        "SSE kernels instead of AVX2 or AVX-512: `ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 clbench run "
         "--profile bench --seeds 0 --orders 1` (one cell a row)",
         None,
     ),

@@ -7,7 +7,8 @@ For every stream × method label that ``clbench run --profile P`` plans (docs/tu
    :data:`LR_RANGES` of its optimizer — and of its strengths (the other keys of :attr:`MethodSpec.tune`), of
    :func:`trials_for` configurations: under the ``per-setting`` rule ``trials`` for each setting searched, rounded up
    to a power of two (8, 16, 32 for one, two, three settings at ``trials=8``), so that a method with more settings
-   is searched as densely per setting; under the ``flat`` rule ``trials`` whatever the number. The rule a tuning
+   is not searched more coarsely (docs/tuning.md says why linearly); under the ``flat`` rule ``trials`` whatever
+   the number. The rule a tuning
    tree was searched by is recorded in it (:data:`SEARCH_FILE`). Values are rounded to 3 significant digits.
 2. **Apart from reporting.** Each configuration runs on the **tuning seeds** (each reporting seed + ``offset``:
    its twin, never a reported seed) and a **held-out order** (the stream's first order that is not reported; the
