@@ -432,7 +432,8 @@ def bench_summary(results: Path, regs: Any) -> str:
     """Per bench stream and track: the best non-oracle mean AA, how many rows the verdict rule (no declared
     reference: every row against every other) calls below, behind, equivalent or not separated, the smallest
     Holm-adjusted p the table can reach; then the rows whose verdict differs between the own budgets and each
-    equal-budget track."""
+    equal-budget track, the own budgets judged on that track's orders and seeds alone (the own-budget tree may hold
+    more seeds, and more cells alone change verdicts)."""
     from clbench import verdicts as V
     from clbench._core.results import iter_results
     from clbench._tools.leaderboard import Judging, section_results, summarise
@@ -446,8 +447,9 @@ def bench_summary(results: Path, regs: Any) -> str:
         "|---|---|---|---|---|" + "---|" * len(words_of) + "---|---|",
     ]
     judging = Judging.of(regs)
+    sections = {track: section_results(iter_results(ROOT / "results" / track)) for track in BENCH_TRACKS}
     for track, words in BENCH_TRACKS.items():
-        for (stream, scenario), section in section_results(iter_results(ROOT / "results" / track)).items():
+        for (stream, scenario), section in sections[track].items():
             table = summarise(section, regs.methods.items, judging.rule(stream, scenario)).table
             title = f"{stream} ({scenario})" if scenario else stream
             tables.setdefault(title, {})[track] = table
@@ -469,11 +471,18 @@ def bench_summary(results: Path, regs: Any) -> str:
         for title, by_track in tables.items():
             if not {own, track} <= set(by_track):
                 continue
-            a, b = ({r.name: r.verdict for r in by_track[t].rows} for t in (own, track))
+            key = next(k for k in sections[track] if (f"{k[0]} ({k[1]})" if k[1] else k[0]) == title)
+            cells = {(r.order, r.seed) for r in sections[track][key]}
+            paired = [r for r in sections[own][key] if (r.order, r.seed) in cells]
+            mine = summarise(paired, regs.methods.items, judging.rule(*key)).table
+            a, b = ({r.name: r.verdict for r in t.rows} for t in (mine, by_track[track]))
             moved = [f"`{m}` {a[m]} → {b[m]}" for m in sorted(set(a) & set(b)) if a[m] != b[m]]
             changes.append(f"- {title}: " + ("; ".join(moved) if moved else "no verdict changes"))
         words = BENCH_TRACKS[track].split(" (")[0]
-        out += f"\n\nVerdicts that differ between the own budgets and {words} (own → {words}):\n\n" + "\n".join(changes)
+        out += (
+            f"\n\nVerdicts that differ between the own budgets and {words}, on the cells both hold (own → {words}):"
+            "\n\n" + "\n".join(changes)
+        )
     return out
 
 
