@@ -87,8 +87,9 @@ def command(
     """Choose learning rates and method strengths on tuning seeds and a held-out order, never the reported ones.
 
     Every method gets the same number of configurations for each setting it searches (a Sobol sequence over log
-    ranges), scored by validation AA; a choice on a range's edge searches past it; the choice is rerun at 0.5× and 2× its learning rate and
-    strengths. Rerunning resumes; the table it prints is docs/tuning.md's. See docs/tuning.md.
+    ranges), scored by validation AA; a choice on a range's edge searches past it; the choice is rerun at 0.5× and
+    2× its learning rate and strengths. Rerunning resumes; the table it prints is docs/tuning.md's. See
+    docs/tuning.md.
     """
     from clbench._tools.tables import Judging
     from clbench._tools.tune import choice, lower_bounds, preset_mismatches, preset_table, search_of, tune
