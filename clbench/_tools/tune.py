@@ -381,8 +381,7 @@ def preset_mismatches(choices: Sequence[Choice]) -> list[str]:
             continue
         resolved = c.pair.cell.resolved()
         for key, value in c.chosen.point.items():
-            scope, name = key.split(".", 1)
-            have = resolved["train"][name] if scope == "train" else resolved["methods"][scope][name]
+            have = _setting(resolved, key)
             if not math.isclose(float(have), value, rel_tol=1e-9):
                 out.append(f"{c.pair.key}: {key} is {have:g} in its preset, the protocol chose {value:g}")
     return out
