@@ -51,30 +51,22 @@ def track_name(value: str) -> str:
     raise argparse.ArgumentTypeError(f"{value!r}: own, equal-steps, equal-compute or memory-M (M > 0 examples)")
 
 
-def keeping_examples() -> list[str]:
-    """The registered methods that keep examples (``MethodSpec.memory``): what ``train.memory`` budgets."""
-    from clbench._exec.local import harness_registry
-
-    regs = harness_registry()
-    return [name for name in regs.methods if regs.methods.get(name).memory is not None]
-
-
 def commands(profile: str | None, track: str, sets: list[str]) -> list[list[str]]:
-    """The `clbench run` command lines of a profile's track: one; at equal compute (bench) the profile that is that
-    track, ``bench-equal-compute`` (every task's examples with gradients those of one epoch of plain fine-tuning,
-    presets tuned on that budget); at equal steps (bench) one a group of streams with its steps a task
-    (``BENCH_EQUAL_STEPS`` of the bench profile's plugin); at equal memory M the methods that keep examples, each
-    keeping M (docs/bench.md, docs/budgets.md)."""
+    """The `clbench run` command lines of a profile's track: one; at equal compute and at equal memory M (bench) the
+    profile that is that track, ``bench-equal-compute`` (every task's examples with gradients those of one epoch of
+    plain fine-tuning) or ``bench-memory-M`` (the methods that keep examples, each keeping M), presets tuned on that
+    budget; at equal steps (bench) one a group of streams with its steps a task (``BENCH_EQUAL_STEPS`` of the bench
+    profile's plugin). docs/bench.md, docs/budgets.md."""
     base = ["clbench", "run", "--methods", "all"] + (["--profile", profile] if profile else [])
     base += [f"--set={s}" for s in sets]
     if track == "own":
         return [base]
-    if track.startswith("memory-"):
-        return [[*base[:3], ",".join(keeping_examples()), *base[4:], f"--set=train.memory={track[7:]}"]]
     if profile != "bench":
         sys.exit(f"--track {track} is defined for --profile bench (docs/bench.md)")
     if track == "equal-compute":
         return [[*base[:5], "bench-equal-compute", *base[6:]]]
+    if track.startswith("memory-"):  # (the profile's methods: those that keep examples)
+        return [["clbench", "run", "--profile", f"bench-{track}", *base[6:]]]
     from clbench_plugins.vision_streams.presets import BENCH_EQUAL_STEPS
 
     return [[*base, "--stream", ",".join(streams), f"--set=train.steps_per_task={steps}"]
@@ -90,8 +82,8 @@ def main() -> None:
     ap.add_argument("--profile", help="time this profile (`clbench run --profile P`) instead of the quick default")
     ap.add_argument("--track", type=track_name, default="own",
                     help="own: the methods' own budgets; equal-steps: (bench) every method the same optimizer steps "
-                         "a task; equal-compute: (bench) the profile bench-equal-compute; memory-M: the methods that "
-                         "keep examples, each keeping M (train.memory)")
+                         "a task; equal-compute: (bench) the profile bench-equal-compute; memory-M: (bench) the profile "
+                         "bench-memory-M, the methods that keep examples, each keeping M (train.memory)")
     ap.add_argument("--data-dir", help="as clbench run --data-dir")
     ap.add_argument("--seeds", help="as clbench run --seeds (default: the profile's)")
     ap.add_argument("--set", action="append", default=[], metavar="SCOPE.KEY=VALUE", help="as clbench run --set")

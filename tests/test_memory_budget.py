@@ -170,6 +170,12 @@ def test_cells_under_a_budget_form_their_own_board_named_by_it():
     boards = by_profile(cells)  # type: ignore[arg-type]
     assert {k: len(v) for k, v in boards.items()} == {
         "bench": 1, "bench-memory-200": 1, "bench-memory-500": 1, "bench-equal-steps-memory-200": 1}
+    # a profile that is the track (`bench-memory-500`, presets tuned at that memory) is its board, named once
+    track = SimpleNamespace(stream="s", config={"profile": "bench-memory-500", "train": {"memory": 500}})
+    assert list(by_profile([track])) == ["bench-memory-500"]  # type: ignore[list-item]
+    assert board_title("bench-memory-500", [track]) == (  # type: ignore[list-item]
+        "clbench leaderboard — profile `bench-memory-500` at equal memory: every method that keeps examples keeps "
+        "500 (`train.memory`)")
     assert board_title("bench", boards["bench"]) == "clbench leaderboard — profile `bench`"
     assert board_title("bench-memory-500", boards["bench-memory-500"]) == (
         "clbench leaderboard — profile `bench` at equal memory: every method that keeps examples keeps 500 "
@@ -189,12 +195,19 @@ def test_the_benchmarks_memory_track_runs_the_methods_that_keep_examples_at_the_
     assert spec is not None and spec.loader is not None
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
+    from clbench._core.cells import profile_lineage
+
     regs = testing.registry()
     keeping = sorted(n for n in regs.methods if regs.methods.get(n).memory is not None)
     assert keeping == sorted(["replay", "der", "derpp", "er-ace", "gdumb", "icarl", "gem", "agem"])
+    for m in (200, 500):
+        # the track is a profile of its own: the bench profile's methods that keep examples at M, its own presets
+        spec = regs.profiles.get(f"bench-memory-{m}")
+        assert sorted(spec.methods) == keeping and dict(spec.sets) == {"train.memory": m}
+        assert profile_lineage(regs, spec.name) == ("bench", spec.name)
+        assert spec.seeds == regs.profiles.get("bench").seeds
     [line] = bench.commands("bench", bench.track_name("memory-500"), [])
-    assert line[:3] == ["clbench", "run", "--methods"] and sorted(line[3].split(",")) == keeping
-    assert line[4:] == ["--profile", "bench", "--set=train.memory=500"]
+    assert line == ["clbench", "run", "--profile", "bench-memory-500"]
     for bad in ("memory-0", "memory-x", "memory"):
         with pytest.raises(argparse.ArgumentTypeError):
             bench.track_name(bad)

@@ -506,13 +506,13 @@ def by_profile(results: Iterable[CellResult]) -> Mapping[str, list[CellResult]]:
     for r in results:
         profile = str(r.config.get("profile", "custom"))
         train = r.config.get("train", {})
-        # (a profile that is the track, `bench-equal-compute`, is named once)
+        # (a profile that is the track, `bench-equal-compute` or `bench-memory-200`, is named once)
         profile += "".join(
             f"-{suffix}"
             for suffix, setting in BUDGET_TRACKS
             if train.get(setting) and not profile.endswith(f"-{suffix}")
         )
-        if train.get("memory"):
+        if train.get("memory") and not profile.endswith(f"-{MEMORY}-{train['memory']}"):
             profile += f"-{MEMORY}-{train['memory']}"
         out.setdefault(profile, []).append(r)
     return dict(sorted(out.items()))
@@ -539,9 +539,9 @@ def _budget_words(setting: str, streams: Mapping[Any, set[str]]) -> str:
 def board_title(key: str, results: Sequence[CellResult]) -> str:
     """The title of the board ``key`` of :func:`by_profile`, naming its track."""
     memory = {int(r.config.get("train", {}).get("memory") or 0) for r in results}
-    profile = key.removesuffix(f"-{MEMORY}-{max(memory)}") if memory - {0} else key
-    tracks = []
     named = {str(r.config.get("profile", "custom")) for r in results}  # (a profile that is a track keeps its name)
+    profile = key.removesuffix(f"-{MEMORY}-{max(memory)}") if memory - {0} and key not in named else key
+    tracks = []
     for suffix, setting in BUDGET_TRACKS:
         if profile.endswith(f"-{suffix}"):
             profile = profile if profile in named else profile.removesuffix(f"-{suffix}")

@@ -1,8 +1,11 @@
 """The bench profile's tracks that are profiles of their own (``ProfileSpec.extends``): a track whose presets are
-tuned on its own budget needs a name for them. ``bench-equal-compute`` is the bench profile at equal compute
-(``train.compute_epochs=1``: every task's examples with gradients those of one epoch of plain fine-tuning), its
-learning rates and strengths chosen by ``clbench tune --profile bench-equal-compute`` on that budget
-(``plugins/_shared/tuned/bench-equal-compute.json``), every other preset the bench profile's. docs/bench.md."""
+tuned on its own budget needs a name for them, and every other preset is the bench profile's. docs/bench.md.
+
+- ``bench-equal-compute``: every task's examples with gradients those of one epoch of plain fine-tuning
+  (``train.compute_epochs=1``), learning rates and strengths chosen by ``clbench tune --profile bench-equal-compute``
+  on that budget (``plugins/_shared/tuned/bench-equal-compute.json``);
+- ``bench-memory-M`` (M = 200, 500): the methods that keep examples, each keeping M in all (``train.memory=M``,
+  split across tasks by the method's own rule), tuned by ``clbench tune --profile bench-memory-M`` at that memory."""
 
 from __future__ import annotations
 
@@ -19,7 +22,25 @@ EQUAL_COMPUTE = ProfileSpec(
     extends="bench",
 )
 
+# the built-in methods that keep examples (MethodSpec.memory: what train.memory budgets)
+KEEPING_EXAMPLES = ("replay", "der", "derpp", "er-ace", "gdumb", "icarl", "gem", "agem")
+MEMORY_SIZES = (200, 500)
+
+
+def equal_memory(size: int) -> ProfileSpec:
+    """The bench profile's methods that keep examples, each keeping ``size`` examples in all."""
+    return ProfileSpec(
+        f"bench-memory-{size}",
+        f"the bench profile's methods that keep examples, each keeping {size} in all (train.memory={size}), "
+        "presets tuned at that memory; CPU, --data-dir as bench",
+        version="1",
+        seeds=(0, 1, 2, 3, 4),
+        methods=KEEPING_EXAMPLES,
+        sets={"train.memory": size},
+        extends="bench",
+    )
+
 
 @hookimpl
 def clbench_add_profiles() -> list[ProfileSpec]:
-    return [EQUAL_COMPUTE]
+    return [EQUAL_COMPUTE, *(equal_memory(m) for m in MEMORY_SIZES)]
