@@ -301,7 +301,9 @@ class ProfileSpec:
 
     The streams of a profile are those whose ``StreamSpec.presets`` name it (unless ``streams`` lists
     them); its methods are ``methods`` (``"all"``: every registered method that fits the stream).
-    ``sets`` are ``--set``-style overrides applied before the user's own. ``rows`` give a method label its own
+    ``sets`` are ``--set``-style overrides applied before the user's own; ``stream_sets`` add one stream's own
+    (``{stream: {"train.steps_per_task": 85}}``: a budget that depends on the stream's task size), laid over
+    ``sets`` on that stream. ``rows`` give a method label its own
     settings on one stream, ``{stream: {label: {"train.lr": 0.03, "der.alpha": 0.2}}}``: the settings a paper's
     table used for each of its rows (its code's per-method arguments), laid over the stream's and the method's
     presets and under ``sets`` and ``--set``.
@@ -314,6 +316,7 @@ class ProfileSpec:
     methods: str | tuple[str, ...] = "all"
     streams: tuple[str, ...] | None = None
     sets: Mapping[str, Any] = field(default_factory=dict)
+    stream_sets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     requires_gpu: bool = False
     rows: Mapping[str, Mapping[str, Mapping[str, Any]]] = field(default_factory=dict)
     # the paper's published numbers for these rows (clbench._tools.parity: its file format and the verdict rule);
@@ -323,6 +326,10 @@ class ProfileSpec:
     # name applies, then those keyed by this one's (a track of a profile, tuned on its own budget, gets its own
     # presets over the base's). Its streams default to the base's; its seeds, methods, sets and rows are its own.
     extends: str | None = None
+
+    def sets_for(self, stream: str) -> dict[str, Any]:
+        """The profile's settings of a cell of ``stream``: its ``sets``, then that stream's ``stream_sets``."""
+        return {**self.sets, **self.stream_sets.get(stream, {})}
 
 
 @dataclass(frozen=True)

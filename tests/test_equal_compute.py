@@ -156,6 +156,9 @@ class _Profiles:
 
         return [
             ProfileSpec("test-equal-compute", sets={"train.compute_epochs": 1.0}, extends="test"),
+            ProfileSpec("test-steps", sets={"train.steps_per_task": 5, "train.lr": 0.07},
+                        stream_sets={"tiny-vector": {"train.steps_per_task": 3}}, extends="test"),
+            ProfileSpec("stray-stream", stream_sets={"nowhere": {"train.steps_per_task": 3}}, extends="test"),
             ProfileSpec("loop-a", extends="loop-b"),
             ProfileSpec("loop-b", extends="loop-a"),
             ProfileSpec("orphan", extends="nowhere"),
@@ -194,6 +197,24 @@ def test_a_profile_that_extends_another_reads_its_presets_then_its_own(tmp_path)
     assert seqft_track.train.lr == seqft_base.train.lr  # no preset of its own: the base's
     assert seqft_track.train.compute_epochs == 1.0 and seqft_base.train.compute_epochs == 0  # its own sets
     assert seqft_track.config_hash != seqft_base.config_hash
+
+
+def test_a_profiles_stream_sets_lay_one_streams_settings_over_its_sets(tmp_path):
+    from clbench._core.cells import RunRequest, explain
+    from clbench._core.plan import make_plan
+
+    regs = testing.registry(_Profiles())
+    req = RunRequest(methods="seqft", profile="test-steps", out=tmp_path)
+    cells = make_plan(regs, req).cells
+    steps = {c.stream: c.train.steps_per_task for c in cells}
+    assert steps["tiny-vector"] == 3 and len(steps) > 1  # its own stream's value over the profile's sets
+    assert {v for k, v in steps.items() if k != "tiny-vector"} == {5}
+    assert {c.train.lr for c in cells} == {0.07}  # what the stream does not set, the sets give
+    [tiny] = [c for c in cells if c.stream == "tiny-vector"][:1]
+    origin = {o.key: o for o in explain(regs, req, tiny)}["train.steps_per_task"]
+    assert (origin.value, origin.layer) == (3, "profile sets")
+    with pytest.raises(ConfigError, match="profile 'stray-stream' sets stream 'nowhere', which is not registered"):
+        make_plan(regs, RunRequest(methods="seqft", profile="stray-stream", out=tmp_path))
 
 
 def test_a_profile_lineage_that_loops_or_names_no_profile_is_refused():
@@ -238,3 +259,17 @@ def test_the_bench_equal_compute_profile_is_bench_at_one_epoch_of_compute():
     assert bench.commands("bench", "equal-compute", []) == [
         ["clbench", "run", "--methods", "all", "--profile", "bench-equal-compute"]
     ]
+
+
+def test_the_bench_equal_steps_profile_gives_each_stream_one_epoch_of_its_mean_task():
+    from clbench_plugins.vision_streams.presets import BENCH_EQUAL_STEPS
+
+    from clbench._core.cells import profile_lineage
+
+    regs = testing.registry()
+    spec = regs.profiles.get("bench-equal-steps")
+    assert profile_lineage(regs, spec.name) == ("bench", "bench-equal-steps") and not spec.sets
+    # (the steps themselves are computed from the data in test_vision_streams)
+    given = {s: v["train.steps_per_task"] for s, v in spec.stream_sets.items()}
+    assert given == {"permuted-mnist": 422, "permuted-mnist-dil": 422, "split-mnist": 85, "split-mnist-cil": 85}
+    assert given == {s: steps for steps, streams in BENCH_EQUAL_STEPS for s in streams}

@@ -359,7 +359,7 @@ def explain(regs: Registries, req: RunRequest, cell: Cell) -> list[Origin]:
     single = {k: v[0] for k, v in req.sets.items() if len(v) == 1}
     layers = _Layers.of(
         profile_lineage(regs, profile.name),
-        profile.sets,
+        profile.sets_for(sspec.name),
         sspec,
         cell.order,
         [regs.methods.get(p) for p in cell.parts],

@@ -90,6 +90,10 @@ def _check_request(regs: Registries, req: RunRequest, profile: ProfileSpec) -> N
         )
     _check_scopes(req.sets, regs)
     _check_scopes(profile.sets, regs)
+    for stream, sets in profile.stream_sets.items():
+        if stream not in regs.streams:
+            raise ConfigError(f"profile {profile.name!r} sets stream {stream!r}, which is not registered")
+        _check_scopes(sets, regs)
     if req.points:
         keys = set(req.points[0])
         if any(set(p) != keys for p in req.points):
@@ -216,7 +220,7 @@ def _build_stream(
 ) -> Stream:
     """The stream with its settings (preset, profile, ``--set``, ``--data-dir``); a plugin's fault names it."""
     # the cells' stream settings, by one rule
-    layers = _Layers.of(profile_lineage(regs, profile.name), profile.sets, sspec, "", (), single)
+    layers = _Layers.of(profile_lineage(regs, profile.name), profile.sets_for(sspec.name), sspec, "", (), single)
     values = _with_path(
         sspec.config_cls, layers.stream_scope(), sspec.data_dir_field, req.data_dir, layers.user.get("stream", {})
     )
@@ -291,7 +295,7 @@ def _label_cells(
         cell = _make_cell(
             regs,
             profile.name,
-            profile.sets,
+            profile.sets_for(sspec.name),
             sspec,
             stream,
             order,

@@ -4,10 +4,15 @@ tuned on its own budget needs a name for them, and every other preset is the ben
 - ``bench-equal-compute``: every task's examples with gradients those of one epoch of plain fine-tuning
   (``train.compute_epochs=1``), learning rates and strengths chosen by ``clbench tune --profile bench-equal-compute``
   on that budget (``plugins/_shared/tuned/bench-equal-compute.json``);
+- ``bench-equal-steps``: every method the optimizer steps of one epoch of the stream's mean task a task, SeqFT's own
+  budget (``train.steps_per_task``, one value a stream: ``BENCH_EQUAL_STEPS``), tuned by ``clbench tune --profile
+  bench-equal-steps`` on that budget;
 - ``bench-memory-M`` (M = 200, 500): the methods that keep examples, each keeping M in all (``train.memory=M``,
   split across tasks by the method's own rule), tuned by ``clbench tune --profile bench-memory-M`` at that memory."""
 
 from __future__ import annotations
+
+from clbench_plugins.vision_streams.presets import BENCH_EQUAL_STEPS
 
 from clbench import hookimpl
 from clbench.specs import ProfileSpec
@@ -19,6 +24,16 @@ EQUAL_COMPUTE = ProfileSpec(
     version="1",
     seeds=(0, 1, 2, 3, 4),
     sets={"train.compute_epochs": 1.0},
+    extends="bench",
+)
+
+EQUAL_STEPS = ProfileSpec(
+    "bench-equal-steps",
+    "the bench profile at equal steps: every method the optimizer steps of one epoch of the stream's mean task a "
+    "task (train.steps_per_task, one value a stream), presets tuned on that budget; CPU, --data-dir as bench",
+    version="1",
+    seeds=(0, 1, 2, 3, 4),
+    stream_sets={stream: {"train.steps_per_task": steps} for steps, streams in BENCH_EQUAL_STEPS for stream in streams},
     extends="bench",
 )
 
@@ -43,4 +58,4 @@ def equal_memory(size: int) -> ProfileSpec:
 
 @hookimpl
 def clbench_add_profiles() -> list[ProfileSpec]:
-    return [EQUAL_COMPUTE, *(equal_memory(m) for m in MEMORY_SIZES)]
+    return [EQUAL_COMPUTE, EQUAL_STEPS, *(equal_memory(m) for m in MEMORY_SIZES)]
