@@ -326,6 +326,10 @@ class ProfileSpec:
     # name applies, then those keyed by this one's (a track of a profile, tuned on its own budget, gets its own
     # presets over the base's). Its streams default to the base's; its seeds, methods, sets and rows are its own.
     extends: str | None = None
+    # Per stream, the method labels that train at this profile exactly as at the one it extends (the same settings
+    # but the track's own, the same optimizer steps a task): the base's tuning is theirs, and `clbench tune` does not
+    # search them again. A claim about computation, checked against result trees (docs/tuning.md).
+    base_tuned: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def sets_for(self, stream: str) -> dict[str, Any]:
         """The profile's settings of a cell of ``stream``: its ``sets``, then that stream's ``stream_sets``."""

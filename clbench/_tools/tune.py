@@ -41,6 +41,7 @@ from clbench._core.registry import Registries
 from clbench.cell import FOOTPRINT_FILE, Cell, CellResult
 from clbench.config import field_for
 from clbench.errors import ConfigError
+from clbench.specs import ProfileSpec
 
 # Log ranges of train.lr by optimizer (a method with an ``lr`` of its own declares its range in MethodSpec.tune).
 LR_RANGES: dict[str, tuple[float, float]] = {
@@ -387,6 +388,44 @@ def preset_mismatches(choices: Sequence[Choice]) -> list[str]:
     return out
 
 
+def _steps(r: CellResult) -> list[tuple[Any, ...]]:
+    """Per task, the optimizer steps of each of its phases (``train``; GDumb's ``memory``; PackNet's ``prune``...)."""
+    return [tuple((t.get(ph) or {}).get("steps") for ph in t.get("phases", ())) for t in r.timings.get("tasks", [])]
+
+
+def base_tuned_mismatches(spec: ProfileSpec, track: Sequence[CellResult], base: Sequence[CellResult]) -> list[str]:
+    """Where ``spec.base_tuned``'s claim fails on result trees: a cell of a declared pair in ``track`` (the profile's
+    tree) and its twin in ``base`` (the same stream, label, order and seed in the base profile's tree) must resolve to
+    the same settings, but the profile's own and settings one of them does not record (a field added later), and take
+    the same optimizer steps on every task. A declared pair with no such twin is a mismatch too."""
+    twins = {(r.stream, r.method, r.order, r.seed): r for r in base}
+    out = []
+    for stream, labels in sorted(spec.base_tuned.items()):
+        own = {key.split(".", 1)[1] for key in spec.sets_for(stream) if key.startswith("train.")}
+        for label in labels:
+            cells = [r for r in track if (r.stream, r.method) == (stream, label)]
+            if not cells:
+                out.append(f"{stream}/{label}: no cell in the profile's tree")
+            for r in cells:
+                twin = twins.get((r.stream, r.method, r.order, r.seed))
+                where = f"{stream}/{label}/order-{r.order}/seed-{r.seed}"
+                if twin is None:
+                    out.append(f"{where}: no twin in the base tree")
+                    continue
+                mine, theirs = r.config, twin.config
+                differ = [
+                    f"{scope}.{k}"
+                    for scope in ("train", "methods", "model", "stream", "metrics")
+                    for k in set(mine.get(scope, {})) & set(theirs.get(scope, {}))
+                    if mine[scope][k] != theirs[scope][k] and not (scope == "train" and k in own)
+                ]
+                if differ:
+                    out.append(f"{where}: {', '.join(sorted(differ))} differ")
+                if _steps(r) != _steps(twin) or any(None in task for task in _steps(r)):
+                    out.append(f"{where}: optimizer steps a task {_steps(r)} here, {_steps(twin)} in the base tree")
+    return out
+
+
 def tuning_requests(
     pair: Pair,
     points: Sequence[Mapping[str, float]],
@@ -450,7 +489,8 @@ def tune(
             f"--methods {methods}: {', '.join(named)} combine{'s' if len(named) == 1 else ''} methods, and a "
             f"combination is not tuned (it trains with its parts' choices); tune its parts: --methods {parts}"
         )
-    pairs = pairs_of(regs, reporting.cells, offset, tuning_seeds)
+    shared = regs.profiles.get(profile).base_tuned if profile in regs.profiles else {}
+    pairs = [p for p in pairs_of(regs, reporting.cells, offset, tuning_seeds) if p.label not in shared.get(p.stream, ())]
     n_trials, search = search_of(root, trials, rule)
     seen: set[tuple[str, ...]] = set()
     while True:

@@ -27,6 +27,12 @@ EQUAL_COMPUTE = ProfileSpec(
     extends="bench",
 )
 
+# On the permuted streams every task has 54,000 training images, one epoch of them 422 steps: the methods that train
+# each task one epoch at their own budget train it identically at equal steps (the same batches, the same AA).
+ONE_EPOCH = ("agem", "dense-ewc", "der", "derpp", "er-ace", "ewc", "expander-ewc", "expander", "gem", "lwf",
+             "random-mask-ewc", "replay", "seqft", "si")
+TASK_INCREMENTAL_ONE_EPOCH = ("pertask-expander", "pertask-random", "pertaskft", "sm")  # (one head a task)
+
 EQUAL_STEPS = ProfileSpec(
     "bench-equal-steps",
     "the bench profile at equal steps: every method the optimizer steps of one epoch of the stream's mean task a "
@@ -35,11 +41,15 @@ EQUAL_STEPS = ProfileSpec(
     seeds=(0, 1, 2, 3, 4),
     stream_sets={stream: {"train.steps_per_task": steps} for steps, streams in BENCH_EQUAL_STEPS for stream in streams},
     extends="bench",
+    base_tuned={"permuted-mnist": ONE_EPOCH + TASK_INCREMENTAL_ONE_EPOCH, "permuted-mnist-dil": ONE_EPOCH},
 )
 
+BENCH_STREAMS = tuple(stream for _, streams in BENCH_EQUAL_STEPS for stream in streams)
 # the built-in methods that keep examples (MethodSpec.memory: what train.memory budgets)
 KEEPING_EXAMPLES = ("replay", "der", "derpp", "er-ace", "gdumb", "icarl", "gem", "agem")
 MEMORY_SIZES = (200, 500)
+# those that keep 200 in all at their own budget (GEM and A-GEM keep 256 a task): the same settings at memory 200
+KEEP_200 = ("replay", "der", "derpp", "er-ace", "gdumb")
 
 
 def equal_memory(size: int) -> ProfileSpec:
@@ -53,6 +63,7 @@ def equal_memory(size: int) -> ProfileSpec:
         methods=KEEPING_EXAMPLES,
         sets={"train.memory": size},
         extends="bench",
+        base_tuned={s: KEEP_200 + (("icarl",) if s.endswith("-cil") else ()) for s in BENCH_STREAMS} if size == 200 else {},
     )
 
 
