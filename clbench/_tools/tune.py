@@ -490,7 +490,9 @@ def tune(
             f"combination is not tuned (it trains with its parts' choices); tune its parts: --methods {parts}"
         )
     shared = regs.profiles.get(profile).base_tuned if profile in regs.profiles else {}
-    pairs = [p for p in pairs_of(regs, reporting.cells, offset, tuning_seeds) if p.label not in shared.get(p.stream, ())]
+    pairs = [
+        p for p in pairs_of(regs, reporting.cells, offset, tuning_seeds) if p.label not in shared.get(p.stream, ())
+    ]
     n_trials, search = search_of(root, trials, rule)
     seen: set[tuple[str, ...]] = set()
     while True:
