@@ -386,8 +386,7 @@ def test_help_imports_no_numerical_library():
     assert done.stdout.splitlines()[-1] == "[]"
 
 
-@pytest.mark.parametrize(("args", "loads"), [(["leaderboard", "--help"], False), (["-p", "no:dgr", "stale", "-h"], False),
-                                           (["run", "--help"], True)])
+@pytest.mark.parametrize(("args", "loads"), [(["leaderboard", "--help"], False), (["-p", "no:dgr", "stale", "-h"], False)])
 def test_a_subcommands_help_loads_plugins_only_where_they_add_options(args, loads):
     """`clbench COMMAND --help` prints the command's own declarations: no plugin is loaded (torch is not imported),
     except for `run`, whose help lists the options plugins add; the screen is the one built with the plugins."""
@@ -458,6 +457,24 @@ def test_list_prints_from_a_cached_listing_without_importing_a_plugin(tmp_path, 
     assert listing.key([]) == before
 
 
+def test_run_help_shows_the_plugins_options_from_the_cached_listing(tmp_path):
+    """`clbench run --help` lists the options plugins add: the first builds the registries and keeps the listing,
+    the next prints the same screen from it without importing torch; both are the screen built with the plugins."""
+    from click.testing import CliRunner
+
+    from clbench._cli.main import build_cli
+    from clbench._exec.local import harness_registry
+
+    first, imported_first, _ = _list_in_subprocess(tmp_path, "run", "--help")
+    again, imported_again, _ = _list_in_subprocess(tmp_path, "run", "--help")
+    assert "torch" in imported_first and imported_again == "[]"
+    regs = harness_registry()
+    built = CliRunner().invoke(build_cli(regs), ["run", "--help"], obj=regs, prog_name="clbench").output
+    for screen in (first, again):
+        assert "".join(screen.split()) == "".join(built.split())  # (the terminals' widths differ)
+    assert "--logger LOGGER[,LOGGER...]" in again and "--cell-cpus FLOAT" in again  # a plugin's own type, by name
+
+
 def test_a_broken_listing_cache_is_rebuilt(tmp_path):
     from clbench._core import listing
 
@@ -472,7 +489,8 @@ def test_a_broken_listing_cache_is_rebuilt(tmp_path):
 @pytest.mark.parametrize(("args", "listing"), [
     (["list"], True), (["list", "methods"], True), (["-p", "no:ray", "list", "plugins"], True),
     (["list", "--debug"], True), (["list", "settings", "ewc"], False), (["run", "--methods", "list"], False),
-    (["leaderboard", "runs/"], False),
+    (["leaderboard", "runs/"], False), (["run", "--help"], True), (["run", "--methods", "ewc", "-h"], True),
+    (["run", "--", "-h"], False),
 ])
 def test_only_a_plain_listing_reads_the_cache(args, listing):
     from clbench._cli.main import _listing_only

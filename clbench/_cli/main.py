@@ -95,7 +95,7 @@ def build_cli(regs: Registries | Listing | None) -> click.Group:
             if not value.startswith("no:") or len(value) == 3:
                 raise click.UsageError(f"-p {value}: expected no:NAME, which disables plugin NAME")
 
-    options = regs.options.values() if isinstance(regs, Registries) else ()
+    options = regs.options.values() if isinstance(regs, Registries) else (regs.options or []) if regs else ()
     cli.add_command(run.with_plugin_options(run.command, options))
     for cmd in (
         list_.command,
@@ -146,21 +146,29 @@ def _help_without_plugins(args: Sequence[str]) -> bool:
     """Whether the command line asks for a subcommand's help, of a subcommand whose options no plugin adds (every one
     but ``run``): its help screen needs no plugin loaded."""
     words = [a for a in _hoist(args) if not a.startswith("-") and not a.startswith("no:")]
+    return _asks_help(args) and bool(words) and words[0] != "run"
+
+
+def _asks_help(args: Sequence[str]) -> bool:
     head = args[: list(args).index("--")] if "--" in args else args
-    return any(a in ("-h", "--help") for a in head) and bool(words) and words[0] != "run"
+    return any(a in ("-h", "--help") for a in head)
 
 
 def _listing_only(args: Sequence[str]) -> bool:
-    """Whether the command is ``clbench list [KIND]``: names and descriptions, which a cached listing gives
-    (``clbench list settings NAME`` reads a plugin's config classes and builds the registries)."""
+    """Whether the command is ``clbench list [KIND]`` (names and descriptions) or ``clbench run --help`` (the
+    options plugins add), which a cached listing gives (``clbench list settings NAME`` reads a plugin's config
+    classes and builds the registries)."""
     words = [a for a in _hoist(args) if not a.startswith("-")]
     if "-p" in args:  # -p's value is not a word of the command
         words = [w for w in words if not w.startswith("no:")]
+    if words and words[0] == "run":
+        return _asks_help(args)
     return bool(words) and words[0] == "list" and "settings" not in words[1:]
 
 
 def _registries(disabled: Sequence[str], listing_only: bool) -> Registries | Listing:
-    """Every installed plugin's registries; for ``clbench list [KIND]``, the listing cached for what is installed
+    """Every installed plugin's registries; for ``clbench list [KIND]`` and ``clbench run --help``, the listing
+    cached for what is installed
     (:mod:`clbench._core.listing`) when there is one, and one kept for the next time when the build warned of
     nothing."""
     from clbench._core import listing

@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from clbench._core.registry import Origin, Registries
+    from clbench.specs import OptionSpec
 
 KINDS = ("methods", "models", "streams", "metrics", "profiles", "executors")
-FORMAT = 1  # the cached file's layout: a new one makes every older file a miss
+FORMAT = 2  # the cached file's layout: a new one makes every older file a miss
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class Listing:
 
     kinds: dict[str, list[Entry]]
     plugins: list[tuple[str, str, str]]
+    # the options plugins add to `clbench run` (OptionSpec), for its help screen: each type by its click name
+    options: list[OptionSpec] | None = None
 
     @classmethod
     def of(cls, regs: Registries) -> Listing:
@@ -78,18 +81,38 @@ class Listing:
             if hooks:
                 offers.append(f"observes {', '.join(hooks)}")
             plugins.append((origin.plugin, origin.distribution, "; ".join(offers) or "nothing"))
-        return cls(kinds, sorted(plugins))
+        return cls(kinds, sorted(plugins), list(regs.options.values()))
 
     def to_json(self) -> dict[str, Any]:
+        import click
+
         kinds = {k: [asdict(e) for e in v] for k, v in self.kinds.items()}
-        return {"format": FORMAT, "kinds": kinds, "plugins": [list(p) for p in self.plugins]}
+        options = [
+            {
+                **{f: getattr(o, f) for f in ("name", "help", "default", "is_flag", "executor")},
+                "type": None if o.is_flag else click.types.convert_type(o.type).name,
+            }
+            for o in self.options or ()
+        ]
+        return {"format": FORMAT, "kinds": kinds, "plugins": [list(p) for p in self.plugins], "options": options}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Listing:
+        from clbench.specs import OptionSpec
+
         return cls(
             {k: [Entry(**e) for e in v] for k, v in data["kinds"].items()},
             [(str(a), str(b), str(c)) for a, b, c in data["plugins"]],
+            [OptionSpec(**{**o, "type": None if o["is_flag"] else _shown(o["type"])}) for o in data["options"]],
         )
+
+
+def _shown(name: str) -> Any:
+    """A click type that only names itself: an option read back from a listing is shown (``clbench run --help``),
+    never parsed (a run builds the registries, and with them the plugin's own type)."""
+    import click
+
+    return type("Shown", (click.ParamType,), {"name": name})()
 
 
 def where(origin: Origin) -> str:
