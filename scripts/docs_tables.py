@@ -1124,6 +1124,24 @@ def tuning_cost(results: Path, regs: Any, profile: str = "quick") -> str:
     )
 
 
+# the bench profile's tracks that are profiles of their own, each tuned on its own budget (plugins/bench_tracks)
+TRACK_PROFILES = ("bench-equal-compute", "bench-equal-steps", "bench-memory-200", "bench-memory-500")
+
+
+def track_tuning(results: Path, regs: Any) -> str:
+    """Per track profile: the pairs its own tuning searched (results/tuning/PROFILE), and those it declares to train
+    as the bench profile's do (``ProfileSpec.base_tuned``, checked by tests/test_tune.py), whose presets are bench's."""
+    lines = [
+        "| profile | pairs tuned at its budget | pairs that train as at their own budget: bench's presets |",
+        "|---|---|---|",
+    ]
+    for profile in TRACK_PROFILES:
+        shared = regs.profiles.get(profile).base_tuned
+        named = "; ".join(f"`{s}`: {', '.join(sorted(m))}" for s, m in sorted(shared.items())) or "none"
+        lines.append(f"| `{profile}` | {len(_choices(regs, profile))} | {named} |")
+    return "\n".join(lines)
+
+
 def method_state(results: Path, regs: Any) -> str:
     """Each method's memory per 1 B model parameters, from the memory plan (clbench._exec.memory) of its quick
     split-digits cell: an fp32 MLP, every weight trained, scaled linearly (state the size of the weights grows with
@@ -1319,8 +1337,9 @@ GENERATORS: dict[str, Callable[[Path, Any], str]] = {
     "tuning-fragility": tuning_fragility,
     "bench-tuning-choices": functools.partial(tuning_choices, profile="bench"),
     "bench-tuning-cost": functools.partial(tuning_cost, profile="bench"),
-    "bench-equal-compute-tuning-choices": functools.partial(tuning_choices, profile="bench-equal-compute"),
-    "bench-equal-compute-tuning-cost": functools.partial(tuning_cost, profile="bench-equal-compute"),
+    **{f"{p}-tuning-choices": functools.partial(tuning_choices, profile=p) for p in TRACK_PROFILES},
+    **{f"{p}-tuning-cost": functools.partial(tuning_cost, profile=p) for p in TRACK_PROFILES},
+    "track-tuning": track_tuning,
     "bench-size": bench_size,
     "bench-summary": bench_summary,
     "bench-memory": bench_memory,
