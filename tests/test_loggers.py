@@ -224,6 +224,20 @@ def test_an_unknown_logger_is_a_usage_error_naming_the_known_ones(tmp_path, caps
     assert not list(tmp_path.rglob(RESULT_FILE))
 
 
+@pytest.mark.parametrize("name", ["tensorboard", "wandb"])
+def test_a_logger_whose_optional_package_is_missing_is_a_usage_error_naming_the_extra(name, tmp_path, capsys,
+                                                                                      monkeypatch):
+    from clbench._cli.main import main
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == name else real(n, *a))
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "--profile", "quick", "--methods", "seqft", "--logger", f"csv,{name}", "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    assert f"the {name} logger needs the {name} package: pip install 'clbench[{name}]'" in capsys.readouterr().err
+    assert not list(tmp_path.rglob(RESULT_FILE))
+
+
 def test_an_unknown_logger_in_a_request_fails_its_cell_by_name(regs, tmp_path):
     [result] = _run(regs, tmp_path, "seqft", logger="bogus")
     assert result.status == "failed" and "bogus" in result.error and "known: csv, tensorboard, wandb" in result.error

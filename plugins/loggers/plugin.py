@@ -56,8 +56,9 @@ class LoggerList(click.ParamType):
             names = parse(value)
         except ConfigError as exc:
             self.fail(str(exc).removeprefix("--logger: "), param, ctx)
-        if "wandb" in names and importlib.util.find_spec("wandb") is None:
-            self.fail("the wandb logger needs the wandb package: pip install 'clbench[wandb]'", param, ctx)
+        for name in ("tensorboard", "wandb"):  # optional packages (extras of their own): named before a cell runs
+            if name in names and importlib.util.find_spec(name) is None:
+                self.fail(f"the {name} logger needs the {name} package: pip install 'clbench[{name}]'", param, ctx)
         return ",".join(names) or None
 
 
