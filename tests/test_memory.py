@@ -544,3 +544,18 @@ def _llama_parameters(folder: str) -> list[torch.nn.Parameter]:
 
     with torch.device("meta"):
         return list(AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder)).parameters())
+
+
+def test_a_plan_loads_each_streams_data_once_and_estimates_as_each_cell_alone(regs, monkeypatch):
+    """`plan_memory` shares what a stream of one configuration loaded between its cells' estimates, and collects
+    only the garbage its steps make: every estimate equals the cell's estimate planned alone, byte for byte."""
+    from clbench_plugins.digits.streams import SplitDigits
+
+    cells = [_cell(regs, "seqft"), _cell(regs, "replay"), _cell(regs, "seqft", train__lr=0.5)]
+    alone = [memory.estimate(regs, c) for c in cells]
+    loads: list[str] = []
+    real = SplitDigits.load
+    monkeypatch.setattr(SplitDigits, "load", lambda self, task: loads.append(task.name) or real(self, task))
+    planned = memory.plan_memory(regs, cells)
+    assert [e for _, e in planned] == alone
+    assert sorted(loads) == sorted(set(loads)) and len(loads) == 5  # the stream's five tasks, each loaded once

@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gc
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 from unittest import mock
@@ -46,7 +48,7 @@ from clbench._exec.livebytes import LiveBytes, fmt_bytes, meta_item, parse_size
 from clbench._exec.runner import build_method, build_model, build_stream, method_label
 from clbench._exec.step import batch_loss, cell_masters, step_hooks, task_phases
 from clbench.cell import Cell
-from clbench.data import Batch, Split
+from clbench.data import Batch, Split, Stream
 from clbench.errors import ClbenchError
 from clbench.method import CellContext, Method, derive_seed, seed_torch
 from clbench.model import CLModel
@@ -152,12 +154,13 @@ def _measure(
     device: torch.device,
     fused_attention: bool = True,
     flops: dict[str, int] | None = None,
+    stream_of: Callable[[], Stream] | None = None,
 ) -> tuple[dict[str, int], int, list[str], int]:
     """The cell's memory terms, its peak, notes and the bytes of the largest weights one module holds of its own
     (a unit of ``train.shard=full``); ``flops`` (given): gets "step", "eval" (a batch) and "cell"
-    (:func:`clbench._exec.compute.planned_flops`)."""
+    (:func:`clbench._exec.compute.planned_flops`); ``stream_of``: builds the cell's stream (default: anew)."""
     notes: list[str] = []
-    stream = build_stream(regs, cell)
+    stream = stream_of() if stream_of is not None else build_stream(regs, cell)
     order = stream.order(cell.order)
     ctx = CellContext(
         stream=stream, order=order, train=cell.train, device=device, seed=cell.seed, options=dict(cell.options)
@@ -291,11 +294,15 @@ CPU_FALLBACK_BYTES = 2 * 2**30
 """Weights above which a cell is not re-measured on the CPU with real tensors (the host would load the model)."""
 
 
-def estimate(regs: Registries, cell: Cell, cpu_fallback: bool = True) -> MemoryEstimate:
+Loaded = dict[str, dict[str, Any]]  # a stream's configuration -> its tasks' data, loaded once for every cell of a plan
+
+
+def estimate(regs: Registries, cell: Cell, cpu_fallback: bool = True, loaded: Loaded | None = None) -> MemoryEstimate:
     """The peak device memory of ``cell`` (see the module), on the meta device. Where its code's shapes follow from
     values (``nonzero``, a boolean mask's selection), a small model is measured on the CPU with real tensors instead,
-    exactly, and a large one on the meta device with every such selection taken whole: an upper bound, noted."""
-    est = _estimate(regs, cell, cpu_fallback)
+    exactly, and a large one on the meta device with every such selection taken whole: an upper bound, noted.
+    ``loaded``: the tasks' data streams of the same configuration loaded for earlier estimates (filled here)."""
+    est = _estimate(regs, cell, cpu_fallback, loaded)
     if cell.device_type == "cuda":
         est.terms["workspace"] = CUDA_WORKSPACE_BYTES
         est.peak += CUDA_WORKSPACE_BYTES
@@ -350,12 +357,35 @@ def per_rank(est: MemoryEstimate, ranks: int, offload: bool = False, built: int 
     return dataclasses.replace(est, terms=terms, peak=peak, notes=[*notes, note])
 
 
-def _estimate(regs: Registries, cell: Cell, cpu_fallback: bool) -> MemoryEstimate:
+@contextlib.contextmanager
+def _collect_young() -> Iterator[None]:
+    """A plan collects garbage between its steps (a torch optimizer is a reference cycle); under this, a collection
+    scans only the objects made since it began (``gc.freeze``): the process's earlier objects (torch, the plugins,
+    earlier cells: ~0.3 s a full collection) are alive either way, and what the plan counts is made inside it."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def _stream(regs: Registries, cell: Cell, loaded: Loaded | None) -> Stream:
+    """The cell's stream, its tasks' data shared with the earlier estimates of a stream of the same configuration (a
+    stream keeps what it loaded in ``Stream._cache``; one that loads its own way loads anew)."""
+    stream = build_stream(regs, cell)
+    if loaded is not None and isinstance(getattr(stream, "_cache", None), dict):
+        key = json.dumps([cell.stream, cell.resolved().get("stream")], sort_keys=True, default=str)
+        stream._cache = loaded.setdefault(key, stream._cache)
+    return stream
+
+
+def _estimate(regs: Registries, cell: Cell, cpu_fallback: bool, loaded: Loaded | None = None) -> MemoryEstimate:
     terms: dict[str, int] | None
-    with _cpu_threads(cell.train.threads):
+    measure = functools.partial(_measure, stream_of=lambda: _stream(regs, cell, loaded))
+    with _cpu_threads(cell.train.threads), _collect_young():
         flops: dict[str, int] = {}
         try:
-            terms, peak, notes, unit = _measure(regs, cell, torch.device("meta"), flops=flops)
+            terms, peak, notes, unit = measure(regs, cell, torch.device("meta"), flops=flops)
             return MemoryEstimate(cell.key, terms, peak, "meta", notes, flops.get("cell"), unit)
         except Exception as exc:  # noqa: BLE001 - a shape that follows from values, or a check of a value meta lacks
             why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
@@ -363,7 +393,7 @@ def _estimate(regs: Registries, cell: Cell, cpu_fallback: bool) -> MemoryEstimat
         with torch.fx.experimental._config.patch(meta_nonzero_assume_all_nonzero=True):  # type: ignore[attr-defined]
             try:
                 flops.clear()
-                terms, peak, notes, unit = _measure(regs, cell, torch.device("meta"), flops=flops)
+                terms, peak, notes, unit = measure(regs, cell, torch.device("meta"), flops=flops)
             except Exception:  # noqa: BLE001 - the whole selections may break a method's own checks (LoTTO's)
                 terms = None
         if terms is not None and (terms["weights"] > CPU_FALLBACK_BYTES or not cpu_fallback):
@@ -371,7 +401,7 @@ def _estimate(regs: Registries, cell: Cell, cpu_fallback: bool) -> MemoryEstimat
             return MemoryEstimate(
                 cell.key,
                 terms,
-                peak - _masks_at_density(regs, cell, peak, notes),
+                peak - _masks_at_density(regs, cell, peak, notes, loaded),
                 "meta",
                 notes,
                 flops.get("cell"),
@@ -380,7 +410,7 @@ def _estimate(regs: Registries, cell: Cell, cpu_fallback: bool) -> MemoryEstimat
         if not cpu_fallback:
             raise NotEstimable(f"{cell.key}: the memory plan cannot run its code on the meta device ({why})")
         flops.clear()
-        terms, peak, notes, unit = _measure(regs, cell, torch.device("cpu"), flops=flops)
+        terms, peak, notes, unit = measure(regs, cell, torch.device("cpu"), flops=flops)
         notes.append(f"measured on the CPU: on the meta device {why}")
         return MemoryEstimate(cell.key, terms, peak, "cpu", notes, flops.get("cell"), unit)
 
@@ -413,13 +443,13 @@ def whole_selection_excess(
     return int(excess)
 
 
-def _masks_at_density(regs: Registries, cell: Cell, peak: int, notes: list[str]) -> int:
+def _masks_at_density(regs: Registries, cell: Cell, peak: int, notes: list[str], loaded: Loaded | None = None) -> int:
     """What an upper bound of a method whose masks have a set density (it declares them: :meth:`Method.mask_plan`,
     Expander-EWC and its kin) counts beyond the run, by :func:`whole_selection_excess`; 0 for any other method (the
     bound stands). The masters of low-precision weights hold the masks' union at the order's last task, when it is
     largest: ``T × density`` for masks kept apart, else ``1 − (1 − density)^T`` (independent draws, expected). The
     terms stay the bound's: the packed state is spread over several of them."""
-    stream = build_stream(regs, cell)
+    stream = _stream(regs, cell, loaded)
     order = stream.order(cell.order)
     tasks = len(order)
     ctx = CellContext(
@@ -515,17 +545,16 @@ def plan_memory(
     """An estimate per distinct configuration (cells that differ only by seed share one; the order stays, as it
     decides the first tasks' data): ``(first cell, estimate)``, None where ``cpu_fallback`` is off and the meta device
     could not run the cell's code."""
-    import json
-
     from tqdm.auto import tqdm
 
     groups: dict[str, Cell] = {}
     for cell in cells:
         groups.setdefault(json.dumps([cell.resolved(), cell.stream, cell.order], sort_keys=True, default=str), cell)
     out: list[tuple[Cell, MemoryEstimate | None]] = []
+    loaded: Loaded = {}  # each stream's data loaded once for the plan
     for cell in tqdm(groups.values(), desc="memory plan", unit="cell", disable=not progress, leave=False):
         try:
-            out.append((cell, estimate(regs, cell, cpu_fallback)))
+            out.append((cell, estimate(regs, cell, cpu_fallback, loaded)))
         except NotEstimable:  # (any other error, data out of reach, is the run's own: it stops the command)
             out.append((cell, None))
     return out
