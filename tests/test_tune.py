@@ -200,6 +200,7 @@ def test_a_preset_that_is_not_the_choice_is_named(tuned):
     ("quick", None, {"permuted-digits", "permuted-digits-til", "split-digits", "split-digits-cil", "cl-quick"}),
     ("bench", 1, {"permuted-mnist", "permuted-mnist-dil", "split-mnist", "split-mnist-cil"}),
     ("bench-equal-compute", 1, {"permuted-mnist", "permuted-mnist-dil", "split-mnist", "split-mnist-cil"}),
+    ("bench-memory-500", 1, {"permuted-mnist", "permuted-mnist-dil", "split-mnist", "split-mnist-cil"}),
 ])
 def test_every_preset_is_the_committed_choice(regs, profile, tuning_seeds, streams):
     """`clbench tune --profile P [--tuning-seeds N] --check`: the committed tuning results are complete, and each
@@ -208,6 +209,8 @@ def test_every_preset_is_the_committed_choice(regs, profile, tuning_seeds, strea
                          dry_run=True)
     assert left == 0
     assert {p.stream for p in pairs} == streams
+    shared = regs.profiles.get(profile).base_tuned if profile in regs.profiles else {}
+    assert not any(p.label in shared.get(p.stream, ()) for p in pairs)  # (the base's choices are theirs)
     assert T.preset_mismatches([T.choice(p, 1.0) for p in pairs]) == []
     for p in pairs:  # tuned apart from reporting: twins of the reported seeds on another order
         assert not set(p.seeds) & set(p.reported_seeds) and p.order not in p.reported_orders
