@@ -168,9 +168,8 @@ def _listing_only(args: Sequence[str]) -> bool:
 
 def _registries(disabled: Sequence[str], listing_only: bool) -> Registries | Listing:
     """Every installed plugin's registries; for ``clbench list [KIND]`` and ``clbench run --help``, the listing
-    cached for what is installed
-    (:mod:`clbench._core.listing`) when there is one, and one kept for the next time when the build warned of
-    nothing."""
+    cached for what is installed (:mod:`clbench._core.listing`) when there is one, and one kept for the next time
+    when the build warned of nothing."""
     from clbench._core import listing
 
     if listing_only:

@@ -301,7 +301,7 @@ def estimate(regs: Registries, cell: Cell, cpu_fallback: bool = True, loaded: Lo
     """The peak device memory of ``cell`` (see the module), on the meta device. Where its code's shapes follow from
     values (``nonzero``, a boolean mask's selection), a small model is measured on the CPU with real tensors instead,
     exactly, and a large one on the meta device with every such selection taken whole: an upper bound, noted.
-    ``loaded``: the tasks' data streams of the same configuration loaded for earlier estimates (filled here)."""
+    ``loaded``: the tasks' data that streams of the same configuration loaded for earlier estimates (filled here)."""
     est = _estimate(regs, cell, cpu_fallback, loaded)
     if cell.device_type == "cuda":
         est.terms["workspace"] = CUDA_WORKSPACE_BYTES
