@@ -202,6 +202,7 @@ def test_a_preset_that_is_not_the_choice_is_named(tuned):
     ("bench-equal-compute", 1, {"permuted-mnist", "permuted-mnist-dil", "split-mnist", "split-mnist-cil"}),
     ("bench-memory-500", 1, {"permuted-mnist", "permuted-mnist-dil", "split-mnist", "split-mnist-cil"}),
     ("bench-memory-200", 1, {"permuted-mnist", "permuted-mnist-dil", "split-mnist", "split-mnist-cil"}),
+    ("bench-equal-steps", 1, {"permuted-mnist", "permuted-mnist-dil", "split-mnist", "split-mnist-cil"}),
 ])
 def test_every_preset_is_the_committed_choice(regs, profile, tuning_seeds, streams):
     """`clbench tune --profile P [--tuning-seeds N] --check`: the committed tuning results are complete, and each
