@@ -12,8 +12,7 @@
     python benchmarks/bench_quick.py --profile bench --track memory-200 --data-dir DIR \
         --out results/bench-memory/200 --record results/bench-memory/200/wall-time.json
 
-Each ``--jobs`` value (default: auto) runs the whole profile (at equal steps: one ``clbench run`` a group of
-streams, each with its steps a task) into a fresh temporary folder (``--out``: that folder, one ``--jobs`` value),
+Each ``--jobs`` value (default: auto) runs the whole profile into a fresh temporary folder (``--out``: that folder, one ``--jobs`` value),
 one after the other, timed from outside the process (start-up, plugin loading and the worker processes included).
 With ``--compare DIR`` every run's cells are then compared with ``DIR`` (``clbench compare``, exact): the numbers
 do not depend on ``--jobs``. ``--record FILE`` writes the last run's
@@ -52,25 +51,20 @@ def track_name(value: str) -> str:
 
 
 def commands(profile: str | None, track: str, sets: list[str]) -> list[list[str]]:
-    """The `clbench run` command lines of a profile's track: one; at equal compute and at equal memory M (bench) the
-    profile that is that track, ``bench-equal-compute`` (every task's examples with gradients those of one epoch of
-    plain fine-tuning) or ``bench-memory-M`` (the methods that keep examples, each keeping M), presets tuned on that
-    budget; at equal steps (bench) one a group of streams with its steps a task (``BENCH_EQUAL_STEPS`` of the bench
-    profile's plugin). docs/bench.md, docs/budgets.md."""
+    """The `clbench run` command line of a profile's track: the profile's own; at equal steps, equal compute and
+    equal memory M (bench) the profile that is that track, presets tuned on its budget: ``bench-equal-steps`` (every
+    method one epoch of the stream's mean task in optimizer steps a task), ``bench-equal-compute`` (every task's
+    examples with gradients those of one epoch of plain fine-tuning) or ``bench-memory-M`` (the methods that keep
+    examples, each keeping M). docs/bench.md, docs/budgets.md."""
     base = ["clbench", "run", "--methods", "all"] + (["--profile", profile] if profile else [])
     base += [f"--set={s}" for s in sets]
     if track == "own":
         return [base]
     if profile != "bench":
         sys.exit(f"--track {track} is defined for --profile bench (docs/bench.md)")
-    if track == "equal-compute":
-        return [[*base[:5], "bench-equal-compute", *base[6:]]]
     if track.startswith("memory-"):  # (the profile's methods: those that keep examples)
         return [["clbench", "run", "--profile", f"bench-{track}", *base[6:]]]
-    from clbench_plugins.vision_streams.presets import BENCH_EQUAL_STEPS
-
-    return [[*base, "--stream", ",".join(streams), f"--set=train.steps_per_task={steps}"]
-            for steps, streams in BENCH_EQUAL_STEPS]
+    return [[*base[:5], f"bench-{track}", *base[6:]]]
 
 
 def main() -> None:

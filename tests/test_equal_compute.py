@@ -259,6 +259,9 @@ def test_the_bench_equal_compute_profile_is_bench_at_one_epoch_of_compute():
     assert bench.commands("bench", "equal-compute", []) == [
         ["clbench", "run", "--methods", "all", "--profile", "bench-equal-compute"]
     ]
+    assert bench.commands("bench", "equal-steps", []) == [
+        ["clbench", "run", "--methods", "all", "--profile", "bench-equal-steps"]
+    ]
 
 
 def test_the_bench_equal_steps_profile_gives_each_stream_one_epoch_of_its_mean_task():
