@@ -307,8 +307,8 @@ def test_the_leaderboards_fragility_column_is_the_committed_trees_read_by_hand(r
 def test_pairs_that_share_the_base_tuning_train_as_the_base_does(regs, profile, tree):
     """`ProfileSpec.base_tuned` is a claim: each declared pair resolves to the base profile's settings (but the
     track's own) and takes its optimizer steps on every task, cell by cell of the committed trees; a pair that does
-    not (Joint at equal steps takes 422 steps a task, not 422, 844, 1266; GEM at memory 200 keeps 66 a task, not 256)
-    is caught."""
+    not (Joint at equal steps takes 422 steps a task, not 422, 844, 1266; GEM at memory 200 keeps 66 a task, not 256,
+    and has a learning rate tuned there) is caught."""
     from dataclasses import replace
 
     spec = regs.profiles.get(profile)
@@ -317,7 +317,7 @@ def test_pairs_that_share_the_base_tuning_train_as_the_base_does(regs, profile, 
     assert sum(len(v) for v in spec.base_tuned.values()) >= 20  # (the claim covers the pairs it names)
     wrong = {"bench-equal-steps": ("permuted-mnist", "joint", "optimizer steps a task [(422,), (422,), (422,)] here, "
                                    "[(422,), (844,), (1266,)]"),
-             "bench-memory-200": ("permuted-mnist", "gem", "methods.gem differ")}[profile]
+             "bench-memory-200": ("permuted-mnist", "gem", "methods.gem, train.lr differ")}[profile]
     claimed = replace(spec, base_tuned={wrong[0]: (wrong[1],)})
     found = T.base_tuned_mismatches(claimed, track, base)
     assert len(found) == 10 and all(wrong[2] in line for line in found)  # every cell of the row: 2 orders × 5 seeds
