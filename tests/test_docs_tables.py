@@ -189,8 +189,11 @@ def test_committed_docs_have_the_markers():
     assert dt.section_names(scale) == ["gpu-lease", "gpu-step-cost", "gpu-table2", "method-state"]
     bench = (ROOT / "docs" / "bench.md").read_text(encoding="utf-8")
     assert dt.section_names(bench) == ["bench-size", "bench-memory", "bench-summary", "bench-reproducibility",
-                                       "bench-tuning-choices", "bench-tuning-cost",
-                                       "bench-equal-compute-tuning-choices", "bench-equal-compute-tuning-cost"]
+                                       "bench-tuning-choices", "bench-tuning-cost", "track-tuning",
+                                       "bench-equal-compute-tuning-choices", "bench-equal-compute-tuning-cost",
+                                       "bench-equal-steps-tuning-choices", "bench-equal-steps-tuning-cost",
+                                       "bench-memory-500-tuning-choices", "bench-memory-500-tuning-cost",
+                                       "bench-memory-200-tuning-choices", "bench-memory-200-tuning-cost"]
     used = (dt.section_names(text) + dt.section_names(readme) + dt.section_names(streams) + dt.section_names(tuning)
             + dt.section_names(scale) + dt.section_names(bench))
     assert sorted(dt.GENERATORS) == sorted(set(used))  # none unused
