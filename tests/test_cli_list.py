@@ -86,8 +86,10 @@ def test_ewc_settings(regs):
     lam = rows["lambda"]
     assert (lam.key, lam.type, lam.default, lam.range, lam.in_config) == ("ewc.lambda", "float", 100.0, ">= 0", True)
     assert lam.help.startswith("the paper tunes λ per benchmark; the quick presets come from `clbench tune`")
-    tuned = _tuned("ewc")  # quick's four streams, bench's four and bench-equal-compute's four
-    assert dict(lam.presets) == {k: v["lambda"] for k, v in tuned.items()} and len(tuned) == 12
+    # quick's four streams, bench's four, bench-equal-compute's four and bench-equal-steps' two split streams (on the
+    # permuted ones EWC trains at equal steps as at its own budget: bench's presets)
+    tuned = _tuned("ewc")
+    assert dict(lam.presets) == {k: v["lambda"] for k, v in tuned.items()} and len(tuned) == 14
     lr = rows["train.lr"]  # a preset outside the method's config, shown under its key
     assert not lr.in_config and dict(lr.presets) == {
         **{k: v["train.lr"] for k, v in tuned.items()}, **{k: v["train.lr"] for k, v in FULL_FT.items()}}

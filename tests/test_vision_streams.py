@@ -226,7 +226,7 @@ def test_bench_equal_steps_are_one_epoch_of_the_mean_task():
     """The equal-steps track's steps a task: one epoch at batch 128 of the stream's mean task, from the data."""
     import math
 
-    from clbench_plugins.vision_streams.presets import BENCH_EQUAL_STEPS
+    from clbench_plugins.bench_tracks.plugin import STEPS_PER_TASK
     from clbench_plugins.vision_streams.streams import PermutedMNIST, PermutedMNISTConfig, SplitMNIST, SplitMNISTConfig
 
     permuted = PermutedMNIST(PermutedMNISTConfig(data_dir=str(MNIST), tasks=1))
@@ -237,4 +237,5 @@ def test_bench_equal_steps_are_one_epoch_of_the_mean_task():
     }
     assert per_task["permuted"] == [422] and len(per_task["split"]) == 5
     expected = {kind: round(sum(steps) / len(steps)) for kind, steps in per_task.items()}
-    assert {streams[0].split("-")[0]: steps for steps, streams in BENCH_EQUAL_STEPS} == expected
+    assert {s: steps for s, steps in STEPS_PER_TASK.items()} == {
+        s: expected[s.split("-")[0]] for s in ("permuted-mnist", "permuted-mnist-dil", "split-mnist", "split-mnist-cil")}

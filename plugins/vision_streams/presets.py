@@ -13,7 +13,3 @@ PAPER_TRAIN = {"train.batch_size": 128, "train.optimizer": "adam", "train.lr": 1
 BENCH = {"model": "mlp", "model.hidden": [50, 50], "train.batch_size": 128, "train.optimizer": "adam",
           "train.lr": 1e-3, "train.epochs": 1, "orders": ["1", "2"]}
 BENCH_PERMUTED = {**BENCH, "stream.tasks": 3}
-# The bench profile's equal-steps track: every method, every task, the optimizer steps of one epoch of the stream's
-# mean task at batch 128 (SeqFT's own budget): 54,000 / 128 -> 422 a permutation; the split pairs' 10,137-11,399
-# training images -> 80-90 steps, 85 on average. (steps, streams) a `clbench run` (benchmarks/bench_quick.py).
-BENCH_EQUAL_STEPS = ((422, ("permuted-mnist", "permuted-mnist-dil")), (85, ("split-mnist", "split-mnist-cil")))
