@@ -51,7 +51,8 @@ EQUAL_STEPS = ProfileSpec(
 # the built-in methods that keep examples (MethodSpec.memory: what train.memory budgets)
 KEEPING_EXAMPLES = ("replay", "der", "derpp", "er-ace", "gdumb", "icarl", "gem", "agem")
 MEMORY_SIZES = (200, 500)
-# those that keep 200 in all at their own budget (GEM and A-GEM keep 256 a task): the same settings at memory 200
+# those that keep 200 in all at their own budget (GEM and A-GEM keep 256 a task), and iCaRL on the class-incremental
+# stream, where it runs: the same settings at memory 200
 KEEP_200 = ("replay", "der", "derpp", "er-ace", "gdumb")
 
 
