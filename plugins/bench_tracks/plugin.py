@@ -12,17 +12,23 @@ tuned on its own budget needs a name for them, and every other preset is the ben
 
 from __future__ import annotations
 
+from typing import Any
+
 from clbench import hookimpl
 from clbench.specs import ProfileSpec
 
-EQUAL_COMPUTE = ProfileSpec(
+
+def track(name: str, description: str, **fields: Any) -> ProfileSpec:
+    """A track of the bench profile: its presets over bench's, bench's seeds 0-4 (orders 1, 2 from the streams'
+    bench presets)."""
+    return ProfileSpec(name, description, version="1", seeds=(0, 1, 2, 3, 4), extends="bench", **fields)
+
+
+EQUAL_COMPUTE = track(
     "bench-equal-compute",
     "the bench profile at equal compute: every task's examples with gradients those of one epoch of plain "
     "fine-tuning (train.compute_epochs=1), presets tuned on that budget; CPU, --data-dir as bench",
-    version="1",
-    seeds=(0, 1, 2, 3, 4),
     sets={"train.compute_epochs": 1.0},
-    extends="bench",
 )
 
 # The equal-steps track: every method, every task, the optimizer steps of one epoch of the stream's mean task at
@@ -37,14 +43,11 @@ ONE_EPOCH = ("agem", "dense-ewc", "der", "derpp", "er-ace", "ewc", "expander-ewc
              "random-mask-ewc", "replay", "seqft", "si")
 TASK_INCREMENTAL_ONE_EPOCH = ("pertask-expander", "pertask-random", "pertaskft", "sm")  # (one head a task)
 
-EQUAL_STEPS = ProfileSpec(
+EQUAL_STEPS = track(
     "bench-equal-steps",
     "the bench profile at equal steps: every method the optimizer steps of one epoch of the stream's mean task a "
     "task (train.steps_per_task, one value a stream), presets tuned on that budget; CPU, --data-dir as bench",
-    version="1",
-    seeds=(0, 1, 2, 3, 4),
     stream_sets={stream: {"train.steps_per_task": steps} for stream, steps in STEPS_PER_TASK.items()},
-    extends="bench",
     base_tuned={"permuted-mnist": ONE_EPOCH + TASK_INCREMENTAL_ONE_EPOCH, "permuted-mnist-dil": ONE_EPOCH},
 )
 
@@ -58,15 +61,12 @@ KEEP_200 = ("replay", "der", "derpp", "er-ace", "gdumb")
 
 def equal_memory(size: int) -> ProfileSpec:
     """The bench profile's methods that keep examples, each keeping ``size`` examples in all."""
-    return ProfileSpec(
+    return track(
         f"bench-memory-{size}",
         f"the bench profile's methods that keep examples, each keeping {size} in all (train.memory={size}), "
         "presets tuned at that memory; CPU, --data-dir as bench",
-        version="1",
-        seeds=(0, 1, 2, 3, 4),
         methods=KEEPING_EXAMPLES,
         sets={"train.memory": size},
-        extends="bench",
         base_tuned={s: KEEP_200 + (("icarl",) if s.endswith("-cil") else ()) for s in BENCH_STREAMS} if size == 200 else {},
     )
 
