@@ -255,6 +255,46 @@ def test_neighbour_names_by_the_keys_that_moved_and_their_factor():
     assert T.neighbour_of({"train.lr": 1e-3}, {"train.lr": 1e-3, "ewc.lambda": 1.0}) is None
 
 
+def test_fragility_on_part_of_the_reported_cells_says_on_how_many(regs, tuned, tmp_path):
+    """`clbench tune --fragility DIR --fragility-seeds S`: the neighbours run on those reported seeds only; the row's
+    fragility is their mean AA there minus the rerun choice's, computed here from the cells, "on k of n" of the row's
+    cells. A row whose neighbours have not all reached the choice's cells is left out (still running); a neighbour
+    cell that failed makes the row `not complete`; a seed that is not reported is refused."""
+    from dataclasses import replace
+
+    from clbench._tools.summary import fragility_text
+
+    _, pairs, _ = tuned
+    ewc = replace(next(p for p in pairs if p.label == "ewc"), reported_seeds=[0, 1, 2])  # (a profile reporting 3)
+    seed = 1
+    with pytest.raises(ConfigError, match="--fragility-seeds 99: .*ewc reports seeds"):
+        T.fragility(regs, [ewc], TEST_PROFILE, tmp_path / "no", seeds=[99], dry_run=True)
+    scores, left = T.fragility(regs, [ewc], TEST_PROFILE, tmp_path / "f", seeds=[seed], options={"jobs": 1},
+                               progress=False)
+    found = list(iter_results(tmp_path / "f"))
+    assert left == 0 and {r.seed for r in found} == {seed}
+    assert {r.order for r in found} == set(ewc.reported_orders)
+    by_point = {}
+    for r in found:
+        name = T.neighbour_of(r.config["sweep"], ewc.best().point)
+        by_point.setdefault(name, []).append(float(r.metrics["AA"]))
+    means = {k: sum(v) / len(v) for k, v in by_point.items()}
+    assert means == pytest.approx(scores["tiny-vector/ewc"], abs=1e-9)
+    worst = min((k for k in means if k != "choice"), key=lambda k: means[k])
+    # the reported cells: the choice's settings on every reported seed and order
+    choice = [r for r in found if T.neighbour_of(r.config["sweep"], ewc.best().point) == "choice"]
+    reported = [replace(r, method="ewc", seed=s) for r in choice for s in ewc.reported_seeds]
+    row = T.fragility_scores(reported, found)[("tiny-vector", "ewc")]
+    n = len(ewc.reported_orders)
+    assert row == T.RowFragility(worst, pytest.approx(means[worst] - means["choice"], abs=1e-9), n,
+                                 n * len(ewc.reported_seeds))
+    assert f"({worst}; {n} of {n * len(ewc.reported_seeds)} cells)" in fragility_text(row, 100.0)
+    one = next(r for r in found if T.neighbour_of(r.config["sweep"], ewc.best().point) == worst)
+    assert ("tiny-vector", "ewc") not in T.fragility_scores(reported, [r for r in found if r is not one])
+    failed = [replace(r, status="failed") if r is one else r for r in found]
+    assert T.fragility_scores(reported, failed)[("tiny-vector", "ewc")].move == -math.inf
+
+
 @pytest.mark.slow
 def test_the_leaderboards_fragility_column_is_the_committed_trees_read_by_hand(regs, tmp_path):
     """`clbench leaderboard results/quick --fragility results/fragility/quick`: GEM's row on split-digits-cil shows

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 from tabulate import tabulate
@@ -72,6 +72,9 @@ from clbench.data import scenario_needs
 from clbench.errors import ClbenchError
 from clbench.specs import MethodSpec, MetricSpec, ProfileSpec
 
+if TYPE_CHECKING:
+    from clbench._tools.tune import RowFragility
+
 SCENARIO_WORDS = {
     "task-incremental": "task-incremental: the task identity is given at test time",
     "domain-incremental": "domain-incremental: no task identity at test time, one shared head",
@@ -83,7 +86,7 @@ def summary_frame(
     results: Iterable[CellResult],
     specs: Mapping[str, MethodSpec] | None = None,
     judging: Judging | None = None,
-    fragility: Mapping[tuple[str, str], tuple[str, float] | None] | None = None,
+    fragility: Mapping[tuple[str, str], RowFragility | None] | None = None,
 ) -> pd.DataFrame:
     """The summary tables as numbers, one row per (profile, stream, scenario, method): rank interval, the label
     the tables print (with its tags), oracle, AA (mean, 95 % interval, sample std), the verdict, d and its p (raw
@@ -124,8 +127,9 @@ def summary_frame(
                 }
                 if fragility is not None:
                     worst = fragility.get((stream, row.method))
-                    out["fragility neighbour"] = None if worst is None else worst[0]
-                    out["fragility move"] = None if worst is None else worst[1]
+                    out["fragility neighbour"] = None if worst is None else worst.neighbour
+                    out["fragility move"] = None if worst is None else worst.move
+                    out["fragility cells"] = None if worst is None else worst.cells
                 for name in metrics:
                     values = [] if row.diverged else _metric_values(section, row.method, name)
                     mean, std = _stats(values) if values else (None, None)
@@ -293,7 +297,7 @@ def render(
     other_code: int = 0,
     profile: ProfileSpec | None = None,
     lineage: Sequence[str] = (),
-    fragility: Mapping[tuple[str, str], tuple[str, float] | None] | None = None,
+    fragility: Mapping[tuple[str, str], RowFragility | None] | None = None,
 ) -> str:
     """The markdown leaderboard of one profile's results: per stream and scenario, the ranked summary, then one
     table per objective (rows as in the summary; objectives that are n/a for most rows last), then the
@@ -402,8 +406,8 @@ def render(
 
 
 def _of_stream(
-    fragility: Mapping[tuple[str, str], tuple[str, float] | None] | None, stream: str
-) -> dict[str, tuple[str, float] | None] | None:
+    fragility: Mapping[tuple[str, str], RowFragility | None] | None, stream: str
+) -> dict[str, RowFragility | None] | None:
     return None if fragility is None else {m: w for (s, m), w in fragility.items() if s == stream}
 
 

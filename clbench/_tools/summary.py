@@ -7,7 +7,7 @@ import collections
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from tabulate import tabulate
 
@@ -23,6 +23,9 @@ from clbench._tools.tables import (
 from clbench.cell import CellResult
 from clbench.errors import ResultFileError
 from clbench.specs import MethodSpec
+
+if TYPE_CHECKING:
+    from clbench._tools.tune import RowFragility
 
 RANK_BY, SECOND = "AA", "F.Ra"  # the summary ranks by AA (higher is better) and shows F.Ra beside it
 SUMMARY_LEGEND = (
@@ -267,21 +270,22 @@ def _rank(row: SummaryRow) -> str:
 
 FRAGILITY_LEGEND = (
     "`fragility`: the worst of the row's neighbours — its tuned choice at 0.5× and 2× its learning rate and at 0.5× "
-    "and 2× its strengths (docs/tuning.md) — rerun on the row's own orders and seeds beside the choice: the "
-    "neighbour's mean AA minus the rerun choice's there, and which neighbour (⚑: below by more than the table's Δ, "
+    "and 2× its strengths (docs/tuning.md) — rerun on the row's own orders and seeds beside the choice (all of the "
+    "row's cells, or as many of them as the cell says): the neighbour's mean AA minus the rerun choice's there, and which neighbour (⚑: below by more than the table's Δ, "
     "so a factor of two in one setting moves the row by more than the verdict rule's margin; `not complete`: that "
     "neighbour diverged or failed; —: no neighbours were run for the row)."
 )
 
 
-def fragility_text(worst: tuple[str, float] | None, margin: float) -> str:
-    """A row's ``fragility`` cell from :func:`clbench._tools.tune.fragility_of`."""
+def fragility_text(worst: RowFragility | None, margin: float) -> str:
+    """A row's ``fragility`` cell from :func:`clbench._tools.tune.fragility_scores`: the move, the neighbour and,
+    when the neighbours ran on part of the row's cells, on how many."""
     if worst is None:
         return "—"
-    name, move = worst
-    if move == float("-inf"):
+    name = worst.neighbour if worst.cells == worst.of else f"{worst.neighbour}; {worst.cells} of {worst.of} cells"
+    if worst.move == float("-inf"):
         return f"not complete ({name}) ⚑"
-    return f"{move:+.2f} ({name})" + (" ⚑" if move < -margin else "")
+    return f"{worst.move:+.2f} ({name})" + (" ⚑" if worst.move < -margin else "")
 
 
 def summary_table(
@@ -289,7 +293,7 @@ def summary_table(
     labels: Mapping[str, str] | None = None,
     tablefmt: str = "github",
     cost: bool = True,
-    fragility: Mapping[str, tuple[str, float] | None] | None = None,
+    fragility: Mapping[str, RowFragility | None] | None = None,
 ) -> str:
     """One section's answer to "which method is best, and by how much": the ranked rows, then the oracle rows
     (their own table in markdown, a block below in plain text), then rows that cannot be judged. ``fragility``:

@@ -15,6 +15,7 @@ from clbench.errors import ClbenchError
 
 if TYPE_CHECKING:  # pandas and scipy load when the command runs: `clbench --help` and `list` need neither
     from clbench._tools.tables import Judging
+    from clbench._tools.tune import RowFragility
 
 FORMATS = {"md": ".md", "csv": ".csv", "json": ".json", "latex": ".tex"}
 
@@ -190,10 +191,11 @@ def command(
         sys.exit(1)
 
 
-def _fragility(results: list[Any], tree: Path) -> dict[tuple[str, str], tuple[str, float] | None]:
-    """Per (stream, method) of ``results``: the worst neighbour in the fragility ``tree`` and its move."""
+def _fragility(results: list[Any], tree: Path) -> dict[tuple[str, str], RowFragility | None]:
+    """Per (stream, method) of ``results``: the worst neighbour in the fragility ``tree``, its move and on how many
+    of the row's cells."""
     from clbench._core.results import scan
-    from clbench._tools.tune import fragility_of, fragility_scores
+    from clbench._tools.tune import fragility_scores
 
     found = scan(tree)
     if skipping(found.problems):
@@ -204,7 +206,7 @@ def _fragility(results: list[Any], tree: Path) -> dict[tuple[str, str], tuple[st
             f"--fragility {tree}: no row of these results has its tuned choice there; make it with "
             "`clbench tune --profile P --fragility DIR`"
         )
-    return {key: fragility_of(s) for key, s in scores.items()}
+    return scores
 
 
 def _names(result: Any, field: str) -> set[str]:
@@ -219,7 +221,7 @@ def _export(
     out: Path,
     formats: list[str],
     judging: Judging,
-    fragility: dict[tuple[str, str], tuple[str, float] | None] | None = None,
+    fragility: dict[tuple[str, str], RowFragility | None] | None = None,
 ) -> None:
     """The summary tables as numbers (csv, json) or LaTeX, one file per profile; pandas writes them."""
     if not formats:
@@ -335,7 +337,7 @@ def _write_leaderboards(
     heatmaps: bool,
     check: bool,
     judging: Judging,
-    fragility: dict[tuple[str, str], tuple[str, float] | None] | None = None,
+    fragility: dict[tuple[str, str], RowFragility | None] | None = None,
 ) -> list[Path]:
     from clbench._core.cells import profile_lineage
     from clbench._tools.leaderboard import board_title, by_profile, render

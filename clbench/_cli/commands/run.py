@@ -23,7 +23,7 @@ from clbench.specs import OptionSpec
 LEADERBOARD_FILE = "leaderboard.md"  # `clbench run --leaderboard` writes <out>/leaderboard.md
 
 
-def _csv(value: str | None, option: str = "the option") -> list[str] | None:
+def csv_option(value: str | None, option: str = "the option") -> list[str] | None:
     """A comma list; an empty one is refused (it would silently mean the default)."""
     if value is None:
         return None
@@ -53,16 +53,17 @@ def _refuse_empty(methods: str | None, device_memory: str | None) -> None:
         raise ClbenchError("--device-memory '': give a size (80GiB), or off")
 
 
-def _seeds(value: str | None) -> list[int] | None:
-    items = _csv(value, "--seeds")
+def seeds_option(value: str | None, option: str = "--seeds") -> list[int] | None:
+    """A comma list of seeds (``option`` names it in a message)."""
+    items = csv_option(value, option)
     if items is None:
         return None
     try:
         seeds = [int(v) for v in items]
     except ValueError:
-        raise ClbenchError(f"--seeds {value!r}: expected integers separated by commas, e.g. 0,1,2") from None
+        raise ClbenchError(f"{option} {value!r}: expected integers separated by commas, e.g. 0,1,2") from None
     if any(s < 0 for s in seeds):
-        raise ClbenchError(f"--seeds {value!r}: seeds are non-negative integers")
+        raise ClbenchError(f"{option} {value!r}: seeds are non-negative integers")
     return seeds
 
 
@@ -214,9 +215,9 @@ def command(
     req = RunRequest(
         profile=profile,
         methods=methods,
-        streams=_csv(streams, "--stream"),
-        orders=_csv(orders, "--orders"),
-        seeds=_seeds(seeds),
+        streams=csv_option(streams, "--stream"),
+        orders=csv_option(orders, "--orders"),
+        seeds=seeds_option(seeds),
         sets=parse_sets(sets),
         model=model,
         out=out,

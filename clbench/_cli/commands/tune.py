@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from clbench._cli.commands._common import margin_option
-from clbench._cli.commands.run import Jobs
+from clbench._cli.commands.run import Jobs, csv_option, seeds_option
 from clbench._core.registry import Registries
 from clbench.errors import ClbenchError
 
@@ -61,6 +61,16 @@ def _power_of_two(ctx: click.Context, param: click.Parameter, value: int | None)
     help="Also run each choice's neighbours (0.5× and 2× its lr and strengths) on the reported seeds and orders, "
     "scored on the test split, into this folder, and print each one's AA there (docs/tuning.md).",
 )
+@click.option(
+    "--fragility-seeds",
+    callback=lambda ctx, param, value: seeds_option(value, "--fragility-seeds"),
+    help="With --fragility: run the neighbours on these of the reported seeds only (comma-separated; default: all).",
+)
+@click.option(
+    "--fragility-orders",
+    callback=lambda ctx, param, value: csv_option(value, "--fragility-orders"),
+    help="With --fragility: run the neighbours on these of the reported orders only (default: all).",
+)
 @click.option("--check", is_flag=True, help="Run nothing; exit 1 when a preset is not what the results choose.")
 @click.option("--progress/--no-progress", default=True, help="Progress bars.")
 @click.pass_obj
@@ -81,6 +91,8 @@ def command(
     jobs: int | str,
     write: Path | None,
     fragility: Path | None,
+    fragility_seeds: list[int] | None,
+    fragility_orders: list[str] | None,
     check: bool,
     progress: bool,
 ) -> None:
@@ -158,6 +170,8 @@ def command(
             fragility,
             sets=parse_sets(sets),
             data_dir=data_dir,
+            seeds=fragility_seeds,
+            orders=fragility_orders,
             options={"jobs": jobs},
             progress=progress,
             dry_run=check,
