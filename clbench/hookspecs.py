@@ -29,6 +29,7 @@ import pluggy
 if TYPE_CHECKING:
     from clbench.cell import Cell, CellResult, Plan
     from clbench.specs import (
+        CapabilitySpec,
         ExecutorSpec,
         MemorySpec,
         MethodSpec,
@@ -113,6 +114,16 @@ def clbench_add_memory() -> list[MemorySpec]:  # type: ignore[empty-body]
     Called once at start-up. Returns a list of :class:`~clbench.specs.MemorySpec`; each becomes its method's
     ``memory``, which ``train.memory`` sets. A method whose own spec declares one, or that two plugins declare, is an
     error naming both.
+    """
+
+
+@hookspec
+def clbench_add_capabilities() -> list[CapabilitySpec]:  # type: ignore[empty-body]
+    """Return what methods (of this plugin or of another) take and need, and what models provide.
+
+    Called once at start-up. Returns a list of :class:`~clbench.specs.CapabilitySpec`; a method's ``modalities``
+    become its spec's (one whose own spec declares them too is an error naming both), its ``requires`` and a model's
+    ``provides`` are added to the spec's own. The planner checks them before any cell starts.
     """
 
 

@@ -64,6 +64,25 @@ class MemorySpec:
 
 
 @dataclass(frozen=True)
+class CapabilitySpec:
+    """What a method takes and needs, or what a model provides, given apart from its own spec
+    (``clbench_add_capabilities``), as :class:`MemorySpec` gives a method its memory: a declaration decides which
+    cells the planner builds, never a cell's numbers. ``kind="method"``: ``modalities``, the inputs it takes (a stream
+    of another modality is refused at plan time; its own spec must leave them open), and ``requires``, interfaces its
+    model must provide (added to its own); ``kind="model"``: ``provides`` (added to its own)."""
+
+    kind: Literal["method", "model"]
+    target: str
+    modalities: frozenset[str] = frozenset()
+    requires: frozenset[str] = frozenset()
+    provides: frozenset[str] = frozenset()
+
+    @property
+    def name(self) -> str:  # (registries key specs by name: one declaration a method or model)
+        return f"{self.kind}:{self.target}"
+
+
+@dataclass(frozen=True)
 class ShardingSpec:
     """That a method runs correctly with its model's weights sharded over the ranks (``train.shard=full``), given
     apart from its :class:`MethodSpec` (``clbench_add_sharding``): a method whose only use of the weights is the
@@ -90,7 +109,9 @@ class MethodSpec:
     ``train.lr`` (the expander family's RMSProp step); a method without ``lr`` there is tuned on ``train.lr``.
     ``scenarios`` are the test-time scenarios it can run in (:data:`clbench.data.SCENARIOS`; empty: all): a
     method that picks a per-task mask, head or adapter at test time needs ``{"task-incremental"}``, and is
-    reported as unable to run on another stream, never moved to another scenario.
+    reported as unable to run on another stream, never moved to another scenario. ``modalities`` are the inputs it
+    takes (``vector``, ``image``, ``text``; empty: any): a method that stores or generates input tensors takes no
+    text, and is refused on a text stream before any cell starts (:class:`CapabilitySpec` declares it apart).
     """
 
     name: str
@@ -125,6 +146,9 @@ class MethodSpec:
     # it reads the weights only through the model's forward and backward. False: refused before a sharded cell starts.
     # A plugin may declare it here or with ``clbench_add_sharding`` (:class:`ShardingSpec`).
     shardable: bool = False
+    # The inputs it takes (``vector``, ``image``, ``text``; empty: any), checked against a stream's modality at plan
+    # time. A plugin may declare it here or with ``clbench_add_capabilities`` (:class:`CapabilitySpec`).
+    modalities: frozenset[str] = frozenset()
 
     @property
     def trains_model(self) -> bool:

@@ -62,6 +62,11 @@ def _fits(method: MethodSpec, model: ModelSpec, stream: Stream) -> str | None:
         return f"needs a model with {sorted(missing)}; {model.name!r} provides {sorted(model.provides) or 'none'}"
     if stream.modality not in model.modalities:
         return f"model {model.name!r} does not take {stream.modality!r} inputs"
+    if method.modalities and stream.modality not in method.modalities:
+        return (
+            f"takes {' or '.join(sorted(method.modalities))} inputs; {stream.name!r} gives {stream.modality} "
+            "(its declared modalities)"
+        )
     if method.scenarios and stream.scenario not in method.scenarios:
         return (
             f"runs only {' or '.join(sorted(method.scenarios))} ({scenario_needs(method.scenarios)}); "

@@ -19,6 +19,7 @@ import pluggy
 from clbench import hookspecs
 from clbench.errors import PluginError, PluginSkippedWarning, UnknownNameError, did_you_mean  # noqa: F401
 from clbench.specs import (
+    CapabilitySpec,
     ExecutorSpec,
     MemorySpec,
     MethodSpec,
@@ -133,6 +134,7 @@ _HOOKS: dict[str, tuple[str, type]] = {
     "memory": ("clbench_add_memory", MemorySpec),
     "sharding": ("clbench_add_sharding", ShardingSpec),
     "test_sets": ("clbench_add_test_sets", TestSetSpec),
+    "capabilities": ("clbench_add_capabilities", CapabilitySpec),
     "stream_forms": ("clbench_add_stream_forms", StreamFormSpec),
 }
 
@@ -153,6 +155,7 @@ class Registries:
     memory: Registry[MemorySpec]  # each also in its method's ``memory`` (:func:`collect`)
     sharding: Registry[ShardingSpec]  # each also in its method's ``shardable`` (:func:`collect`)
     test_sets: Registry[TestSetSpec]  # each also in its stream's ``shared_test_set`` (:func:`collect`)
+    capabilities: Registry[CapabilitySpec]  # each also in its method's or model's spec (:func:`collect`)
     stream_forms: Registry[StreamFormSpec]  # each also a stream of its own (:func:`collect`)
     disabled: tuple[str, ...] = ()  # -p no:NAME, so remote workers can rebuild the same registries
     failed: Mapping[str, str] = field(default_factory=dict)  # plugin -> distribution, of those that failed to import
@@ -313,7 +316,8 @@ def collect(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) -> Registrie
     disabled = tuple(disabled)
     failed = dict(getattr(pm, _FAILED_ATTR, {}))
     regs: dict[str, Registry[Any]] = {
-        kind: Registry(kind.rstrip("s"), disabled=disabled, failed=failed) for kind in _HOOKS
+        kind: Registry(kind[:-3] + "y" if kind.endswith("ies") else kind.rstrip("s"), disabled=disabled, failed=failed)
+        for kind in _HOOKS
     }
     for plugin in pm.get_plugins():
         name = plugin_name(pm, plugin)
@@ -349,6 +353,7 @@ def collect(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) -> Registrie
     _give(regs["methods"], regs["memory"], "method", "memory")
     _give(regs["methods"], regs["sharding"], "method", "shardable")
     _give(regs["streams"], regs["test_sets"], "stream", "shared_test_set")
+    _give_capabilities(regs["methods"], regs["models"], regs["capabilities"])
     _check_memory(regs["methods"])
     return Registries(pm=pm, disabled=disabled, failed=failed, **regs)
 
@@ -376,6 +381,46 @@ def _give(owners: Registry[Any], given: Registry[Any], kind: str, field: str) ->
                 "give them in one place"
             )
         owners.items[spec.name] = dataclasses.replace(owner, **{field: getattr(spec, field)})
+
+
+_CAPABILITY_FIELDS = {"method": ("modalities", "requires"), "model": ("provides",)}
+
+
+def _give_capabilities(
+    methods: Registry[MethodSpec], models: Registry[ModelSpec], given: Registry[CapabilitySpec]
+) -> None:
+    """Each :class:`CapabilitySpec` into the spec of the method or model it names: ``requires`` and ``provides`` are
+    added to the spec's own, ``modalities`` set where the spec leaves them open. A declaration of a field its kind has
+    not, of a name nobody registers (but where a disabled plugin may), or of modalities a method declares itself, is
+    refused naming the plugin."""
+    import dataclasses
+
+    for spec in given.values():
+        origin = given.origins.get(spec.name)
+        owners: Registry[Any] = methods if spec.kind == "method" else models
+        if spec.kind not in _CAPABILITY_FIELDS:
+            raise PluginError(f"{origin} declares capabilities of a {spec.kind!r}; kinds: method, model")
+        wrong = [f for f in ("modalities", "requires", "provides") if getattr(spec, f)]
+        wrong = [f for f in wrong if f not in _CAPABILITY_FIELDS[spec.kind]]
+        if wrong:
+            raise PluginError(
+                f"{origin} gives {spec.kind} {spec.target!r} {', '.join(wrong)}, which a {spec.kind} has not"
+            )
+        owner = owners.items.get(spec.target)
+        if owner is None:
+            message = f"{origin} gives capabilities for {spec.kind} {spec.target!r}, which no plugin registers"
+            if owners.disabled:
+                warnings.warn(f"{message} (or a disabled plugin does); they are not used", stacklevel=2)
+                continue
+            hint = did_you_mean(spec.target, list(owners))
+            raise PluginError(message + (f" — did you mean {hint!r}?" if hint else ""))
+        if spec.modalities and owner.modalities:
+            raise PluginError(
+                f"method {spec.target!r} has modalities of its own ({owners.origins.get(spec.target)}) and from "
+                f"{origin}: give them in one place"
+            )
+        changes = {f: getattr(owner, f) | getattr(spec, f) for f in _CAPABILITY_FIELDS[spec.kind]}
+        owners.items[spec.target] = dataclasses.replace(owner, **changes)
 
 
 _SCENARIO_KEYS = frozenset({"model.multi_head", "train.scoring"})  # what a form does not take of its base's presets

@@ -29,7 +29,11 @@ def _stream_for_model(regs: Registries, spec: ModelSpec, method: MethodSpec) -> 
     if not method.requires <= spec.provides:
         return None
     for stream, modality in (("tiny-vector", "vector"), ("tiny-text", "text"), ("split-digits", "image")):
-        if modality in spec.modalities and stream in regs.streams:
+        if (
+            modality in spec.modalities
+            and (not method.modalities or modality in method.modalities)
+            and (stream in regs.streams)
+        ):
             return stream
     return None
 

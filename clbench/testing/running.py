@@ -86,6 +86,7 @@ def fitting_stream(regs: Registries, method: str) -> str | None:
         if (
             spec.requires <= m.provides
             and built.modality in m.modalities
+            and (not spec.modalities or built.modality in spec.modalities)
             and (not spec.scenarios or built.scenario in spec.scenarios)
         ):
             return stream
