@@ -44,7 +44,7 @@ from pathlib import Path
 from clbench._exec.local import harness_registry
 from clbench._core.plan import RunRequest, make_plan
 from clbench._exec import memory
-from clbench._exec.runner import build_stream
+from clbench._exec.session import build_stream
 
 hidden, method = int(sys.argv[1]), sys.argv[2]
 regs = harness_registry()

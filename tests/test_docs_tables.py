@@ -293,7 +293,7 @@ def test_method_state_rows_are_the_memory_plan_scaled_to_a_billion_parameters():
     table = dt.method_state(ROOT / "results", regs)
     row = next(line for line in table.splitlines() if line.startswith("| ewc "))
     from clbench._core.plan import RunRequest, make_plan
-    from clbench._exec.runner import build_model, build_stream
+    from clbench._exec.session import build_model, build_stream
 
     [cell] = make_plan(regs, RunRequest(methods="ewc", streams=["split-digits"], orders=["1"], seeds=[0],
                                         out=ROOT / "unused")).cells

@@ -70,7 +70,7 @@ def test_the_terms_of_an_ewc_cell_are_the_sizes_its_algorithm_needs(regs):
     a CPU cell, not a GPU's)."""
     cell = _cell(regs, "ewc")
     est = memory.estimate(regs, cell)
-    from clbench._exec.runner import build_model, build_stream
+    from clbench._exec.session import build_model, build_stream
 
     model = build_model(regs, cell, build_stream(regs, cell))
     every = sum(p.numel() for p in model.parameters()) * 4
@@ -98,7 +98,7 @@ def test_the_state_of_an_expander_ewc_cell_is_its_fisher_anchor_masks_and_baseli
     density d)."""
     cell = _cell(regs, "expander-ewc")
     est = memory.estimate(regs, cell)
-    from clbench._exec.runner import build_model, build_stream
+    from clbench._exec.session import build_model, build_stream
 
     model = build_model(regs, cell, build_stream(regs, cell))
     outputs = sum(p.numel() for n, p in model.named_parameters() if n in model.output_parameter_names())
@@ -121,7 +121,7 @@ def test_whole_selections_over_count_the_packed_coordinates_outside_the_masks(re
     with torch.fx.experimental._config.patch(meta_nonzero_assume_all_nonzero=True):
         _, whole, _, _ = memory._measure(regs, cell, torch.device("meta"))
     _, real, _, _ = memory._measure(regs, cell, torch.device("cpu"))
-    from clbench._exec.runner import build_model, build_stream
+    from clbench._exec.session import build_model, build_stream
 
     model = build_model(regs, cell, build_stream(regs, cell))
     masked = sum(layer.weight.numel() for layer in model.adaptable_layers().values())
@@ -494,7 +494,7 @@ def test_the_compute_plan_counts_the_epochs_of_a_methods_phases(regs):
         plans[cell.method] = flops
     assert plans["seqft"]["epochs:0"] == plans["seqft"]["epochs:1"] == 2
     assert plans["packnet"]["epochs:0"] == plans["packnet"]["epochs:1"] == 5
-    from clbench._exec.runner import build_stream
+    from clbench._exec.session import build_stream
 
     stream = build_stream(regs, packnet)
     splits = [(len(stream.data(t).train), len(stream.data(t).test)) for t in stream.order("1")]

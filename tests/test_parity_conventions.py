@@ -149,7 +149,7 @@ def test_xavier_init_draws_every_layer_from_glorots_uniform_and_zeroes_the_biase
     """train.init=xavier: each Linear weight within ±√(6/(fan_in+fan_out)) with the uniform's variance a²/3, biases 0;
     the default keeps torch's (Kaiming-uniform bound 1/√fan_in, non-zero biases)."""
     from clbench._core.plan import RunRequest, make_plan
-    from clbench._exec.runner import build_model
+    from clbench._exec.session import build_model
 
     regs = testing.registry()
     for init in ("model", "xavier"):

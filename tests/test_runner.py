@@ -11,11 +11,12 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from clbench import testing
+from clbench._core.plan import RunRequest, make_plan
 from clbench._core.results import read_result
 from clbench._exec.cellstate import CellState
 from clbench._exec.runner import FailFast
 from clbench._exec.step import train_task
-from clbench.cell import CHECKPOINT_FILE, RESULT_FILE
+from clbench.cell import CHECKPOINT_FILE, RESULT_FILE, TEST_PROFILE
 from clbench.config import TrainConfig
 from clbench.hookspecs import hookimpl
 from clbench.method import CellContext, Method, Phase
@@ -37,10 +38,17 @@ class Raising(Method):
         raise RuntimeError("plugin bug in after_task")
 
 
+class LateRaising(Method):
+    def before_task(self, task, index):
+        if index == 1:
+            raise ValueError("no second task")
+
+
 class BadPlugin:
     @hookimpl
     def clbench_add_methods(self):
-        return [MethodSpec("exploding", Exploding), MethodSpec("raising", Raising)]
+        return [MethodSpec("exploding", Exploding), MethodSpec("raising", Raising),
+                MethodSpec("late-raising", LateRaising)]
 
 
 class ErrorRateStream(testing.TinyVectorStream):
@@ -107,6 +115,29 @@ def test_nan_loss_is_diverged_and_grid_goes_on(tmp_path):
     on_disk = read_result(next((tmp_path / "tiny-vector" / "raising").rglob(RESULT_FILE)))
     assert on_disk.status == "failed"
     assert "Traceback" in next((tmp_path / "tiny-vector" / "raising").rglob("error.log")).read_text()
+
+
+def test_a_failed_cell_says_in_which_phase_and_task_it_stopped(tmp_path):
+    """The cell session records every phase's outcome; the error names the one that raised (the task by name)."""
+    from clbench._exec.session import CellSession
+
+    regs = testing.registry(BadPlugin())
+    [late] = testing.run(regs, tmp_path, "late-raising")
+    assert late.status == "failed" and late.error.startswith("ValueError: no second task")
+    assert late.error.endswith(f"(in before_task of task {late.tasks[1]!r})")
+    [raising] = testing.run(regs, tmp_path, "raising")
+    assert raising.error.endswith(f"(in after_task of task {raising.tasks[0]!r})")
+    # a complete cell's phases, in the order a run meets them
+    cell = make_plan(regs, RunRequest(profile=TEST_PROFILE, methods="seqft", streams=["tiny-vector"], seeds=[0],
+                                      out=tmp_path / "p")).cells[0]
+    session = CellSession(regs, cell, torch.device("cpu"))
+    model, method = session.build()
+    session.before_task(method, 0)
+    session.after_task(method, 0)
+    assert [(o.phase, o.task, o.error) for o in session.outcomes] == [
+        ("stream", None, None), ("model", None, None), ("setup", None, None),
+        ("before_task", session.order[0], None), ("after_task", session.order[0], None)]
+    assert session.stopped is None
 
 
 def test_fail_fast_stops_the_grid(tmp_path):

@@ -19,7 +19,7 @@ from clbench import footprints as fps
 from clbench import testing
 from clbench._core.plan import make_plan
 from clbench._exec.executors import execute
-from clbench._exec.runner import build_model, build_stream
+from clbench._exec.session import build_model, build_stream
 from clbench.cell import CHECKPOINT_FILE, FOOTPRINT_FILE
 from clbench.errors import ClbenchError
 from clbench.testing.running import _request
@@ -266,7 +266,7 @@ def test_the_memory_plan_of_a_sharded_cell_is_a_ranks(tmp_path):
     from clbench._core.cells import RunRequest
     from clbench._core.plan import make_plan
     from clbench._exec import memory
-    from clbench._exec.runner import build_model, build_stream
+    from clbench._exec.session import build_model, build_stream
 
     regs = testing.registry()
     one, = make_plan(regs, RunRequest(methods="seqft", streams=["tiny-vector"], profile="test", out=tmp_path)).cells

@@ -14,7 +14,7 @@ import torch
 from clbench import hookimpl, testing
 from clbench._core.plan import RunRequest, make_plan
 from clbench._core.provenance import code_record
-from clbench._exec.runner import build_stream
+from clbench._exec.session import build_stream
 from clbench.errors import DataError, PluginError
 from clbench.specs import StreamFormSpec
 from clbench.testing.running import _request

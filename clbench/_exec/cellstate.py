@@ -7,7 +7,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -25,6 +25,9 @@ from clbench.errors import CheckpointDiscardedWarning, PluginError
 from clbench.method import Method
 from clbench.metrics import MetricInput
 from clbench.model import CLModel
+
+if TYPE_CHECKING:
+    from clbench._exec.session import CellSession
 
 
 def tensor_bytes(state: Any) -> int:
@@ -78,6 +81,7 @@ class CellState:
         self.divergence: dict[str, Any] | None = None  # where training blew up (status "diverged")
         self.scenario: str | None = None  # the stream's test-time scenario (Stream.scenario)
         self.stream: Stream | None = None  # for the data files it read (provenance)
+        self.session: CellSession | None = None  # its lifecycle's outcomes: where it stopped, if it failed
         self.code: tuple[dict[str, str], dict[str, str]] | None = None  # provenance.code_record, set by the runner
         self.started = time.perf_counter()
         self.base: dict[str, list[float]] = {}  # fingerprints of a fresh build's state entries

@@ -45,12 +45,12 @@ from clbench._core.boundary import CheckedMethod
 from clbench._core.registry import Registries
 from clbench._exec.compute import FlopCount, planned_flops
 from clbench._exec.livebytes import LiveBytes, fmt_bytes, meta_item, parse_size
-from clbench._exec.runner import build_method, build_model, build_stream, method_label
+from clbench._exec.session import CellSession, build_method, build_stream, method_label
 from clbench._exec.step import batch_loss, cell_masters, step_hooks, task_phases
 from clbench.cell import Cell
 from clbench.data import Batch, Split, Stream
 from clbench.errors import ClbenchError
-from clbench.method import CellContext, Method, derive_seed, seed_torch
+from clbench.method import CellContext, Method
 from clbench.model import CLModel
 
 TERMS = ("weights", "gradients", "optimizer", "method", "activations", "evaluation", "workspace")
@@ -117,7 +117,6 @@ def _task(
         ctx.device
     )
     after_backward, after_step = step_hooks(method.method)
-    seed_torch(derive_seed(ctx.seed, index + 1))  # as the runner seeds a task: what a step draws (a replay batch)
     epochs = 0
     for _, phase, params, opt in task_phases(model, method.method, ctx, index):
         epochs += phase.epochs if phase.batches is None else 0  # a phase over batches of its own is not planned
@@ -160,11 +159,8 @@ def _measure(
     (a unit of ``train.shard=full``); ``flops`` (given): gets "step", "eval" (a batch) and "cell"
     (:func:`clbench._exec.compute.planned_flops`); ``stream_of``: builds the cell's stream (default: anew)."""
     notes: list[str] = []
-    stream = stream_of() if stream_of is not None else build_stream(regs, cell)
-    order = stream.order(cell.order)
-    ctx = CellContext(
-        stream=stream, order=order, train=cell.train, device=device, seed=cell.seed, options=dict(cell.options)
-    )
+    session = CellSession(regs, cell, device, stream=stream_of() if stream_of is not None else None)
+    order, ctx = session.order, session.context()
     # a cell that runs on the CPU holds its host copies in the memory it runs in; a GPU cell's are the host's
     mode = LiveBytes(device, meta_item if device.type == "meta" else None, count_host=cell.device_type == "cpu")
     for task in order:  # the data stays on the host: loaded before the count starts, never counted
@@ -173,14 +169,7 @@ def _measure(
             for t in (getattr(split, "x", None), getattr(split, "y", None)):
                 if isinstance(t, torch.Tensor):
                     mode.host.add(id(t.untyped_storage()))
-    seed_torch(derive_seed(cell.seed, 0))  # as the runner seeds a cell, so that a plan is the same every time
-    try:
-        with torch.device(device):
-            model = build_model(regs, cell, stream)
-    except RuntimeError:  # a factory that loads weights (from_pretrained) refuses a meta device context
-        model = build_model(regs, cell, stream)
-        notes.append("model built on the CPU, then moved")
-    model = model.to(device)
+    model = session.model(notes)  # seeded as the runner seeds a cell, so that a plan is the same every time
     for t in (*model.parameters(), *model.buffers()):
         mode.add(t)
     parts = {"weights": mode.now}
@@ -191,16 +180,16 @@ def _measure(
         else contextlib.nullcontext()
     )
     with mode, fused:
-        method = build_method(regs, cell, ctx)
+        method = session.method(model)
+        ctx = method.ctx  # (the one the method reads: its data, its stash)
         checked = CheckedMethod(method, method_label(regs, cell))
-        method.setup(model)
         model.train()
-        method.before_task(order[0], 0)
+        session.before_task(method, 0)
         _task(model, checked, ctx, 0, mode, parts, flops)
         gc.collect()  # a torch optimizer is a reference cycle: its state goes with the collector, not with the task
         before = mode.now
         mode.reset_peak()
-        method.after_task(order[0], 0)
+        session.after_task(method, 0)
         # what a method computes between tasks (GDumb and SM retrain there, EWC forms its Fisher) lives while the
         # step's gradients and activations do not: the larger of the two is the cell's transient
         parts["activations"] = max(
@@ -209,7 +198,7 @@ def _measure(
         masters = cell_masters(ctx).nbytes()
         parts["method"] = mode.now - parts["weights"] - masters
         if len(order) > 1:
-            method.before_task(order[1], 1)
+            session.before_task(method, 1)
             _task(model, checked, ctx, 1, mode, parts, flops)
             gc.collect()
         try:
@@ -449,23 +438,14 @@ def _masks_at_density(regs: Registries, cell: Cell, peak: int, notes: list[str],
     bound stands). The masters of low-precision weights hold the masks' union at the order's last task, when it is
     largest: ``T × density`` for masks kept apart, else ``1 − (1 − density)^T`` (independent draws, expected). The
     terms stay the bound's: the packed state is spread over several of them."""
-    stream = _stream(regs, cell, loaded)
-    order = stream.order(cell.order)
+    session = CellSession(regs, cell, torch.device("meta"), stream=_stream(regs, cell, loaded))
+    order = session.order
     tasks = len(order)
-    ctx = CellContext(
-        stream=stream,
-        order=order,
-        train=cell.train,
-        device=torch.device("meta"),
-        seed=cell.seed,
-        options=dict(cell.options),
-    )
-    method = build_method(regs, cell, ctx)
+    method = build_method(regs, cell, session.context())
     plan = method.mask_plan()  # the method's own declaration (Method.mask_plan); a composite declares none
     if plan is None:
         return 0
-    with torch.device("meta"):
-        layers = build_model(regs, cell, stream).adaptable_layers().values()
+    layers = session.model().adaptable_layers().values()
     masked = sum(cast(torch.Tensor, layer.weight).numel() for layer in layers)  # Linear/Conv2d weights
     phase = method.phases(order[0], 0)[-1]  # the masked phase (a calibration one comes first)
     element = cast(torch.Tensor, next(iter(layers)).weight).element_size()  # bytes of a masked weight's element

@@ -26,17 +26,15 @@ from clbench._core.boundary import (
     CheckedMethod,
     ObserverError,
     blame,
-    check_type,
-    describe,
     notify,
     observers,
 )
-from clbench._core.composite import CompositeMethod
 from clbench._core.registry import Registries
 from clbench._core.results import environment, read_result, write_result
 from clbench._exec.cellstate import CellState, fingerprints
 from clbench._exec.compute import ExampleCounter
 from clbench._exec.evaluation import evaluate
+from clbench._exec.session import CellSession, method_label
 from clbench._exec.shard import compute_precision, full_state_dict, shard_model
 from clbench._exec.stats import epoch_losses, steps_done
 from clbench._exec.step import COUNTER, StepObserver, train_task
@@ -44,39 +42,10 @@ from clbench.cell import CHECKPOINT_FILE, ERROR_LOG, FOOTPRINT_FILE, RESULT_FILE
 from clbench.data import Stream, atomic_write_text, atomic_write_with, shown_labels
 from clbench.distributed import SINGLE, Dist, resolve_device
 from clbench.errors import ClbenchError, Diverged, HubUnreachable, PluginError, ResultFileError
-from clbench.method import CellContext, Method, derive_seed, seed_torch
-from clbench.model import CLModel, StreamInfo, xavier_
+from clbench.method import Method
+from clbench.model import CLModel
 
 FINAL_STATUSES = ("complete", "diverged")  # deterministic outcomes: rerunning gives the same
-
-
-def build_method(regs: Registries, cell: Cell, ctx: CellContext) -> Method:
-    methods = []
-    for part in cell.parts:
-        method = regs.methods.get(part).factory(cell.methods_cfg[part], ctx)
-        check_type(method, Method, f"method {part!r}", "factory", regs.methods.origins.get(part))
-        methods.append((part, method))
-    return methods[0][1] if len(methods) == 1 else CompositeMethod(methods, ctx)
-
-
-def build_stream(regs: Registries, cell: Cell) -> Stream:
-    stream = provenance.observed(lambda: regs.streams.get(cell.stream).factory(cell.stream_cfg))
-    check_type(stream, Stream, f"stream {cell.stream!r}", "factory", regs.streams.origins.get(cell.stream))
-    return stream
-
-
-def build_model(regs: Registries, cell: Cell, stream: Stream) -> CLModel:
-    spec = regs.models.get(cell.model)
-    model = spec.factory(cell.model_cfg, StreamInfo.of(stream, spec.setting(cell.model_cfg, "heads")))
-    check_type(model, CLModel, f"model {cell.model!r}", "factory", regs.models.origins.get(cell.model))
-    if cell.train.init == "xavier":
-        xavier_(model)
-    return model
-
-
-def method_label(regs: Registries, cell: Cell) -> str:
-    """``method 'ewc' (plugin 'ewc', clbench 0.1.0)``: how messages about a cell's method name it."""
-    return f"method {cell.method!r}" + "".join(describe(regs.methods.origins.get(p)) for p in cell.parts)
 
 
 class FailFast(ClbenchError):
@@ -230,7 +199,9 @@ class Runner:
                 state.divergence = exc.where
             except Exception as exc:
                 where = "" if isinstance(exc, PluginError) else blame(exc, self.regs)
-                self._failed(cell, state, f"{type(exc).__name__}: {exc}{where}")
+                stopped = state.session.stopped if state.session is not None else None
+                during = "" if stopped is None else f" ({stopped.where()})"
+                self._failed(cell, state, f"{type(exc).__name__}: {exc}{where}{during}")
             if cell.metrics.device != "cpu":
                 release(cell)  # the model's blocks on the GPU, before AWOM's float64 products need it
             result = self._finish(cell, state)
@@ -282,24 +253,8 @@ class Runner:
             result.path = write_result(result, cell.directory)
         return result
 
-    def _build(self, cell: Cell, stream: Stream, order: list[str], device: torch.device) -> tuple[CLModel, Method]:
-        ctx = CellContext(
-            stream=stream,
-            order=order,
-            train=cell.train,
-            device=device,
-            seed=cell.seed,
-            options=dict(cell.options),
-            dist=self.dist,
-        )
-        seed_torch(derive_seed(cell.seed, 0))
-        model = build_model(self.regs, cell, stream).to(device)
-        method = build_method(self.regs, cell, ctx)
-        method.setup(model)
-        return model, method
-
     def _resume(
-        self, cell: Cell, state: CellState, model: CLModel, method: Method, device: torch.device, float32: bool
+        self, session: CellSession, state: CellState, model: CLModel, method: Method, float32: bool
     ) -> tuple[CLModel, Method, int]:
         """The model and method to go on with and the tasks already done, from the cell's checkpoint (every rank
         must agree); one that does not fit starts the cell over from fresh objects (``float32``: their weights cast
@@ -312,14 +267,14 @@ class Runner:
                 "--out must be one folder every rank sees"
             )
         if start < 0:  # a checkpoint that did not fit may have half-loaded: start from fresh objects
-            assert state.stream is not None
-            model, method = self._build(cell, state.stream, state.tasks, device)
+            model, method = session.build()
             if float32:
                 model.to(torch.float32)
             start = 0
         elif start and self.dist.is_main:
             tqdm.write(
-                f"resumed {cell.key} from its checkpoint: {start} of {len(state.tasks)} tasks done", file=sys.stderr
+                f"resumed {session.cell.key} from its checkpoint: {start} of {len(state.tasks)} tasks done",
+                file=sys.stderr,
             )
         return model, method, start
 
@@ -327,12 +282,12 @@ class Runner:
         train = cell.train
         dist = self.dist
         device = cell_device(cell, dist)
-        stream = build_stream(self.regs, cell)
-        order = stream.order(cell.order)
+        session = state.session = CellSession(self.regs, cell, device, dist)
+        stream, order = session.stream, session.order
         # scored among each task's own classes, a class-incremental model answers a task-incremental question
         scenario = "task-incremental" if train.scoring == "task" else stream.scenario
         state.tasks, state.scenario, state.stream = order, scenario, stream
-        model, method = self._build(cell, stream, order, device)
+        model, method = session.build()
         sharded = train.shard != "off"
         # low-precision weights shard as their float32 masters, which a checkpoint holds
         compute = compute_precision(model, train.fp32_masters) if sharded else None
@@ -341,7 +296,7 @@ class Runner:
         state.base = fingerprints(model)  # what a fresh build reproduces: checkpoints leave out what still equals it
         state.env = environment(str(device), train, dict(self._versions), world_size=dist.world_size)
 
-        model, method, start = self._resume(cell, state, model, method, device, compute is not None)
+        model, method, start = self._resume(session, state, model, method, compute is not None)
         if sharded:  # after the fresh build's fingerprints and the resume, which loads whole weights
             shard_model(model, compute, offload=train.shard == "offload", pin=device.type == "cuda")
         # a sharded forward is a collective: every rank evaluates every batch (the same predictions as one process)
@@ -354,7 +309,8 @@ class Runner:
         saved = time.perf_counter()  # the cell's start or its last checkpoint (train.checkpoint_every_s)
         step = steps_done(state.task_timings)  # optimizer steps of the tasks done (by a checkpoint, on resume)
         if start == 0:  # the untrained model's scores: FWT's reference b_j (a resumed cell has them)
-            state.evaluate_untrained(lambda: evaluate(model, method, stream, order, train, device, scoring)[0])
+            with session.phase("evaluate"):
+                state.evaluate_untrained(lambda: evaluate(model, method, stream, order, train, device, scoring)[0])
         counter = ExampleCounter()  # the examples the task's training forwarded (clbench._exec.compute)
         ctx.stash[COUNTER] = counter  # what train.compute_epochs spends
         hook = counter.attach(model)
@@ -362,7 +318,6 @@ class Runner:
             for index in range(start, len(order)):
                 task = order[index]
                 self._notify("clbench_task_start", cell=cell, task=task, index=index)
-                seed_torch(derive_seed(cell.seed, index + 1))
                 shown = show_labels(model, stream, order, index + 1, train.head)
                 task_head = train.head == "task" and stream.scenario == "class-incremental"
                 if task_head:  # trained among the task's own classes (train_mask), scored among the seen ones
@@ -371,10 +326,11 @@ class Runner:
                     torch.cuda.reset_peak_memory_stats(device)
                 t0 = time.perf_counter()
                 counter.active = True
-                method.before_task(task, index)
-                stats = train_task(model, checked, ctx, index, self._step_observer(cell, task, index), step)
+                session.before_task(method, index)  # (seeds the task: nothing above draws a random number)
+                with session.phase("train", index):
+                    stats = train_task(model, checked, ctx, index, self._step_observer(cell, task, index), step)
                 step += stats.steps
-                method.after_task(task, index)
+                session.after_task(method, index)
                 if task_head:
                     model.see_labels(shown)
                 counter.active = False
@@ -384,7 +340,8 @@ class Runner:
                     stats.examples_forward, stats.examples_grad = forward, grad
                 state.footprints.append(checked.footprint(task, index, kind))
                 t1 = time.perf_counter()
-                row, per_example = evaluate(model, method, stream, order, train, device, scoring, shown)
+                with session.phase("evaluate", index):
+                    row, per_example = evaluate(model, method, stream, order, train, device, scoring, shown)
                 stats.task, stats.train_s, stats.eval_s = task, t1 - t0, time.perf_counter() - t1
                 if device.type == "cuda":
                     stats.peak_memory_bytes = torch.cuda.max_memory_allocated(device)  # this task's peak

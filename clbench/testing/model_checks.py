@@ -12,7 +12,7 @@ from torch import Tensor
 from clbench._core.boundary import CheckedMethod
 from clbench._core.plan import make_plan
 from clbench._core.registry import Registries
-from clbench._exec.runner import build_method, build_model, build_stream, method_label
+from clbench._exec.session import build_method, build_model, build_stream, method_label
 from clbench._exec.step import train_task
 from clbench.cell import Cell, CellResult
 from clbench.data import Batch, Stream
