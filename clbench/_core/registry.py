@@ -367,20 +367,28 @@ def _give(owners: Registry[Any], given: Registry[Any], kind: str, field: str) ->
 
     for spec in given.values():
         origin = given.origins.get(spec.name)
-        owner = owners.items.get(spec.name)
+        owner = _owner(owners, spec.name, f"{origin} gives {field} for {kind} {spec.name!r}")
         if owner is None:
-            message = f"{origin} gives {field} for {kind} {spec.name!r}, which no plugin registers"
-            if owners.disabled:
-                warnings.warn(f"{message} (or a disabled plugin does); they are not used", stacklevel=2)
-                continue
-            hint = did_you_mean(spec.name, list(owners))
-            raise PluginError(message + (f" — did you mean {hint!r}?" if hint else ""))
+            continue
         if getattr(owner, field):
             raise PluginError(
                 f"{kind} {spec.name!r} has {field} of its own ({owners.origins.get(spec.name)}) and from {origin}: "
                 "give them in one place"
             )
         owners.items[spec.name] = dataclasses.replace(owner, **{field: getattr(spec, field)})
+
+
+def _owner(owners: Registry[Any], name: str, giving: str) -> Any:
+    """The spec ``name`` of ``owners`` that a declaration (``giving``: who gives what for it) is for. None: nobody
+    registers it but a disabled plugin may (warned); an unknown name otherwise is refused with a "did you mean"."""
+    owner = owners.items.get(name)
+    if owner is None:
+        message = f"{giving}, which no plugin registers"
+        if not owners.disabled:
+            hint = did_you_mean(name, list(owners))
+            raise PluginError(message + (f" — did you mean {hint!r}?" if hint else ""))
+        warnings.warn(f"{message} (or a disabled plugin does); they are not used", stacklevel=2)
+    return owner
 
 
 _CAPABILITY_FIELDS = {"method": ("modalities", "requires"), "model": ("provides",)}
@@ -406,14 +414,9 @@ def _give_capabilities(
             raise PluginError(
                 f"{origin} gives {spec.kind} {spec.target!r} {', '.join(wrong)}, which a {spec.kind} has not"
             )
-        owner = owners.items.get(spec.target)
+        owner = _owner(owners, spec.target, f"{origin} gives capabilities for {spec.kind} {spec.target!r}")
         if owner is None:
-            message = f"{origin} gives capabilities for {spec.kind} {spec.target!r}, which no plugin registers"
-            if owners.disabled:
-                warnings.warn(f"{message} (or a disabled plugin does); they are not used", stacklevel=2)
-                continue
-            hint = did_you_mean(spec.target, list(owners))
-            raise PluginError(message + (f" — did you mean {hint!r}?" if hint else ""))
+            continue
         if spec.modalities and owner.modalities:
             raise PluginError(
                 f"method {spec.target!r} has modalities of its own ({owners.origins.get(spec.target)}) and from "
