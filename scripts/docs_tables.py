@@ -1071,7 +1071,7 @@ def tuning_fragility(results: Path, regs: Any, profile: str = "quick") -> str:
     """Per stream × method of ``profile``: the choice and its neighbours (0.5× and 2× its lr and strengths) rerun on
     the reported seeds and orders, scored on the test split (results/fragility/PROFILE, `clbench tune --fragility`):
     the choice's AA there, each neighbour's move from it, and the worst."""
-    from clbench._tools.tune import fragility, fragility_of
+    from clbench._tools.fragility import fragility, fragility_of
 
     tree = ROOT / "results" / "fragility" / profile
     choices = _choices(regs, profile)
@@ -1102,6 +1102,48 @@ def tuning_fragility(results: Path, regs: Any, profile: str = "quick") -> str:
             f"{'yes' if worst[1] < -c.margin else 'no'} |"
         )
     return "\n".join(lines)
+
+
+def bench_fragility(results: Path, regs: Any) -> str:
+    """Per bench stream (own budgets): the rows whose neighbours ran (results/fragility/bench, on how many of a row's
+    cells), those whose worst neighbour falls more than Δ below the choice there, and the most fragile row: the
+    leaderboard's fragility column (:func:`clbench._tools.tune.fragility_scores`) counted."""
+    from clbench._core.results import iter_results
+    from clbench._tools.fragility import fragility_scores
+    from clbench._tools.tables import Judging
+
+    reported = list(iter_results(results / "bench"))
+    scores = fragility_scores(reported, list(iter_results(results / "fragility" / "bench")))
+    judging = Judging.of(regs)
+    lines = [
+        "| stream (scenario) | rows | rows with neighbours run (cells of a row's) | worst neighbour beyond Δ | Δ | "
+        "most fragile row |",
+        "|---|---|---|---|---|---|",
+    ]
+    for (stream, scenario), rows in sorted(_by_stream(reported).items()):
+        margin = judging.rule(stream, scenario).margin
+        found = {m: f for m in sorted(rows) if (f := scores.get((stream, m))) is not None}
+        cells = sorted({f"{f.cells} of {f.of}" for f in found.values()})
+        beyond = [m for m, f in found.items() if f.move < -margin]
+        worst = min(found.items(), key=lambda kv: kv[1].move, default=None)
+        shown = (
+            "—"
+            if worst is None
+            else (f"`{worst[0]}` {_pp(None if worst[1].move == -math.inf else worst[1].move)} ({worst[1].neighbour})")
+        )
+        lines.append(
+            f"| {stream} ({scenario}) | {len(rows)} | {len(found)} ({', '.join(cells) or '—'}) | "
+            f"{len(beyond)}{': ' + ', '.join(beyond) if beyond else ''} | {_g(margin)} | {shown} |"
+        )
+    return "\n".join(lines)
+
+
+def _by_stream(results: list[Any]) -> dict[tuple[str, str], set[str]]:
+    """The methods of ``results`` per (stream, scenario)."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for r in results:
+        out.setdefault((r.stream, r.scenario or ""), set()).add(r.method)
+    return out
 
 
 def tuning_cost(results: Path, regs: Any, profile: str = "quick") -> str:
@@ -1340,6 +1382,7 @@ GENERATORS: dict[str, Callable[[Path, Any], str]] = {
     **{f"{p}-tuning-choices": functools.partial(tuning_choices, profile=p) for p in TRACK_PROFILES},
     **{f"{p}-tuning-cost": functools.partial(tuning_cost, profile=p) for p in TRACK_PROFILES},
     "track-tuning": track_tuning,
+    "bench-fragility": bench_fragility,
     "bench-size": bench_size,
     "bench-summary": bench_summary,
     "bench-memory": bench_memory,

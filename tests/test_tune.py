@@ -12,6 +12,7 @@ import pytest
 from clbench import testing
 from clbench._core.plan import RunRequest, make_plan
 from clbench._core.results import iter_results
+from clbench._tools import fragility as F
 from clbench._tools import tune as T
 from clbench.cell import TEST_PROFILE
 from clbench.errors import ConfigError
@@ -222,7 +223,7 @@ def test_fragility_runs_each_choices_neighbours_on_the_reported_cells(regs, tune
     """Each neighbour of a choice (0.5× and 2× its lr and strengths) runs on the reported seeds and orders, scored on
     the test split: its mean AA is the reported cells' AA rerun by hand with the neighbour's settings."""
     out, pairs, _ = tuned
-    scores, left = T.fragility(regs, pairs, TEST_PROFILE, tmp_path / "fragility", options={"jobs": 1}, progress=False)
+    scores, left = F.fragility(regs, pairs, TEST_PROFILE, tmp_path / "fragility", options={"jobs": 1}, progress=False)
     assert left == 0 and set(scores) == {"tiny-vector/seqft", "tiny-vector/ewc"}
     assert set(scores["tiny-vector/seqft"]) == {"choice", "lr×0.5", "lr×2"}
     assert set(scores["tiny-vector/ewc"]) == {"choice", "lr×0.5", "lr×2", "strength×0.5", "strength×2"}
@@ -235,24 +236,24 @@ def test_fragility_runs_each_choices_neighbours_on_the_reported_cells(regs, tune
     assert scores["tiny-vector/ewc"]["strength×2"] == pytest.approx(expected, abs=1e-9)
     results = list(iter_results(tmp_path / "fragility"))
     assert {r.seed for r in results} == set(ewc.reported_seeds) and {r.order for r in results} == set(ewc.reported_orders)
-    again, left = T.fragility(regs, pairs, TEST_PROFILE, tmp_path / "fragility", progress=False, dry_run=True)
+    again, left = F.fragility(regs, pairs, TEST_PROFILE, tmp_path / "fragility", progress=False, dry_run=True)
     assert again == scores and left == 0
-    worst, move = T.fragility_of(scores["tiny-vector/ewc"])
+    worst, move = F.fragility_of(scores["tiny-vector/ewc"])
     moves = {k: v - scores["tiny-vector/ewc"]["choice"] for k, v in scores["tiny-vector/ewc"].items() if k != "choice"}
     assert move == min(moves.values()) == moves[worst]
-    assert T.fragility_of({"choice": 50.0, "lr×2": None, "lr×0.5": 49.0}) == ("lr×2", -math.inf)
+    assert F.fragility_of({"choice": 50.0, "lr×2": None, "lr×0.5": 49.0}) == ("lr×2", -math.inf)
 
 
 def test_neighbour_names_by_the_keys_that_moved_and_their_factor():
     choice = {"train.lr": 0.00908, "ewc.lambda": 4330.0}
-    assert T.neighbour_of(dict(choice), choice) == "choice"
-    assert T.neighbour_of({"train.lr": 0.00454, "ewc.lambda": 4330.0}, choice) == "lr×0.5"
-    assert T.neighbour_of({"train.lr": 0.0182, "ewc.lambda": 4330.0}, choice) == "lr×2"  # 0.01816 rounded
-    assert T.neighbour_of({"train.lr": 0.00908, "ewc.lambda": 8660.0}, choice) == "strength×2"
-    assert T.neighbour_of({"train.lr": 0.0182, "ewc.lambda": 8660.0}, choice) is None  # both moved: no neighbour
-    assert T.neighbour_of({"train.lr": 0.027, "ewc.lambda": 4330.0}, choice) is None  # ×3
-    assert T.neighbour_of({"expander.lr": 2e-3}, {"expander.lr": 1e-3}) == "lr×2"  # a method's own lr
-    assert T.neighbour_of({"train.lr": 1e-3}, {"train.lr": 1e-3, "ewc.lambda": 1.0}) is None
+    assert F.neighbour_of(dict(choice), choice) == "choice"
+    assert F.neighbour_of({"train.lr": 0.00454, "ewc.lambda": 4330.0}, choice) == "lr×0.5"
+    assert F.neighbour_of({"train.lr": 0.0182, "ewc.lambda": 4330.0}, choice) == "lr×2"  # 0.01816 rounded
+    assert F.neighbour_of({"train.lr": 0.00908, "ewc.lambda": 8660.0}, choice) == "strength×2"
+    assert F.neighbour_of({"train.lr": 0.0182, "ewc.lambda": 8660.0}, choice) is None  # both moved: no neighbour
+    assert F.neighbour_of({"train.lr": 0.027, "ewc.lambda": 4330.0}, choice) is None  # ×3
+    assert F.neighbour_of({"expander.lr": 2e-3}, {"expander.lr": 1e-3}) == "lr×2"  # a method's own lr
+    assert F.neighbour_of({"train.lr": 1e-3}, {"train.lr": 1e-3, "ewc.lambda": 1.0}) is None
 
 
 def test_fragility_on_part_of_the_reported_cells_says_on_how_many(regs, tuned, tmp_path):
@@ -268,31 +269,31 @@ def test_fragility_on_part_of_the_reported_cells_says_on_how_many(regs, tuned, t
     ewc = replace(next(p for p in pairs if p.label == "ewc"), reported_seeds=[0, 1, 2])  # (a profile reporting 3)
     seed = 1
     with pytest.raises(ConfigError, match="--fragility-seeds 99: .*ewc reports seeds"):
-        T.fragility(regs, [ewc], TEST_PROFILE, tmp_path / "no", seeds=[99], dry_run=True)
-    scores, left = T.fragility(regs, [ewc], TEST_PROFILE, tmp_path / "f", seeds=[seed], options={"jobs": 1},
+        F.fragility(regs, [ewc], TEST_PROFILE, tmp_path / "no", seeds=[99], dry_run=True)
+    scores, left = F.fragility(regs, [ewc], TEST_PROFILE, tmp_path / "f", seeds=[seed], options={"jobs": 1},
                                progress=False)
     found = list(iter_results(tmp_path / "f"))
     assert left == 0 and {r.seed for r in found} == {seed}
     assert {r.order for r in found} == set(ewc.reported_orders)
     by_point = {}
     for r in found:
-        name = T.neighbour_of(r.config["sweep"], ewc.best().point)
+        name = F.neighbour_of(r.config["sweep"], ewc.best().point)
         by_point.setdefault(name, []).append(float(r.metrics["AA"]))
     means = {k: sum(v) / len(v) for k, v in by_point.items()}
     assert means == pytest.approx(scores["tiny-vector/ewc"], abs=1e-9)
     worst = min((k for k in means if k != "choice"), key=lambda k: means[k])
     # the reported cells: the choice's settings on every reported seed and order
-    choice = [r for r in found if T.neighbour_of(r.config["sweep"], ewc.best().point) == "choice"]
+    choice = [r for r in found if F.neighbour_of(r.config["sweep"], ewc.best().point) == "choice"]
     reported = [replace(r, method="ewc", seed=s) for r in choice for s in ewc.reported_seeds]
-    row = T.fragility_scores(reported, found)[("tiny-vector", "ewc")]
+    row = F.fragility_scores(reported, found)[("tiny-vector", "ewc")]
     n = len(ewc.reported_orders)
-    assert row == T.RowFragility(worst, pytest.approx(means[worst] - means["choice"], abs=1e-9), n,
+    assert row == F.RowFragility(worst, pytest.approx(means[worst] - means["choice"], abs=1e-9), n,
                                  n * len(ewc.reported_seeds))
     assert f"({worst}; {n} of {n * len(ewc.reported_seeds)} cells)" in fragility_text(row, 100.0)
-    one = next(r for r in found if T.neighbour_of(r.config["sweep"], ewc.best().point) == worst)
-    assert ("tiny-vector", "ewc") not in T.fragility_scores(reported, [r for r in found if r is not one])
+    one = next(r for r in found if F.neighbour_of(r.config["sweep"], ewc.best().point) == worst)
+    assert ("tiny-vector", "ewc") not in F.fragility_scores(reported, [r for r in found if r is not one])
     failed = [replace(r, status="failed") if r is one else r for r in found]
-    assert T.fragility_scores(reported, failed)[("tiny-vector", "ewc")].move == -math.inf
+    assert F.fragility_scores(reported, failed)[("tiny-vector", "ewc")].move == -math.inf
 
 
 @pytest.mark.slow

@@ -73,7 +73,7 @@ from clbench.errors import ClbenchError
 from clbench.specs import MethodSpec, MetricSpec, ProfileSpec
 
 if TYPE_CHECKING:
-    from clbench._tools.tune import RowFragility
+    from clbench._tools.fragility import RowFragility
 
 SCENARIO_WORDS = {
     "task-incremental": "task-incremental: the task identity is given at test time",

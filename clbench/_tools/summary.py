@@ -25,7 +25,7 @@ from clbench.errors import ResultFileError
 from clbench.specs import MethodSpec
 
 if TYPE_CHECKING:
-    from clbench._tools.tune import RowFragility
+    from clbench._tools.fragility import RowFragility
 
 RANK_BY, SECOND = "AA", "F.Ra"  # the summary ranks by AA (higher is better) and shows F.Ra beside it
 SUMMARY_LEGEND = (

@@ -14,8 +14,8 @@ from clbench._core.registry import Registries
 from clbench.errors import ClbenchError
 
 if TYPE_CHECKING:  # pandas and scipy load when the command runs: `clbench --help` and `list` need neither
+    from clbench._tools.fragility import RowFragility
     from clbench._tools.tables import Judging
-    from clbench._tools.tune import RowFragility
 
 FORMATS = {"md": ".md", "csv": ".csv", "json": ".json", "latex": ".tex"}
 
@@ -195,7 +195,7 @@ def _fragility(results: list[Any], tree: Path) -> dict[tuple[str, str], RowFragi
     """Per (stream, method) of ``results``: the worst neighbour in the fragility ``tree``, its move and on how many
     of the row's cells."""
     from clbench._core.results import scan
-    from clbench._tools.tune import fragility_scores
+    from clbench._tools.fragility import fragility_scores
 
     found = scan(tree)
     if skipping(found.problems):

@@ -160,8 +160,8 @@ def command(
             raise ClbenchError(
                 f"--fragility {fragility}: {left} tuning cells are still to run; run `clbench tune` first"
             )
-        from clbench._tools.tune import fragility as neighbours
-        from clbench._tools.tune import fragility_of
+        from clbench._tools.fragility import fragility as neighbours
+        from clbench._tools.fragility import fragility_of
 
         scores, fragile_left = neighbours(
             regs,
