@@ -325,3 +325,14 @@ def test_the_planner_sets_and_checks_the_fields_a_model_spec_declares(tmp_path):
         plan(sets={"model.per_task": [False]})
     with pytest.raises(ConfigError, match="--data-dir /data: no planned stream reads a data directory"):
         plan(data_dir="/data")  # tiny-vector's config has no data_dir field
+
+
+def test_loading_every_plugin_imports_no_optional_or_heavy_library():
+    """`clbench run` builds the whole registry before planning: the libraries only some plugins use (scikit-learn
+    and scipy for GLUE's scores, transformers and peft for the hub models, pandas for tables, tensorboard, timm,
+    datasets, networkx) load when those plugins work, not when every command starts (a fresh interpreter)."""
+    code = ("import sys; from clbench._exec.local import harness_registry; harness_registry(); "
+            "print(sorted(m for m in ('sklearn', 'scipy.stats', 'pandas', 'transformers', 'peft', 'tensorboard', "
+            "'timm', 'datasets', 'networkx') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import math
 
-from scipy.stats import pearsonr, spearmanr
-from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 from torch import Tensor
 
 METRICS = ("matthews", "f1", "accuracy", "pearson_spearman")
@@ -22,6 +20,8 @@ METRICS = ("matthews", "f1", "accuracy", "pearson_spearman")
 
 def correlation(pred: Tensor, gold: Tensor) -> float:
     """Mean of Pearson's and Spearman's r (STS-B's official number); 0 when either is undefined."""
+    from scipy.stats import pearsonr, spearmanr  # imported to score: every command loads this plugin
+
     x, y = pred.double().numpy(), gold.double().numpy()
     if len(x) < 2 or x.min() == x.max() or y.min() == y.max():
         return 0.0
@@ -38,6 +38,8 @@ def official(metric: str, pred: Tensor, gold: Tensor) -> float:
         raise ValueError(f"unknown GLUE metric {metric!r}; known: {METRICS}")
     if len(gold) == 0:
         return 0.0
+    from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef  # (at module level: 1.3 s a command)
+
     p, g = pred.long().numpy(), gold.long().numpy()
     if metric == "matthews":
         return float(matthews_corrcoef(g, p))
