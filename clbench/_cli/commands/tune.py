@@ -191,8 +191,10 @@ def command(
     bad = preset_mismatches(choices)
     for line in bad:
         click.echo(f"preset: {line}", err=True)
+    # the presets were read at start: a file --write just wrote is in them from the next start on
+    stale = f" (as loaded before --write {write}: `clbench tune --check` reads it)" if write is not None and bad else ""
     click.echo(
-        f"clbench tune: {len(pairs)} method × stream pairs; {len(bad)} presets differ from the choice"
+        f"clbench tune: {len(pairs)} method × stream pairs; {len(bad)} presets differ from the choice{stale}"
         + (f"; {left} cells still to run" if left else "")
         + (f"; {fragile_left} neighbour cells still to run" if fragile_left else ""),
         err=True,
