@@ -3,7 +3,7 @@
 
     python benchmarks/bench_quick.py [--jobs auto] [--jobs 1] [--compare results/quick]
     python benchmarks/bench_quick.py --out results/quick --record results/quick/wall-time.json
-    python benchmarks/bench_quick.py --profile bench --seeds 0,1,2,3,4,5,6,7,8,9 --data-dir DIR --out results/bench \
+    python benchmarks/bench_quick.py --profile bench --data-dir DIR --out results/bench \
         --record results/bench/wall-time.json
     python benchmarks/bench_quick.py --profile bench --track equal-steps --data-dir DIR \
         --out results/bench-equal-steps --record results/bench-equal-steps/wall-time.json

@@ -203,9 +203,10 @@ def test_permuted_mnist_dil_is_the_same_data_with_one_head():
     assert torch.equal(til.data("p2").test.x, dil.data("p2").test.x)
 
 
-def test_the_bench_profile_plans_ten_cells_a_row_apart_from_tuning(tmp_path):
-    """Every row of the bench profile has 10 cells (seeds 0-4 x orders 1, 2); order 3 is left to `clbench tune`,
-    whose tuning seeds (1000+) are not reported; the permuted streams have three tasks, every MNIST test image."""
+def test_the_bench_profile_and_its_tracks_plan_twenty_cells_a_row_apart_from_tuning(tmp_path):
+    """Every row of the bench profile and of its tracks has 20 cells (seeds 0-9 x orders 1, 2: the streams' bench
+    presets); order 3 is left to `clbench tune`, whose tuning seeds (1000+) are not reported; the permuted streams
+    have three tasks, every MNIST test image."""
     from collections import Counter
 
     from clbench import testing
@@ -214,8 +215,11 @@ def test_the_bench_profile_plans_ten_cells_a_row_apart_from_tuning(tmp_path):
     cells = make_plan(testing.registry(), RunRequest(profile="bench", out=tmp_path)).cells
     rows = Counter((c.stream, c.method) for c in cells)
     assert {s for s, _ in rows} == {"permuted-mnist", "permuted-mnist-dil", "split-mnist", "split-mnist-cil"}
-    assert set(rows.values()) == {10}
-    assert {c.order for c in cells} == {"1", "2"} and {c.seed for c in cells} == {0, 1, 2, 3, 4}
+    assert set(rows.values()) == {20}
+    assert {c.order for c in cells} == {"1", "2"} and {c.seed for c in cells} == set(range(10))
+    for track in ("bench-equal-steps", "bench-equal-compute", "bench-memory-200", "bench-memory-500"):
+        planned = make_plan(testing.registry(), RunRequest(profile=track, out=tmp_path)).cells
+        assert {(c.order, c.seed) for c in planned} == {(c.order, c.seed) for c in cells}, track
     assert {c.stream_cfg.tasks for c in cells if c.stream.startswith("permuted")} == {3}
     assert {c.stream_cfg.train_limit for c in cells} == {0}  # the full training sets
     assert {tuple(c.model_config["hidden"]) for c in cells} == {(50, 50)}

@@ -19,8 +19,8 @@ from clbench.specs import ProfileSpec
 
 
 def track(name: str, description: str, **fields: Any) -> ProfileSpec:
-    """A track of the bench profile: its presets over bench's, bench's seeds 0-4 (orders 1, 2 from the streams'
-    bench presets)."""
+    """A track of the bench profile: its presets over bench's, bench's seeds and orders (the streams' bench presets
+    give both: seeds 0-9, orders 1, 2)."""
     return ProfileSpec(name, description, version="1", seeds=(0, 1, 2, 3, 4), extends="bench", **fields)
 
 
