@@ -1112,8 +1112,8 @@ def bench_fragility(results: Path, regs: Any) -> str:
     from clbench._tools.fragility import fragility_scores
     from clbench._tools.tables import Judging
 
-    reported = list(iter_results(results / "bench"))
-    scores = fragility_scores(reported, list(iter_results(results / "fragility" / "bench")))
+    reported = list(iter_results(ROOT / "results" / "bench"))
+    scores = fragility_scores(reported, list(iter_results(ROOT / "results" / "fragility" / "bench")))
     judging = Judging.of(regs)
     lines = [
         "| stream (scenario) | rows | rows with neighbours run (cells of a row's) | worst neighbour beyond Δ | Δ | "
