@@ -130,6 +130,17 @@ _hook_installed = False
 _hook_lock = threading.Lock()
 
 
+def _importing() -> bool:
+    """Whether this thread is running an import: what a module reads as it loads (a library imported lazily by a
+    stream's loader reads /proc/stat, time zones, its own resources) is code's, not the stream's data."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib._bootstrap"):
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
 def _on_audit(event: str, args: tuple[Any, ...]) -> None:
     if event != "open":
         return
@@ -137,7 +148,11 @@ def _on_audit(event: str, args: tuple[Any, ...]) -> None:
     if opened is None:
         return
     path, mode = args[0], args[1] if len(args) > 1 else None
-    if isinstance(path, (str, bytes)) and (mode is None or not any(c in str(mode) for c in "wax+")):
+    if (
+        isinstance(path, (str, bytes))
+        and (mode is None or not any(c in str(mode) for c in "wax+"))
+        and not _importing()
+    ):
         opened.add(os.fsdecode(path))
 
 

@@ -185,7 +185,7 @@ def test_an_observer_that_raises_on_a_step_fails_its_cell_by_name_and_the_others
     [result] = _run(regs, tmp_path, "seqft", log_every=1)
     assert result.status == "failed"
     assert result.error.startswith("ObserverError: observer clbench_step (plugin ") and "FaultyStepObserver" in \
-        result.error and result.error.endswith("raised RuntimeError: observer bug at step 3"), result.error
+        result.error and result.error.endswith("raised RuntimeError: observer bug at step 3 (in train of task 't0')"), result.error
     assert [c[3] for c in rec.calls] == [1, 2]
 
 

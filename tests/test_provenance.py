@@ -33,6 +33,26 @@ def test_reading_records_the_files_this_thread_opens_for_reading_only(tmp_path):
     assert provenance.data_files(opened) == sorted([arrays.resolve(), text.resolve()])
 
 
+def test_what_an_import_reads_and_the_kernels_pseudo_files_are_not_data(tmp_path, monkeypatch):
+    """A library a stream's loader imports lazily reads as it loads (scikit-learn's import reads /proc/stat, a time
+    zone, its own resources): not the cell's data. /proc/stat is never the same twice: recorded, it made the same
+    command's second run find its own cells "made by other data" and refuse them."""
+    import sys
+
+    table = tmp_path / "table.csv"
+    table.write_text("1,2\n")
+    (tmp_path / "reads_at_import.py").write_text(f"DATA = open({str(table)!r}).read()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "reads_at_import", raising=False)
+    with provenance.reading() as opened:
+        import reads_at_import  # noqa: F401
+    assert str(table) not in opened
+    with provenance.reading() as opened:
+        table.read_text()
+    assert str(table) in opened
+    assert provenance.data_files({"/proc/stat", "/proc/self/status", str(table)}) == [table.resolve()]
+
+
 def test_nested_reading_blocks_both_see_the_inner_files(tmp_path):
     (tmp_path / "a").write_text("a")
     with provenance.reading() as outer:

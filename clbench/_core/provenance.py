@@ -48,8 +48,10 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-# what a stream's loader opens that is not data: its own code and compiled extensions
+# what a stream's loader opens that is not data: its own code and compiled extensions, and the kernel's pseudo-files
+# (/proc/stat and the like: read by libraries, and never the same twice)
 _NOT_DATA = frozenset({".py", ".pyc", ".pyi", ".so", ".pyd", ".dylib", ".dll", ".pth"})
+_PSEUDO = (Path("/proc"), Path("/sys"), Path("/dev"))
 _CHUNK = 1 << 20
 
 
@@ -58,7 +60,7 @@ def data_files(opened: set[str]) -> list[Path]:
     out = []
     for p in sorted(opened):
         path = Path(p)
-        if path.suffix not in _NOT_DATA and path.is_file():
+        if path.suffix not in _NOT_DATA and not any(path.is_relative_to(p) for p in _PSEUDO) and path.is_file():
             out.append(path.resolve())
     return sorted(set(out))
 
