@@ -1107,9 +1107,10 @@ def tuning_fragility(results: Path, regs: Any, profile: str = "quick") -> str:
 def bench_fragility(results: Path, regs: Any) -> str:
     """Per bench stream (own budgets): the rows whose neighbours ran (results/fragility/bench, on how many of a row's
     cells), those whose worst neighbour falls more than Δ below the choice there, and the most fragile row: the
-    leaderboard's fragility column (:func:`clbench._tools.tune.fragility_scores`) counted."""
+    leaderboard's fragility column (:func:`clbench._tools.fragility.fragility_scores`) counted."""
     from clbench._core.results import iter_results
     from clbench._tools.fragility import fragility_scores
+    from clbench._tools.leaderboard import section_results
     from clbench._tools.tables import Judging
 
     reported = list(iter_results(ROOT / "results" / "bench"))
@@ -1120,7 +1121,8 @@ def bench_fragility(results: Path, regs: Any) -> str:
         "most fragile row |",
         "|---|---|---|---|---|---|",
     ]
-    for (stream, scenario), rows in sorted(_by_stream(reported).items()):
+    for (stream, scenario), section in section_results(reported).items():
+        rows = {r.method for r in section}
         margin = judging.rule(stream, scenario).margin
         found = {m: f for m in sorted(rows) if (f := scores.get((stream, m))) is not None}
         cells = sorted({f"{f.cells} of {f.of}" for f in found.values()})
@@ -1136,14 +1138,6 @@ def bench_fragility(results: Path, regs: Any) -> str:
             f"{len(beyond)}{': ' + ', '.join(beyond) if beyond else ''} | {_g(margin)} | {shown} |"
         )
     return "\n".join(lines)
-
-
-def _by_stream(results: list[Any]) -> dict[tuple[str, str], set[str]]:
-    """The methods of ``results`` per (stream, scenario)."""
-    out: dict[tuple[str, str], set[str]] = {}
-    for r in results:
-        out.setdefault((r.stream, r.scenario or ""), set()).add(r.method)
-    return out
 
 
 def tuning_cost(results: Path, regs: Any, profile: str = "quick") -> str:

@@ -60,7 +60,7 @@ def data_files(opened: set[str]) -> list[Path]:
     out = []
     for p in sorted(opened):
         path = Path(p)
-        if path.suffix not in _NOT_DATA and not any(path.is_relative_to(p) for p in _PSEUDO) and path.is_file():
+        if path.suffix not in _NOT_DATA and not any(path.is_relative_to(root) for root in _PSEUDO) and path.is_file():
             out.append(path.resolve())
     return sorted(set(out))
 

@@ -405,9 +405,9 @@ def _give_capabilities(
 
     for spec in given.values():
         origin = given.origins.get(spec.name)
-        owners: Registry[Any] = methods if spec.kind == "method" else models
         if spec.kind not in _CAPABILITY_FIELDS:
             raise PluginError(f"{origin} declares capabilities of a {spec.kind!r}; kinds: method, model")
+        owners: Registry[Any] = methods if spec.kind == "method" else models
         wrong = [f for f in ("modalities", "requires", "provides") if getattr(spec, f)]
         wrong = [f for f in wrong if f not in _CAPABILITY_FIELDS[spec.kind]]
         if wrong:

@@ -271,14 +271,14 @@ def _rank(row: SummaryRow) -> str:
 FRAGILITY_LEGEND = (
     "`fragility`: the worst of the row's neighbours — its tuned choice at 0.5× and 2× its learning rate and at 0.5× "
     "and 2× its strengths (docs/tuning.md) — rerun on the row's own orders and seeds beside the choice (all of the "
-    "row's cells, or as many of them as the cell says): the neighbour's mean AA minus the rerun choice's there, and which neighbour (⚑: below by more than the table's Δ, "
-    "so a factor of two in one setting moves the row by more than the verdict rule's margin; `not complete`: that "
+    "row's cells, or as many of them as the cell says): the neighbour's mean AA minus the rerun choice's there, and "
+    "which neighbour (⚑: below by more than the table's Δ, so a factor of two in one setting moves the row by more than the verdict rule's margin; `not complete`: that "
     "neighbour diverged or failed; —: no neighbours were run for the row)."
 )
 
 
 def fragility_text(worst: RowFragility | None, margin: float) -> str:
-    """A row's ``fragility`` cell from :func:`clbench._tools.tune.fragility_scores`: the move, the neighbour and,
+    """A row's ``fragility`` cell from :func:`clbench._tools.fragility.fragility_scores`: the move, the neighbour and,
     when the neighbours ran on part of the row's cells, on how many."""
     if worst is None:
         return "—"
