@@ -5,7 +5,7 @@ CPU). Every rank builds the same model and method from the same seeds and walks 
 of a step is split:
 
 * the global batch (``train.batch_size``) is cut into ``N × train.grad_accum`` micro-batches with
-  :func:`clbench._exec.step.micro_batches`; rank r runs micro-batches r, r+N, r+2N, ..., each loss scaled by its
+  :func:`clbench._exec.engine.micro_batches`; rank r runs micro-batches r, r+N, r+2N, ..., each loss scaled by its
   share of the *global* batch, so the gradients summed over the ranks (:meth:`Dist.all_reduce_grads`, right
   after backward and before ``Method.after_backward``) are the one-process mean gradient: every rank then
   takes the same optimizer step, and a method's gradient edits and penalties see the global gradient;

@@ -10,7 +10,8 @@ from clbench_plugins.olora.config import OLoRAConfig
 from clbench_plugins.olora.method import OLoRA
 
 from clbench import testing
-from clbench._exec.step import micro_batches, train_task
+from clbench._exec.engine import micro_batches
+from clbench._exec.step import train_task
 from clbench.cell import identity
 from clbench.config import TrainConfig, apply
 from clbench.errors import ConfigError

@@ -191,16 +191,16 @@ def test_whole_selections_of_bf16_weights_also_over_count_the_masters_outside_th
     assert config.overlap_policy == "avoid" and config.optimizer == "rmsprop"
     masked = 8 * 512 + 512 * 512 + 512 * 2  # every Linear is an adaptable layer
     if not fp32_masters:  # bf16 packed values and moments, no masters
-        corrected = whole - memory.whole_selection_excess(masked, config.density, moments=1, anchor=2, value=2, grad=2)
+        corrected = whole - memory.whole_selection_excess(masked, config.density, moments=1, anchor=2, value=2)
         assert real <= 1.01 * corrected and corrected <= 1.01 * real
         planned = memory.estimate(regs, two, cpu_fallback=False)
         assert planned.device == "meta" and planned.peak == corrected
         assert memory.estimate(regs, four, cpu_fallback=False).peak == pytest.approx(planned.peak, abs=2)
         return
     corrected = whole - memory.whole_selection_excess(masked, config.density, moments=1, union=2 * config.density,
-                                                      anchor=2, grad=0)  # the anchor at the masks: bf16
+                                                      anchor=2)  # the anchor at the masks: bf16
     assert real <= 1.01 * corrected and corrected <= 1.01 * real
-    assert whole - memory.whole_selection_excess(masked, config.density, moments=1, anchor=2, grad=0) > 1.1 * real
+    assert whole - memory.whole_selection_excess(masked, config.density, moments=1, anchor=2) > 1.1 * real
     planned = memory.estimate(regs, two, cpu_fallback=False)  # (as a model over CPU_FALLBACK_BYTES is planned)
     assert planned.device == "meta" and planned.peak == corrected
     assert any(n.startswith("masks at density 0.1") and "union at task 2, 20%" in n for n in planned.notes)

@@ -12,6 +12,7 @@ from clbench_plugins._shared.lora.config import LoRAConfig
 from torch import Tensor, nn
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
+import clbench._exec.engine as engine
 import clbench._exec.step as runner
 from clbench import footprints as fps
 from clbench import testing
@@ -433,7 +434,7 @@ def test_the_loss_under_autocast_is_the_loss_computed_under_torch_autocast_by_ha
     model = _Plain()
     x, y = torch.randn(16, 8), torch.randint(0, 2, (16,))
     method = CheckedMethod(Method(None, None), "seqft")
-    loss, _, _ = runner.batch_loss(model, method, runner.Batch(x, y, "t"), amp=BF16)
+    loss, _, _ = engine.batch_loss(model, method, runner.Batch(x, y, "t"), amp=BF16)
     with torch.autocast("cpu", dtype=BF16):
         by_hand = torch.nn.functional.cross_entropy(model(x, "t"), y)
     assert loss.dtype == torch.float32 and torch.equal(loss, by_hand)

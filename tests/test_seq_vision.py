@@ -266,7 +266,7 @@ def test_every_method_that_applies_runs_a_seq_cifar10_cell_on_a_tiny_resnet(data
 
 
 def test_micro_batches_keep_each_pieces_unaugmented_inputs():
-    from clbench._exec.step import micro_batches
+    from clbench._exec.engine import micro_batches
     from clbench.data import Batch
 
     x, raw = torch.randn(7, 3, 4, 4), torch.randn(7, 3, 4, 4)

@@ -44,9 +44,10 @@ import torch.nn.functional as F
 from clbench._core.boundary import CheckedMethod
 from clbench._core.registry import Registries
 from clbench._exec.compute import FlopCount, planned_flops
+from clbench._exec.engine import StepEngine
 from clbench._exec.livebytes import LiveBytes, fmt_bytes, meta_item, parse_size
 from clbench._exec.session import CellSession, build_method, build_stream, method_label
-from clbench._exec.step import batch_loss, cell_masters, step_hooks, task_phases
+from clbench._exec.step import cell_masters, task_phases
 from clbench.cell import Cell
 from clbench.data import Batch, Split, Stream
 from clbench.errors import ClbenchError
@@ -106,8 +107,8 @@ def _task(
     flops: dict[str, int] | None = None,
 ) -> None:
     """Two optimizer steps of each phase of task ``index`` on its costliest micro-batch, through the training loop's
-    own phases and optimizers (:func:`~clbench._exec.step.task_phases`); notes gradients, optimizer state and
-    activations into ``parts``. The second step is a phase's steady state: torch's optimizers create their state in
+    own phases, optimizers and step (:func:`~clbench._exec.step.task_phases`, :class:`StepEngine`: the phase's loss,
+    autocast, hooks and clipping); notes gradients, optimizer state and activations into ``parts``. The second step is a phase's steady state: torch's optimizers create their state in
     their first step, so the first step's backward and ``after_backward`` (EWC's penalty gradient, formed a parameter
     at a time) run without it, and every later one with it. ``flops``: its "step" gets the first phase's second step's
     floating-point operations (:class:`~clbench._exec.compute.FlopCount`), times ``train.grad_accum``, and
@@ -116,33 +117,28 @@ def _task(
     batch = _largest_examples(ctx.data(method.method.train_tasks(index)[0]).train, ctx.train.micro_batch_size, task).to(
         ctx.device
     )
-    after_backward, after_step = step_hooks(method.method)
     epochs = 0
     for _, phase, params, opt in task_phases(model, method.method, ctx, index):
         epochs += phase.epochs if phase.batches is None else 0  # a phase over batches of its own is not planned
+        engine = StepEngine(model, method, opt, params, ctx.train, ctx.dist, phase.task_loss)
         before = mode.now
         for k in range(2):
             start = mode.now
             mode.reset_peak()
             count = flops is not None and k == 1 and "step" not in flops
             with FlopCount() if count else contextlib.nullcontext() as counter:
-                loss, task_loss, terms = batch_loss(model, method, batch)
-                loss.backward()
+                loss, task_loss, terms = engine.backward(batch, parts=1)  # one micro-batch, the costliest
             if count:
                 assert flops is not None and isinstance(counter, FlopCount)
                 flops["step"] = counter.total * ctx.train.grad_accum
             del loss, task_loss, terms  # (scalars: the step's bytes are the ones that outlive it)
             grads = sum(p.grad.untyped_storage().nbytes() for p in params if p.grad is not None)
             parts["activations"] = max(parts.get("activations", 0), mode.peak - start - grads)
-            if after_backward is not None:
-                after_backward()
-            opt.step()
-            if after_step is not None:
-                after_step()
+            engine.update()
             parts["gradients"] = max(parts.get("gradients", 0), grads)
             parts["optimizer"] = max(parts.get("optimizer", 0), mode.now - before - grads)
             model.zero_grad(set_to_none=True)
-        del opt  # the next phase's optimizer is built once this one is freed
+        del opt, engine  # the next phase's optimizer is built once this one is freed
     if flops is not None:
         flops[f"epochs:{index}"] = epochs
 
@@ -412,7 +408,6 @@ def whole_selection_excess(
     anchor: int = 0,
     value: int = 4,
     fisher: int = 0,
-    grad: int = 4,
 ) -> int:
     """What a plan with value-dependent selections taken whole (an upper bound, :func:`estimate`) counts beyond the
     run for a method whose optimizer packs its masked coordinates (``PackedState``) at ``density``: for each coordinate
@@ -423,10 +418,10 @@ def whole_selection_excess(
     master's value and int32 index, and for each coordinate outside the masks the int32 position of a mask's coordinate
     in the union. ``anchor``: the bytes of a weight's element when the method keeps its anchor at the masks only
     (``anchor_at_masks``: Expander-EWC); ``fisher``: 4 when its float32 Fisher's device copy is at the masks only
-    (``fisher_at_masks``); ``grad``: the bytes of a gradient's element (the weight's), whose packed copy a step leaves
-    to the next (0 for weights stepped through masters, whose cast copy each step drops). tests/test_memory.py checks
-    these forms against real masks on the CPU."""
-    excess = (1 - density) * (4 + value * (1 + moments) + anchor + fisher + grad) * masked
+    (``fisher_at_masks``). The packed copy of a gradient a step leaves is freed by the next step's ``zero_grad``
+    before its backward, in the plan as in the run (:class:`StepEngine`), so it is in neither peak.
+    tests/test_memory.py checks these forms against real masks on the CPU."""
+    excess = (1 - density) * (4 + value * (1 + moments) + anchor + fisher) * masked
     if union is not None:  # the masters outside the union, and the int32 positions of a mask's coordinates in it
         excess += (1 - union) * 8 * masked + (1 - density) * 4 * masked
     return int(excess)
@@ -461,9 +456,7 @@ def _masks_at_density(regs: Registries, cell: Cell, peak: int, notes: list[str],
         else:  # packed and stepped in the weights' own dtype
             value = element
     fisher = 4 if plan.fisher_at_masks else 0
-    # a packed gradient left by the previous step; masters' steps cast it and drop it (PackedState._step_cast)
-    grad = 0 if union is not None else element
-    excess = min(whole_selection_excess(masked, d, moments, union, anchor, value, fisher, grad), peak)
+    excess = min(whole_selection_excess(masked, d, moments, union, anchor, value, fisher), peak)
     masters = "" if union is None else f"; float32 masters over the masks' union at task {tasks}, {union:.0%}"
     notes.append(
         f"masks at density {d:g}: the upper bound {fmt_bytes(peak)} less the packed state of the "

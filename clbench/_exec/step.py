@@ -1,8 +1,8 @@
-"""The training step and its loops: one task's phases, each phase's epochs, each epoch's optimizer steps.
+"""The training loops: one task's phases, each phase's epochs, each epoch's optimizer steps.
 
-What a step does: the model's task loss plus the method's loss terms, backward (in micro-batches for
-``train.grad_accum``, across ranks for a data-parallel cell), the method's hooks, the optimizer. The runner drives
-it for a cell; a blow-up (a non-finite loss, an epoch mean past ``train.diverge_factor``) ends it as
+Each step is the phase's :class:`~clbench._exec.engine.StepEngine` (eager, or recorded once and replayed under
+``train.capture``); the loop reads its loss between the backward and the update. The runner drives it for a cell;
+a blow-up (a non-finite loss, an epoch mean past ``train.diverge_factor``) ends it as
 :class:`~clbench.errors.Diverged`, naming the exact step.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -21,11 +21,11 @@ from torch.optim.lr_scheduler import MultiStepLR
 
 from clbench._core.boundary import CheckedMethod
 from clbench._core.optim import Masters, make_optimizer, torch_optimizer_of
-from clbench._exec.capture import CapturedStep, CudaGraph, Graph
+from clbench._exec.capture import CudaGraph, Graph
 from clbench._exec.compute import ExampleCounter, compute_budget
+from clbench._exec.engine import Captured, StepEngine, grad_norm
 from clbench._exec.stats import PhaseStats, TaskStats
 from clbench.data import Batch, batches, mixed_batches
-from clbench.distributed import Dist
 from clbench.errors import ClbenchError, ConfigError, Diverged
 from clbench.method import MASTERS, CellContext, Method, Phase, StashKey
 from clbench.model import CLModel
@@ -70,19 +70,6 @@ def _drawn_batches(
         for b in batches(ctx.stream.on_device(t, "train", ctx.device, fraction), batch_size, t, ctx.generator(*salt, i))
     ]
     return (pool[i] for i in torch.randperm(len(pool), generator=ctx.generator(*salt, -1)).tolist())
-
-
-def _own_hook(method: Method, name: str) -> Callable[[], None] | None:
-    """The method's per-step hook ``name``, or None where it is :class:`Method`'s own no-op: the step then
-    skips the call (in the training loop a Python call costs ~1 µs, benchmarks/bench_overhead.py)."""
-    hook = getattr(method, name)
-    return None if getattr(hook, "__func__", None) is getattr(Method, name) else hook
-
-
-def step_hooks(method: Method) -> tuple[Callable[[], None] | None, Callable[[], None] | None]:
-    """The method's ``after_backward`` and ``after_step``, each None where the method keeps :class:`Method`'s
-    no-op. A step calls them in this order around the optimizer's step."""
-    return _own_hook(method, "after_backward"), _own_hook(method, "after_step")
 
 
 def task_phases(
@@ -137,144 +124,10 @@ def step_shares(budget: int, epochs: Sequence[int], setting: str = "train.steps_
     return shares
 
 
-def grad_norm(params: Sequence[torch.Tensor]) -> torch.Tensor:
-    """The L2 norm of every gradient of ``params`` together (as ``clip_grad_norm_`` computes it; read only)."""
-    grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return torch.zeros(())
-    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.detach()) for g in grads]))
-
-
 def cell_masters(ctx: CellContext) -> Masters:
     """The fp32 masters of the cell's low-precision weights (none for an fp32 model), kept from phase to phase and
     task to task, and in the checkpoint."""
     return ctx.stash.setdefault(MASTERS, Masters())
-
-
-Losses = tuple[torch.Tensor, torch.Tensor, Mapping[str, torch.Tensor]]
-"""A step's loss, task loss and loss terms (see :func:`batch_loss`)."""
-
-
-def micro_batches(batch: Batch, parts: int) -> list[Batch]:
-    """``batch`` cut into ``parts`` consecutive pieces (sizes differ by at most one; fewer when it is shorter)."""
-    bounds = torch.linspace(0, len(batch), min(parts, len(batch)) + 1).round().long().tolist()
-    raw = batch.raw
-    return [
-        Batch(batch.x[a:b], batch.y[a:b], batch.task, None if raw is None else raw[a:b])
-        for a, b in zip(bounds, bounds[1:], strict=False)
-    ]
-
-
-def autocast_dtype(train: Any) -> torch.dtype | None:
-    """``train.autocast`` as a dtype, None when off."""
-    return torch.bfloat16 if train.autocast == "bfloat16" else None
-
-
-def batch_loss(
-    model: CLModel, method: CheckedMethod, batch: Batch, task_loss: bool = True, amp: torch.dtype | None = None
-) -> Losses:
-    """The loss of ``batch`` (the model's task loss plus the method's loss terms), the task loss and the terms.
-    ``task_loss=False`` (a phase that fits the method's own objective, :class:`~clbench.method.Phase`): the model is
-    not run, the loss is the terms alone and the task loss reads 0. ``amp`` (``train.autocast``): computed under
-    :func:`torch.autocast` in that dtype, on the batch's device; the backward pass runs outside it."""
-    if amp is not None:
-        with torch.autocast(batch.y.device.type, dtype=amp):
-            return batch_loss(model, method, batch, task_loss)
-    if not task_loss:
-        terms = method.loss_terms(batch, None)
-        if not terms:
-            raise ClbenchError("a phase with task_loss=False needs loss terms: the method's loss_terms returned none")
-        values = list(terms.values())
-        loss = values[0]
-        for term in values[1:]:
-            loss = loss + term
-        return loss, loss.new_zeros(()), terms
-    logits, model_loss = model.training_loss(batch.x, batch.task, batch.y, method.method.needs_logits)
-    terms = method.loss_terms(batch, logits)
-    loss = model_loss
-    for term in terms.values():
-        loss = loss + term
-    return loss, model_loss, terms
-
-
-def accumulate(
-    model: CLModel,
-    method: CheckedMethod,
-    batch: Batch,
-    parts: int,
-    task_loss: bool = True,
-    amp: torch.dtype | None = None,
-) -> Losses:
-    """Forward and backward of ``batch`` in ``parts`` micro-batches (``train.grad_accum``); returns the batch's
-    loss, task loss and loss terms (detached), as one pass over the whole batch would.
-
-    Each micro-batch's loss, method terms included, is scaled by its share of the examples, so the summed
-    gradients are the batch's mean gradient. A term that depends on the batch (LwF's distillation, replay)
-    is then its batch mean; a term that does not (EWC's or O-LoRA's penalty: the weights do not move between
-    micro-batches) has shares summing to one: it counts once per optimizer step, as without accumulation.
-    """
-    pieces = micro_batches(batch, parts)
-    return _backward(model, method, pieces, [len(micro) / len(batch) for micro in pieces], task_loss, amp)
-
-
-def _backward(
-    model: CLModel,
-    method: CheckedMethod,
-    pieces: list[Batch],
-    shares: list[float],
-    task_loss: bool = True,
-    amp: torch.dtype | None = None,
-) -> Losses:
-    """Forward and backward of each micro-batch of ``pieces``, its loss scaled by its share; the shared sums."""
-    losses: list[torch.Tensor] = []
-    task_losses: list[torch.Tensor] = []
-    terms: dict[str, list[torch.Tensor]] = {}
-    for micro, share in zip(pieces, shares, strict=True):
-        part, part_loss, part_terms = batch_loss(model, method, micro, task_loss, amp)
-        (part * share).backward()
-        losses.append(part.detach() * share)
-        task_losses.append(part_loss.detach() * share)
-        for name, term in part_terms.items():
-            terms.setdefault(name, []).append(term.detach() * share)
-    return (
-        torch.stack(losses).sum(),
-        torch.stack(task_losses).sum(),  # share-weighted: the whole batch's values
-        {name: torch.stack(values).sum() for name, values in terms.items()},
-    )
-
-
-def data_parallel_step(
-    model: CLModel,
-    method: CheckedMethod,
-    batch: Batch,
-    accum: int,
-    params: Sequence[torch.nn.Parameter],
-    dist: Dist,
-    task_loss: bool = True,
-    amp: torch.dtype | None = None,
-    sharded: bool = False,
-) -> Losses:
-    """This rank's part of a step on the global ``batch``: micro-batches rank, rank+N, ... of ``batch`` cut into
-    N × ``accum`` (each scaled by its share of the global batch, as :func:`accumulate` does), then the gradients
-    and the losses summed over the ranks. Returns the global batch's loss, task loss and terms (every rank the
-    same), the gradients of ``params`` being the one-process mean gradient. ``sharded`` (``train.shard``):
-    FSDP reduce-scatters the gradients in the backward as the ranks' mean, so each rank's losses are scaled by N
-    (clbench._exec.shard)."""
-    pieces = micro_batches(batch, accum * dist.world_size)
-    mine = dist.shard(pieces)
-    scale = dist.world_size if sharded else 1
-    if mine:
-        weights = [scale * len(m) / len(batch) for m in mine]
-        loss, model_loss, terms = _backward(model, method, mine, weights, task_loss, amp)
-    else:  # a short last batch, fewer micro-batches than ranks: piece 0 at weight 0 adds nothing, and this rank
-        # reduces the same loss terms and gradients as the others (a missing one would leave them waiting)
-        loss, model_loss, terms = _backward(model, method, pieces[:1], [0.0], task_loss, amp)
-    total = dist.sum(torch.stack([loss.float(), model_loss.float(), *(t.float() for t in terms.values())]))
-    if sharded:
-        total = total / scale
-    else:
-        dist.all_reduce_grads(params)  # before after_backward: a method edits (and adds to) the global gradient
-    return total[0], total[1], dict(zip(terms, total[2:], strict=True))
 
 
 def train_task(
@@ -306,20 +159,10 @@ def train_task(
     for p_i, phase, params, opt in task_phases(model, checked.method, ctx, index):
         limit = shares[p_i] if shares is not None and counted[p_i] else None
         spends = counter if limit is not None else None
-        run = _PhaseRun(model, checked, ctx, phase, p_i, index, train_tasks, opt, params, on_step, step, limit, spends)
+        engine = StepEngine(model, checked, opt, params, ctx.train, ctx.dist, phase.task_loss)
+        run = _PhaseRun(model, checked, ctx, phase, p_i, index, train_tasks, engine, on_step, step, limit, spends)
         if ctx.train.capture:
-            if ctx.dist.active:
-                raise ConfigError("train.capture records one whole step: it cannot run with --nproc > 1")
-            run.captured = _Captured(
-                model,
-                checked,
-                opt,
-                params,
-                ctx.train.grad_clip,
-                ctx.stash.get(GRAPH) or CudaGraph,
-                phase.task_loss,
-                autocast_dtype(ctx.train),
-            )
+            run.captured = engine.captured(ctx.stash.get(GRAPH) or CudaGraph)
         t0, tokens0 = time.perf_counter(), model.tokens_seen
         epoch_loss = run.epochs()
         seconds, step = time.perf_counter() - t0, run.step
@@ -376,53 +219,6 @@ GRAPH: StashKey[Callable[[], Graph]] = StashKey()
 put :class:`~clbench._exec.capture.EagerGraph` there to run the same code on the CPU)."""
 
 
-class _Captured:
-    """A phase's whole step for :class:`~clbench._exec.capture.CapturedStep`, one per batch task: the step of
-    :meth:`_PhaseRun.epoch` written as one function of the batch's tensors."""
-
-    def __init__(
-        self,
-        model: CLModel,
-        method: CheckedMethod,
-        opt: Any,
-        params: list[torch.nn.Parameter],
-        clip: float,
-        graph: Callable[[], Graph],
-        task_loss: bool = True,
-        amp: torch.dtype | None = None,
-    ) -> None:
-        self.model, self.method, self.opt, self.params, self.clip, self.graph = model, method, opt, params, clip, graph
-        self.task_loss, self.amp = task_loss, amp
-        self.after_backward, self.after_step = step_hooks(method.method)
-        self.by_task: dict[str, CapturedStep] = {}
-
-    def __call__(self, batch: Batch) -> tuple[Any, bool]:
-        if not isinstance(batch.task, str) or not isinstance(batch.x, torch.Tensor):
-            raise ConfigError("train.capture records a step of tensor inputs from one task a batch")
-        task = batch.task
-        if task not in self.by_task:
-            self.by_task[task] = CapturedStep(
-                lambda x, y: self._step(Batch(x, y, task)),
-                lambda: float(self.opt.param_groups[0]["lr"]),
-                lambda none: self.opt.zero_grad(set_to_none=none),
-                self.graph,
-            )
-        return self.by_task[task](batch.x, batch.y)
-
-    def _step(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor], Any]:
-        # zeroes gradients that exist (0 + g is g); records nothing where the recording starts without any
-        self.opt.zero_grad(set_to_none=False)
-        loss, task_loss, terms = batch_loss(self.model, self.method, batch, self.task_loss, self.amp)
-        loss.backward()
-        if self.after_backward is not None:
-            self.after_backward()
-        norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip) if self.clip > 0 else None
-        self.opt.step()
-        if self.after_step is not None:
-            self.after_step()
-        return loss.detach(), task_loss.detach(), {k: v.detach() for k, v in terms.items()}, norm
-
-
 @dataclass
 class _PhaseRun:
     """One phase of a task being trained: its epochs (:meth:`epochs`) and their steps (:meth:`epoch`), counting
@@ -435,8 +231,7 @@ class _PhaseRun:
     p_i: int
     index: int
     train_tasks: Any  # Method.train_tasks(index): the tasks whose data this task trains on
-    opt: Any
-    params: list[torch.nn.Parameter]
+    engine: StepEngine
     on_step: StepObserver | None
     step: int
     limit: int | None = None  # the phase's share of train.steps_per_task or train.compute_epochs (None: its epochs)
@@ -444,7 +239,7 @@ class _PhaseRun:
     steps: int = 0
     examples: int = 0
     first: float | None = None  # the blow-up reference: the loss the phase starts from (its first step's)
-    captured: _Captured | None = None  # train.capture's recorded step (built by train_task)
+    captured: Captured | None = None  # train.capture's recorded step (built by train_task)
 
     @property
     def mix(self) -> bool:
@@ -459,7 +254,7 @@ class _PhaseRun:
         """Every epoch of the phase: each one's mean loss; raises Diverged on a blow-up (train.diverge_factor)."""
         phase, blowup, task = self.phase, self.ctx.train.diverge_factor, self.ctx.order[self.index]
         schedule = (
-            MultiStepLR(torch_optimizer_of(self.opt), list(phase.lr_milestones), phase.lr_gamma)
+            MultiStepLR(torch_optimizer_of(self.engine.opt), list(phase.lr_milestones), phase.lr_gamma)
             if phase.lr_milestones
             else None
         )
@@ -504,23 +299,14 @@ class _PhaseRun:
         return "train.steps_per_task" if self.counter is None else "train.compute_epochs"
 
     def epoch(self, epoch: int, start: int = 0) -> tuple[float, int]:
-        """One epoch's optimizer steps: the sum of their losses and their count. The step is written out here, in
-        one loop over locals: it is the harness's whole per-step cost (benchmarks/bench_overhead.py)."""
-        model, method, ctx, opt, params, on_step = (
-            self.model,
-            self.method,
-            self.ctx,
-            self.opt,
-            self.params,
-            self.on_step,
-        )
-        phase, dist, accum, clip = self.phase, ctx.dist, ctx.train.grad_accum, ctx.train.grad_clip
-        amp = autocast_dtype(ctx.train)
-        with_task = phase.task_loss  # False: the method's own objective alone (Phase.task_loss)
+        """One epoch's optimizer steps: the sum of their losses and their count. The loop reads each step's loss
+        between the engine's backward and update (on the CPU, a non-finite loss stops the task before the optimizer
+        takes it); it is the harness's whole per-step cost (benchmarks/bench_overhead.py)."""
+        ctx, engine, on_step, phase = self.ctx, self.engine, self.on_step, self.phase
+        backward, update = engine.backward, engine.update
         every = ctx.train.log_every if on_step is not None else 0
         # a batch not already on the device (a split kept on the host) is copied there; on the CPU it is used as is
-        move, parallel, sharded = ctx.device.type != "cpu", dist.active, ctx.train.shard != "off"
-        after_backward, after_step = step_hooks(method.method)
+        move = ctx.device.type != "cpu"
         step, total, n, value = self.step, 0.0, 0, math.nan
         # the step losses read at once every `sync` steps (train.sync_every): every step on the CPU, where reading one
         # is cheap; on an accelerator each read waits for the device to finish the step
@@ -546,40 +332,21 @@ class _PhaseRun:
                 if len(pending) >= sync or logged:
                     total, n, value = self._drain(pending, epoch, step, total, n)
                 if logged and norm is None:
-                    norm = grad_norm(params)
-                self.examples += batch.y.shape[0]
+                    norm = grad_norm(engine.params)
             else:
-                opt.zero_grad(set_to_none=True)
-                if parallel:  # the losses summed over the ranks: every rank diverges at the same step or none
-                    loss, task_loss, terms = data_parallel_step(
-                        model, method, batch, accum, params, dist, with_task, amp, sharded
-                    )
-                elif accum == 1:
-                    loss, task_loss, terms = batch_loss(model, method, batch, with_task, amp)
-                    loss.backward()
-                else:
-                    loss, task_loss, terms = accumulate(model, method, batch, accum, with_task, amp)
+                loss, task_loss, terms = backward(batch)
                 step += 1
                 logged = every and step % every == 0
                 pending.append(loss.detach())
                 if len(pending) >= sync or logged:  # the host sync: the non-finite check and the epoch's mean loss
                     total, n, value = self._drain(pending, epoch, step, total, n)
-                if after_backward is not None:
-                    after_backward()
-                norm = None
-                if clip > 0:
-                    norm = torch.nn.utils.clip_grad_norm_(params, clip)
-                elif logged:
-                    norm = grad_norm(params)
-                opt.step()
-                if after_step is not None:
-                    after_step()
-                self.examples += batch.y.shape[0]  # not len(): Tensor.__len__ is Python
+                norm = update(bool(logged))
+            self.examples += batch.y.shape[0]  # not len(): Tensor.__len__ is Python
             if logged:
                 assert norm is not None and on_step is not None  # computed above; no observer: nothing is logged
                 values = {"loss": value, "loss/task": float(task_loss.detach())}
                 values.update((f"loss/{name}", float(term.detach())) for name, term in terms.items())
-                values.update(lr=float(opt.param_groups[0]["lr"]), grad_norm=float(norm))
+                values.update(lr=float(engine.opt.param_groups[0]["lr"]), grad_norm=float(norm))
                 on_step(phase.name, epoch, step, values)
         if pending:
             total, n, value = self._drain(pending, epoch, step, total, n)
