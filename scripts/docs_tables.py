@@ -1104,39 +1104,57 @@ def tuning_fragility(results: Path, regs: Any, profile: str = "quick") -> str:
     return "\n".join(lines)
 
 
+def _reported_tree(profile: str) -> Path:
+    """The committed tree of the bench profile or one of its tracks (results/bench-memory/M for bench-memory-M)."""
+    if profile.startswith("bench-memory-"):
+        return ROOT / "results" / "bench-memory" / profile.rsplit("-", 1)[1]
+    return ROOT / "results" / profile
+
+
 def bench_fragility(results: Path, regs: Any) -> str:
-    """Per bench stream (own budgets): the rows whose neighbours ran (results/fragility/bench, on how many of a row's
-    cells), those whose worst neighbour falls more than Δ below the choice there, and the most fragile row: the
-    leaderboard's fragility column (:func:`clbench._tools.fragility.fragility_scores`) counted."""
+    """Per bench profile (own budgets and every track) and stream: the rows whose neighbours ran (results/fragility/
+    PROFILE, on how many of a row's cells; a track's row that trains as at bench reads bench's), those whose worst
+    neighbour falls more than Δ below the choice there, and the most fragile row: the leaderboards' fragility column
+    (:func:`clbench._tools.fragility.row_fragility`) counted."""
     from clbench._core.results import iter_results
-    from clbench._tools.fragility import fragility_scores
+    from clbench._tools.fragility import row_fragility
     from clbench._tools.leaderboard import section_results
     from clbench._tools.tables import Judging
 
-    reported = list(iter_results(ROOT / "results" / "bench"))
-    scores = fragility_scores(reported, list(iter_results(ROOT / "results" / "fragility" / "bench")))
     judging = Judging.of(regs)
     lines = [
-        "| stream (scenario) | rows | rows with neighbours run (cells of a row's) | worst neighbour beyond Δ | Δ | "
-        "most fragile row |",
-        "|---|---|---|---|---|---|",
+        "| profile | stream (scenario) | rows | rows with neighbours run (cells of a row's) | worst neighbour beyond Δ | "
+        "Δ | most fragile row |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for (stream, scenario), section in section_results(reported).items():
-        rows = {r.method for r in section}
-        margin = judging.rule(stream, scenario).margin
-        found = {m: f for m in sorted(rows) if (f := scores.get((stream, m))) is not None}
-        cells = sorted({f"{f.cells} of {f.of}" for f in found.values()})
-        beyond = [m for m, f in found.items() if f.move < -margin]
-        worst = min(found.items(), key=lambda kv: kv[1].move, default=None)
-        shown = (
-            "—"
-            if worst is None
-            else (f"`{worst[0]}` {_pp(None if worst[1].move == -math.inf else worst[1].move)} ({worst[1].neighbour})")
-        )
-        lines.append(
-            f"| {stream} ({scenario}) | {len(rows)} | {len(found)} ({', '.join(cells) or '—'}) | "
-            f"{len(beyond)}{': ' + ', '.join(beyond) if beyond else ''} | {_g(margin)} | {shown} |"
-        )
+    for profile in ("bench", *TRACK_PROFILES):
+        base = regs.profiles.get(profile).extends
+        neighbours = [
+            r
+            for p in dict.fromkeys((profile, base or profile))
+            if (ROOT / "results" / "fragility" / p).is_dir()
+            for r in iter_results(ROOT / "results" / "fragility" / p)
+        ]
+        reported = list(iter_results(_reported_tree(profile)))
+        scores = row_fragility(regs, reported, neighbours)
+        for (stream, scenario), section in section_results(reported).items():
+            rows = {r.method for r in section}
+            margin = judging.rule(stream, scenario).margin
+            found = {m: f for m in sorted(rows) if (f := scores.get((stream, m))) is not None}
+            cells = sorted({f"{f.cells} of {f.of}" for f in found.values()})
+            borrowed = sum(f.at is not None for f in found.values())
+            ran = f"{len(found)} ({', '.join(cells) or '—'})" + (f"; {borrowed} at {base}" if borrowed else "")
+            beyond = [m for m, f in found.items() if f.move < -margin]
+            worst = min(found.items(), key=lambda kv: kv[1].move, default=None)
+            shown = (
+                "—"
+                if worst is None
+                else f"`{worst[0]}` {_pp(None if worst[1].move == -math.inf else worst[1].move)} ({worst[1].neighbour})"
+            )
+            lines.append(
+                f"| `{profile}` | {stream} ({scenario}) | {len(rows)} | {ran} | "
+                f"{len(beyond)}{': ' + ', '.join(beyond) if beyond else ''} | {_g(margin)} | {shown} |"
+            )
     return "\n".join(lines)
 
 

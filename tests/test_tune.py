@@ -366,6 +366,33 @@ def test_pairs_that_share_the_base_tuning_train_as_the_base_does(regs, profile, 
 
 
 @pytest.mark.slow
+def test_a_tracks_rows_that_train_as_at_the_base_read_the_bases_neighbours(regs):
+    """At bench-memory-200 DER++ is declared to train exactly as at bench (`base_tuned`; the test above checks the
+    claim), so `clbench tune` runs no neighbours for it there and its row reads bench's: the same worst neighbour and
+    move as bench's DER++ row, computed from bench's own cells, on 4 of the track row's 20 cells, marked `at bench`.
+    A row the track tunes itself (GEM) never reads the base's, and without the declaration DER++ does not either."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from clbench._tools.summary import fragility_text
+
+    stream = "split-mnist-cil"
+    track = [r for r in iter_results(ROOT / "results/bench-memory/200" / stream) if r.method in ("derpp", "gem")]
+    base = [r for r in iter_results(ROOT / "results/bench" / stream) if r.method in ("derpp", "gem")]
+    neighbours = list(iter_results(ROOT / "results/fragility/bench" / stream))
+    spec = regs.profiles.get("bench-memory-200")
+    assert "derpp" in spec.base_tuned[stream] and "gem" not in spec.base_tuned[stream]
+    at_base = F.fragility_scores(base, neighbours)[(stream, "derpp")]
+    rows = F.row_fragility(regs, track, neighbours)
+    assert rows[(stream, "derpp")] == replace(at_base, at="bench")
+    assert (rows[(stream, "derpp")].cells, rows[(stream, "derpp")].of) == (4, 20)
+    assert (stream, "gem") not in rows
+    assert "; 4 of 20 cells; at bench)" in fragility_text(rows[(stream, "derpp")], 100.0)
+    undeclared = SimpleNamespace(profiles={"bench-memory-200": replace(spec, base_tuned={})})
+    assert F.row_fragility(undeclared, track, neighbours) == {}
+
+
+@pytest.mark.slow
 def test_tune_write_says_the_presets_it_compares_were_read_before_the_write(regs, tmp_path):
     """`clbench tune --write FILE` writes the choices; the presets it compares them with are those loaded at start,
     so a difference it counts is said to be against them, with the command that reads the new file."""

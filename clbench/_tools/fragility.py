@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -107,12 +107,14 @@ def _subset(chosen: Sequence[Any] | None, reported: list[Any], what: str, pair: 
 @dataclass(frozen=True)
 class RowFragility:
     """A leaderboard row's fragility: its worst neighbour, that one's mean AA minus the rerun choice's (-inf: it did
-    not complete), over how many of the row's cells (``cells`` of ``of``)."""
+    not complete), over how many of the row's cells (``cells`` of ``of``); ``at``: the profile the neighbours ran
+    under when it is not the row's own (a track's row that trains as at its base, measured there)."""
 
     neighbour: str
     move: float
     cells: int
     of: int
+    at: str | None = None
 
 
 def fragility_of(scores: Mapping[str, float | None]) -> tuple[str, float] | None:
@@ -200,4 +202,28 @@ def fragility_scores(
             scores[name] = statistics.fmean(aa) if len(aa) == len(ran) else None
         worst = fragility_of(scores)
         out[key] = None if worst is None else RowFragility(worst[0], worst[1], len(ran), len(wanted))
+    return out
+
+
+def row_fragility(
+    regs: Registries, reported: Sequence[CellResult], neighbours: Sequence[CellResult]
+) -> dict[tuple[str, str], RowFragility | None]:
+    """:func:`fragility_scores` per profile: a row reads the neighbours its own profile ran; a row that a track
+    declares to train exactly as at the profile it extends (``ProfileSpec.base_tuned``, a claim `clbench tune` checks
+    on the trees) has no neighbours of its own at the track and reads the base profile's (``RowFragility.at``)."""
+    ran: dict[str, list[CellResult]] = {}
+    for r in neighbours:
+        ran.setdefault(str(r.config.get("profile", "custom")), []).append(r)
+    rows: dict[str, list[CellResult]] = {}
+    for r in reported:
+        rows.setdefault(str(r.config.get("profile", "custom")), []).append(r)
+    out: dict[tuple[str, str], RowFragility | None] = {}
+    for profile, mine in rows.items():
+        out.update(fragility_scores(mine, ran.get(profile, [])))
+        spec = regs.profiles.get(profile) if profile in regs.profiles else None
+        if spec is None or spec.extends is None:
+            continue
+        shared = [r for r in mine if r.method in spec.base_tuned.get(r.stream, ()) and (r.stream, r.method) not in out]
+        for key, worst in fragility_scores(shared, ran.get(spec.extends, [])).items():
+            out[key] = None if worst is None else replace(worst, at=spec.extends)
     return out

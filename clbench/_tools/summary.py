@@ -273,7 +273,8 @@ FRAGILITY_LEGEND = (
     "and 2× its strengths (docs/tuning.md) — rerun on the row's own orders and seeds beside the choice (all of the "
     "row's cells, or as many of them as the cell says): the neighbour's mean AA minus the rerun choice's there, and "
     "which neighbour (⚑: below by more than the table's Δ, so a factor of two in one setting moves the row by more than the verdict rule's margin; `not complete`: that "
-    "neighbour diverged or failed; —: no neighbours were run for the row)."
+    "neighbour diverged or failed; `at P`: a row that trains exactly as at the profile P this one extends, its "
+    "neighbours run there; —: no neighbours were run for the row)."
 )
 
 
@@ -283,6 +284,8 @@ def fragility_text(worst: RowFragility | None, margin: float) -> str:
     if worst is None:
         return "—"
     name = worst.neighbour if worst.cells == worst.of else f"{worst.neighbour}; {worst.cells} of {worst.of} cells"
+    if worst.at is not None:
+        name += f"; at {worst.at}"
     if worst.move == float("-inf"):
         return f"not complete ({name}) ⚑"
     return f"{worst.move:+.2f} ({name})" + (" ⚑" if worst.move < -margin else "")

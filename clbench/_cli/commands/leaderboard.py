@@ -65,9 +65,12 @@ def _formats(ctx: click.Context, param: click.Parameter, value: str) -> list[str
 @click.option("--stream", "streams", default=None, help="Only these streams (a comma list).")
 @click.option(
     "--fragility",
+    "fragility",
+    multiple=True,
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="A `clbench tune --fragility` tree of these results: each summary row gains the worst neighbour of its tuned "
-    "choice (0.5× and 2× its lr and strengths) rerun on its orders and seeds (docs/tuning.md).",
+    "choice (0.5× and 2× its lr and strengths) rerun on its orders and seeds (docs/tuning.md). Repeatable: a track's "
+    "rows that train as at its base profile (`base_tuned`) read theirs from the base's tree.",
 )
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if the markdown on disk differs.")
 @click.pass_obj
@@ -83,7 +86,7 @@ def command(
     labels: tuple[str, ...],
     methods: str | None,
     streams: str | None,
-    fragility: Path | None,
+    fragility: tuple[Path, ...],
     check: bool,
 ) -> None:
     """Markdown tables (and plots) from result directories (default: runs/), written beside them."""
@@ -180,7 +183,7 @@ def command(
     from clbench._tools.tables import Judging
 
     judging = Judging.of(regs, margins, reference)
-    worst = _fragility(results, fragility) if fragility is not None else None
+    worst = _fragility(regs, results, fragility) if fragility else None
     try:
         stale = _write_leaderboards(regs, results, out, plots, heatmaps, check, judging, worst)
         if not check:
@@ -191,20 +194,25 @@ def command(
         sys.exit(1)
 
 
-def _fragility(results: list[Any], tree: Path) -> dict[tuple[str, str], RowFragility | None]:
-    """Per (stream, method) of ``results``: the worst neighbour in the fragility ``tree``, its move and on how many
-    of the row's cells."""
+def _fragility(
+    regs: Registries, results: list[Any], trees: tuple[Path, ...]
+) -> dict[tuple[str, str], RowFragility | None]:
+    """Per (stream, method) of ``results``: the worst neighbour in the fragility ``trees`` (:func:`row_fragility`),
+    its move and on how many of the row's cells."""
     from clbench._core.results import scan
-    from clbench._tools.fragility import fragility_scores
+    from clbench._tools.fragility import row_fragility
 
-    found = scan(tree)
-    if skipping(found.problems):
-        raise ClbenchError(f"--fragility {tree}: unreadable results (named above); rerun them or move them away")
-    scores = fragility_scores(results, found.results)
+    neighbours = []
+    for tree in trees:
+        found = scan(tree)
+        if skipping(found.problems):
+            raise ClbenchError(f"--fragility {tree}: unreadable results (named above); rerun them or move them away")
+        neighbours += found.results
+    scores = row_fragility(regs, results, neighbours)
     if not scores:
         raise ClbenchError(
-            f"--fragility {tree}: no row of these results has its tuned choice there; make it with "
-            "`clbench tune --profile P --fragility DIR`"
+            f"--fragility {', '.join(map(str, trees))}: no row of these results has its tuned choice there; make it "
+            "with `clbench tune --profile P --fragility DIR`"
         )
     return scores
 
