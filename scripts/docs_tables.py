@@ -141,16 +141,24 @@ def _shown(path: Path) -> str:
         return path.as_posix()
 
 
+@functools.cache
+def _results(tree: Path) -> tuple[Any, ...]:
+    """Every result under ``tree``, read once per run: several sections read the same trees (bench's and its tracks'
+    1,780 and 580 cells each, ~1.4 ms a cell), and a cell's result is not changed by a section."""
+    from clbench._core.results import iter_results
+
+    return tuple(iter_results(tree))
+
+
 def lora_cells(results: Path, regs: Any) -> list[Any]:
     """The complete LoRA-family cells (every part of the method requires the model's "lora") of the
     stream/order/seed, sorted by method."""
-    from clbench._core.results import iter_results
 
     root = results / STREAM
     if not root.is_dir():
         raise DocsTableError(f"{_shown(root)}: no such directory")
     cells = []
-    for r in iter_results(root):
+    for r in _results(root):
         if (r.stream, str(r.order), r.seed, r.status) != (STREAM, ORDER, SEED, "complete"):
             continue
         parts = r.method.split("+")
@@ -320,7 +328,6 @@ def table_acr_tau(results: Path, regs: Any) -> str:
 def quick_excerpt(results: Path, regs: Any) -> str:
     """The summary that opens leaderboards/quick.md: per stream and scenario, methods ranked by AA (every order and
     seed of a row pooled) with their intervals, F.Ra, the verdict rule's answer, and what each row cost."""
-    from clbench._core.results import iter_results
     from clbench._tools.leaderboard import (
         SUMMARY_LEGEND,
         Judging,
@@ -332,7 +339,7 @@ def quick_excerpt(results: Path, regs: Any) -> str:
         summary_table,
     )
 
-    cells = list(iter_results(results))
+    cells = list(_results(results))
     seeds = sorted({r.seed for r in cells})
     orders = sorted({r.order for r in cells})
     head = (
@@ -353,9 +360,8 @@ def quick_excerpt(results: Path, regs: Any) -> str:
 def profile_size(tree: Path, goal: str) -> str:
     """How many cells a committed profile run has (methods × orders × seeds per stream) and its recorded wall time
     (``tree/wall-time.json``, benchmarks/bench_quick.py --record)."""
-    from clbench._core.results import iter_results
 
-    cells = list(iter_results(tree))
+    cells = list(_results(tree))
     if not cells:
         raise DocsTableError(f"{_shown(tree)}: no results")
     parts = []
@@ -435,7 +441,6 @@ def bench_summary(results: Path, regs: Any) -> str:
     equal-budget track, the own budgets judged on that track's orders and seeds alone (the own-budget tree may hold
     more seeds, and more cells alone change verdicts)."""
     from clbench import verdicts as V
-    from clbench._core.results import iter_results
     from clbench._tools.leaderboard import Judging, section_results, summarise
 
     tables: dict[str, dict[str, Any]] = {}
@@ -447,7 +452,7 @@ def bench_summary(results: Path, regs: Any) -> str:
         "|---|---|---|---|---|" + "---|" * len(words_of) + "---|---|",
     ]
     judging = Judging.of(regs)
-    sections = {track: section_results(iter_results(ROOT / "results" / track)) for track in BENCH_TRACKS}
+    sections = {track: section_results(_results(ROOT / "results" / track)) for track in BENCH_TRACKS}
     for track, words in BENCH_TRACKS.items():
         for (stream, scenario), section in sections[track].items():
             table = summarise(section, regs.methods.items, judging.rule(stream, scenario)).table
@@ -493,7 +498,6 @@ def bench_memory(results: Path, regs: Any) -> str:
     """Per bench stream, the methods that keep examples: the examples each keeps and its AA at its own budget
     (results/bench, on the memory trees' orders and seeds), then at each equal memory (results/bench-memory/M, every one of them keeping M) with that
     board's verdict (no declared reference: every row against every other); then each memory tree's size."""
-    from clbench._core.results import iter_results
     from clbench._tools.leaderboard import Judging, section_results, summarise
     from clbench._tools.summary import memory_of
 
@@ -501,17 +505,15 @@ def bench_memory(results: Path, regs: Any) -> str:
     judging = Judging.of(regs)
     for m in MEMORY_TRACKS:
         for (stream, scenario), section in section_results(
-            iter_results(ROOT / "results" / "bench-memory" / str(m))
+            _results(ROOT / "results" / "bench-memory" / str(m))
         ).items():
             table = summarise(section, regs.methods.items, judging.rule(stream, scenario)).table
             boards.setdefault(m, {})[stream] = {r.name: r for r in table.rows}
     own: dict[str, dict[str, list[Any]]] = {}  # stream -> method -> its results at its own budget
     methods = {name for board in boards.values() for rows in board.values() for name in rows}
     # the own budget on the memory tracks' orders and seeds alone (the own-budget tree may hold more seeds)
-    paired = {
-        (r.order, r.seed) for m in MEMORY_TRACKS for r in iter_results(ROOT / "results" / "bench-memory" / str(m))
-    }
-    for r in iter_results(BENCH):
+    paired = {(r.order, r.seed) for m in MEMORY_TRACKS for r in _results(ROOT / "results" / "bench-memory" / str(m))}
+    for r in _results(BENCH):
         if r.method in methods and r.status == "complete" and (r.order, r.seed) in paired:
             own.setdefault(r.stream, {}).setdefault(r.method, []).append(r)
     head = "| stream | method | own budget: memory, AA | " + " | ".join(
@@ -557,12 +559,11 @@ def reproducibility(results: Path, regs: Any, runs: Mapping[str, tuple[str, str 
     """How far the committed cells of ``results`` move under each change of ``runs`` (folders of
     results/reproducibility), per stream; and a check that the tree's cross-machine tolerance (its TOLERANCE)
     covers every move."""
-    from clbench._core.results import iter_results
     from clbench._tools.verify import compare, percent_metrics
     from clbench.cell import config_diff, identity
 
     percent = percent_metrics(regs)
-    committed = list(iter_results(results))
+    committed = list(_results(results))
     rows = [
         "| change | stream | cells | identical | max \\|Δa[i][j]\\| (pp) | max \\|Δ\\| of "
         + ", ".join(sorted(percent))
@@ -575,7 +576,7 @@ def reproducibility(results: Path, regs: Any, runs: Mapping[str, tuple[str, str 
         root = results.parent / "reproducibility" / folder
         if not root.is_dir():
             raise DocsTableError(f"{_shown(root)}: missing (make it with: {how})")
-        other = list(iter_results(root))
+        other = list(_results(root))
         deltas, _, only_new = compare(by_key, {r.key: r for r in other})
         for r in other:  # each cell must differ from its committed twin in the named setting at most
             twin = by_key.get(r.key)
@@ -663,7 +664,6 @@ CALIBRATED = ("layer", "task", "absolute")
 
 def claims_cells(results: Path, regs: Any) -> dict[tuple[str, str], list[Any]]:
     """(folder, method) → the complete cells of results/cl-claims/<folder>, by seed."""
-    from clbench._core.results import iter_results
 
     out: dict[tuple[str, str], list[Any]] = {}
     for folder in CLAIMS_FOLDERS:
@@ -673,7 +673,7 @@ def claims_cells(results: Path, regs: Any) -> dict[tuple[str, str], list[Any]]:
                 f"{_shown(root)}: missing (make it with `clbench run --profile "
                 f"{'cl-claims' if folder == 'equal-steps' else 'cl-claims-scripts'} --out {_shown(root)}`)"
             )
-        for r in iter_results(root):
+        for r in _results(root):
             if r.status == "complete":
                 out.setdefault((folder, r.method), []).append(r)
     for cells in out.values():
@@ -1116,7 +1116,6 @@ def bench_fragility(results: Path, regs: Any) -> str:
     PROFILE, on how many of a row's cells; a track's row that trains as at bench reads bench's), those whose worst
     neighbour falls more than Δ below the choice there, and the most fragile row: the leaderboards' fragility column
     (:func:`clbench._tools.fragility.row_fragility`) counted."""
-    from clbench._core.results import iter_results
     from clbench._tools.fragility import row_fragility
     from clbench._tools.leaderboard import section_results
     from clbench._tools.tables import Judging
@@ -1133,9 +1132,9 @@ def bench_fragility(results: Path, regs: Any) -> str:
             r
             for p in dict.fromkeys((profile, base or profile))
             if (ROOT / "results" / "fragility" / p).is_dir()
-            for r in iter_results(ROOT / "results" / "fragility" / p)
+            for r in _results(ROOT / "results" / "fragility" / p)
         ]
-        reported = list(iter_results(_reported_tree(profile)))
+        reported = list(_results(_reported_tree(profile)))
         scores = row_fragility(regs, reported, neighbours)
         for (stream, scenario), section in section_results(reported).items():
             rows = {r.method for r in section}
@@ -1160,10 +1159,9 @@ def bench_fragility(results: Path, regs: Any) -> str:
 
 def tuning_cost(results: Path, regs: Any, profile: str = "quick") -> str:
     """What the protocol ran on ``profile``, per stream: cells, their statuses and recorded cell time."""
-    from clbench._core.results import iter_results
 
     by: dict[str, list[Any]] = {}
-    for r in iter_results(_tuning(profile)):
+    for r in _results(_tuning(profile)):
         by.setdefault(r.stream, []).append(r)
     rows = []
     for stream, cells in sorted(by.items()):
