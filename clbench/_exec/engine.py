@@ -184,6 +184,7 @@ class StepEngine:
         "clip",
         "amp",
         "sharded",
+        "parallel",
         "after_backward",
         "after_step",
     )
@@ -201,7 +202,7 @@ class StepEngine:
         self.model, self.method, self.opt, self.params, self.dist = model, method, opt, params, dist
         self.task_loss = task_loss  # False: the method's own objective alone (Phase.task_loss)
         self.accum, self.clip, self.amp = train.grad_accum, train.grad_clip, autocast_dtype(train)
-        self.sharded = train.shard != "off"
+        self.sharded, self.parallel = train.shard != "off", dist.active  # (read once: a property a step)
         self.after_backward, self.after_step = step_hooks(method.method)
 
     def backward(self, batch: Batch, parts: int | None = None, set_to_none: bool = True) -> Losses:
@@ -210,7 +211,7 @@ class StepEngine:
         place (a recorded step keeps their storage)."""
         self.opt.zero_grad(set_to_none=set_to_none)
         parts = self.accum if parts is None else parts
-        if self.dist.active:  # the losses summed over the ranks: every rank diverges at the same step or none
+        if self.parallel:  # the losses summed over the ranks: every rank diverges at the same step or none
             return data_parallel_step(
                 self.model, self.method, batch, parts, self.params, self.dist, self.task_loss, self.amp, self.sharded
             )
@@ -246,7 +247,7 @@ class StepEngine:
 
     def captured(self, graph: Callable[[], Graph]) -> Captured:
         """The captured execution (``train.capture``): the whole step recorded once a batch task and replayed."""
-        if self.dist.active:
+        if self.parallel:
             raise ConfigError("train.capture records one whole step: it cannot run with --nproc > 1")
         return Captured(self, graph)
 
