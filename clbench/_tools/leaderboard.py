@@ -37,7 +37,7 @@ from clbench._tools.summary import (
     Cost,
     Summary,
     SummaryRow,
-    _rank,
+    rank_cell,
     summarise,
     summary_caption,
     summary_table,
@@ -51,19 +51,19 @@ from clbench._tools.tables import (
     NA,
     ORACLE_TAGS,
     Judging,
-    _fence,
-    _has_error,
-    _has_value,
-    _parts,
-    _stats,
     bold_rows,
     complete_seeds,
     diagnostics_tables,
     diverged_note,
     error_lines,
+    fenced,
     frame,
+    has_error,
+    has_value,
     is_oracle,
     label_key,
+    label_parts,
+    mean_sd,
     metric_table,
     parse_margins,
 )
@@ -107,14 +107,14 @@ def summary_frame(
                     "profile": profile,
                     "stream": stream,
                     "scenario": scenario,
-                    "rank": _rank(row),
+                    "rank": rank_cell(row),
                     "method": row.method,
                     "label": labels[row.method],
                     "oracle": row.oracle,
                     "AA mean": None if j is None else j.mean,
                     "AA ci low": None if j is None or j.interval is None else j.interval[0],
                     "AA ci high": None if j is None or j.interval is None else j.interval[1],
-                    "AA std": _stats(aa)[1] if aa else None,
+                    "AA std": mean_sd(aa)[1] if aa else None,
                     "cells": row.cells,
                     "verdict": "" if j is None or row.oracle else j.verdict,
                     "d": None if j is None else j.diff,
@@ -132,7 +132,7 @@ def summary_frame(
                     out["fragility cells"] = None if worst is None else worst.cells
                 for name in metrics:
                     values = [] if row.diverged else _metric_values(section, row.method, name)
-                    mean, std = _stats(values) if values else (None, None)
+                    mean, std = mean_sd(values) if values else (None, None)
                     out.update({f"{name} mean": mean, f"{name} std": std})
                 out.update(
                     {
@@ -215,7 +215,7 @@ def cannot_run(df: pd.DataFrame, scenario: str, specs: Mapping[str, MethodSpec] 
         return []
     out = []
     for label in sorted(df["method"].unique(), key=label_key):
-        parts = [specs[p] for p in _parts(label) if p in specs]
+        parts = [specs[p] for p in label_parts(label) if p in specs]
         if any(p.scenarios and scenario not in p.scenarios for p in parts):
             out.append(label)
     return out
@@ -252,7 +252,7 @@ def _has_preset(label: str, specs: Mapping[str, MethodSpec], profile: str | Sequ
     """Whether a part of the method (an unknown one counts as having one: nothing to say) has a preset for
     ``profile`` (or a profile of its lineage) on ``stream`` (the profile's own, the stream's, or an order's)."""
     names = (profile,) if isinstance(profile, str) else tuple(profile)
-    for part in _parts(label):
+    for part in label_parts(label):
         if part not in specs:
             return True
         for p in names:
@@ -377,7 +377,7 @@ def render(
         )
         by_why: dict[str, list[str]] = {}  # the methods that cannot run here, by what they are built for
         for label in cannot_run(df, scenario, methods):
-            specs = [methods[p] for p in _parts(label) if methods and p in methods]
+            specs = [methods[p] for p in label_parts(label) if methods and p in methods]
             why = "; ".join(dict.fromkeys(scenario_needs(p.scenarios) for p in specs if p.scenarios))
             by_why.setdefault(why, []).append(label)
         for why, names in by_why.items():
@@ -388,7 +388,7 @@ def render(
         parts.append((LEGEND if complete_seeds(sdf) else LEGEND_NO_CELL) + "\n")
         # a metric with neither a value nor an error for any method of the stream: no table; one that applies to
         # fewer than half of the rows goes below the others
-        present = sdf.loc[_has_value(sdf["value"]) | _has_error(sdf["error"])].groupby("metric")["method"].nunique()
+        present = sdf.loc[has_value(sdf["value"]) | has_error(sdf["error"])].groupby("metric")["method"].nunique()
         tabled = [m for m in objectives if m.name in present.index]
         few = [m for m in tabled if 2 * present[m.name] < len(order)]
         rule = judging.rule(stream, scenario)
@@ -401,7 +401,7 @@ def render(
         parts += diagnostics_tables(sdf, [m for m in diagnostics if m.name in present.index], order, labels, methods)
         errors = error_lines(sdf, [m.name for m in shown if m.name in present.index])
         if errors:
-            parts.append(_fence(errors))
+            parts.append(fenced(errors))
     return "\n".join(parts)
 
 

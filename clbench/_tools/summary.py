@@ -262,7 +262,8 @@ def _memory_text(cost: Cost, common: int | None) -> str:
     return text + (" ⚑" if common is None or abs(cost.memory - common) > MEMORY_FLAG * common else "")
 
 
-def _rank(row: SummaryRow) -> str:
+def rank_cell(row: SummaryRow) -> str:
+    """A summary row's ``rank`` cell: its rank interval, ``ref.`` for an oracle, ``—`` for a row not judged."""
     if row.judged is None:
         return "—"
     return "ref." if row.oracle else row.judged.rank_text
@@ -319,7 +320,7 @@ def summary_table(
     def line(row: SummaryRow) -> list[str]:
         verdict = row.judged.verdict if row.judged is not None else ""
         out = [
-            _rank(row),
+            rank_cell(row),
             labels.get(row.method, row.method),
             _aa_text(row),
             "" if row.diverged else _fmt(row.fra) if row.fra else NA,

@@ -82,7 +82,8 @@ def frame(results: Iterable[CellResult]) -> pd.DataFrame:
     )
 
 
-def _stats(values: Sequence[float]) -> tuple[float, float | None]:
+def mean_sd(values: Sequence[float]) -> tuple[float, float | None]:
+    """The mean of ``values`` and their sample standard deviation (None for one value)."""
     mean = sum(values) / len(values)
     if len(values) == 1:
         return mean, None
@@ -92,7 +93,7 @@ def _stats(values: Sequence[float]) -> tuple[float, float | None]:
 def _fmt(values: Sequence[float]) -> str:
     if not values:
         return NA
-    mean, std = _stats(values)
+    mean, std = mean_sd(values)
     return f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
 
 
@@ -129,11 +130,13 @@ def _link(text: str, paths: Sequence[str], link_root: Path | None) -> str:
     return f"[{text}]({urllib.parse.quote(rel, safe='/@=,+:')})"
 
 
-def _has_error(series: pd.Series) -> pd.Series:
+def has_error(series: pd.Series) -> pd.Series:
+    """Per entry of a frame's ``error`` column: whether the metric failed there (a message, not None or NaN)."""
     return series.map(lambda e: e is not None and not (isinstance(e, float) and math.isnan(e)))
 
 
-def _has_value(series: pd.Series) -> pd.Series:
+def has_value(series: pd.Series) -> pd.Series:
+    """Per entry of a frame's ``value`` column: whether the metric has a value there."""
     return series.map(lambda v: v is not None and not pd.isna(v))
 
 
@@ -151,18 +154,19 @@ def diverged_note(cells: pd.DataFrame) -> str | None:
     return f"diverged ({d} of {len(status)} cell{'s' if len(status) != 1 else ''})" if d else None
 
 
-def _parts(label: str) -> list[str]:
+def label_parts(label: str) -> list[str]:
+    """The methods a row label combines (``ewc+lwf@200`` → ``["ewc", "lwf"]``)."""
     return label.split("@", 1)[0].split("+")
 
 
 def is_oracle(label: str, specs: Mapping[str, MethodSpec] | None) -> bool:
     """Whether a method label is an oracle (one of its parts tagged ``reference`` or ``upper-bound``)."""
-    return bool(specs) and any(specs[p].tags & ORACLE_TAGS for p in _parts(label) if specs and p in specs)
+    return bool(specs) and any(specs[p].tags & ORACLE_TAGS for p in label_parts(label) if specs and p in specs)
 
 
 def _cell_values(values: pd.DataFrame) -> dict[str, float]:
     """``order/seed`` → value of one method's cells of one metric (those with a value)."""
-    got = values.loc[_has_value(values["value"])]
+    got = values.loc[has_value(values["value"])]
     return {f"{o}/{s}": float(v) for o, s, v in zip(got["order"], got["seed"], got["value"], strict=True)}
 
 
@@ -223,8 +227,8 @@ def metric_table(
         for order in orders:
             cells = by_cell.get((method, order), none)
             got = values_by_cell.get((method, order), none).sort_values("seed")
-            numbers = [float(v) for v in got.loc[_has_value(got["value"]), "value"]]
-            failed = got[_has_error(got["error"])]
+            numbers = [float(v) for v in got.loc[has_value(got["value"]), "value"]]
+            failed = got[has_error(got["error"])]
             pooled += numbers
             row_errors += len(failed)
             diverged = diverged_note(cells) if not cells.empty else None
@@ -270,14 +274,14 @@ def diagnostics_tables(
     of its methods: mean ± std over every cell of the row, never bold, never ranked."""
 
     def kind(label: str) -> str:
-        first = _parts(label)[0]
+        first = label_parts(label)[0]
         return specs[first].footprint_kind if specs and first in specs else "other"
 
     out = []
     for footprint in sorted({kind(m) for m in methods}):
         rows_of = [m for m in methods if kind(m) == footprint]
         sub = df[df["method"].isin(rows_of)]
-        present = sub.loc[_has_value(sub["value"]) | _has_error(sub["error"]), "metric"].unique()
+        present = sub.loc[has_value(sub["value"]) | has_error(sub["error"]), "metric"].unique()
         shown = [m for m in metrics if m.name in set(present)]
         if not shown:
             continue
@@ -286,8 +290,8 @@ def diagnostics_tables(
             row = [labels.get(method, method)]
             for metric in shown:
                 got = sub[(sub["method"] == method) & (sub["metric"] == metric.name)]
-                numbers = [float(v) for v in got.loc[_has_value(got["value"]), "value"]]
-                failed = int(_has_error(got["error"]).sum())
+                numbers = [float(v) for v in got.loc[has_value(got["value"]), "value"]]
+                failed = int(has_error(got["error"]).sum())
                 row.append(_fmt_sig(numbers) + _errors_note(failed) if numbers else ERROR if failed else NA)
             table.append(row)
         header = ["method"] + [f"{m.name} {'↑' if m.direction == 'up' else '↓'}" for m in shown]
@@ -301,7 +305,7 @@ def diagnostics_tables(
 
 def _fmt_sig(values: Sequence[float]) -> str:
     """Mean ± std in 4 significant digits: diagnostics span many orders of magnitude."""
-    mean, std = _stats(values)
+    mean, std = mean_sd(values)
     return f"{mean:.4g}" if std is None else f"{mean:.4g} ± {std:.2g}"
 
 
@@ -313,7 +317,7 @@ def _one_line(message: str, limit: int = ERROR_CHARS) -> str:
 def error_lines(df: pd.DataFrame, metric_names: Sequence[str]) -> list[str]:
     """``errors: <metric> on <method> order <o> seed <s>: <message>`` for every metric error of the
     stream in ``df`` among ``metric_names``, sorted by metric, method, order and seed."""
-    failed = df[_has_error(df["error"]) & df["metric"].isin(list(metric_names))]
+    failed = df[has_error(df["error"]) & df["metric"].isin(list(metric_names))]
     keyed = sorted(
         (
             (str(m), str(me), _order_key(str(o)), int(s), str(e))
@@ -325,7 +329,7 @@ def error_lines(df: pd.DataFrame, metric_names: Sequence[str]) -> list[str]:
     return [f"errors: {m} on {me} order {o[1]} seed {s}: {_one_line(e)}" for m, me, o, s, e in keyed]
 
 
-def _fence(lines: Sequence[str]) -> str:
+def fenced(lines: Sequence[str]) -> str:
     """The lines as a fenced text block (one per line, no markdown read into the messages)."""
     longest = 0
     for line in lines:
