@@ -370,7 +370,8 @@ def test_a_tracks_rows_that_train_as_at_the_base_read_the_bases_neighbours(regs)
     """At bench-memory-200 DER++ is declared to train exactly as at bench (`base_tuned`; the test above checks the
     claim), so `clbench tune` runs no neighbours for it there and its row reads bench's: the same worst neighbour and
     move as bench's DER++ row, computed from bench's own cells, on 4 of the track row's 20 cells, marked `at bench`.
-    A row the track tunes itself (GEM) never reads the base's, and without the declaration DER++ does not either."""
+    A row the track tunes itself (GEM) never reads the base's, and without the declaration DER++ does not either; a
+    labelled board's row reads what its own tree's row reads."""
     from dataclasses import replace
     from types import SimpleNamespace
 
@@ -390,6 +391,10 @@ def test_a_tracks_rows_that_train_as_at_the_base_read_the_bases_neighbours(regs)
     assert "; 4 of 20 cells; at bench)" in fragility_text(rows[(stream, "derpp")], 100.0)
     undeclared = SimpleNamespace(profiles={"bench-memory-200": replace(spec, base_tuned={})})
     assert F.row_fragility(undeclared, track, neighbours) == {}
+    # beside another tree (`clbench leaderboard A B --label 200 --label 500`): the rows are METHOD@200, the same
+    labelled = [replace(r, method=f"{r.method}@200", config={**r.config, "profile": "bench-memory-200+bench-memory-500",
+                                                               "tree_profile": "bench-memory-200"}) for r in track]
+    assert F.row_fragility(regs, labelled, neighbours) == {(stream, "derpp@200"): rows[(stream, "derpp")]}
 
 
 @pytest.mark.slow

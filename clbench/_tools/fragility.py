@@ -210,20 +210,28 @@ def row_fragility(
 ) -> dict[tuple[str, str], RowFragility | None]:
     """:func:`fragility_scores` per profile: a row reads the neighbours its own profile ran; a row that a track
     declares to train exactly as at the profile it extends (``ProfileSpec.base_tuned``, a claim `clbench tune` checks
-    on the trees) has no neighbours of its own at the track and reads the base profile's (``RowFragility.at``)."""
+    on the trees) has no neighbours of its own at the track and reads the base profile's (``RowFragility.at``). A
+    row of a labelled tree (`clbench leaderboard A B --label a --label b`: ``METHOD@a``, its tree's profile in
+    ``tree_profile``) reads its tree profile's neighbours of METHOD."""
     ran: dict[str, list[CellResult]] = {}
     for r in neighbours:
         ran.setdefault(str(r.config.get("profile", "custom")), []).append(r)
-    rows: dict[str, list[CellResult]] = {}
+    rows: dict[tuple[str, str], list[CellResult]] = {}  # (profile, label) → its rows, named by their method
     for r in reported:
-        rows.setdefault(str(r.config.get("profile", "custom")), []).append(r)
+        if "tree_profile" in r.config:
+            method, label = r.method.split("@", 1)
+            rows.setdefault((str(r.config["tree_profile"]), label), []).append(replace(r, method=method))
+        else:
+            rows.setdefault((str(r.config.get("profile", "custom")), ""), []).append(r)
     out: dict[tuple[str, str], RowFragility | None] = {}
-    for profile, mine in rows.items():
-        out.update(fragility_scores(mine, ran.get(profile, [])))
+    for (profile, label), mine in rows.items():
+        found = fragility_scores(mine, ran.get(profile, []))
         spec = regs.profiles.get(profile) if profile in regs.profiles else None
-        if spec is None or spec.extends is None:
-            continue
-        shared = [r for r in mine if r.method in spec.base_tuned.get(r.stream, ()) and (r.stream, r.method) not in out]
-        for key, worst in fragility_scores(shared, ran.get(spec.extends, [])).items():
-            out[key] = None if worst is None else replace(worst, at=spec.extends)
+        if spec is not None and spec.extends is not None:
+            shared = [
+                r for r in mine if r.method in spec.base_tuned.get(r.stream, ()) and (r.stream, r.method) not in found
+            ]
+            for key, worst in fragility_scores(shared, ran.get(spec.extends, [])).items():
+                found[key] = None if worst is None else replace(worst, at=spec.extends)
+        out.update({(stream, f"{method}@{label}" if label else method): w for (stream, method), w in found.items()})
     return out
