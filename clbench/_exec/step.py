@@ -142,7 +142,7 @@ def train_task(
     mean loss of each epoch. ``method`` as a :class:`CheckedMethod` names it in a boundary error. ``on_step`` is
     called after every ``ctx.train.log_every``-th optimizer step, counted across the cell from ``step`` (the
     steps before this task); on other steps it costs nothing. A step takes ``train.batch_size`` examples (the
-    global batch), in ``train.grad_accum`` micro-batches (see :func:`accumulate`)."""
+    global batch), in ``train.grad_accum`` micro-batches (see :func:`~clbench._exec.engine.accumulate`)."""
     checked = method if isinstance(method, CheckedMethod) else CheckedMethod(method)
     train_tasks = checked.method.train_tasks(index)
     stats = TaskStats()
