@@ -395,6 +395,15 @@ def test_a_tracks_rows_that_train_as_at_the_base_read_the_bases_neighbours(regs)
     labelled = [replace(r, method=f"{r.method}@200", config={**r.config, "profile": "bench-memory-200+bench-memory-500",
                                                                "tree_profile": "bench-memory-200"}) for r in track]
     assert F.row_fragility(regs, labelled, neighbours) == {(stream, "derpp@200"): rows[(stream, "derpp")]}
+    # and its presets are its tree's lineage's: DER++@200 ran on bench's presets, not on the training defaults
+    from clbench._cli.commands.leaderboard import _tree_lineage
+    from clbench._tools.leaderboard import method_labels
+
+    lineage = _tree_lineage(regs, labelled)
+    assert lineage == ("bench", "bench-memory-200")
+    assert method_labels(["derpp@200"], regs.methods.items, lineage, stream) == {"derpp@200": "derpp@200"}
+    assert method_labels(["derpp@200"], regs.methods.items, ("bench-memory-200",), stream)["derpp@200"].endswith(
+        "(defaults)")  # (what the board said when it looked the label up under the track's name alone)
 
 
 @pytest.mark.slow

@@ -217,6 +217,15 @@ def _fragility(
     return scores
 
 
+def _tree_lineage(regs: Registries, group: list[Any]) -> tuple[str, ...]:
+    """The profiles whose presets the rows of a board of no registered profile read (several trees side by side under
+    ``--label``, or a budget's board): each tree's own profile and those it extends."""
+    from clbench._core.cells import profile_lineage
+
+    trees = sorted({str(r.config.get("tree_profile", r.config.get("profile", "custom"))) for r in group})
+    return tuple(dict.fromkeys(p for tree in trees if tree in regs.profiles for p in profile_lineage(regs, tree)))
+
+
 def _names(result: Any, field: str) -> set[str]:
     """What ``--methods`` (a row's label, and the method it runs) or ``--stream`` match a result by."""
     value = str(getattr(result, field))
@@ -363,7 +372,7 @@ def _write_leaderboards(
             judging,
             other_code=len(other_code(regs, group)),
             profile=regs.profiles.items.get(profile),
-            lineage=profile_lineage(regs, profile) if profile in regs.profiles else (),
+            lineage=profile_lineage(regs, profile) if profile in regs.profiles else _tree_lineage(regs, group),
             fragility=fragility,
         )
         if check:
