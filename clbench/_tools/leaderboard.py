@@ -261,9 +261,14 @@ def _has_preset(label: str, specs: Mapping[str, MethodSpec], profile: str | Sequ
     return False
 
 
+def tree_profiles(results: Iterable[CellResult]) -> set[str]:
+    """The profiles the results ran in (each tree's own under ``clbench leaderboard --label``)."""
+    return {str(r.config.get("tree_profile", r.config.get("profile", "custom"))) for r in results}
+
+
 def _profile_of(results: Sequence[CellResult]) -> str | None:
     """The one profile the results ran in (a tree's own under ``clbench leaderboard --label``); None for several."""
-    profiles = {str(r.config.get("tree_profile", r.config.get("profile", "custom"))) for r in results}
+    profiles = tree_profiles(results)
     return profiles.pop() if len(profiles) == 1 else None
 
 

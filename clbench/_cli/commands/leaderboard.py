@@ -221,8 +221,9 @@ def _tree_lineage(regs: Registries, group: list[Any]) -> tuple[str, ...]:
     """The profiles whose presets the rows of a board of no registered profile read (several trees side by side under
     ``--label``, or a budget's board): each tree's own profile and those it extends."""
     from clbench._core.cells import profile_lineage
+    from clbench._tools.leaderboard import tree_profiles
 
-    trees = sorted({str(r.config.get("tree_profile", r.config.get("profile", "custom"))) for r in group})
+    trees = sorted(tree_profiles(group))
     return tuple(dict.fromkeys(p for tree in trees if tree in regs.profiles for p in profile_lineage(regs, tree)))
 
 
