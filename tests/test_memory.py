@@ -3,6 +3,7 @@ sizes computed by hand; ``clbench run --dry-run`` and ``--device-memory``."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import weakref
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from torch import nn
 from clbench import testing
 from clbench._core.plan import RunRequest, make_plan
 from clbench._exec import memory
+from clbench.errors import ConfigError
 from clbench.hookspecs import hookimpl
 from clbench.method import Method
 from clbench.model import CLModel, StreamInfo
@@ -559,3 +561,33 @@ def test_a_plan_loads_each_streams_data_once_and_estimates_as_each_cell_alone(re
     planned = memory.plan_memory(regs, cells)
     assert [e for _, e in planned] == alone
     assert sorted(loads) == sorted(set(loads)) and len(loads) == 5  # the stream's five tasks, each loaded once
+
+
+def test_a_card_bounds_each_cells_time_by_its_flops_at_the_cards_dense_peak(regs, tmp_path, capsys):
+    """``--card``: the card's memory is the limit, each cell's time is its planned FLOPs at the card's dense peak
+    (TF32 for float32 steps, bf16 under train.autocast), and the grid's total counts every seed's cell, computed here
+    from the plan's own FLOPs and NVIDIA's published rates."""
+    from clbench._cli.main import main
+    from clbench._exec import cards
+
+    h200 = cards.card(" H200 ")
+    assert h200.memory == 141 * 2**30 and h200.seconds(494.7e12, None) == pytest.approx(1.0)
+    assert h200.seconds(989.4e12, "bfloat16") == pytest.approx(1.0)
+    with pytest.raises(ConfigError, match="did you mean 'h200'.*known: a100-80gb, h100-80gb, h200"):
+        cards.card("h20")
+    fp32, bf16 = _cell(regs, "seqft"), _cell(regs, "seqft", train__autocast="bfloat16")
+    [(_, est)] = memory.plan_memory(regs, [fp32])
+    line = memory.grid_line([(fp32, est)], [fp32, dataclasses.replace(fp32, seed=1)], h200)
+    assert line.startswith(f"grid: 2 cells, {memory.fmt_flops(2 * est.flops)} planned; on one NVIDIA H200")
+    assert f"≥ {cards.fmt_seconds(2 * est.flops / 494.7e12)}" in line
+    assert cards.total_seconds(h200, [(est.flops, bf16.train.autocast, 3)]) == pytest.approx(3 * est.flops / 989.4e12)
+    args = ["run", "--stream", "split-digits", "--methods", "seqft", "--seeds", "0,1", "--orders", "1",
+            "--out", str(tmp_path), "--no-progress", "--dry-run"]
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, "--card", "a100-80gb"])
+    out, _ = capsys.readouterr()
+    assert exit_.value.code == 0 and "time on a100-80gb" in out and "fits" in out
+    assert "grid: 2 cells" in out and "NVIDIA A100 SXM 80 GB" in out
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, "--card", "v100"])
+    assert exit_.value.code == 2 and "--card 'v100'" in capsys.readouterr().err

@@ -43,6 +43,7 @@ import torch.nn.functional as F
 
 from clbench._core.boundary import CheckedMethod
 from clbench._core.registry import Registries
+from clbench._exec.cards import Card, fmt_seconds, total_seconds
 from clbench._exec.compute import FlopCount, planned_flops
 from clbench._exec.engine import StepEngine
 from clbench._exec.livebytes import LiveBytes, fmt_bytes, meta_item, parse_size
@@ -512,6 +513,11 @@ def remedies(regs: Registries, cell: Cell, est: MemoryEstimate) -> list[str]:
     return out
 
 
+def plan_key(cell: Cell) -> str:
+    """What decides a cell's plan: its settings, stream and order (cells that differ only by seed share one)."""
+    return json.dumps([cell.resolved(), cell.stream, cell.order], sort_keys=True, default=str)
+
+
 def plan_memory(
     regs: Registries, cells: list[Cell], progress: bool = False, cpu_fallback: bool = True
 ) -> list[tuple[Cell, MemoryEstimate | None]]:
@@ -522,7 +528,7 @@ def plan_memory(
 
     groups: dict[str, Cell] = {}
     for cell in cells:
-        groups.setdefault(json.dumps([cell.resolved(), cell.stream, cell.order], sort_keys=True, default=str), cell)
+        groups.setdefault(plan_key(cell), cell)
     out: list[tuple[Cell, MemoryEstimate | None]] = []
     loaded: Loaded = {}  # each stream's data loaded once for the plan
     for cell in tqdm(groups.values(), desc="memory plan", unit="cell", disable=not progress, leave=False):
@@ -533,15 +539,32 @@ def plan_memory(
     return out
 
 
-def memory_table(rows: list[tuple[Cell, MemoryEstimate | None]], limit: int | None) -> str:
-    """The estimates as a markdown table, largest peak first."""
+def memory_table(rows: list[tuple[Cell, MemoryEstimate | None]], limit: int | None, card: Card | None = None) -> str:
+    """The estimates as a markdown table, largest peak first; with ``card``, each cell's time on it at its dense
+    peak (a lower bound, :mod:`clbench._exec.cards`)."""
     from tabulate import tabulate
 
     body = []
     for cell, est in sorted(rows, key=lambda r: -(r[1].peak if r[1] else 0)):
+        timed = (
+            []
+            if card is None
+            else [
+                "-"
+                if est is None or est.flops is None
+                else f"≥ {fmt_seconds(card.seconds(est.flops, cell.train.autocast))}"
+            ]
+        )
         if est is None:
             body.append(
-                [cell.key, "-", "not estimated (the meta device cannot run its code)", "", *[""] * (len(TERMS) + 1)]
+                [
+                    cell.key,
+                    "-",
+                    "not estimated (the meta device cannot run its code)",
+                    "",
+                    *timed,
+                    *[""] * (len(TERMS) + 1),
+                ]
             )
             continue
         fits = "" if limit is None else ("fits" if est.peak <= limit else "DOES NOT FIT")
@@ -552,12 +575,38 @@ def memory_table(rows: list[tuple[Cell, MemoryEstimate | None]], limit: int | No
                 est.device,
                 f"{fmt_bytes(est.peak)} {fits}".strip(),
                 compute,
+                *timed,
                 *(fmt_bytes(est.terms[t]) for t in TERMS),
                 fmt_bytes(est.host) if est.host else "-",
             ]
         )
-    headers = ["cell", "measured on", "peak", "compute", *TERMS, "host (offloaded)"]
+    at = [] if card is None else [f"time on {card.name} (peak {card.rate(None)[1]}/bf16)"]
+    headers = ["cell", "measured on", "peak", "compute", *at, *TERMS, "host (offloaded)"]
     return tabulate(body, headers=headers, tablefmt="github")
+
+
+def grid_line(rows: list[tuple[Cell, MemoryEstimate | None]], cells: list[Cell], card: Card | None) -> str:
+    """The grid's total below the table: its cells, their planned compute and, with ``card``, the lower bound of
+    their time one after another on one such card."""
+    flops_of = {plan_key(cell): None if est is None else est.flops for cell, est in rows}
+    planned: list[tuple[float, str | None, int]] = []
+    missing = 0
+    for cell in cells:
+        flops = flops_of.get(plan_key(cell))
+        if flops is None:
+            missing += 1
+        else:
+            planned.append((flops, cell.train.autocast, 1))
+    line = f"grid: {len(cells)} cells, {fmt_flops(int(sum(f for f, _, _ in planned)))} planned"
+    if card is not None:
+        line += (
+            f"; on one {card.description} at its dense peak (bf16 under train.autocast, else TF32): "
+            f"≥ {fmt_seconds(total_seconds(card, planned))}, the cells one after another (a lower bound: a run "
+            "reaches a fraction of the peak)"
+        )
+    if missing:
+        line += f"; {missing} cells without a planned compute are not counted"
+    return line
 
 
 def fmt_flops(n: int) -> str:

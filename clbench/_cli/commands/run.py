@@ -172,6 +172,13 @@ class Jobs(click.ParamType):
     help="Refuse, before any cell starts, cells whose estimated peak exceeds SIZE (80GiB, 141GiB; default: "
     "the visible GPU's memory when the cells run on one; 'off': no check).",
 )
+@click.option(
+    "--card",
+    default=None,
+    metavar="NAME",
+    help="Plan for this GPU (a100-80gb, h100-80gb, h200): its memory is the limit unless --device-memory gives "
+    "one, and --dry-run adds each cell's time at the card's dense peak and the grid's total (lower bounds).",
+)
 @click.pass_obj
 def command(
     regs: Registries,
@@ -196,6 +203,7 @@ def command(
     explain: bool,
     dry_run: bool,
     device_memory: str | None,
+    card: str | None,
     **options: Any,
 ) -> None:
     """Train and evaluate a grid of cells (method × stream × order × seed).
@@ -212,6 +220,10 @@ def command(
     _check_executor_options(regs, executor, options)
     model, model_path, weights_from_model = _weights_flag(regs, model, model_path)
     _refuse_empty(methods, device_memory)
+    if card is not None:  # an unknown card is named before the grid is planned
+        from clbench._exec.cards import card as find_card
+
+        find_card(card)
     req = RunRequest(
         profile=profile,
         methods=methods,
@@ -252,7 +264,7 @@ def command(
         if not dry_run:
             sys.exit(0)
     ranked = [dataclasses.replace(c, nproc=nproc) for c in plan.cells] if nproc else plan.cells  # a rank's plan
-    _memory_plan(regs, ranked, dry_run, device_memory, progress)
+    _memory_plan(regs, ranked, dry_run, device_memory, progress, card)
     freeze_loaded()  # each cell's objects are then collected after it for ~0.1 ms (clbench._exec.runner.release)
     try:
         results = execute(
@@ -330,12 +342,21 @@ def _check_executor_options(regs: Registries, executor: str, options: Mapping[st
 
 
 def _memory_plan(
-    regs: Registries, cells: Sequence[Any], dry_run: bool, device_memory: str | None, progress: bool
+    regs: Registries,
+    cells: Sequence[Any],
+    dry_run: bool,
+    device_memory: str | None,
+    progress: bool,
+    card_name: str | None = None,
 ) -> None:
     """``--dry-run``: print every distinct cell's memory estimate and exit (2 when one does not fit). Otherwise,
-    with ``--device-memory`` or cells on a GPU, refuse the cells that do not fit before any starts."""
+    with ``--device-memory``, ``--card`` or cells on a GPU, refuse the cells that do not fit before any starts."""
     from clbench._exec import memory
+    from clbench._exec.cards import card as find_card
 
+    card = find_card(card_name) if card_name is not None else None
+    if card is not None and device_memory is None:
+        device_memory = f"{card.memory}B"
     if device_memory == "off" and not dry_run:  # the plan of an 8B masked method takes minutes on the meta device
         return
     limit = memory.parse_size(device_memory) if device_memory and device_memory != "off" else None
@@ -347,7 +368,8 @@ def _memory_plan(
     # a GPU run checks on the meta device only: a CPU measurement of a big model would take its own hours
     rows = memory.plan_memory(regs, list(cells), progress, cpu_fallback=dry_run or device_memory is not None)
     if dry_run:
-        click.echo(memory.memory_table(rows, limit))
+        click.echo(memory.memory_table(rows, limit, card))
+        click.echo(memory.grid_line(rows, list(cells), card))
     over = [(c, e) for c, e in rows if e is not None and limit is not None and e.peak > limit]
     for cell, est in over:
         assert limit is not None  # only a known limit is exceeded
