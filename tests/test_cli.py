@@ -351,6 +351,37 @@ def test_stale_lists_results_of_other_code_data_or_settings_and_exits_1(grid, tm
     assert "A record of other code" not in next((tmp_path / "boards").glob("*.md")).read_text()
 
 
+def test_stale_rerun_remakes_each_stale_cell_in_place_from_its_recorded_settings(grid, tmp_path, monkeypatch, capsys):
+    """`clbench stale DIR --rerun`: a cell whose code digest is another's and one whose data digest is another's run
+    again where they lie, from their recorded settings, giving the matrices the grid's run gave (the same code now);
+    the other cells are not touched; a result whose settings hash to another cell is named and left."""
+    grid_copy(grid, tmp_path, monkeypatch)
+    runs = tmp_path / "runs" / "split-digits"
+
+    def tamper(cell: str, edit) -> dict:
+        path = runs / cell / "result.json"
+        data = json.loads(path.read_text())
+        before = json.loads(path.read_text())
+        edit(data)
+        path.write_text(json.dumps(data))
+        return before
+
+    code_was = tamper("ewc/order-1/seed-0", lambda d: d["provenance"]["code"].update({"method:ewc": "0" * 64}))
+    data_was = tamper("seqft/order-2/seed-1", lambda d: d["provenance"]["data"].update(
+        {next(iter(d["provenance"]["data"])): "f" * 64}))
+    tamper("seqft/order-1/seed-1", lambda d: d.update(config_hash="a" * 64))
+    untouched = (runs / "ewc/order-2/seed-1/result.json").stat().st_mtime_ns
+    code, out, err = clbench(capsys, "stale", "runs", "--rerun", "--jobs", "1", "--no-progress")
+    assert code == 1  # the result of another cell's settings is still there
+    assert "not rerun: runs/split-digits/seqft/order-1/seed-1: its recorded settings now hash to another" in err
+    assert "clbench stale: rerunning 2 cells under runs/" in err and "2 cells: 2 complete" in err
+    assert "runs: 1 of 8 results made by other code or data" in err
+    for cell, was in (("ewc/order-1/seed-0", code_was), ("seqft/order-2/seed-1", data_was)):
+        now = json.loads((runs / cell / "result.json").read_text())
+        assert now["accuracy_matrix"] == was["accuracy_matrix"] and now["provenance"] == was["provenance"]
+    assert (runs / "ewc/order-2/seed-1/result.json").stat().st_mtime_ns == untouched
+
+
 def test_a_result_read_twice_is_checked_once_and_an_edit_is_checked_again(grid, tmp_path, monkeypatch):
     from clbench import cell
     from clbench._core import results

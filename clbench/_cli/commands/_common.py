@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import click
 
@@ -70,3 +70,20 @@ margin_option = click.option(
 def comma_set(value: str | None) -> set[str] | None:
     """A comma list option's names (``--methods a,b``); None when the option was not given."""
     return {v.strip() for v in value.split(",") if v.strip()} if value else None
+
+
+class Jobs(click.ParamType):
+    """``--jobs``: a positive integer or ``auto``."""
+
+    name = "N|auto"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | str:
+        if isinstance(value, int) or str(value).strip().lower() == "auto":
+            return value if isinstance(value, int) else "auto"
+        try:
+            jobs = int(value)
+        except ValueError:
+            self.fail(f"{value!r} is not a number of processes or 'auto'", param, ctx)
+        if jobs < 1:
+            self.fail(f"{value!r}: at least 1", param, ctx)
+        return jobs

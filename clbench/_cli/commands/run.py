@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from clbench._cli.commands._common import INTERRUPTED, count
+from clbench._cli.commands._common import INTERRUPTED, Jobs, count
 from clbench._core.registry import Registries
 from clbench.cell import ERROR_LOG, CellResult
 from clbench.errors import ClbenchError, ConfigError
@@ -65,23 +65,6 @@ def seeds_option(value: str | None, option: str = "--seeds") -> list[int] | None
     if any(s < 0 for s in seeds):
         raise ClbenchError(f"{option} {value!r}: seeds are non-negative integers")
     return seeds
-
-
-class Jobs(click.ParamType):
-    """``--jobs``: a positive integer or ``auto``."""
-
-    name = "N|auto"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | str:
-        if isinstance(value, int) or str(value).strip().lower() == "auto":
-            return value if isinstance(value, int) else "auto"
-        try:
-            jobs = int(value)
-        except ValueError:
-            self.fail(f"{value!r} is not a number of processes or 'auto'", param, ctx)
-        if jobs < 1:
-            self.fail(f"{value!r}: at least 1", param, ctx)
-        return jobs
 
 
 @click.command(name="run")

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
-from clbench._cli.commands._common import unusable
+from clbench._cli.commands._common import Jobs, count, unusable
 from clbench._core.registry import Registries
+from clbench.cell import CellResult
 from clbench.errors import ClbenchError
 
 _ATOL_HELP = "Allowed |Δ| in percentage points (scores, AA, F.Ra, BWT)."
@@ -71,15 +72,35 @@ def command(regs: Registries, run_dir: Path, per_stream: int, atol: float, rtol:
 @click.command(name="stale")
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(min=0), help="Cells listed per tree.")
+@click.option(
+    "--rerun",
+    is_flag=True,
+    help="Run every stale cell again, in place, from the settings its result records (whatever commands made the "
+    "tree), then list what is still stale.",
+)
+@click.option(
+    "--jobs",
+    "-j",
+    default="auto",
+    show_default=True,
+    type=Jobs(),
+    help="With --rerun: cells at once in worker processes, as clbench run --jobs.",
+)
+@click.option("--progress/--no-progress", default=True, help="With --rerun: progress bars.")
 @click.pass_obj
-def stale(regs: Registries, run_dirs: tuple[Path, ...], limit: int) -> None:
+def stale(
+    regs: Registries, run_dirs: tuple[Path, ...], limit: int, rerun: bool, jobs: int | str, progress: bool
+) -> None:
     """List the results made by other code, data or settings resolution than what is installed.
 
-    Exit 1 when any is found (rerun them: `clbench run ... --out DIR --on-change rerun`), 0 when every result
-    of every tree was made by what is installed now."""
+    Exit 1 when any is found (rerun them: `clbench stale DIR --rerun`, or `clbench run ... --out DIR --on-change
+    rerun`), 0 when every result of every tree was made by what is installed now."""
     from clbench._core.results import scan
     from clbench._tools.verify import stale as stale_results
 
+    if rerun:
+        for run_dir in run_dirs:
+            _rerun_stale(regs, run_dir, stale_results(regs, scan(run_dir).results), jobs, progress)
     total = bad = 0
     for run_dir in run_dirs:
         found = scan(run_dir)
@@ -92,6 +113,51 @@ def stale(regs: Registries, run_dirs: tuple[Path, ...], limit: int) -> None:
             click.echo(f"stale: ... and {len(listed) - limit} more under {run_dir}")
         click.echo(f"{run_dir}: {len(listed)} of {len(found.results)} results made by other code or data", err=True)
     sys.exit(1 if total or bad else 0)
+
+
+def _rerun_stale(
+    regs: Registries, run_dir: Path, listed: Sequence[tuple[CellResult, list[str]]], jobs: int | str, progress: bool
+) -> None:
+    """Run the cells of ``listed`` (stale results under ``run_dir``) again where they lie, each from its recorded
+    settings: one grid per folder that holds results laid out as ``clbench run --out`` lays them. A result whose
+    settings no longer resolve to its cell is named and left (only a run of its profile can remake it)."""
+    from clbench._cli.commands.run import summary
+    from clbench._core.cells import cell_from_result
+    from clbench._exec.executors import execute
+    from clbench.cell import Plan
+
+    grids: dict[Path, list[Any]] = {}
+    for result, _why in listed:
+        assert result.path is not None  # (scanned from files)
+        root = result.path.parents[4]  # ROOT/stream/method/order-O/seed-S/result.json
+        try:
+            cell = cell_from_result(regs, result, root)
+        except ClbenchError as exc:
+            click.echo(f"not rerun: {result.path.parent}: {exc}", err=True)
+            continue
+        if cell.directory.resolve() != result.path.parent.resolve():
+            click.echo(f"not rerun: {result.path.parent}: its cell's folder would be {cell.directory}", err=True)
+            continue
+        if cell.config_hash != result.config_hash:
+            click.echo(
+                f"not rerun: {result.path.parent}: its recorded settings now hash to another cell (a setting's "
+                "meaning or default changed): run its profile again",
+                err=True,
+            )
+            continue
+        grids.setdefault(root, []).append(cell)
+    for root, cells in grids.items():
+        click.echo(f"clbench stale: rerunning {count(len(cells), 'cell')} under {root}/", err=True)
+        profiles = sorted({c.profile for c in cells})
+        results = execute(
+            Plan(cells, profiles[0] if len(profiles) == 1 else "mixed", root),
+            regs,
+            progress=progress,
+            options={"jobs": jobs, "on_change": "rerun"},
+        )
+        lines, _code = summary(results, getattr(results, "faults", ()))
+        for line in lines:
+            click.echo(line, err=True)
 
 
 @click.command(name="compare")
