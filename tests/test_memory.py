@@ -580,7 +580,7 @@ def test_a_card_bounds_each_cells_time_by_its_flops_at_the_cards_dense_peak(regs
     line = memory.grid_line([(fp32, est)], [fp32, dataclasses.replace(fp32, seed=1)], h200)
     assert line.startswith(f"grid: 2 cells, {memory.fmt_flops(2 * est.flops)} planned; on one NVIDIA H200")
     assert f"≥ {cards.fmt_seconds(2 * est.flops / 494.7e12)}" in line
-    assert cards.total_seconds(h200, [(est.flops, bf16.train.autocast, 3)]) == pytest.approx(3 * est.flops / 989.4e12)
+    assert cards.total_seconds(h200, [(est.flops, bf16.train.autocast)] * 3) == pytest.approx(3 * est.flops / 989.4e12)
     args = ["run", "--stream", "split-digits", "--methods", "seqft", "--seeds", "0,1", "--orders", "1",
             "--out", str(tmp_path), "--no-progress", "--dry-run"]
     with pytest.raises(SystemExit) as exit_:

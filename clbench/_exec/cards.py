@@ -66,6 +66,6 @@ def fmt_seconds(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds >= 1 else f"{seconds:.2f} s"
 
 
-def total_seconds(card: Card, cells: Iterable[tuple[float, str | None, int]]) -> float:
-    """The lower bound of ``(flops, autocast, count)`` cells run one after another on one ``card``."""
-    return sum(card.seconds(flops, autocast) * n for flops, autocast, n in cells)
+def total_seconds(card: Card, cells: Iterable[tuple[float, str | None]]) -> float:
+    """The lower bound of ``(flops, autocast)`` cells run one after another on one ``card``."""
+    return sum(card.seconds(flops, autocast) for flops, autocast in cells)

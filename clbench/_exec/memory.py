@@ -546,15 +546,7 @@ def memory_table(rows: list[tuple[Cell, MemoryEstimate | None]], limit: int | No
 
     body = []
     for cell, est in sorted(rows, key=lambda r: -(r[1].peak if r[1] else 0)):
-        timed = (
-            []
-            if card is None
-            else [
-                "-"
-                if est is None or est.flops is None
-                else f"≥ {fmt_seconds(card.seconds(est.flops, cell.train.autocast))}"
-            ]
-        )
+        timed = _time_on(card, cell, est)
         if est is None:
             body.append(
                 [
@@ -585,19 +577,28 @@ def memory_table(rows: list[tuple[Cell, MemoryEstimate | None]], limit: int | No
     return tabulate(body, headers=headers, tablefmt="github")
 
 
+def _time_on(card: Card | None, cell: Cell, est: MemoryEstimate | None) -> list[str]:
+    """The time column's cell: the planned FLOPs at ``card``'s dense peak; nothing without a card."""
+    if card is None:
+        return []
+    if est is None or est.flops is None:
+        return ["-"]
+    return [f"≥ {fmt_seconds(card.seconds(est.flops, cell.train.autocast))}"]
+
+
 def grid_line(rows: list[tuple[Cell, MemoryEstimate | None]], cells: list[Cell], card: Card | None) -> str:
     """The grid's total below the table: its cells, their planned compute and, with ``card``, the lower bound of
     their time one after another on one such card."""
     flops_of = {plan_key(cell): None if est is None else est.flops for cell, est in rows}
-    planned: list[tuple[float, str | None, int]] = []
+    planned: list[tuple[float, str | None]] = []
     missing = 0
     for cell in cells:
         flops = flops_of.get(plan_key(cell))
         if flops is None:
             missing += 1
         else:
-            planned.append((flops, cell.train.autocast, 1))
-    line = f"grid: {len(cells)} cells, {fmt_flops(int(sum(f for f, _, _ in planned)))} planned"
+            planned.append((flops, cell.train.autocast))
+    line = f"grid: {len(cells)} cells, {fmt_flops(int(sum(f for f, _ in planned)))} planned"
     if card is not None:
         line += (
             f"; on one {card.description} at its dense peak (bf16 under train.autocast, else TF32): "

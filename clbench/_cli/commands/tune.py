@@ -9,8 +9,7 @@ from pathlib import Path
 
 import click
 
-from clbench._cli.commands._common import margin_option
-from clbench._cli.commands._common import Jobs
+from clbench._cli.commands._common import Jobs, margin_option
 from clbench._cli.commands.run import csv_option, seeds_option
 from clbench._core.registry import Registries
 from clbench.errors import ClbenchError
