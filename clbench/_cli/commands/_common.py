@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+from click.decorators import FC
 
 T = TypeVar("T")
 
@@ -87,3 +88,8 @@ class Jobs(click.ParamType):
         if jobs < 1:
             self.fail(f"{value!r}: at least 1", param, ctx)
         return jobs
+
+
+def jobs_option(help: str) -> Callable[[FC], FC]:
+    """``-j/--jobs N|auto`` (default auto), as ``clbench run``, ``tune`` and ``stale --rerun`` take it."""
+    return click.option("--jobs", "-j", default="auto", show_default=True, type=Jobs(), help=help)

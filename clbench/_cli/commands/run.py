@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from clbench._cli.commands._common import INTERRUPTED, Jobs, count
+from clbench._cli.commands._common import INTERRUPTED, count, jobs_option
 from clbench._core.registry import Registries
 from clbench.cell import ERROR_LOG, CellResult
 from clbench.errors import ClbenchError, ConfigError
@@ -97,14 +97,9 @@ def seeds_option(value: str | None, option: str = "--seeds") -> list[int] | None
 )
 @click.option("--model-path", default=None, help="Local path (or hub name) of the model's weights.")
 @click.option("--executor", default="local", show_default=True, help="Where cells run; see `clbench list executors`.")
-@click.option(
-    "--jobs",
-    "-j",
-    default="auto",
-    show_default=True,
-    type=Jobs(),
-    help="Cells at once in worker processes (local executor): N, or auto: one per CPU when every cell "
-    "runs on the CPU, else 1. Numbers do not depend on it (threads are `train.threads`).",
+@jobs_option(
+    "Cells at once in worker processes (local executor): N, or auto: one per CPU when every cell runs on the CPU, "
+    "else 1. Numbers do not depend on it (threads are `train.threads`)."
 )
 @click.option(
     "--nproc",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from clbench._cli.commands._common import Jobs, margin_option
+from clbench._cli.commands._common import jobs_option, margin_option
 from clbench._cli.commands.run import csv_option, seeds_option
 from clbench._core.registry import Registries
 from clbench.errors import ClbenchError
@@ -53,7 +53,7 @@ def _power_of_two(ctx: click.Context, param: click.Parameter, value: int | None)
 @click.option("--offset", default=1000, show_default=True, help="Tuning seed = reported seed + OFFSET.")
 @click.option("--tuning-seeds", type=click.IntRange(min=1), help="Tune on the first N twins (default: every one).")
 @margin_option
-@click.option("-j", "--jobs", type=Jobs(), default="auto", show_default=True, help="Cells at once (as clbench run).")
+@jobs_option("Cells at once (as clbench run).")
 @click.option("--write", type=click.Path(path_type=Path), help="Write the choices as a presets file (JSON) there.")
 @click.option(
     "--fragility",

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from clbench._cli.commands._common import Jobs, count, unusable
+from clbench._cli.commands._common import count, jobs_option, unusable
 from clbench._core.registry import Registries
 from clbench.cell import CellResult
 from clbench.errors import ClbenchError
@@ -78,14 +78,7 @@ def command(regs: Registries, run_dir: Path, per_stream: int, atol: float, rtol:
     help="Run every stale cell again, in place, from the settings its result records (whatever commands made the "
     "tree), then list what is still stale.",
 )
-@click.option(
-    "--jobs",
-    "-j",
-    default="auto",
-    show_default=True,
-    type=Jobs(),
-    help="With --rerun: cells at once in worker processes, as clbench run --jobs.",
-)
+@jobs_option("With --rerun: cells at once in worker processes, as clbench run --jobs.")
 @click.option("--progress/--no-progress", default=True, help="With --rerun: progress bars.")
 @click.pass_obj
 def stale(
