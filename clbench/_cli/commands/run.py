@@ -10,7 +10,7 @@ import shlex
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,6 +19,9 @@ from clbench._core.registry import Registries
 from clbench.cell import ERROR_LOG, CellResult
 from clbench.errors import ClbenchError, ConfigError
 from clbench.specs import OptionSpec
+
+if TYPE_CHECKING:
+    from clbench._exec.cards import Card
 
 LEADERBOARD_FILE = "leaderboard.md"  # `clbench run --leaderboard` writes <out>/leaderboard.md
 
@@ -198,10 +201,9 @@ def command(
     _check_executor_options(regs, executor, options)
     model, model_path, weights_from_model = _weights_flag(regs, model, model_path)
     _refuse_empty(methods, device_memory)
-    if card is not None:  # an unknown card is named before the grid is planned
-        from clbench._exec.cards import card as find_card
+    from clbench._exec.cards import card as find_card
 
-        find_card(card)
+    target = find_card(card) if card is not None else None  # an unknown card is named before the grid is planned
     req = RunRequest(
         profile=profile,
         methods=methods,
@@ -242,7 +244,7 @@ def command(
         if not dry_run:
             sys.exit(0)
     ranked = [dataclasses.replace(c, nproc=nproc) for c in plan.cells] if nproc else plan.cells  # a rank's plan
-    _memory_plan(regs, ranked, dry_run, device_memory, progress, card)
+    _memory_plan(regs, ranked, dry_run, device_memory, progress, target)
     freeze_loaded()  # each cell's objects are then collected after it for ~0.1 ms (clbench._exec.runner.release)
     try:
         results = execute(
@@ -325,14 +327,12 @@ def _memory_plan(
     dry_run: bool,
     device_memory: str | None,
     progress: bool,
-    card_name: str | None = None,
+    card: Card | None = None,
 ) -> None:
     """``--dry-run``: print every distinct cell's memory estimate and exit (2 when one does not fit). Otherwise,
     with ``--device-memory``, ``--card`` or cells on a GPU, refuse the cells that do not fit before any starts."""
     from clbench._exec import memory
-    from clbench._exec.cards import card as find_card
 
-    card = find_card(card_name) if card_name is not None else None
     if card is not None and device_memory is None:
         device_memory = f"{card.memory}B"
     if device_memory == "off" and not dry_run:  # the plan of an 8B masked method takes minutes on the meta device
